@@ -1,0 +1,141 @@
+"""Durable file I/O: every write in the package goes through here.
+
+A rewrite is a temp file in the same folder, fsync, rename over the target, fsync of the folder,
+so a crash leaves either the old file or the new one, never a mix or an empty file. Appends are a
+single ``write`` on an ``O_APPEND`` descriptor followed by fsync.
+
+``set_fault_injector`` lets the fault suite raise (for example ``OSError(ENOSPC)``) at any write
+site; it is None in normal operation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from dream_memory.errors import WorkspaceError
+
+FaultInjector = Callable[[str, Path], None]
+_fault_injector: FaultInjector | None = None
+
+
+def set_fault_injector(injector: FaultInjector | None) -> None:
+    """Install a callable run before every write (site name, path); used by the fault suite only."""
+    global _fault_injector
+    _fault_injector = injector
+
+
+def _before_write(site: str, path: Path) -> None:
+    if _fault_injector is not None:
+        _fault_injector(site, path)
+
+
+def _default_mode() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+def fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems refuse fsync on directories; the rename is still atomic
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes | str, *, site: str = "rewrite") -> None:
+    """Replace ``path`` with ``data`` atomically and durably; creates parent folders."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = path.stat().st_mode & 0o777
+    except FileNotFoundError:
+        mode = _default_mode()
+    _before_write(site, path)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    fsync_dir(path.parent)
+
+
+def append_bytes(path: Path, data: bytes, *, site: str = "append") -> None:
+    """Append with one write on an O_APPEND descriptor, then fsync."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _before_write(site, path)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _default_mode())
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def ends_with_newline(path: Path) -> bool:
+    """True for an empty or missing file, or one whose last byte is a newline."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            if size == 0:
+                return True
+            handle.seek(size - 1)
+            return handle.read(1) == b"\n"
+    except FileNotFoundError:
+        return True
+
+
+def remove(path: Path, *, site: str = "remove") -> None:
+    _before_write(site, path)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    fsync_dir(path.parent)
+
+
+def rename(src: Path, dst: Path, *, site: str = "rename") -> None:
+    _before_write(site, dst)
+    os.replace(src, dst)
+    fsync_dir(dst.parent)
+
+
+def read_text(path: Path) -> str | None:
+    """The file's text as UTF-8 (undecodable bytes replaced), or None if missing."""
+    try:
+        return path.read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    except IsADirectoryError:
+        raise WorkspaceError(f"{path} is a folder where a file was expected") from None
+    except OSError as exc:
+        raise WorkspaceError(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def describe_os_error(exc: OSError) -> str:
+    if exc.errno == errno.ENOSPC:
+        return "no space left on the device"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if exc.errno == errno.EROFS:
+        return "the filesystem is read-only"
+    return exc.strerror or str(exc)

@@ -1,0 +1,697 @@
+"""GitStore: versioned memory over dulwich (no git binary needed).
+
+Commits are built at the object level (blobs, trees, commit, compare-and-set of the ref), never
+through ``porcelain.commit``: that path would run repository hooks, may call gpg, and would sweep
+whatever else a user has staged into our commit. Only the paths we name are ever written to the
+tree or the index, so a workspace inside a larger repository leaves every other file alone.
+
+Paths given to and returned from this class are workspace-relative POSIX strings; the repository
+may sit above the workspace (``prefix``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import stat
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from dulwich.errors import NotGitRepository
+from dulwich.index import Index, index_entry_from_stat
+from dulwich.object_store import commit_tree_changes
+from dulwich.objects import Blob, Commit, Tree
+from dulwich.repo import Repo
+
+from dream_memory.adapters import fsutil
+from dream_memory.core import layout
+from dream_memory.core.ports import Clock
+from dream_memory.errors import UnknownRevision, VersionStoreError
+
+GITIGNORE_BEGIN = "# >>> dream-memory: version only the memory files"
+GITIGNORE_END = "# <<< dream-memory"
+FILE_MODE = 0o100644
+EXEC_MODE = 0o100755
+
+
+def gitignore_lines() -> list[str]:
+    """Ignore everything at the workspace root but the tracked paths (CONTRACT section 2)."""
+    lines = ["/*", "!/.gitignore", f"!/{layout.SOUL}", f"!/{layout.USER}", "!/memory/", "/memory/*"]
+    lines += [
+        f"!/{layout.MEMORY}",
+        f"!/{layout.DREAM_CURSOR}",
+        f"!/{layout.DREAM_STATE}",
+        f"!/{layout.DREAM_HELD_DIR}/",
+        f"!/{layout.SKILLS_DIR}/",
+        f"!/{layout.INDEX}",
+        f"!/{layout.ENTITIES_DIR}/",
+        f"!/{layout.SECTIONS_DIR}/",
+        f"!/{layout.OBSERVATIONS}",
+    ]
+    return lines
+
+
+def merge_gitignore(existing: str | None) -> str | None:
+    """The .gitignore with our block in step; None when it already is. User lines are kept as they are."""
+    ours = [GITIGNORE_BEGIN, *gitignore_lines(), GITIGNORE_END]
+    if not existing:
+        return "\n".join(ours) + "\n"
+    lines = existing.splitlines()
+    if GITIGNORE_BEGIN in lines and GITIGNORE_END in lines:
+        start, end = lines.index(GITIGNORE_BEGIN), lines.index(GITIGNORE_END)
+        if lines[start : end + 1] == ours:
+            return None
+        merged = lines[:start] + ours + lines[end + 1 :]
+    else:
+        merged = [*lines, "", *ours] if lines and lines[-1].strip() else [*lines, *ours]
+    return "\n".join(merged) + "\n"
+
+
+def parse_identity(identity: str) -> bytes:
+    return identity.encode("utf-8")
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str
+    status: str  # "added" | "modified" | "deleted"
+    added: int
+    removed: int
+    diff: str = field(default="", repr=False)
+    binary: bool = False
+
+    def to_json(self, *, with_diff: bool = True) -> dict[str, object]:
+        data: dict[str, object] = {"path": self.path, "status": self.status, "added": self.added, "removed": self.removed}
+        if with_diff:
+            data["diff"] = self.diff
+        return data
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    subject: str
+    message: str
+    time: str  # ISO 8601 with offset
+    author: str
+    parent: str | None
+    files: tuple[FileChange, ...] = ()
+
+    @property
+    def short(self) -> str:
+        return self.sha[:10]
+
+    @property
+    def body(self) -> str:
+        return self.message.partition("\n")[2].strip()
+
+    def trailers(self) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for line in self.body.splitlines():
+            key, sep, value = line.partition(": ")
+            if sep and key and key.replace("-", "").isalnum() and key[0].isupper():
+                found[key] = value.strip()
+        return found
+
+    def to_json(self, *, with_diff: bool = True) -> dict[str, object]:
+        return {
+            "commit": self.sha,
+            "short": self.short,
+            "subject": self.subject,
+            "time": self.time,
+            "author": self.author,
+            "parent": self.parent,
+            "files": [f.to_json(with_diff=with_diff) for f in self.files],
+        }
+
+
+def unified_diff(path: str, old: bytes | None, new: bytes | None) -> FileChange:
+    status = "added" if old is None else "deleted" if new is None else "modified"
+    old_b, new_b = old or b"", new or b""
+    if b"\0" in old_b or b"\0" in new_b:
+        return FileChange(path, status, 0, 0, f"Binary files a/{path} and b/{path} differ\n", binary=True)
+    old_lines = old_b.decode("utf-8", errors="replace").splitlines(keepends=True)
+    new_lines = new_b.decode("utf-8", errors="replace").splitlines(keepends=True)
+    lines = list(
+        difflib.unified_diff(
+            old_lines,
+            new_lines,
+            fromfile="/dev/null" if old is None else f"a/{path}",
+            tofile="/dev/null" if new is None else f"b/{path}",
+        )
+    )
+    added = sum(1 for ln in lines if ln.startswith("+") and not ln.startswith("+++"))
+    removed = sum(1 for ln in lines if ln.startswith("-") and not ln.startswith("---"))
+    text = "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
+    return FileChange(path, status, added, removed, text)
+
+
+def _format_time(seconds: int, offset: int) -> str:
+    from datetime import timedelta, timezone
+
+    return datetime.fromtimestamp(seconds, timezone(timedelta(seconds=offset))).isoformat(timespec="seconds")
+
+
+class GitStore:
+    """The repository that versions one workspace's memory."""
+
+    def __init__(self, repo: Repo, workspace: Path, *, author: str, clock: Clock, created: bool) -> None:
+        self.repo = repo
+        self.workspace = workspace
+        self.root = Path(repo.path).resolve()
+        rel = os.path.relpath(workspace.resolve(), self.root)
+        self.prefix = "" if rel == "." else Path(rel).as_posix()
+        self.author = parse_identity(author)
+        self.clock = clock
+        self.created = created  # True when this repository was made for the workspace by us
+
+    # --- opening -----------------------------------------------------------------------------
+
+    @staticmethod
+    def find_enclosing(workspace: Path) -> Path | None:
+        """The work tree root of a repository containing ``workspace``, if any."""
+        current = workspace.resolve()
+        for candidate in (current, *current.parents):
+            if (candidate / ".git").exists():
+                return candidate
+        return None
+
+    @classmethod
+    def open(cls, workspace: Path, *, author: str, clock: Clock, create: bool = True) -> GitStore | None:
+        """Open the repository versioning ``workspace``; create one at the workspace root if there
+        is none and ``create`` is set (else None)."""
+        root = cls.find_enclosing(workspace)
+        try:
+            if root is not None:
+                repo = Repo(str(root))
+                standalone = root == workspace.resolve() and _is_ours(workspace)
+                return cls(repo, workspace, author=author, clock=clock, created=standalone)
+            if not create:
+                return None
+            workspace.mkdir(parents=True, exist_ok=True)
+            repo = Repo.init(str(workspace), default_branch=b"main")
+        except NotGitRepository as exc:
+            raise VersionStoreError(f"{root or workspace} holds a .git that is not a usable repository") from exc
+        except OSError as exc:
+            raise VersionStoreError(f"cannot open or create a repository at {workspace}: {exc}") from exc
+        store = cls(repo, workspace, author=author, clock=clock, created=True)
+        store.ensure_gitignore()
+        return store
+
+    def close(self) -> None:
+        self.repo.close()
+
+    def __enter__(self) -> GitStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def enclosing(self) -> bool:
+        """True when the repository was not made by us for this workspace (a user's checkout)."""
+        return not self.created
+
+    def ensure_gitignore(self) -> bool:
+        """Keep our block in the workspace .gitignore in step (standalone repositories only)."""
+        if not self.created:
+            return False
+        path = self.workspace / ".gitignore"
+        merged = merge_gitignore(fsutil.read_text(path))
+        if merged is None:
+            return False
+        fsutil.atomic_write(path, merged, site="gitignore")
+        return True
+
+    # --- paths -------------------------------------------------------------------------------
+
+    def repo_path(self, rel: str) -> bytes:
+        return (f"{self.prefix}/{rel}" if self.prefix else rel).encode("utf-8")
+
+    def _rel(self, repo_path: bytes) -> str | None:
+        text = repo_path.decode("utf-8", errors="surrogateescape")
+        if not self.prefix:
+            return text
+        if text.startswith(self.prefix + "/"):
+            return text[len(self.prefix) + 1 :]
+        return None
+
+    def is_versioned(self, rel: str) -> bool:
+        return layout.is_tracked(rel) or (self.created and rel == ".gitignore")
+
+    def worktree_paths(self) -> list[str]:
+        """Tracked paths that exist as regular files in the workspace (symlinks never count)."""
+        found: list[str] = []
+        for top in layout.tracked_roots():
+            base = self.workspace / top
+            if base.is_symlink():
+                continue
+            if base.is_file():
+                if self.is_versioned(top):
+                    found.append(top)
+                continue
+            if not base.is_dir():
+                continue
+            for dirpath, dirnames, filenames in os.walk(base):
+                dirnames[:] = sorted(d for d in dirnames if not (Path(dirpath) / d).is_symlink() and d != ".git")
+                for name in sorted(filenames):
+                    full = Path(dirpath) / name
+                    if full.is_symlink() or not full.is_file():
+                        continue
+                    rel = full.relative_to(self.workspace).as_posix()
+                    if self.is_versioned(rel):
+                        found.append(rel)
+        if self.created and (self.workspace / ".gitignore").is_file():
+            found.append(".gitignore")
+        return sorted(set(found))
+
+    # --- reading commits ---------------------------------------------------------------------
+
+    def head(self) -> str | None:
+        try:
+            return self.repo.head().decode("ascii")
+        except KeyError:
+            return None
+
+    def branch(self) -> str | None:
+        """The checked-out branch name, or None when HEAD is detached."""
+        target = self.repo.refs.read_ref(b"HEAD")
+        if target and target.startswith(b"ref: refs/heads/"):
+            return target[len(b"ref: refs/heads/") :].decode("utf-8")
+        return None
+
+    def _commit(self, sha: str) -> Commit:
+        try:
+            obj = self.repo[sha.encode("ascii")]
+        except KeyError:
+            raise UnknownRevision(f"no commit {sha}") from None
+        if not isinstance(obj, Commit):
+            raise UnknownRevision(f"{sha} is not a commit")
+        return obj
+
+    def _tree_files(self, tree_id: bytes | None) -> dict[str, tuple[int, bytes]]:
+        """Workspace-relative path -> (mode, blob sha) under the workspace prefix."""
+        if tree_id is None:
+            return {}
+        files: dict[str, tuple[int, bytes]] = {}
+        tree = self.repo[tree_id]
+        if self.prefix:
+            for part in self.prefix.split("/"):
+                assert isinstance(tree, Tree)
+                try:
+                    mode, sub = tree[part.encode("utf-8")]
+                except KeyError:
+                    return {}
+                if not stat.S_ISDIR(mode):
+                    return {}
+                tree = self.repo[sub]
+        assert isinstance(tree, Tree)
+        for entry in self.repo.object_store.iter_tree_contents(tree.id):
+            path = entry.path
+            assert path is not None and entry.mode is not None and entry.sha is not None
+            if stat.S_ISREG(entry.mode):
+                files[path.decode("utf-8", errors="surrogateescape")] = (entry.mode, entry.sha)
+        return files
+
+    def files_at(self, sha: str | None) -> dict[str, tuple[int, bytes]]:
+        if sha is None:
+            return {}
+        return self._tree_files(self._commit(sha).tree)
+
+    def blob(self, blob_sha: bytes) -> bytes:
+        obj = self.repo[blob_sha]
+        assert isinstance(obj, Blob)
+        return obj.data
+
+    def read_at(self, sha: str, rel: str) -> bytes | None:
+        entry = self.files_at(sha).get(rel)
+        return None if entry is None else self.blob(entry[1])
+
+    def first_parent_chain(self, start: str | None = None) -> Iterator[Commit]:
+        sha = start or self.head()
+        while sha:
+            commit = self._commit(sha)
+            yield commit
+            sha = commit.parents[0].decode("ascii") if commit.parents else None
+
+    def info(self, sha: str, *, with_files: bool = True, against: str | None = None) -> CommitInfo:
+        commit = self._commit(sha)
+        parent = commit.parents[0].decode("ascii") if commit.parents else None
+        base = against if against is not None else parent
+        files = tuple(self.changes(base, sha)) if with_files else ()
+        message = commit.message.decode("utf-8", errors="replace")
+        return CommitInfo(
+            sha=sha,
+            subject=message.split("\n", 1)[0],
+            message=message,
+            time=_format_time(commit.commit_time, commit.commit_timezone),
+            author=commit.author.decode("utf-8", errors="replace"),
+            parent=parent,
+            files=files,
+        )
+
+    def changes(self, old: str | None, new: str | None) -> list[FileChange]:
+        """File changes between two commits (None: the empty tree / the working tree is not used)."""
+        before = self.files_at(old)
+        after = self.files_at(new)
+        result: list[FileChange] = []
+        for path in sorted(set(before) | set(after)):
+            a, b = before.get(path), after.get(path)
+            if a == b:
+                continue
+            result.append(
+                unified_diff(path, None if a is None else self.blob(a[1]), None if b is None else self.blob(b[1]))
+            )
+        return result
+
+    def all_commits(self) -> Iterator[str]:
+        """Every commit reachable from HEAD and the local branches, each once."""
+        heads = [self.head()] + [
+            v.decode("ascii") for k, v in self.repo.refs.as_dict(b"refs/heads").items() if v
+        ]
+        seen: set[str] = set()
+        stack = [h for h in heads if h]
+        while stack:
+            sha = stack.pop()
+            if sha in seen:
+                continue
+            seen.add(sha)
+            yield sha
+            commit = self._commit(sha)
+            stack.extend(p.decode("ascii") for p in commit.parents)
+
+    def resolve(self, rev: str) -> str:
+        """A commit from a hex prefix (at least 4 digits), ``HEAD``, ``HEAD~N`` or a branch name."""
+        text = rev.strip()
+        if text.upper() == "HEAD" or text.upper().startswith("HEAD~"):
+            sha = self.head()
+            if sha is None:
+                raise UnknownRevision("there are no commits yet")
+            steps = int(text[5:] or 0) if text.upper().startswith("HEAD~") and text[5:].isdigit() else 0
+            chain = self.first_parent_chain(sha)
+            for _ in range(steps):
+                next(chain)
+            try:
+                return next(chain).id.decode("ascii")
+            except StopIteration:
+                raise UnknownRevision(f"{rev} goes past the first commit") from None
+        branch = self.repo.refs.as_dict(b"refs/heads").get(text.encode("utf-8"))
+        if branch:
+            return branch.decode("ascii")
+        lowered = text.lower()
+        if len(lowered) < 4 or any(c not in "0123456789abcdef" for c in lowered):
+            raise UnknownRevision(f"{rev!r} is not a commit: give at least 4 hex digits of a SHA")
+        matches = [sha for sha in self.all_commits() if sha.startswith(lowered)]
+        if not matches:
+            raise UnknownRevision(f"no commit matches {rev!r}")
+        if len(matches) > 1:
+            raise UnknownRevision(
+                f"{rev!r} is ambiguous: it matches {len(matches)} commits ({', '.join(m[:12] for m in matches[:4])})",
+                hint="give more digits",
+            )
+        return matches[0]
+
+    # --- working tree ------------------------------------------------------------------------
+
+    def _blob_id_of_file(self, path: Path) -> bytes:
+        return Blob.from_string(path.read_bytes()).id
+
+    def worktree_state(self, paths: Iterable[str] | None = None) -> dict[str, bytes | None]:
+        """Blob ids of tracked files as they are on disk (None: missing)."""
+        wanted = self.worktree_paths() if paths is None else list(paths)
+        index = self._open_index()
+        state: dict[str, bytes | None] = {}
+        for rel in wanted:
+            full = self.workspace / rel
+            try:
+                st = full.lstat()
+            except FileNotFoundError:
+                state[rel] = None
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                state[rel] = None
+                continue
+            entry = _index_entry(index, self.repo_path(rel))
+            if entry is not None and _stat_matches(entry, st):
+                state[rel] = entry.sha
+            else:
+                state[rel] = self._blob_id_of_file(full)
+        return state
+
+    def dirty(self, *, only: Iterable[str] | None = None) -> list[str]:
+        """Versioned paths whose content on disk differs from HEAD (added, changed or removed)."""
+        head_files = self.files_at(self.head())
+        candidates = set(self.worktree_paths()) | {p for p in head_files if self.is_versioned(p)}
+        if only is not None:
+            allowed = set(only)
+            candidates &= allowed
+        state = self.worktree_state(sorted(candidates))
+        return sorted(p for p in candidates if state.get(p) != (head_files[p][1] if p in head_files else None))
+
+    def tracked_in_head(self, patterns: Sequence[str]) -> list[str]:
+        """Paths matching ``patterns`` that HEAD already tracks (for carried memory files)."""
+        head_files = self.files_at(self.head())
+        return sorted(p for p in head_files if layout.matches_any(p, tuple(patterns)))
+
+    def _open_index(self) -> Index | None:
+        try:
+            return self.repo.open_index()
+        except (FileNotFoundError, OSError, AssertionError):
+            return None
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def _signature(self) -> tuple[int, int]:
+        now = self.clock.now()
+        offset = now.utcoffset()
+        return int(now.timestamp()), int(offset.total_seconds()) if offset else 0
+
+    def build_commit(self, changes: dict[str, bytes | None], message: str) -> tuple[str, str | None]:
+        """Write blobs, trees and a commit object for ``changes`` on top of HEAD; the ref is not
+        moved yet. Returns (new sha, base sha)."""
+        base = self.head()
+        base_tree: bytes | Tree
+        if base is None:
+            base_tree = Tree()  # not stored: an unused empty tree would show up as dangling in fsck
+        else:
+            base_tree = self._commit(base).tree
+        tree_changes: list[tuple[bytes, int | None, bytes | None]] = []
+        for rel, data in sorted(changes.items()):
+            if data is None:
+                tree_changes.append((self.repo_path(rel), None, None))
+            else:
+                blob = Blob.from_string(data)
+                self.repo.object_store.add_object(blob)
+                mode = EXEC_MODE if _is_executable(self.workspace / rel) else FILE_MODE
+                tree_changes.append((self.repo_path(rel), mode, blob.id))
+        tree_id = commit_tree_changes(self.repo.object_store, base_tree, tree_changes)
+        commit = Commit()
+        commit.tree = tree_id
+        commit.parents = [base.encode("ascii")] if base else []
+        commit.author = commit.committer = self.author
+        when, offset = self._signature()
+        commit.author_time = commit.commit_time = when
+        commit.author_timezone = commit.commit_timezone = offset
+        commit.encoding = b"UTF-8"
+        commit.message = (message.rstrip("\n") + "\n").encode("utf-8")
+        self.repo.object_store.add_object(commit)
+        return commit.id.decode("ascii"), base
+
+    def move_head(self, new: str, base: str | None, subject: str) -> None:
+        """Point the checked-out branch (or a detached HEAD) at ``new`` if it still is at ``base``."""
+        chain, _ = self.repo.refs.follow(b"HEAD")
+        ref = chain[-1] if chain else b"HEAD"
+        message = b"commit: " + subject.encode("utf-8")
+        when, offset = self._signature()
+        kwargs = {"committer": self.author, "timestamp": when, "timezone": offset, "message": message}
+        if base is None:
+            ok = self.repo.refs.add_if_new(ref, new.encode("ascii"), **kwargs)
+        else:
+            ok = self.repo.refs.set_if_equals(ref, base.encode("ascii"), new.encode("ascii"), **kwargs)
+        if not ok:
+            raise VersionStoreError(
+                f"{ref.decode()} moved while committing; nothing was changed",
+                hint="another process committed to this repository at the same time; run again",
+            )
+
+    def sync_index(self, paths: Iterable[str], sha: str) -> None:
+        """Make the index agree with commit ``sha`` for ``paths`` (and only those)."""
+        index = self._open_index()
+        if index is None:
+            index = Index(os.path.join(self.repo.controldir(), "index"), read=False)
+        files = self.files_at(sha)
+        for rel in paths:
+            key = self.repo_path(rel)
+            full = self.workspace / rel
+            if rel in files and full.is_file() and not full.is_symlink():
+                mode, blob_id = files[rel]
+                index[key] = index_entry_from_stat(full.lstat(), blob_id, mode)
+            elif key in index:
+                del index[key]
+        index.write()
+
+    def commit(self, changes: dict[str, bytes | None], message: str) -> str | None:
+        """Commit the given contents (None deletes) as they already are on disk; None if no change."""
+        head_files = self.files_at(self.head())
+        effective = {
+            rel: data
+            for rel, data in changes.items()
+            if (None if data is None else Blob.from_string(data).id) != (head_files[rel][1] if rel in head_files else None)
+        }
+        if not effective:
+            return None
+        sha, base = self.build_commit(effective, message)
+        self.move_head(sha, base, message.split("\n", 1)[0])
+        self.sync_index(effective, sha)
+        return sha
+
+    def commit_paths(self, paths: Iterable[str], message: str) -> str | None:
+        """Commit the on-disk state of ``paths`` (missing files are deletions)."""
+        changes: dict[str, bytes | None] = {}
+        for rel in paths:
+            full = self.workspace / rel
+            changes[rel] = full.read_bytes() if full.is_file() and not full.is_symlink() else None
+        return self.commit(changes, message)
+
+    def write_files(self, contents: dict[str, bytes | None]) -> None:
+        """Write (or delete) workspace files durably; used after a commit lands."""
+        for rel, data in contents.items():
+            full = self.workspace / rel
+            if data is None:
+                fsutil.remove(full, site="memory.remove")
+                _prune_empty_dirs(full.parent, self.workspace)
+            else:
+                fsutil.atomic_write(full, data, site="memory.write")
+
+    def checkout_branch(self, name: str) -> bool:
+        """Make ``name`` the checked-out branch; create it from HEAD when missing (True if created).
+
+        Switching to an existing branch that points elsewhere rewrites the versioned memory files
+        to that branch's content (only those), after checking that none of them has unsaved edits.
+        """
+        ref = b"refs/heads/" + name.encode("utf-8")
+        if not _valid_branch_name(name):
+            raise VersionStoreError(f"{name!r} is not a valid branch name")
+        existing = self.repo.refs.as_dict(b"refs/heads").get(name.encode("utf-8"))
+        head = self.head()
+        if existing is None:
+            if head is None:
+                self.repo.refs.set_symbolic_ref(b"HEAD", ref)
+                return True
+            self.repo.refs.add_if_new(ref, head.encode("ascii"), message=b"branch: created by dream-memory")
+            self.repo.refs.set_symbolic_ref(b"HEAD", ref)
+            return True
+        target = existing.decode("ascii")
+        if self.branch() == name:
+            return False
+        if target != head:
+            dirty = self.dirty()
+            if dirty:
+                raise VersionStoreError(
+                    f"cannot switch to branch {name}: memory files have uncommitted edits ({', '.join(dirty)})"
+                )
+            old_files = self.files_at(head)
+            new_files = self.files_at(target)
+            other = self._other_differences(head, target)
+            if other:
+                raise VersionStoreError(
+                    f"cannot switch to branch {name}: it differs from HEAD outside the memory files ({other[0]}, ...)",
+                    hint="check the branch out with git before running Dream",
+                )
+            writes: dict[str, bytes | None] = {}
+            for rel in sorted(set(old_files) | set(new_files)):
+                if old_files.get(rel) != new_files.get(rel):
+                    writes[rel] = self.blob(new_files[rel][1]) if rel in new_files else None
+            self.write_files(writes)
+            self.repo.refs.set_symbolic_ref(b"HEAD", ref)
+            self.sync_index(writes, target)
+            return False
+        self.repo.refs.set_symbolic_ref(b"HEAD", ref)
+        return False
+
+    def _other_differences(self, a: str | None, b: str | None) -> list[str]:
+        """Repository paths outside this workspace's versioned files that differ between commits."""
+        def everything(sha: str | None) -> dict[bytes, bytes]:
+            if sha is None:
+                return {}
+            tree = self._commit(sha).tree
+            return {
+                e.path: e.sha
+                for e in self.repo.object_store.iter_tree_contents(tree)
+                if e.path is not None and e.sha is not None
+            }
+
+        left, right = everything(a), everything(b)
+        out: list[str] = []
+        for path in sorted(set(left) | set(right)):
+            if left.get(path) == right.get(path):
+                continue
+            rel = self._rel(path)
+            if rel is None or not (self.is_versioned(rel) or layout.matches_any(rel, layout.CARRIED_PATTERNS)):
+                out.append(path.decode("utf-8", errors="replace"))
+        return out
+
+
+def _is_ours(workspace: Path) -> bool:
+    """A repository at the workspace root is ours when its .gitignore carries our block."""
+    text = fsutil.read_text(workspace / ".gitignore")
+    return text is not None and GITIGNORE_BEGIN in text
+
+
+def _is_executable(path: Path) -> bool:
+    try:
+        return bool(path.stat().st_mode & 0o100)
+    except FileNotFoundError:
+        return False
+
+
+_RACY_SECONDS = 2.0
+
+
+def _index_entry(index: Index | None, key: bytes) -> object | None:
+    if index is None:
+        return None
+    try:
+        return index[key]
+    except KeyError:
+        return None
+
+
+def _stat_matches(entry: object, st: os.stat_result) -> bool:
+    """True when the index's stat data proves the file unchanged (git's stat cache).
+
+    A file modified within the last moments is hashed anyway: timestamps are coarse, and an edit
+    of the same size right after a commit would otherwise look clean ("racy git").
+    """
+    size = getattr(entry, "size", None)
+    mtime = getattr(entry, "mtime", None)
+    ino = getattr(entry, "ino", None)
+    if size is None or mtime is None or size != st.st_size or (ino and ino != st.st_ino):
+        return False
+    if st.st_mtime > time.time() - _RACY_SECONDS:
+        return False
+    if isinstance(mtime, tuple):
+        seconds, nanos = mtime
+        return bool(seconds == int(st.st_mtime) and nanos == st.st_mtime_ns % 1_000_000_000)
+    return bool(int(mtime) == int(st.st_mtime))
+
+
+def _prune_empty_dirs(folder: Path, stop: Path) -> None:
+    current = folder
+    while current != stop and stop in current.parents:
+        try:
+            current.rmdir()
+        except OSError:
+            return
+        current = current.parent
+
+
+def _valid_branch_name(name: str) -> bool:
+    if not name or name.startswith(("-", "/")) or name.endswith(("/", ".lock", ".")):
+        return False
+    if ".." in name or "//" in name or "@{" in name:
+        return False
+    return not any(c in name for c in " ~^:?*[\\\x7f") and all(ord(c) >= 32 for c in name)

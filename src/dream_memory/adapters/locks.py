@@ -1,0 +1,104 @@
+"""``memory/.dream.lock``: one Dream run per workspace, with the holder written down.
+
+filelock (used for the short history lock) truncates its lock file on every attempt, so it cannot
+record who holds the lock. This is a plain ``flock`` on a file whose content names the holder
+(pid, host, start time). The kernel drops an ``flock`` when its process dies, so a lock left by a
+killed run is simply taken over; the stale holder is reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from dream_memory.core import layout
+from dream_memory.errors import LockBusy
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    pid: int | None
+    host: str | None
+    started: str | None
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on {self.host}, started {self.started}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pid": self.pid, "host": self.host, "started": self.started}
+
+
+def _parse_holder(text: str) -> LockHolder | None:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    pid = data.get("pid")
+    return LockHolder(pid if isinstance(pid, int) else None, data.get("host"), data.get("started"))
+
+
+def lock_path(workspace: Path) -> Path:
+    return workspace / layout.DREAM_LOCK
+
+
+def current_holder(workspace: Path) -> LockHolder | None:
+    """Who holds the Dream lock right now, or None when nobody does (a stale file is not a holder)."""
+    path = lock_path(workspace)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                return _parse_holder(handle.read()) or LockHolder(None, None, None)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def dream_lock(workspace: Path, *, now: datetime) -> Iterator[LockHolder | None]:
+    """Hold the Dream lock for the block; raises LockBusy at once when another run holds it.
+
+    Yields the stale holder whose lock was taken over, if the file named one.
+    """
+    path = lock_path(workspace)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                holder = _parse_holder(handle.read())
+            raise LockBusy(
+                f"the workspace is locked by another Dream run ({holder.describe() if holder else 'holder unknown'})",
+                hint="nothing was done; the next scheduled run will pick the work up",
+            ) from None
+        previous = os.pread(fd, 4096, 0).decode("utf-8", errors="replace")
+        stale = _parse_holder(previous) if previous.strip() else None
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "started": now.isoformat(timespec="seconds")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(me).encode("utf-8"), 0)
+        os.fsync(fd)
+        try:
+            yield stale
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

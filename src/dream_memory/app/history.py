@@ -1,0 +1,66 @@
+"""Use cases over history.jsonl: append one entry, and the workspace status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from dream_memory.adapters import fsutil
+from dream_memory.adapters.git import GitStore
+from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.adapters.locks import current_holder
+from dream_memory.core import layout
+from dream_memory.core.history import HistoryEntry
+from dream_memory.core.state import DreamState
+from dream_memory.errors import InputError
+
+
+def append_entry(history: HistoryLog, text: str, *, session_key: str | None = None) -> HistoryEntry:
+    """Append one entry under the history lock; the text is stored as given (trailing space trimmed)."""
+    content = text.rstrip()
+    if not content.strip():
+        raise InputError("nothing to append: the text is empty", hint="pass TEXT, or - to read it from stdin")
+    if session_key is not None and not session_key.strip():
+        raise InputError("--session-key must not be empty")
+    return history.append(content, session_key=session_key)
+
+
+def last_dream_commit(git: GitStore | None) -> dict[str, Any] | None:
+    if git is None or git.head() is None:
+        return None
+    for commit in git.first_parent_chain():
+        message = commit.message.decode("utf-8", errors="replace")
+        if message.startswith("dream:"):
+            info = git.info(commit.id.decode("ascii"), with_files=False)
+            return {"commit": info.sha, "subject": info.subject, "time": info.time}
+    return None
+
+
+def read_state(root: Path) -> DreamState:
+    return DreamState.from_json(fsutil.read_text(root / layout.DREAM_STATE))
+
+
+def workspace_status(root: Path, history: HistoryLog, git: GitStore | None) -> dict[str, Any]:
+    """What ``dream status`` shows (CONTRACT section 5); reads only, never migrates or creates."""
+    scan = history.scan()
+    counter = history.read_counter()
+    dream_cursor = history.read_dream_cursor() or 0
+    holder = current_holder(root)
+    state = read_state(root)
+    return {
+        "workspace": str(root),
+        "exists": root.is_dir(),
+        "cursor": max(counter or 0, scan.max_cursor),
+        "dream_cursor": dream_cursor,
+        "pending": sum(1 for e in scan.entries if e.cursor > dream_cursor),
+        "entries": len(scan.entries),
+        "malformed": scan.malformed,
+        "repaired": sum(1 for p in scan.problems if p.kind == "repaired"),
+        "lock": holder.to_json() if holder else None,
+        "last_dream_commit": last_dream_commit(git),
+        "dirty": git.dirty() if git is not None and git.head() is not None else [],
+        "held": [h.id for h in state.held],
+        "set_aside": [f"{s.cursor_from}..{s.cursor_to}" for s in state.set_aside],
+        "pending_migration": history.legacy_pending(),
+        "versioned": git is not None,
+    }

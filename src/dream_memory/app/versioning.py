@@ -1,0 +1,286 @@
+"""Versioned memory use cases: the first commit, hand edits, transactions, log and restore.
+
+Every change Dream or a restore makes to memory goes through ``apply_commit``: the commit is
+built and recorded in a journal *before* any file is written, HEAD moves, then the files are
+written. A crash at any step leaves either HEAD at the old commit with untouched files (rolled
+back) or HEAD at the new commit with a journal that ``recover`` uses to finish writing the files,
+so an interrupted change is never mistaken for a hand edit.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dream_memory.adapters import fsutil
+from dream_memory.adapters.git import CommitInfo, FileChange, GitStore, unified_diff
+from dream_memory.core import layout
+from dream_memory.errors import RestoreConflict, UsageError
+
+INIT_SUBJECT = "memory: init"
+MANUAL_SUBJECT = "memory: manual edits"
+NOTHING_NEW_PREFIX = "dream: nothing new"
+
+
+# --- transactions ---------------------------------------------------------------------------------
+
+
+def _journal_path(git: GitStore) -> Any:
+    return git.workspace / layout.DREAM_JOURNAL
+
+
+def apply_commit(git: GitStore, changes: dict[str, bytes | None], message: str) -> str | None:
+    """Commit ``changes`` (workspace-relative path -> bytes, None deletes), then write them to disk.
+
+    Returns the new commit, or None when the changes equal HEAD already.
+    """
+    head_files = git.files_at(git.head())
+    from dulwich.objects import Blob
+
+    effective = {
+        rel: data
+        for rel, data in changes.items()
+        if (None if data is None else Blob.from_string(data).id) != (head_files[rel][1] if rel in head_files else None)
+    }
+    if not effective:
+        return None
+    sha, base = git.build_commit(effective, message)
+    journal = _journal_path(git)
+    fsutil.atomic_write(
+        journal,
+        json.dumps({"commit": sha, "base": base, "paths": sorted(effective), "subject": message.split("\n")[0]}),
+        site="journal.write",
+    )
+    git.move_head(sha, base, message.split("\n", 1)[0])
+    git.write_files(effective)
+    git.sync_index(effective, sha)
+    fsutil.remove(journal, site="journal.remove")
+    return sha
+
+
+@dataclass(frozen=True)
+class Recovery:
+    action: str  # "finished" | "rolled_back" | "abandoned"
+    commit: str
+    subject: str
+
+
+def recover(git: GitStore) -> Recovery | None:
+    """Finish or roll back a change a crash interrupted (see the module docstring)."""
+    journal = _journal_path(git)
+    text = fsutil.read_text(journal)
+    if text is None:
+        return None
+    try:
+        data = json.loads(text)
+        sha, base, paths = str(data["commit"]), data.get("base"), list(data["paths"])
+        subject = str(data.get("subject", ""))
+    except (ValueError, KeyError, TypeError):
+        fsutil.remove(journal, site="journal.remove")
+        return Recovery("abandoned", "", "unreadable journal")
+    head = git.head()
+    if head == sha:
+        files = git.files_at(sha)
+        git.write_files({rel: git.blob(files[rel][1]) if rel in files else None for rel in paths})
+        git.sync_index(paths, sha)
+        action = "finished"
+    elif head == base:
+        action = "rolled_back"
+    else:
+        action = "abandoned"
+    fsutil.remove(journal, site="journal.remove")
+    return Recovery(action, sha, subject)
+
+
+# --- first commit and hand edits ----------------------------------------------------------------
+
+
+def ensure_versioned(git: GitStore) -> str | None:
+    """Make the ``memory: init`` commit when this workspace has nothing committed yet."""
+    recover(git)
+    git.ensure_gitignore()
+    present = git.worktree_paths()
+    head_files = git.files_at(git.head())
+    if any(git.is_versioned(p) for p in head_files):
+        return None
+    if not present:
+        return None
+    return git.commit_paths(present, INIT_SUBJECT + "\n\nFiles: " + ", ".join(present))
+
+
+def commit_manual_edits(git: GitStore) -> str | None:
+    """Commit hand edits of memory files as their own commit, so Dream's commits hold only Dream's
+    changes. Dream's own bookkeeping files are not hand edits and are left for Dream's commit."""
+    initial = ensure_versioned(git)
+    dirty = [p for p in git.dirty() if not layout.is_dream_owned(p)]
+    if not dirty:
+        return initial
+    body = "\n".join(f"- {p}" for p in dirty)
+    return git.commit_paths(dirty, f"{MANUAL_SUBJECT}\n\nEdited outside Dream:\n{body}")
+
+
+# --- log -------------------------------------------------------------------------------------------
+
+
+def is_dream_subject(subject: str) -> bool:
+    return subject.startswith("dream:")
+
+
+def dream_versions(git: GitStore, *, limit: int = 20, include_nothing_new: bool = False) -> list[CommitInfo]:
+    """Recent Dream commits (newest first), each with its changed files."""
+    found: list[CommitInfo] = []
+    if git.head() is None:
+        return found
+    for commit in git.first_parent_chain():
+        subject = commit.message.decode("utf-8", errors="replace").split("\n", 1)[0]
+        if not is_dream_subject(subject):
+            continue
+        if subject.startswith(NOTHING_NEW_PREFIX) and not include_nothing_new:
+            continue
+        found.append(git.info(commit.id.decode("ascii")))
+        if len(found) >= limit:
+            break
+    return found
+
+
+def latest_dream_change(git: GitStore) -> CommitInfo | None:
+    versions = dream_versions(git, limit=1)
+    return versions[0] if versions else None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    old: CommitInfo
+    new: CommitInfo
+    commits: tuple[CommitInfo, ...]
+    files: tuple[FileChange, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "from": self.old.to_json(with_diff=False),
+            "to": self.new.to_json(with_diff=False),
+            "commits": [c.to_json(with_diff=False) for c in self.commits],
+            "files": [f.to_json() for f in self.files],
+        }
+
+
+def compare(git: GitStore, old_rev: str, new_rev: str) -> Comparison:
+    old = git.resolve(old_rev)
+    new = git.resolve(new_rev)
+    between: list[CommitInfo] = []
+    for commit in git.first_parent_chain(new):
+        sha = commit.id.decode("ascii")
+        if sha == old:
+            break
+        between.append(git.info(sha, with_files=False))
+    return Comparison(
+        old=git.info(old, with_files=False),
+        new=git.info(new, with_files=False),
+        commits=tuple(between),
+        files=tuple(git.changes(old, new)),
+    )
+
+
+# --- restore ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    restored: str  # the commit whose changes were undone
+    commit: str | None  # the new revert commit
+    files: tuple[FileChange, ...]
+    forced_over: tuple[str, ...] = ()  # files whose later work a --force threw away
+    cursor_before: int | None = None
+    cursor_after: int | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "restored": self.restored,
+            "commit": self.commit,
+            "files": [f.to_json() for f in self.files],
+            "forced_over": list(self.forced_over),
+            "cursor_before": self.cursor_before,
+            "cursor_after": self.cursor_after,
+            "notes": list(self.notes),
+        }
+
+
+def cursor_range(info: CommitInfo) -> tuple[int, int] | None:
+    """The history range a Dream commit consumed, from its ``Dream-Range: a..b`` trailer."""
+    raw = info.trailers().get("Dream-Range")
+    if not raw or ".." not in raw:
+        return None
+    first, _, last = raw.partition("..")
+    if not (first.strip().isdigit() and last.strip().isdigit()):
+        return None
+    return int(first), int(last)
+
+
+def _conflicts(git: GitStore, paths: Iterable[str], expected: dict[str, tuple[int, bytes]]) -> list[str]:
+    current = git.worktree_state(paths)
+    return sorted(p for p in current if current[p] != (expected[p][1] if p in expected else None))
+
+
+def restore_commit(
+    git: GitStore, rev: str, *, force: bool = False, replay: bool = False, dream_cursor: int | None = None
+) -> RestoreResult:
+    """Undo exactly the changes commit ``rev`` introduced (CONTRACT section 5)."""
+    recover(git)
+    sha = git.resolve(rev)
+    info = git.info(sha, with_files=False)
+    before = git.files_at(info.parent)
+    after = git.files_at(sha)
+    touched = sorted(
+        p
+        for p in set(before) | set(after)
+        if before.get(p) != after.get(p) and git.is_versioned(p) and not layout.is_dream_owned(p)
+    )
+    notes: list[str] = []
+    changes: dict[str, bytes | None] = {}
+    conflicts = _conflicts(git, touched, after)
+    if conflicts and not force:
+        listing = ", ".join(conflicts)
+        raise RestoreConflict(
+            f"cannot restore {sha[:10]}: {listing} changed since that commit; nothing was changed", conflicts
+        )
+    for rel in touched:
+        changes[rel] = git.blob(before[rel][1]) if rel in before else None
+    cursor_after = dream_cursor
+    if replay:
+        span = cursor_range(info)
+        if span is None:
+            raise UsageError(f"{sha[:10]} records no history range, so --replay has nothing to move back")
+        cursor_after = span[0] - 1
+        if dream_cursor is not None and dream_cursor <= cursor_after:
+            notes.append(f"the Dream cursor is already at {dream_cursor}, before that range")
+            cursor_after = dream_cursor
+        else:
+            changes[layout.DREAM_CURSOR] = f"{cursor_after}\n".encode()
+    if not changes:
+        raise UsageError(f"{sha[:10]} ({info.subject}) changed no memory file; there is nothing to restore")
+    files = tuple(unified_diff(rel, _current(git, rel), data) for rel, data in sorted(changes.items()))
+    body = ["Undoes exactly the changes of that commit.", "", f"Reverts: {sha}"]
+    if conflicts:
+        body.append("Forced-Over: " + ", ".join(conflicts))
+    if replay:
+        body.append(f"Replay-From: {cursor_after}")
+    message = f"dream: revert {sha[:10]} ({info.subject})\n\n" + "\n".join(body)
+    new = apply_commit(git, changes, message)
+    return RestoreResult(
+        restored=sha,
+        commit=new,
+        files=files,
+        forced_over=tuple(conflicts),
+        cursor_before=dream_cursor,
+        cursor_after=cursor_after,
+        notes=tuple(notes),
+    )
+
+
+def _current(git: GitStore, rel: str) -> bytes | None:
+    path = git.workspace / rel
+    return path.read_bytes() if path.is_file() else None
+

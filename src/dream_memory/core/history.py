@@ -1,0 +1,393 @@
+"""history.jsonl as values: entries, tolerant line parsing, cursor allocation, batching,
+compaction planning and the legacy HISTORY.md format. No I/O here.
+
+Real files written by nanobot-style agents hold ISO timestamps, gaps between cursors, lines with
+two JSON objects glued together, foreign schemas and torn lines. The parser yields every entry it
+can and reports everything else with a line number; nothing it reports is ever dropped from disk.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M"
+
+ProblemKind = Literal["malformed", "foreign", "repaired"]
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    cursor: int
+    timestamp: str
+    content: str
+    session_key: str | None = None
+
+    def to_json_line(self) -> str:
+        obj: dict[str, object] = {"cursor": self.cursor, "timestamp": self.timestamp, "content": self.content}
+        if self.session_key is not None:
+            obj["session_key"] = self.session_key
+        return json.dumps(obj, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class LineProblem:
+    line_no: int
+    kind: ProblemKind
+    detail: str
+
+    def describe(self, source: str = "history.jsonl") -> str:
+        return f"{source} line {self.line_no}: {self.kind}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class ParsedLine:
+    line_no: int
+    raw: str  # the line as on disk, without its newline
+    entries: tuple[HistoryEntry, ...] = ()
+    problem: LineProblem | None = None
+
+    @property
+    def is_blank(self) -> bool:
+        return not self.raw.strip()
+
+
+def entry_from_object(obj: object) -> HistoryEntry | None:
+    """An entry from one decoded JSON value, or None if it is not in our schema."""
+    if not isinstance(obj, dict):
+        return None
+    cursor = obj.get("cursor")
+    content = obj.get("content")
+    if not isinstance(cursor, int) or isinstance(cursor, bool) or cursor <= 0:
+        return None
+    if not isinstance(content, str):
+        return None
+    timestamp = obj.get("timestamp", "")
+    session_key = obj.get("session_key")
+    return HistoryEntry(
+        cursor=cursor,
+        timestamp=timestamp if isinstance(timestamp, str) else str(timestamp),
+        content=content,
+        session_key=session_key if isinstance(session_key, str) else None,
+    )
+
+
+_DECODER = json.JSONDecoder()
+
+
+def parse_line(raw: str, line_no: int) -> ParsedLine:
+    """Parse one physical line. Glued objects each count; the rest is reported, not raised."""
+    text = raw.rstrip("\r")
+    if not text.strip():
+        return ParsedLine(line_no, raw)
+    objects: list[object] = []
+    pos = 0
+    end = len(text)
+    error: str | None = None
+    while pos < end:
+        while pos < end and text[pos] in " \t":
+            pos += 1
+        if pos >= end:
+            break
+        try:
+            obj, pos = _DECODER.raw_decode(text, pos)
+        except json.JSONDecodeError as exc:
+            error = f"not valid JSON ({exc.msg} at column {exc.pos + 1})"
+            break
+        objects.append(obj)
+    entries: list[HistoryEntry] = []
+    foreign = 0
+    for obj in objects:
+        entry = entry_from_object(obj)
+        if entry is None:
+            foreign += 1
+        else:
+            entries.append(entry)
+    problem: LineProblem | None = None
+    if error is not None:
+        detail = error if not entries else f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'} read, then {error}"
+        problem = LineProblem(line_no, "malformed", detail)
+    elif foreign:
+        keys = sorted(objects[0].keys()) if isinstance(objects[0], dict) else [type(objects[0]).__name__]
+        problem = LineProblem(line_no, "foreign", f"not a history entry (keys: {', '.join(map(str, keys[:6]))})")
+    elif len(entries) > 1:
+        problem = LineProblem(line_no, "repaired", f"{len(entries)} JSON objects on one line, read as separate entries")
+    return ParsedLine(line_no, raw, tuple(entries), problem)
+
+
+def parse_lines(lines: Iterable[str], first_line_no: int = 1) -> Iterator[ParsedLine]:
+    for offset, raw in enumerate(lines):
+        yield parse_line(raw.rstrip("\n"), first_line_no + offset)
+
+
+def split_physical_lines(text: str) -> list[str]:
+    """Lines of a file's text without their newlines; a missing final newline is tolerated."""
+    if not text:
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def next_cursor(counter: int | None, dream_cursor: int | None, seen_cursors: Iterable[int]) -> int:
+    """The cursor for a new entry: above every cursor seen in the file, the counter and Dream's cursor.
+
+    An entry at or below ``.dream_cursor`` would never reach Dream, and real workspaces have
+    ``.dream_cursor`` ahead of the last entry, so it takes part in the maximum.
+    """
+    return max([0, counter or 0, dream_cursor or 0, *seen_cursors]) + 1
+
+
+def parse_cursor_text(text: str) -> int | None:
+    """A cursor file's value, or None when the file is empty or corrupt."""
+    value = text.strip()
+    if not value.isdigit() or not value.isascii():
+        return None
+    return int(value)
+
+
+# --- timestamps ------------------------------------------------------------------------------
+
+_TS_PATTERNS = (
+    "%Y-%m-%d %H:%M",
+    "%Y-%m-%d %H:%M:%S",
+    "%Y-%m-%dT%H:%M",
+    "%Y-%m-%dT%H:%M:%S",
+    "%Y-%m-%d",
+)
+
+
+def parse_timestamp(value: str) -> datetime | None:
+    """Both the native ``YYYY-MM-DD HH:MM`` and ISO 8601 (with seconds, fractions, offsets)."""
+    text = value.strip()
+    if not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        pass
+    for pattern in _TS_PATTERNS:
+        try:
+            return datetime.strptime(text[: len(datetime(2000, 1, 1).strftime(pattern))], pattern)
+        except ValueError:
+            continue
+    return None
+
+
+def format_timestamp(moment: datetime) -> str:
+    return moment.strftime(TIMESTAMP_FORMAT)
+
+
+def archive_month(entry: HistoryEntry) -> str:
+    """``YYYY-MM`` of an entry's timestamp, or ``undated``: names its archive file."""
+    moment = parse_timestamp(entry.timestamp)
+    return moment.strftime("%Y-%m") if moment else "undated"
+
+
+# --- batching --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Batch:
+    entries: tuple[HistoryEntry, ...]
+    tokens: int
+
+    @property
+    def cursor_from(self) -> int:
+        return self.entries[0].cursor
+
+    @property
+    def cursor_to(self) -> int:
+        return self.entries[-1].cursor
+
+
+def plan_batches(
+    entries: Sequence[HistoryEntry],
+    *,
+    max_entries: int,
+    max_tokens: int,
+    count_tokens: Callable[[str], int],
+) -> list[Batch]:
+    """Consecutive batches of at most ``max_entries`` entries and ``max_tokens`` tokens.
+
+    A batch always holds at least one entry: an entry larger than the budget travels alone and is
+    given to the model in parts (``split_text``), never cut.
+    """
+    if max_entries < 1:
+        raise ValueError("max_entries must be at least 1")
+    batches: list[Batch] = []
+    current: list[HistoryEntry] = []
+    tokens = 0
+    for entry in entries:
+        cost = count_tokens(entry.content) + 8
+        if current and (len(current) >= max_entries or tokens + cost > max_tokens):
+            batches.append(Batch(tuple(current), tokens))
+            current, tokens = [], 0
+        current.append(entry)
+        tokens += cost
+    if current:
+        batches.append(Batch(tuple(current), tokens))
+    return batches
+
+
+def split_text(text: str, max_tokens: int, count_tokens: Callable[[str], int]) -> list[str]:
+    """Split text into parts of at most ``max_tokens`` each, on line boundaries where possible.
+
+    Joining the parts with "" gives back the text exactly: nothing is cut, only divided.
+    """
+    if max_tokens < 1:
+        raise ValueError("max_tokens must be at least 1")
+    if count_tokens(text) <= max_tokens:
+        return [text]
+    parts: list[str] = []
+    current = ""
+    for line in text.splitlines(keepends=True):
+        if count_tokens(line) > max_tokens:
+            if current:
+                parts.append(current)
+                current = ""
+            parts.extend(_split_long_line(line, max_tokens, count_tokens))
+            continue
+        if current and count_tokens(current + line) > max_tokens:
+            parts.append(current)
+            current = ""
+        current += line
+    if current:
+        parts.append(current)
+    return parts
+
+
+def _split_long_line(line: str, max_tokens: int, count_tokens: Callable[[str], int]) -> list[str]:
+    parts: list[str] = []
+    start = 0
+    while start < len(line):
+        # Grow a window by halving the step: token counts are not linear in characters.
+        size = max(1, min(len(line) - start, max_tokens * 4))
+        while size > 1 and count_tokens(line[start : start + size]) > max_tokens:
+            size //= 2
+        parts.append(line[start : start + size])
+        start += size
+    return parts
+
+
+# --- compaction ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    keep: tuple[str, ...]  # raw lines staying in history.jsonl, in order
+    archive: dict[str, tuple[str, ...]] = field(default_factory=dict)  # month -> raw lines
+    archived_cursors: tuple[int, ...] = ()
+
+    @property
+    def changes_anything(self) -> bool:
+        return bool(self.archived_cursors)
+
+
+def plan_compaction(lines: Sequence[ParsedLine], *, dream_cursor: int, max_entries: int) -> CompactionPlan:
+    """Which lines move to the archive so that at most ``max_entries`` entries stay, if possible.
+
+    Only lines whose every entry Dream has consumed (cursor <= dream_cursor) may move, oldest
+    first. Malformed and foreign lines always stay where they are: they are reported, never
+    removed. Blank lines are dropped (they hold nothing).
+    """
+    total = sum(len(p.entries) for p in lines)
+    excess = total - max_entries
+    keep: list[str] = []
+    archive: dict[str, list[str]] = {}
+    moved: list[int] = []
+    for parsed in lines:
+        if parsed.is_blank:
+            continue
+        movable = (
+            excess > 0
+            and parsed.entries
+            and (parsed.problem is None or parsed.problem.kind == "repaired")
+            and all(e.cursor <= dream_cursor for e in parsed.entries)
+        )
+        if movable:
+            archive.setdefault(archive_month(parsed.entries[0]), []).append(parsed.raw)
+            moved.extend(e.cursor for e in parsed.entries)
+            excess -= len(parsed.entries)
+        else:
+            keep.append(parsed.raw)
+    if not moved:
+        return CompactionPlan(keep=tuple(p.raw for p in lines if not p.is_blank))
+    return CompactionPlan(
+        keep=tuple(keep),
+        archive={month: tuple(raws) for month, raws in archive.items()},
+        archived_cursors=tuple(moved),
+    )
+
+
+# --- legacy HISTORY.md -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LegacyEntry:
+    timestamp: str | None  # None: the file gave no date for this entry
+    content: str
+
+
+_TIME = r"\d{1,2}:\d{2}(?::\d{2})?"
+_DATE = r"\d{4}-\d{2}-\d{2}"
+# [2026-03-09 21:04], [2026-03-09 21:04-22:12], [2026-03-09 19:15-03-10 00:27], [2026-03-12]
+_HEADER = re.compile(
+    rf"^\[(?P<date>{_DATE})(?:[ T](?P<time>{_TIME}))?"
+    rf"(?:\s*[-–~]\s*(?:(?:\d{{4}}-)?\d{{2}}-\d{{2}}[ T])?{_TIME})?\]\s*(?P<rest>.*)$"
+)
+# A paragraph that opens with a bare date: "2026-05-31 09:46 User asked ..."
+_BARE = re.compile(rf"^(?P<date>{_DATE})(?:[ T](?P<time>{_TIME}))?(?:\s+|$)(?P<rest>.*)$")
+
+
+def _legacy_timestamp(date: str, time: str | None) -> str:
+    if not time:
+        return f"{date} 00:00"
+    hours, minutes = time.split(":")[:2]
+    return f"{date} {int(hours):02d}:{minutes}"
+
+
+def parse_legacy_history(text: str) -> list[LegacyEntry]:
+    """Entries of an old HISTORY.md, in file order.
+
+    An entry starts at a ``[date ...]`` header (single time, time range, cross-day range or date
+    only), or at a paragraph opening with a bare date. Lines without a header continue the current
+    entry; a header-less paragraph at the top of the file is an entry of its own, without a date.
+    A stray ``-e `` prefix (from ``echo -e`` under sh) is dropped.
+    """
+    entries: list[tuple[str | None, list[str]]] = []
+    after_blank = True
+    for raw_line in text.splitlines():
+        line = raw_line.rstrip()
+        if line == "-e":
+            line = ""
+        elif line.startswith("-e "):
+            line = line[3:]
+        if not line.strip():
+            if entries:
+                entries[-1][1].append("")
+            after_blank = True
+            continue
+        header = _HEADER.match(line)
+        bare = _BARE.match(line) if after_blank and header is None else None
+        if header is not None:
+            entries.append((_legacy_timestamp(header["date"], header["time"]), [header["rest"]]))
+        elif bare is not None:
+            entries.append((_legacy_timestamp(bare["date"], bare["time"]), [bare["rest"]]))
+        elif not entries:
+            entries.append((None, [line]))
+        else:
+            entries[-1][1].append(line)
+        after_blank = False
+    result: list[LegacyEntry] = []
+    for timestamp, body in entries:
+        content = "\n".join(body).strip()
+        content = re.sub(r"\n{3,}", "\n\n", content)
+        if content:
+            result.append(LegacyEntry(timestamp, content))
+    return result

@@ -1,0 +1,96 @@
+"""memory/.dream_state.json as a value: failure counts, set-aside ranges and held batches.
+
+The state is versioned with the memory it describes: it lands in the same commit as the cursor.
+Reading is tolerant (an unreadable state is an empty state plus a warning); writing is canonical.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+SET_ASIDE_AFTER = 3  # consecutive runs failing the same batch on its content
+
+
+@dataclass(frozen=True)
+class FailureRecord:
+    cursor_from: int
+    cursor_to: int
+    count: int
+    last_error: str
+
+
+@dataclass(frozen=True)
+class SetAside:
+    cursor_from: int
+    cursor_to: int
+    reason: str
+    at: str
+
+
+@dataclass(frozen=True)
+class HeldBatch:
+    id: str
+    cursor_from: int
+    cursor_to: int
+    reason: str
+    created: str
+    files: tuple[str, ...] = ()
+
+    def to_report(self) -> dict[str, Any]:
+        return {"id": self.id, "cursor_from": self.cursor_from, "cursor_to": self.cursor_to, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class DreamState:
+    failure: FailureRecord | None = None
+    set_aside: tuple[SetAside, ...] = ()
+    held: tuple[HeldBatch, ...] = ()
+    warnings: tuple[str, ...] = field(default=(), compare=False)
+
+    def record_failure(self, cursor_from: int, cursor_to: int, error: str) -> DreamState:
+        """Count one more content failure of this batch (a different batch starts over at 1)."""
+        previous = self.failure
+        same = previous is not None and previous.cursor_from == cursor_from and previous.cursor_to == cursor_to
+        count = previous.count + 1 if same and previous is not None else 1
+        return replace(self, failure=FailureRecord(cursor_from, cursor_to, count, error[:500]))
+
+    def clear_failure(self) -> DreamState:
+        return replace(self, failure=None) if self.failure else self
+
+    def add_set_aside(self, item: SetAside) -> DreamState:
+        return replace(self, failure=None, set_aside=(*self.set_aside, item))
+
+    def add_held(self, item: HeldBatch) -> DreamState:
+        return replace(self, held=(*self.held, item))
+
+    def without_held(self, held_id: str) -> DreamState:
+        return replace(self, held=tuple(h for h in self.held if h.id != held_id))
+
+    def find_held(self, held_id: str) -> HeldBatch | None:
+        return next((h for h in self.held if h.id == held_id), None)
+
+    def to_json(self) -> str:
+        data: dict[str, Any] = {
+            "version": 1,
+            "failure": asdict(self.failure) if self.failure else None,
+            "set_aside": [asdict(s) for s in self.set_aside],
+            "held": [{**asdict(h), "files": list(h.files)} for h in self.held],
+        }
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str | None) -> DreamState:
+        if text is None or not text.strip():
+            return cls()
+        try:
+            data = json.loads(text)
+            failure = data.get("failure")
+            return cls(
+                failure=FailureRecord(**failure) if failure else None,
+                set_aside=tuple(SetAside(**s) for s in data.get("set_aside", [])),
+                held=tuple(HeldBatch(**{**h, "files": tuple(h.get("files", ()))}) for h in data.get("held", [])),
+            )
+        except (ValueError, TypeError, AttributeError) as exc:
+            return cls(warnings=(f"memory/.dream_state.json is unreadable ({exc}); starting from an empty state",))

@@ -1,0 +1,102 @@
+"""What every command shares: the error boundary, workspace/config options, JSON output.
+
+Command modules import only click and the standard library at module level, so that
+``dream --help`` stays fast (no pydantic, dulwich or litellm); use cases are imported inside the
+command functions.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from dream_memory.settings import Settings
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+    print(f"dream: warning: {message}", file=sys.stderr)
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"dream: error: {message}", err=True)
+    raise click.exceptions.Exit(code)
+
+
+class DreamCommand(click.Command):
+    """A command whose DreamErrors become the CONTRACT's exit codes, and whose int result is its exit code.
+
+    This is the one place errors turn into exit codes. It works the same whether the command is
+    reached through the ``dream`` group, through an alias script (``dream-run``) or through click's
+    test runner.
+    """
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from dream_memory.errors import DreamError
+
+        warnings.showwarning = _show_warning
+        try:
+            result = super().invoke(ctx)
+        except DreamError as exc:
+            _fail(str(exc), exc.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+        if isinstance(result, int) and result != 0:
+            raise click.exceptions.Exit(result)
+        return result
+
+
+def command(*args: Any, **kwargs: Any) -> Callable[[F], click.Command]:
+    kwargs.setdefault("cls", DreamCommand)
+    kwargs.setdefault("context_settings", {"help_option_names": ["-h", "--help"]})
+    return click.command(*args, **kwargs)  # type: ignore[no-any-return]
+
+
+def workspace_options(func: F) -> F:
+    """``--workspace`` and ``--config``, on every command (CONTRACT section 5)."""
+    func = click.option(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Config file (default: $DREAM_CONFIG, <workspace>/dream.json, ~/.nanoinfra/config.json).",
+    )(func)
+    func = click.option(
+        "--workspace",
+        "-w",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="Workspace folder (default: $DREAM_WORKSPACE, else ~/.nanoinfra/workspaces/default).",
+    )(func)
+    return func
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+
+
+def load_settings(workspace: str | None, config_path: str | None) -> Settings:
+    from dream_memory.settings import load_settings as _load
+
+    return _load(workspace, config_path)
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+def note(message: str) -> None:
+    """Progress for humans: stderr, so stdout stays the result."""
+    click.echo(message, err=True)
+
+
+def not_available(name: str, issue: int) -> None:
+    from dream_memory.errors import NotAvailable
+
+    raise NotAvailable(f"`dream {name}` is not available in this version yet (tracked as issue {issue})")

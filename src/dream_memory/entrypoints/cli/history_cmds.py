@@ -1,0 +1,114 @@
+"""``dream init``, ``dream append`` and ``dream status``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from dream_memory.entrypoints.cli._common import command, emit_json, json_option, load_settings, note, workspace_options
+
+
+@command("init")
+@json_option
+@workspace_options
+def init(as_json: bool, workspace: str | None, config_path: str | None) -> int:
+    """Create a workspace with templates and start versioning it (idempotent)."""
+    from dream_memory.app.versioning import ensure_versioned
+    from dream_memory.entrypoints.wiring import Wiring
+
+    wiring = Wiring(load_settings(workspace, config_path))
+    created = wiring.ensure_workspace()
+    git = wiring.git(create=True)
+    assert git is not None
+    with git:
+        commit = ensure_versioned(git)
+        result = {
+            "workspace": str(wiring.root),
+            "created": created,
+            "repository": str(git.root),
+            "enclosing_repository": git.enclosing,
+            "commit": commit,
+        }
+    if as_json:
+        emit_json(result)
+        return 0
+    click.echo(f"workspace {wiring.root}")
+    for rel in created:
+        click.echo(f"  created {rel}")
+    if not created:
+        click.echo("  nothing to create: every file is already there")
+    where = "the enclosing repository" if git.enclosing else "its own repository"
+    click.echo(f"  versioned in {where} at {git.root}")
+    if commit:
+        click.echo(f"  committed {commit[:10]} memory: init")
+    return 0
+
+
+@command("append")
+@click.argument("text", required=False)
+@click.option("--session-key", default=None, help="Session the entry came from (e.g. cli:direct).")
+@workspace_options
+def append(text: str | None, session_key: str | None, workspace: str | None, config_path: str | None) -> int:
+    """Append one history entry under the lock and print its cursor.
+
+    TEXT is the entry; use - (or omit it with input on a pipe) to read it from stdin.
+    """
+    from dream_memory.app.history import append_entry
+    from dream_memory.entrypoints.wiring import Wiring
+    from dream_memory.errors import InputError
+
+    if text is None or text == "-":
+        if text is None and sys.stdin.isatty():
+            raise InputError("nothing to append: give TEXT, or - to read stdin")
+        text = sys.stdin.read()
+    wiring = Wiring(load_settings(workspace, config_path))
+    wiring.ensure_workspace()
+    entry = append_entry(wiring.history, text, session_key=session_key)
+    click.echo(str(entry.cursor))
+    return 0
+
+
+@command("status")
+@json_option
+@workspace_options
+def status(as_json: bool, workspace: str | None, config_path: str | None) -> int:
+    """Cursors, pending entries, last Dream commit, lock holder and unsaved edits."""
+    from dream_memory.app.history import workspace_status
+    from dream_memory.entrypoints.wiring import Wiring
+
+    wiring = Wiring(load_settings(workspace, config_path))
+    git = wiring.git(create=False) if wiring.root.is_dir() else None
+    try:
+        result = workspace_status(wiring.root, wiring.history, git)
+    finally:
+        if git is not None:
+            git.close()
+    if as_json:
+        emit_json(result)
+        return 0
+    if not result["exists"]:
+        note(f"workspace {wiring.root} does not exist yet (dream init creates it)")
+    click.echo(f"workspace      {result['workspace']}")
+    click.echo(f"cursor         {result['cursor']}  (last entry written)")
+    click.echo(f"dream cursor   {result['dream_cursor']}  (last entry Dream consumed)")
+    click.echo(f"pending        {result['pending']} entr{'y' if result['pending'] == 1 else 'ies'}")
+    if result["malformed"]:
+        click.echo(f"malformed      {result['malformed']} line(s) skipped (details on stderr)")
+    lock = result["lock"]
+    click.echo(f"lock           {'held by pid ' + str(lock['pid']) + ' on ' + str(lock['host']) if lock else 'free'}")
+    last = result["last_dream_commit"]
+    click.echo(f"last dream     {last['commit'][:10] + ' ' + last['subject'] if last else 'none yet'}")
+    click.echo(f"unsaved edits  {', '.join(result['dirty']) if result['dirty'] else 'none'}")
+    if result["held"]:
+        click.echo(f"held batches   {', '.join(result['held'])}  (dream restore --apply-held / --discard-held)")
+    if result["set_aside"]:
+        click.echo(f"set aside      {', '.join(result['set_aside'])}")
+    if result["pending_migration"]:
+        click.echo("migration      memory/HISTORY.md will be migrated by the next writing command")
+    if not result["versioned"]:
+        click.echo("versioning     no repository yet (created by dream init or the first dream run)")
+    return 0
+
+
+COMMANDS = [init, append, status]

@@ -1,0 +1,125 @@
+"""The package's one error root and its kinds.
+
+Adapters wrap third-party exceptions into these (``raise ... from exc``); the CLI turns them into
+exit codes in exactly one place (``entrypoints.cli``). Each kind carries its exit code so the
+mapping lives next to the meaning rather than in a table someone has to keep in step.
+
+Messages are written for the person reading a terminal or a CI log: they name the file, field,
+path or variable at fault and say what to do, and they never echo a value that might be secret.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+EXIT_LOCKED = 75
+
+
+class DreamError(Exception):
+    """Root of every error this package raises on purpose."""
+
+    exit_code: int = EXIT_FAILED
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
+
+
+class UsageError(DreamError):
+    """The command line asked for something that cannot be done as asked."""
+
+    exit_code = EXIT_USAGE
+
+
+class ConfigError(DreamError):
+    """A configuration file, preset or environment variable is wrong or missing."""
+
+    exit_code = EXIT_USAGE
+
+
+class InputError(DreamError):
+    """Input data (a history line, a session file, an index table, an argument) is unusable."""
+
+    exit_code = EXIT_USAGE
+
+
+class HistoryError(DreamError):
+    """history.jsonl or its cursors cannot be read or written."""
+
+
+class WorkspaceError(DreamError):
+    """A workspace file cannot be read or written."""
+
+
+class VersionStoreError(DreamError):
+    """The git repository cannot be read or written."""
+
+
+class UnknownRevision(VersionStoreError):
+    """A commit prefix or range names nothing, or more than one thing."""
+
+    exit_code = EXIT_USAGE
+
+
+class RestoreConflict(VersionStoreError):
+    """A restore would overwrite later work; nothing was changed."""
+
+    def __init__(self, message: str, paths: list[str]) -> None:
+        super().__init__(message, hint="re-run with --force to put the files back anyway")
+        self.paths = paths
+
+
+class NotFound(DreamError):
+    """The read side found no entity, section or resolution for the request."""
+
+
+class Refused(DreamError):
+    """The read side refuses the request (excluded entity, path outside the store, binary)."""
+
+
+class ModelError(DreamError):
+    """A model call failed.
+
+    ``retryable`` marks transient failures (rate limit, timeout, connection, 5xx) that are retried
+    with backoff and never count against a batch; everything else (auth, bad request) is final.
+    ``kind`` is a short machine-readable tag used in reports: ``auth``, ``rate_limit``,
+    ``timeout``, ``connection``, ``server``, ``bad_request``, ``bad_reply``, ``budget``.
+    """
+
+    def __init__(self, message: str, *, kind: str, retryable: bool, hint: str | None = None):
+        super().__init__(message, hint=hint)
+        self.kind = kind
+        self.retryable = retryable
+
+
+class BadReply(ModelError):
+    """The model answered, but not with something usable (empty, cut off, error text, stray tools).
+
+    A content failure: it counts against the batch, unlike transport errors.
+    """
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, kind="bad_reply", retryable=False, hint=hint)
+
+
+class EditRejected(DreamError):
+    """An edit_file/write_file call cannot be applied; the message is written for the model."""
+
+
+class ToolDenied(EditRejected):
+    """A tool call names a path Dream may not touch; the message is written for the model."""
+
+
+class LockBusy(DreamError):
+    """Another process holds the lock; nothing was done."""
+
+    exit_code = EXIT_LOCKED
+
+
+class NotAvailable(UsageError):
+    """A command exists in the interface but is not built yet."""
