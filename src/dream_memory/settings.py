@@ -49,6 +49,8 @@ class ModelPreset(_Model):
     max_tokens: int = Field(4096, ge=1)
     timeout: float = Field(120.0, gt=0)
     context_window: int | None = Field(None, ge=1)
+    max_retries: int = Field(3, ge=0, le=10)
+    retry_base_seconds: float = Field(1.0, ge=0)
 
 
 class DeletionGuard(_Model):
@@ -233,6 +235,8 @@ class ResolvedModel:
     max_tokens: int = 4096
     timeout: float = 120.0
     context_window: int | None = None
+    max_retries: int = 3
+    retry_base_seconds: float = 1.0
 
     @property
     def is_offline(self) -> bool:
@@ -303,6 +307,8 @@ def resolve_model(config: Config, cli_model: str | None, env: Mapping[str, str])
         max_tokens=preset.max_tokens if preset else 4096,
         timeout=preset.timeout if preset else 120.0,
         context_window=preset.context_window if preset else None,
+        max_retries=preset.max_retries if preset else 3,
+        retry_base_seconds=preset.retry_base_seconds if preset else 1.0,
     )
 
 
