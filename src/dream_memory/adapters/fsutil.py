@@ -20,18 +20,23 @@ from pathlib import Path
 from dream_memory.errors import WorkspaceError
 
 FaultInjector = Callable[[str, Path], None]
-_fault_injector: FaultInjector | None = None
+# A one-slot holder rather than a rebound global: the hook is read on every write.
+_fault_injector: list[FaultInjector | None] = [None]
 
 
 def set_fault_injector(injector: FaultInjector | None) -> None:
-    """Install a callable run before every write (site name, path); used by the fault suite only."""
-    global _fault_injector
-    _fault_injector = injector
+    """Install a callable run before every write (site name, path); used by the fault suite only.
+
+    The crash tests install one in a child process that SIGKILLs itself at a chosen site, so a
+    "crash" lands exactly between two durable steps.
+    """
+    _fault_injector[0] = injector
 
 
 def _before_write(site: str, path: Path) -> None:
-    if _fault_injector is not None:
-        _fault_injector(site, path)
+    injector = _fault_injector[0]
+    if injector is not None:
+        injector(site, path)
 
 
 def _default_mode() -> int:

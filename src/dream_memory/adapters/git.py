@@ -21,9 +21,11 @@ from datetime import datetime
 from pathlib import Path
 
 from dulwich.errors import NotGitRepository
-from dulwich.index import Index, index_entry_from_stat
-from dulwich.object_store import commit_tree_changes
-from dulwich.objects import Blob, Commit, Tree
+from dulwich.file import FileLocked
+from dulwich.index import ConflictedIndexEntry, Index, IndexEntry, index_entry_from_stat
+from dulwich.object_store import BaseObjectStore
+from dulwich.objects import Blob, Commit, ObjectID, Tree
+from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from dream_memory.adapters import fsutil
@@ -33,8 +35,32 @@ from dream_memory.errors import UnknownRevision, VersionStoreError
 
 GITIGNORE_BEGIN = "# >>> dream-memory: version only the memory files"
 GITIGNORE_END = "# <<< dream-memory"
+EXCLUDE_BEGIN = "# >>> dream-memory runtime files of"
 FILE_MODE = 0o100644
 EXEC_MODE = 0o100755
+HEADS = b"refs/heads/"
+
+# Files a workspace holds while it works (locks, the commit journal, migration and compaction
+# markers, temp files of atomic writes): never versioned, and kept out of an enclosing
+# repository's `git status` through its local .git/info/exclude.
+RUNTIME_PATTERNS: tuple[str, ...] = (
+    layout.HISTORY_LOCK,
+    layout.DREAM_LOCK,
+    layout.DREAM_JOURNAL,
+    layout.MIGRATION_MARKER,
+    f"{layout.ARCHIVE_DIR}/.pending.json",
+    "memory/.*.tmp",
+    "memory/archive/.*.tmp",
+)
+
+
+def _oid(sha: str | bytes) -> ObjectID:
+    return ObjectID(sha.encode("ascii") if isinstance(sha, str) else sha)
+
+
+def _branches(repo: Repo) -> dict[bytes, bytes]:
+    """Local branch name -> commit sha."""
+    return {bytes(k): bytes(v) for k, v in repo.refs.as_dict(Ref(HEADS)).items() if v}
 
 
 def gitignore_lines() -> list[str]:
@@ -56,18 +82,30 @@ def gitignore_lines() -> list[str]:
 
 def merge_gitignore(existing: str | None) -> str | None:
     """The .gitignore with our block in step; None when it already is. User lines are kept as they are."""
-    ours = [GITIGNORE_BEGIN, *gitignore_lines(), GITIGNORE_END]
+    return merge_block(existing, GITIGNORE_BEGIN, GITIGNORE_END, gitignore_lines())
+
+
+def merge_block(existing: str | None, begin: str, end: str, body: Sequence[str]) -> str | None:
+    """``existing`` with the block ``begin``..``end`` holding ``body``; None when it already does.
+
+    Every line outside the block is kept byte for byte (CRLF line ends too), so a user's own
+    ignore rules are never rewritten; the block is added at the end the first time, where its
+    negations win over earlier user rules.
+    """
+    ours = [begin, *body, end]
     if not existing:
         return "\n".join(ours) + "\n"
-    lines = existing.splitlines()
-    if GITIGNORE_BEGIN in lines and GITIGNORE_END in lines:
-        start, end = lines.index(GITIGNORE_BEGIN), lines.index(GITIGNORE_END)
-        if lines[start : end + 1] == ours:
+    lines = existing.splitlines(keepends=True)
+    bare = [line.rstrip("\r\n") for line in lines]
+    if begin in bare and end in bare[bare.index(begin) :]:
+        start = bare.index(begin)
+        stop = bare.index(end, start)
+        if bare[start : stop + 1] == ours:
             return None
-        merged = lines[:start] + ours + lines[end + 1 :]
-    else:
-        merged = [*lines, "", *ours] if lines and lines[-1].strip() else [*lines, *ours]
-    return "\n".join(merged) + "\n"
+        return "".join(lines[:start]) + "\n".join(ours) + "\n" + "".join(lines[stop + 1 :])
+    text = existing if existing.endswith(("\n", "\r")) else existing + "\n"
+    separator = "\n" if bare[-1].strip() else ""
+    return text + separator + "\n".join(ours) + "\n"
 
 
 def parse_identity(identity: str) -> bytes:
@@ -84,7 +122,12 @@ class FileChange:
     binary: bool = False
 
     def to_json(self, *, with_diff: bool = True) -> dict[str, object]:
-        data: dict[str, object] = {"path": self.path, "status": self.status, "added": self.added, "removed": self.removed}
+        data: dict[str, object] = {
+            "path": self.path,
+            "status": self.status,
+            "added": self.added,
+            "removed": self.removed,
+        }
         if with_diff:
             data["diff"] = self.diff
         return data
@@ -226,6 +269,21 @@ class GitStore:
         fsutil.atomic_write(path, merged, site="gitignore")
         return True
 
+    def ensure_exclude(self) -> bool:
+        """In a repository that is not ours, keep the workspace's runtime files out of its
+        ``git status``: a block in ``.git/info/exclude``, which is local and never committed,
+        so nothing in the user's work tree or history changes."""
+        if self.created:
+            return False
+        base = f"/{self.prefix}/" if self.prefix else "/"
+        path = Path(self.repo.commondir()) / "info" / "exclude"
+        begin = f"{EXCLUDE_BEGIN} {base}"
+        merged = merge_block(fsutil.read_text(path), begin, GITIGNORE_END, [base + p for p in RUNTIME_PATTERNS])
+        if merged is None:
+            return False
+        fsutil.atomic_write(path, merged, site="exclude")
+        return True
+
     # --- paths -------------------------------------------------------------------------------
 
     def repo_path(self, rel: str) -> bytes:
@@ -278,18 +336,19 @@ class GitStore:
 
     def branch(self) -> str | None:
         """The checked-out branch name, or None when HEAD is detached."""
-        target = self.repo.refs.read_ref(b"HEAD")
-        if target and target.startswith(b"ref: refs/heads/"):
-            return target[len(b"ref: refs/heads/") :].decode("utf-8")
+        target = self.repo.refs.read_ref(Ref(b"HEAD"))
+        if target and target.startswith(b"ref: " + HEADS):
+            return target[len(b"ref: " + HEADS) :].decode("utf-8")
         return None
 
-    def _commit(self, sha: str) -> Commit:
+    def _commit(self, sha: str | bytes) -> Commit:
+        text = sha.decode("ascii") if isinstance(sha, bytes) else sha
         try:
-            obj = self.repo[sha.encode("ascii")]
-        except KeyError:
-            raise UnknownRevision(f"no commit {sha}") from None
+            obj = self.repo[_oid(text)]
+        except (KeyError, ValueError):
+            raise UnknownRevision(f"no commit {text}") from None
         if not isinstance(obj, Commit):
-            raise UnknownRevision(f"{sha} is not a commit")
+            raise UnknownRevision(f"{text} is not a commit")
         return obj
 
     def _tree_files(self, tree_id: bytes | None) -> dict[str, tuple[int, bytes]]:
@@ -369,9 +428,7 @@ class GitStore:
 
     def all_commits(self) -> Iterator[str]:
         """Every commit reachable from HEAD and the local branches, each once."""
-        heads = [self.head()] + [
-            v.decode("ascii") for k, v in self.repo.refs.as_dict(b"refs/heads").items() if v
-        ]
+        heads = [self.head()] + [v.decode("ascii") for v in _branches(self.repo).values()]
         seen: set[str] = set()
         stack = [h for h in heads if h]
         while stack:
@@ -384,27 +441,41 @@ class GitStore:
             stack.extend(p.decode("ascii") for p in commit.parents)
 
     def resolve(self, rev: str) -> str:
-        """A commit from a hex prefix (at least 4 digits), ``HEAD``, ``HEAD~N`` or a branch name."""
+        """A commit from a hex prefix (at least 4 digits), ``HEAD``, ``HEAD~N`` or a branch name.
+
+        A prefix is looked up among every commit in the object store, as ``git rev-parse``
+        does, so a prefix git calls ambiguous is ambiguous here too.
+        """
         text = rev.strip()
-        if text.upper() == "HEAD" or text.upper().startswith("HEAD~"):
+        upper = text.upper()
+        if upper == "HEAD" or upper.startswith("HEAD~"):
             sha = self.head()
             if sha is None:
                 raise UnknownRevision("there are no commits yet")
-            steps = int(text[5:] or 0) if text.upper().startswith("HEAD~") and text[5:].isdigit() else 0
+            count = text[5:]
+            if count and not count.isdigit():
+                raise UnknownRevision(f"{rev!r} is not a commit: HEAD~N takes a number of steps")
+            steps = int(count) if count else (1 if upper.startswith("HEAD~") else 0)
             chain = self.first_parent_chain(sha)
             for _ in range(steps):
-                next(chain)
-            try:
-                return next(chain).id.decode("ascii")
-            except StopIteration:
-                raise UnknownRevision(f"{rev} goes past the first commit") from None
-        branch = self.repo.refs.as_dict(b"refs/heads").get(text.encode("utf-8"))
+                next(chain, None)
+            found = next(chain, None)
+            if found is None:
+                raise UnknownRevision(f"{rev!r} goes past the first commit")
+            return found.id.decode("ascii")
+        branch = _branches(self.repo).get(text.encode("utf-8"))
         if branch:
             return branch.decode("ascii")
         lowered = text.lower()
         if len(lowered) < 4 or any(c not in "0123456789abcdef" for c in lowered):
             raise UnknownRevision(f"{rev!r} is not a commit: give at least 4 hex digits of a SHA")
-        matches = [sha for sha in self.all_commits() if sha.startswith(lowered)]
+        if len(lowered) > 40:
+            raise UnknownRevision(f"no commit matches {rev!r}")
+        matches = sorted(
+            sha.decode("ascii")
+            for sha in set(self.repo.object_store.iter_prefix(lowered.encode("ascii")))
+            if isinstance(self.repo.object_store[sha], Commit)
+        )
         if not matches:
             raise UnknownRevision(f"no commit matches {rev!r}")
         if len(matches) > 1:
@@ -428,7 +499,7 @@ class GitStore:
             full = self.workspace / rel
             try:
                 st = full.lstat()
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 state[rel] = None
                 continue
             if not stat.S_ISREG(st.st_mode):
@@ -456,11 +527,26 @@ class GitStore:
         head_files = self.files_at(self.head())
         return sorted(p for p in head_files if layout.matches_any(p, tuple(patterns)))
 
+    def _index_file(self) -> Path:
+        return Path(self.repo.index_path())
+
     def _open_index(self) -> Index | None:
+        """The index, or None when there is none or dulwich cannot read it."""
+        if not self._index_file().exists():
+            return None
         try:
             return self.repo.open_index()
-        except (FileNotFoundError, OSError, AssertionError):
+        except Exception:  # dulwich raises assorted errors on index formats it does not read
             return None
+
+    def _check_index(self) -> None:
+        """Refuse before anything changes when an index exists that we could not rewrite safely:
+        writing a fresh one would unstage everything the user has staged."""
+        if self._index_file().exists() and self._open_index() is None:
+            raise VersionStoreError(
+                f"cannot read the git index of {self.root}; nothing was changed",
+                hint="run `git status` once there (it rewrites the index in a standard format), then retry",
+            )
 
     # --- writing -----------------------------------------------------------------------------
 
@@ -472,45 +558,54 @@ class GitStore:
     def build_commit(self, changes: dict[str, bytes | None], message: str) -> tuple[str, str | None]:
         """Write blobs, trees and a commit object for ``changes`` on top of HEAD; the ref is not
         moved yet. Returns (new sha, base sha)."""
+        self._check_index()
         base = self.head()
-        base_tree: bytes | Tree
-        if base is None:
-            base_tree = Tree()  # not stored: an unused empty tree would show up as dangling in fsck
-        else:
-            base_tree = self._commit(base).tree
-        tree_changes: list[tuple[bytes, int | None, bytes | None]] = []
+        store = self.repo.object_store
+        tree_changes: list[tuple[list[bytes], int, ObjectID | None]] = []
         for rel, data in sorted(changes.items()):
+            parts = self.repo_path(rel).split(b"/")
             if data is None:
-                tree_changes.append((self.repo_path(rel), None, None))
+                tree_changes.append((parts, 0, None))
             else:
                 blob = Blob.from_string(data)
-                self.repo.object_store.add_object(blob)
+                store.add_object(blob)
                 mode = EXEC_MODE if _is_executable(self.workspace / rel) else FILE_MODE
-                tree_changes.append((self.repo_path(rel), mode, blob.id))
-        tree_id = commit_tree_changes(self.repo.object_store, base_tree, tree_changes)
+                tree_changes.append((parts, mode, blob.id))
+        base_tree = self._commit(base).tree if base is not None else None
+        tree_id = _apply_tree_changes(store, base_tree, tree_changes)
+        if tree_id is None:
+            # Every file deleted: a commit still needs a tree, and this one is reachable.
+            empty = Tree()
+            store.add_object(empty)
+            tree_id = empty.id
         commit = Commit()
         commit.tree = tree_id
-        commit.parents = [base.encode("ascii")] if base else []
+        commit.parents = [_oid(base)] if base else []
         commit.author = commit.committer = self.author
         when, offset = self._signature()
         commit.author_time = commit.commit_time = when
         commit.author_timezone = commit.commit_timezone = offset
-        commit.encoding = b"UTF-8"
         commit.message = (message.rstrip("\n") + "\n").encode("utf-8")
-        self.repo.object_store.add_object(commit)
+        store.add_object(commit)
         return commit.id.decode("ascii"), base
 
     def move_head(self, new: str, base: str | None, subject: str) -> None:
         """Point the checked-out branch (or a detached HEAD) at ``new`` if it still is at ``base``."""
-        chain, _ = self.repo.refs.follow(b"HEAD")
-        ref = chain[-1] if chain else b"HEAD"
+        chain, _ = self.repo.refs.follow(Ref(b"HEAD"))
+        ref = chain[-1] if chain else Ref(b"HEAD")
         message = b"commit: " + subject.encode("utf-8")
         when, offset = self._signature()
-        kwargs = {"committer": self.author, "timestamp": when, "timezone": offset, "message": message}
-        if base is None:
-            ok = self.repo.refs.add_if_new(ref, new.encode("ascii"), **kwargs)
-        else:
-            ok = self.repo.refs.set_if_equals(ref, base.encode("ascii"), new.encode("ascii"), **kwargs)
+        try:
+            if base is None:
+                ok = self.repo.refs.add_if_new(
+                    ref, _oid(new), committer=self.author, timestamp=when, timezone=offset, message=message
+                )
+            else:
+                ok = self.repo.refs.set_if_equals(
+                    ref, _oid(base), _oid(new), committer=self.author, timestamp=when, timezone=offset, message=message
+                )
+        except FileLocked:
+            ok = False
         if not ok:
             raise VersionStoreError(
                 f"{ref.decode()} moved while committing; nothing was changed",
@@ -518,29 +613,43 @@ class GitStore:
             )
 
     def sync_index(self, paths: Iterable[str], sha: str) -> None:
-        """Make the index agree with commit ``sha`` for ``paths`` (and only those)."""
+        """Make the index agree with commit ``sha`` for ``paths`` (and only those): every other
+        entry, staged or not, is written back exactly as it was."""
         index = self._open_index()
         if index is None:
-            index = Index(os.path.join(self.repo.controldir(), "index"), read=False)
+            if self._index_file().exists():
+                return  # unreadable (build_commit refused before); never replace it
+            index = Index(self._index_file(), read=False)
         files = self.files_at(sha)
         for rel in paths:
             key = self.repo_path(rel)
             full = self.workspace / rel
             if rel in files and full.is_file() and not full.is_symlink():
                 mode, blob_id = files[rel]
-                index[key] = index_entry_from_stat(full.lstat(), blob_id, mode)
+                index[key] = index_entry_from_stat(full.lstat(), _oid(blob_id), mode)
             elif key in index:
                 del index[key]
-        index.write()
+        try:
+            index.write()
+        except FileLocked as exc:
+            raise VersionStoreError(
+                f"the git index of {self.root} is locked (index.lock): another git command is running",
+                hint="the commit is made; run the command again to bring the index in step",
+            ) from exc
+
+    def effective_changes(self, changes: dict[str, bytes | None]) -> dict[str, bytes | None]:
+        """The part of ``changes`` that differs from HEAD."""
+        head_files = self.files_at(self.head())
+
+        def differs(rel: str, data: bytes | None) -> bool:
+            new = None if data is None else Blob.from_string(data).id
+            return new != (head_files[rel][1] if rel in head_files else None)
+
+        return {rel: data for rel, data in changes.items() if differs(rel, data)}
 
     def commit(self, changes: dict[str, bytes | None], message: str) -> str | None:
         """Commit the given contents (None deletes) as they already are on disk; None if no change."""
-        head_files = self.files_at(self.head())
-        effective = {
-            rel: data
-            for rel, data in changes.items()
-            if (None if data is None else Blob.from_string(data).id) != (head_files[rel][1] if rel in head_files else None)
-        }
+        effective = self.effective_changes(changes)
         if not effective:
             return None
         sha, base = self.build_commit(effective, message)
@@ -572,17 +681,15 @@ class GitStore:
         Switching to an existing branch that points elsewhere rewrites the versioned memory files
         to that branch's content (only those), after checking that none of them has unsaved edits.
         """
-        ref = b"refs/heads/" + name.encode("utf-8")
         if not _valid_branch_name(name):
             raise VersionStoreError(f"{name!r} is not a valid branch name")
-        existing = self.repo.refs.as_dict(b"refs/heads").get(name.encode("utf-8"))
+        ref = Ref(HEADS + name.encode("utf-8"))
+        existing = _branches(self.repo).get(name.encode("utf-8"))
         head = self.head()
         if existing is None:
-            if head is None:
-                self.repo.refs.set_symbolic_ref(b"HEAD", ref)
-                return True
-            self.repo.refs.add_if_new(ref, head.encode("ascii"), message=b"branch: created by dream-memory")
-            self.repo.refs.set_symbolic_ref(b"HEAD", ref)
+            if head is not None:
+                self.repo.refs.add_if_new(ref, _oid(head), message=b"branch: created by dream-memory")
+            self.repo.refs.set_symbolic_ref(Ref(b"HEAD"), ref)
             return True
         target = existing.decode("ascii")
         if self.branch() == name:
@@ -606,10 +713,10 @@ class GitStore:
                 if old_files.get(rel) != new_files.get(rel):
                     writes[rel] = self.blob(new_files[rel][1]) if rel in new_files else None
             self.write_files(writes)
-            self.repo.refs.set_symbolic_ref(b"HEAD", ref)
+            self.repo.refs.set_symbolic_ref(Ref(b"HEAD"), ref)
             self.sync_index(writes, target)
             return False
-        self.repo.refs.set_symbolic_ref(b"HEAD", ref)
+        self.repo.refs.set_symbolic_ref(Ref(b"HEAD"), ref)
         return False
 
     def _other_differences(self, a: str | None, b: str | None) -> list[str]:
@@ -651,25 +758,68 @@ def _is_executable(path: Path) -> bool:
 _RACY_SECONDS = 2.0
 
 
-def _index_entry(index: Index | None, key: bytes) -> object | None:
+def _apply_tree_changes(
+    store: BaseObjectStore, tree_id: bytes | None, changes: list[tuple[list[bytes], int, ObjectID | None]]
+) -> ObjectID | None:
+    """The tree ``tree_id`` with ``changes`` (path parts, mode, blob; None deletes) applied.
+
+    Returns None for an empty tree and stores only non-empty trees: dulwich's
+    ``commit_tree_changes`` stores the emptied subtree of a deleted folder, which
+    ``git fsck`` then reports as a dangling object.
+    """
+    tree = Tree()
+    if tree_id is not None:
+        old = store[_oid(tree_id)]
+        assert isinstance(old, Tree)
+        for item in old.iteritems():
+            tree[item.path] = (item.mode, item.sha)
+    nested: dict[bytes, list[tuple[list[bytes], int, ObjectID | None]]] = {}
+    for parts, mode, sha in changes:
+        name = parts[0]
+        if len(parts) > 1:
+            nested.setdefault(name, []).append((parts[1:], mode, sha))
+        elif sha is None:
+            if name in tree:
+                del tree[name]
+        else:
+            tree[name] = (mode, sha)
+    for name, sub in nested.items():
+        base: bytes | None = None
+        if name in tree:
+            mode, sha = tree[name]
+            base = sha if stat.S_ISDIR(mode) else None
+        sub_id = _apply_tree_changes(store, base, sub)
+        if sub_id is None:
+            if name in tree:
+                del tree[name]
+        else:
+            tree[name] = (stat.S_IFDIR, sub_id)
+    if not len(tree):
+        return None
+    store.add_object(tree)
+    return tree.id
+
+
+def _index_entry(index: Index | None, key: bytes) -> IndexEntry | None:
     if index is None:
         return None
     try:
-        return index[key]
+        entry = index[key]
     except KeyError:
         return None
+    return None if isinstance(entry, ConflictedIndexEntry) else entry
 
 
-def _stat_matches(entry: object, st: os.stat_result) -> bool:
+def _stat_matches(entry: IndexEntry, st: os.stat_result) -> bool:
     """True when the index's stat data proves the file unchanged (git's stat cache).
 
     A file modified within the last moments is hashed anyway: timestamps are coarse, and an edit
     of the same size right after a commit would otherwise look clean ("racy git").
     """
-    size = getattr(entry, "size", None)
-    mtime = getattr(entry, "mtime", None)
-    ino = getattr(entry, "ino", None)
-    if size is None or mtime is None or size != st.st_size or (ino and ino != st.st_ino):
+    size = entry.size
+    mtime = entry.mtime
+    ino = entry.ino
+    if size != st.st_size or (ino and ino != st.st_ino):
         return False
     if st.st_mtime > time.time() - _RACY_SECONDS:
         return False
@@ -680,8 +830,10 @@ def _stat_matches(entry: object, st: os.stat_result) -> bool:
 
 
 def _prune_empty_dirs(folder: Path, stop: Path) -> None:
+    """Remove folders a deletion left empty, up to but not including the workspace's own
+    top-level folders (skills/, memory/ stay even when empty)."""
     current = folder
-    while current != stop and stop in current.parents:
+    while current.parent != stop and stop in current.parents:
         try:
             current.rmdir()
         except OSError:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,10 +25,10 @@ from dream_memory.core.history import (
     LineProblem,
     ParsedLine,
     format_timestamp,
+    max_cursor_bound,
     next_cursor,
     parse_cursor_text,
     parse_legacy_history,
-    parse_line,
     parse_lines,
     plan_compaction,
     split_physical_lines,
@@ -38,8 +37,10 @@ from dream_memory.core.ports import Clock
 from dream_memory.errors import HistoryError, InputError
 
 DEFAULT_LOCK_TIMEOUT = 10.0
-_TAIL_CHUNK = 64 * 1024
 _PENDING_ARCHIVE = ".pending.json"
+# Temp files of atomic rewrites of the files only this lock's holder writes (fsutil names a temp
+# ".<name>.<random>.tmp"); a writer killed mid-rewrite leaves one behind.
+_LOCKED_TEMPS = (".history.jsonl.*.tmp", "..cursor.*.tmp", "..migration.json.*.tmp")
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,24 @@ class MigrationResult:
 
 @dataclass
 class _Reported:
-    keys: set[tuple[str, int, str]] = field(default_factory=set)
+    # (source, kind, raw line): a line is reported once per run even after a compaction has
+    # moved it to another line number.
+    keys: set[tuple[str, str, str]] = field(default_factory=set)
+
+
+def _unique_in_cursor_order(entries: Iterator[HistoryEntry] | list[HistoryEntry]) -> list[HistoryEntry]:
+    """Entries sorted by cursor (stable), each distinct entry once.
+
+    An entry both archived and still in history.jsonl (a compaction killed mid-way) is one
+    entry; two different entries sharing a cursor (real files have them) are both kept.
+    """
+    seen: set[HistoryEntry] = set()
+    unique: list[HistoryEntry] = []
+    for entry in entries:
+        if entry not in seen:
+            seen.add(entry)
+            unique.append(entry)
+    return sorted(unique, key=lambda e: e.cursor)
 
 
 def _content_digest(text: str) -> str:
@@ -134,11 +152,14 @@ class HistoryLog:
 
     # --- reading -----------------------------------------------------------------------------
 
-    def _report(self, problems: Sequence[LineProblem], source: str) -> None:
+    def _report(self, lines: Sequence[ParsedLine], source: str) -> None:
         if self._on_problem is None:
             return
-        for problem in problems:
-            key = (source, problem.line_no, problem.kind)
+        for line in lines:
+            problem = line.problem
+            if problem is None:
+                continue
+            key = (source, problem.kind, line.raw)
             if key not in self._reported.keys:
                 self._reported.keys.add(key)
                 self._on_problem(problem.describe(source))
@@ -155,7 +176,7 @@ class HistoryLog:
     def scan(self, *, report: bool = True) -> HistoryScan:
         scan = HistoryScan(tuple(parse_lines(self._read_lines(self.path))))
         if report:
-            self._report(scan.problems, layout.HISTORY)
+            self._report(scan.lines, layout.HISTORY)
         return scan
 
     def read_counter(self) -> int | None:
@@ -172,61 +193,61 @@ class HistoryLog:
         return sorted(p for p in self.archive_dir.glob("history-*.jsonl") if p.is_file())
 
     def archive_entries(self) -> list[HistoryEntry]:
-        seen: dict[int, HistoryEntry] = {}
+        """Every entry in memory/archive/, in cursor order."""
+        found: list[HistoryEntry] = []
         for path in self.archive_files():
             lines = list(parse_lines(self._read_lines(path)))
-            self._report([ln.problem for ln in lines if ln.problem], f"{layout.ARCHIVE_DIR}/{path.name}")
-            for line in lines:
-                for entry in line.entries:
-                    seen.setdefault(entry.cursor, entry)
-        return [seen[c] for c in sorted(seen)]
+            self._report(lines, f"{layout.ARCHIVE_DIR}/{path.name}")
+            found.extend(e for line in lines for e in line.entries)
+        return _unique_in_cursor_order(found)
 
     def entries_after(self, cursor: int, scan: HistoryScan | None = None) -> list[HistoryEntry]:
         """Entries with a cursor above ``cursor``, in cursor order, reading the archive when
         compaction has moved part of that range out of history.jsonl (for ``--replay``)."""
         scan = scan or self.scan()
-        by_cursor: dict[int, HistoryEntry] = {}
-        for entry in scan.entries:
-            by_cursor.setdefault(entry.cursor, entry)
-        first_in_file = min(by_cursor, default=None)
-        if first_in_file is None or cursor + 1 < first_in_file:
-            for entry in self.archive_entries():
-                by_cursor.setdefault(entry.cursor, entry)
-        return [by_cursor[c] for c in sorted(by_cursor) if c > cursor]
+        entries = scan.entries
+        # The archive only matters when it holds a cursor above ``cursor``; its bound is cheap.
+        # (Not "when cursor is below the file's first cursor": a malformed line that compaction
+        # must leave in place can hold a low cursor while the range after it was archived.)
+        if any(self._cursor_bound(path) > cursor for path in self.archive_files()):
+            entries = self.archive_entries() + entries
+        return _unique_in_cursor_order([e for e in entries if e.cursor > cursor])
 
-    def _tail_max_cursor(self) -> int | None:
-        """The highest cursor among the last readable lines, reading backwards from the end."""
+    def _cursor_bound(self, path: Path) -> int:
         try:
-            handle = self.path.open("rb")
+            return max_cursor_bound(path.read_bytes())
         except FileNotFoundError:
-            return None
-        with handle:
-            position = handle.seek(0, os.SEEK_END)
-            buffer = b""
-            while position > 0:
-                step = min(_TAIL_CHUNK, position)
-                position -= step
-                handle.seek(position)
-                buffer = handle.read(step) + buffer
-                raw_lines = buffer.split(b"\n")
-                complete = raw_lines if position == 0 else raw_lines[1:]
-                for raw in reversed(complete):
-                    parsed = parse_line(raw.decode("utf-8", errors="replace"), 0)
-                    if parsed.entries:
-                        return max(e.cursor for e in parsed.entries)
-                buffer = raw_lines[0] if position > 0 else b""
-        return None
+            return 0
+        except OSError as exc:
+            raise HistoryError(f"cannot read {path}: {fsutil.describe_os_error(exc)}") from exc
 
     def _allocate_from(self) -> int:
-        """The next free cursor. Must be called under the lock."""
+        """The next free cursor. Must be called under the lock.
+
+        Above every cursor in the file whatever its order (so a stale, missing or corrupt
+        ``.cursor`` cannot lead to a duplicate), the counter and ``.dream_cursor``. Without a
+        counter, also above the archive: a file emptied by hand leaves only it.
+        """
         counter = self.read_counter()
-        dream_cursor = self.read_dream_cursor()
+        seen = [self._cursor_bound(self.path)]
         if counter is None:
-            seen = [self.scan(report=False).max_cursor]
-        else:
-            tail = self._tail_max_cursor()
-            seen = [tail] if tail is not None else []
-        return next_cursor(counter, dream_cursor, seen)
+            seen += [self._cursor_bound(path) for path in self.archive_files()]
+        return next_cursor(counter, self.read_dream_cursor(), seen)
+
+    # --- crash recovery ------------------------------------------------------------------------
+
+    def _recover_locked(self) -> MigrationResult | None:
+        """Finish what a killed writer left half done. Runs under the lock before every change,
+        so the next writing command of any kind leaves no duplicate, orphan or temp file."""
+        if (self.archive_dir / _PENDING_ARCHIVE).exists():
+            self._finish_pending_archive()
+        for pattern in _LOCKED_TEMPS:
+            for stale in self.path.parent.glob(pattern):
+                fsutil.remove(stale, site="temp.cleanup")
+        for stale in self.archive_dir.glob(f".{_PENDING_ARCHIVE}.*.tmp"):
+            fsutil.remove(stale, site="temp.cleanup")
+        marker = self._read_marker()
+        return None if marker is None else self._resume_migration(marker)
 
     # --- appending ---------------------------------------------------------------------------
 
@@ -241,6 +262,11 @@ class HistoryLog:
         if not items:
             return []
         with self.lock():
+            try:
+                self._recover_locked()
+            except OSError as exc:
+                reason = fsutil.describe_os_error(exc)
+                raise HistoryError(f"cannot finish an interrupted change of {layout.HISTORY}: {reason}") from exc
             first = self._allocate_from()
             now = format_timestamp(self.clock.now())
             entries = [
@@ -263,30 +289,33 @@ class HistoryLog:
     def _archive_path(self, month: str) -> Path:
         return self.archive_dir / f"history-{month}.jsonl"
 
-    def _archived_cursors(self, path: Path) -> set[int]:
-        return {e.cursor for line in parse_lines(self._read_lines(path)) for e in line.entries}
-
     def _finish_pending_archive(self) -> None:
-        """Complete a compaction a crash interrupted between archiving and rewriting."""
+        """Complete a compaction a crash interrupted after its marker was written.
+
+        Lines already appended to the archive leave history.jsonl; the others stay and the next
+        compaction moves them. Lines are matched by their exact text, so no entry is dropped
+        that the archive does not hold, and none ends up in both places.
+        """
         marker = self.archive_dir / _PENDING_ARCHIVE
         text = fsutil.read_text(marker)
         if text is None:
             return
         try:
-            pending = set(json.loads(text)["cursors"])
+            data = json.loads(text)
+            pending = {int(c) for c in data["cursors"]}
+            names = [str(n) for n in data.get("files", [])]
         except (ValueError, KeyError, TypeError):
-            pending = set()
-        archived: set[int] = set()
-        for path in self.archive_files():
-            archived |= self._archived_cursors(path)
-        done = pending & archived
+            pending, names = set(), []
+        files = [self.archive_dir / n for n in names] if names else self.archive_files()
+        archived = {raw for path in files for raw in self._read_lines(path)}
         scan = self.scan(report=False)
+        lines = [line for line in scan.lines if not line.is_blank]
         keep = [
             line.raw
-            for line in scan.lines
-            if not line.is_blank and not (line.entries and all(e.cursor in done for e in line.entries))
+            for line in lines
+            if not (line.entries and line.raw in archived and all(e.cursor in pending for e in line.entries))
         ]
-        if len(keep) != sum(1 for line in scan.lines if not line.is_blank):
+        if len(keep) != len(scan.lines):
             fsutil.atomic_write(self.path, "".join(raw + "\n" for raw in keep), site="history.rewrite")
         fsutil.remove(marker, site="archive.marker")
 
@@ -294,27 +323,35 @@ class HistoryLog:
         """Move the oldest consumed entries to memory/archive/ until at most ``max_entries`` stay.
 
         Entries above ``dream_cursor`` never move; malformed and foreign lines never move.
+        The marker written first names what is moving, so a crash at any step is completed by
+        the next writer (``_finish_pending_archive``) without loss or duplicate.
         """
         with self.lock():
             try:
-                self._finish_pending_archive()
+                self._recover_locked()
                 scan = self.scan(report=False)
                 plan = plan_compaction(scan.lines, dream_cursor=dream_cursor, max_entries=max_entries)
                 if not plan.changes_anything:
                     return CompactionResult(kept=len(scan.entries))
+                months = sorted(plan.archive)
                 marker = self.archive_dir / _PENDING_ARCHIVE
-                fsutil.atomic_write(marker, json.dumps({"cursors": list(plan.archived_cursors)}), site="archive.marker")
+                fsutil.atomic_write(
+                    marker,
+                    json.dumps(
+                        {
+                            "cursors": list(plan.archived_cursors),
+                            "files": [self._archive_path(m).name for m in months],
+                        }
+                    ),
+                    site="archive.marker",
+                )
                 written: list[str] = []
-                for month, raws in sorted(plan.archive.items()):
+                for month in months:
                     path = self._archive_path(month)
-                    already = self._archived_cursors(path)
-                    fresh = [
-                        raw for raw in raws if not all(e.cursor in already for e in parse_line(raw, 0).entries)
-                    ]
-                    if fresh:
-                        prefix = "" if fsutil.ends_with_newline(path) else "\n"
-                        data = prefix + "".join(raw + "\n" for raw in fresh)
-                        fsutil.append_bytes(path, data.encode("utf-8"), site="archive.append")
+                    # Never glue onto a line a killed compaction left unterminated.
+                    prefix = "" if fsutil.ends_with_newline(path) else "\n"
+                    data = prefix + "".join(raw + "\n" for raw in plan.archive[month])
+                    fsutil.append_bytes(path, data.encode("utf-8"), site="archive.append")
                     written.append(f"{layout.ARCHIVE_DIR}/{path.name}")
                 fsutil.atomic_write(self.path, "".join(raw + "\n" for raw in plan.keep), site="history.rewrite")
                 fsutil.remove(marker, site="archive.marker")
@@ -347,14 +384,14 @@ class HistoryLog:
         """
         with self.lock():
             try:
-                marker = self._read_marker()
-                if marker is not None:
-                    return self._resume_migration(marker)
+                resumed = self._recover_locked()
                 if not self.legacy_path.is_file():
-                    return None
+                    return resumed
+                # Also after a resumed migration: the agent may have written a new HISTORY.md.
                 return self._start_migration()
             except OSError as exc:
-                raise HistoryError(f"migration of {layout.LEGACY_HISTORY} failed: {fsutil.describe_os_error(exc)}") from exc
+                reason = fsutil.describe_os_error(exc)
+                raise HistoryError(f"migration of {layout.LEGACY_HISTORY} failed: {reason}") from exc
 
     def _read_marker(self) -> dict[str, object] | None:
         text = fsutil.read_text(self.marker_path)
@@ -370,8 +407,10 @@ class HistoryLog:
         data = self.legacy_path.read_bytes()
         legacy = parse_legacy_history(data.decode("utf-8", errors="replace"))
         scan = self.scan(report=False)
+        # A file without a single entry of ours (missing, empty, or only foreign lines) is the
+        # "missing or empty" case: the old design had consolidated what HISTORY.md holds.
         mode = "append" if scan.entries else "initial"
-        first = next_cursor(self.read_counter(), self.read_dream_cursor(), [scan.max_cursor])
+        first = self._allocate_from()
         now = format_timestamp(self.clock.now())
         timestamps = [e.timestamp for e in legacy]
         # An undated entry takes the next dated one's time (it was written before it), else now.
@@ -386,6 +425,7 @@ class HistoryLog:
         ]
         marker = {
             "source_sha256": hashlib.sha256(data).hexdigest(),
+            "source_bytes": len(data),
             "mode": mode,
             "first": first,
             "last": first + len(entries) - 1,
@@ -425,9 +465,21 @@ class HistoryLog:
                 fsutil.atomic_write(self.dream_cursor_path, f"{last}\n", site="dream_cursor.write")
         backup = ""
         if self.legacy_path.is_file():
-            target = self._backup_name()
-            fsutil.rename(self.legacy_path, target, site="migration.rename")
-            backup = f"memory/{target.name}"
+            data = self.legacy_path.read_bytes()
+            source = str(marker.get("source_sha256", ""))
+            size = int(str(marker.get("source_bytes", len(data))))
+            if not resumed or hashlib.sha256(data).hexdigest() == source:
+                target = self._backup_name()
+                fsutil.rename(self.legacy_path, target, site="migration.rename")
+                backup = f"memory/{target.name}"
+            elif len(data) > size and hashlib.sha256(data[:size]).hexdigest() == source:
+                # The agent appended to HISTORY.md between the crash and now: keep what was
+                # migrated as the backup and leave only the new tail, migrated next as new entries.
+                target = self._backup_name()
+                fsutil.atomic_write(target, data[:size], site="migration.backup")
+                fsutil.atomic_write(self.legacy_path, data[size:], site="migration.tail")
+                backup = f"memory/{target.name}"
+            # Any other HISTORY.md is not the one migrated: it gets a migration of its own.
         fsutil.remove(self.marker_path, site="migration.marker")
         return MigrationResult(
             entries=entries, first_cursor=first, last_cursor=last, mode=mode, backup=backup, resumed=resumed

@@ -15,14 +15,20 @@ from dream_memory.core.state import DreamState
 from dream_memory.errors import InputError
 
 
-def append_entry(history: HistoryLog, text: str, *, session_key: str | None = None) -> HistoryEntry:
-    """Append one entry under the history lock; the text is stored as given (trailing space trimmed)."""
+def check_entry(text: str, session_key: str | None = None) -> str:
+    """The content to store for ``text`` (trailing space trimmed); InputError (exit 2) when
+    there is nothing to store. Checked before anything is created or locked."""
     content = text.rstrip()
     if not content.strip():
         raise InputError("nothing to append: the text is empty", hint="pass TEXT, or - to read it from stdin")
     if session_key is not None and not session_key.strip():
         raise InputError("--session-key must not be empty")
-    return history.append(content, session_key=session_key)
+    return content
+
+
+def append_entry(history: HistoryLog, text: str, *, session_key: str | None = None) -> HistoryEntry:
+    """Append one entry under the history lock; the text is stored as given (trailing space trimmed)."""
+    return history.append(check_entry(text, session_key), session_key=session_key)
 
 
 def last_dream_commit(git: GitStore | None) -> dict[str, Any] | None:

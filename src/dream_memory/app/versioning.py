@@ -16,6 +16,7 @@ from typing import Any
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import CommitInfo, FileChange, GitStore, unified_diff
+from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core import layout
 from dream_memory.errors import RestoreConflict, UsageError
 
@@ -36,21 +37,14 @@ def apply_commit(git: GitStore, changes: dict[str, bytes | None], message: str) 
 
     Returns the new commit, or None when the changes equal HEAD already.
     """
-    head_files = git.files_at(git.head())
-    from dulwich.objects import Blob
-
-    effective = {
-        rel: data
-        for rel, data in changes.items()
-        if (None if data is None else Blob.from_string(data).id) != (head_files[rel][1] if rel in head_files else None)
-    }
+    effective = git.effective_changes(changes)
     if not effective:
         return None
     sha, base = git.build_commit(effective, message)
     journal = _journal_path(git)
     fsutil.atomic_write(
         journal,
-        json.dumps({"commit": sha, "base": base, "paths": sorted(effective), "subject": message.split("\n")[0]}),
+        json.dumps({"commit": sha, "base": base, "paths": sorted(effective), "subject": message.partition("\n")[0]}),
         site="journal.write",
     )
     git.move_head(sha, base, message.split("\n", 1)[0])
@@ -101,6 +95,7 @@ def ensure_versioned(git: GitStore) -> str | None:
     """Make the ``memory: init`` commit when this workspace has nothing committed yet."""
     recover(git)
     git.ensure_gitignore()
+    git.ensure_exclude()
     present = git.worktree_paths()
     head_files = git.files_at(git.head())
     if any(git.is_versioned(p) for p in head_files):
@@ -175,6 +170,8 @@ def compare(git: GitStore, old_rev: str, new_rev: str) -> Comparison:
         if sha == old:
             break
         between.append(git.info(sha, with_files=False))
+    else:
+        between = []  # A is not behind B: there is no list of commits from A to B, only the diff
     return Comparison(
         old=git.info(old, with_files=False),
         new=git.info(new, with_files=False),
@@ -195,6 +192,9 @@ class RestoreResult:
     cursor_before: int | None = None
     cursor_after: int | None = None
     notes: tuple[str, ...] = field(default=())
+    saved_edits: str | None = None  # the commit keeping uncommitted work a --force overwrote
+    replay_entries: int | None = None  # entries the next Dream run re-reads (--replay)
+    replay_from_archive: int | None = None  # of which memory/archive/ holds
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -202,8 +202,11 @@ class RestoreResult:
             "commit": self.commit,
             "files": [f.to_json() for f in self.files],
             "forced_over": list(self.forced_over),
+            "saved_edits": self.saved_edits,
             "cursor_before": self.cursor_before,
             "cursor_after": self.cursor_after,
+            "replay_entries": self.replay_entries,
+            "replay_from_archive": self.replay_from_archive,
             "notes": list(self.notes),
         }
 
@@ -225,9 +228,24 @@ def _conflicts(git: GitStore, paths: Iterable[str], expected: dict[str, tuple[in
 
 
 def restore_commit(
-    git: GitStore, rev: str, *, force: bool = False, replay: bool = False, dream_cursor: int | None = None
+    git: GitStore,
+    rev: str,
+    *,
+    force: bool = False,
+    replay: bool = False,
+    dream_cursor: int | None = None,
+    history: HistoryLog | None = None,
 ) -> RestoreResult:
-    """Undo exactly the changes commit ``rev`` introduced (CONTRACT section 5)."""
+    """Undo exactly the changes commit ``rev`` introduced (CONTRACT section 5).
+
+    Only the memory files that commit touched are written, each back to its content before the
+    commit. A touched file whose content is no longer what the commit left is a conflict: nothing
+    changes unless ``force``, and then uncommitted work in those files is first committed as
+    ``memory: manual edits`` so that what the restore throws away stays in git history.
+    ``.dream_cursor`` and ``.dream_state.json`` are neither checked nor written, except that
+    ``replay`` moves the cursor back to just before the commit's ``Dream-Range``; ``history``
+    (optional) lets the result say how many entries the next run re-reads, and from where.
+    """
     recover(git)
     sha = git.resolve(rev)
     info = git.info(sha, with_files=False)
@@ -239,35 +257,70 @@ def restore_commit(
         if before.get(p) != after.get(p) and git.is_versioned(p) and not layout.is_dream_owned(p)
     )
     notes: list[str] = []
-    changes: dict[str, bytes | None] = {}
     conflicts = _conflicts(git, touched, after)
     if conflicts and not force:
         listing = ", ".join(conflicts)
         raise RestoreConflict(
             f"cannot restore {sha[:10]}: {listing} changed since that commit; nothing was changed", conflicts
         )
-    for rel in touched:
-        changes[rel] = git.blob(before[rel][1]) if rel in before else None
+    span = cursor_range(info) if replay else None
+    if replay and span is None:
+        raise UsageError(f"{sha[:10]} records no history range (Dream-Range), so --replay has nothing to move back")
+    changes: dict[str, bytes | None] = {rel: git.blob(before[rel][1]) if rel in before else None for rel in touched}
     cursor_after = dream_cursor
-    if replay:
-        span = cursor_range(info)
-        if span is None:
-            raise UsageError(f"{sha[:10]} records no history range, so --replay has nothing to move back")
+    replay_entries: int | None = None
+    replay_from_archive: int | None = None
+    if span is not None:
         cursor_after = span[0] - 1
         if dream_cursor is not None and dream_cursor <= cursor_after:
             notes.append(f"the Dream cursor is already at {dream_cursor}, before that range")
             cursor_after = dream_cursor
         else:
             changes[layout.DREAM_CURSOR] = f"{cursor_after}\n".encode()
-    if not changes:
+        if history is not None:
+            scan = history.scan(report=False)
+            in_file = set(scan.entries)
+            wanted = [e for e in history.entries_after(span[0] - 1, scan) if e.cursor <= span[1]]
+            replay_entries = len(wanted)
+            replay_from_archive = sum(1 for e in wanted if e not in in_file)
+            if not wanted:
+                notes.append(f"no entry of {span[0]}..{span[1]} is left in history.jsonl or memory/archive/")
+    if not touched and span is None:
         raise UsageError(f"{sha[:10]} ({info.subject}) changed no memory file; there is nothing to restore")
-    files = tuple(unified_diff(rel, _current(git, rel), data) for rel, data in sorted(changes.items()))
-    body = ["Undoes exactly the changes of that commit.", "", f"Reverts: {sha}"]
+    # Hand edits of the files about to be written are committed first, as Dream does before its
+    # own commits: under --force that keeps the work being thrown away in git history, and in
+    # every case it makes HEAD match the disk, so the revert commit is exactly what gets written.
+    saved: str | None = None
+    unsaved = git.dirty(only=touched)
+    if unsaved:
+        listing = "\n".join(f"- {p}" for p in unsaved)
+        message = f"{MANUAL_SUBJECT}\n\nEdited outside Dream, committed before a restore of {sha[:10]}:\n{listing}"
+        saved = git.commit_paths(unsaved, message)
+    if not git.effective_changes(changes):
+        notes.append("its changes are already undone: every file it touched holds its content from before it")
+        return RestoreResult(
+            restored=sha,
+            commit=None,
+            files=(),
+            forced_over=tuple(conflicts),
+            cursor_before=dream_cursor,
+            cursor_after=dream_cursor,
+            notes=tuple(notes),
+            saved_edits=saved,
+            replay_entries=replay_entries,
+            replay_from_archive=replay_from_archive,
+        )
+    files = tuple(
+        unified_diff(rel, current, data)
+        for rel, data in sorted(changes.items())
+        if (current := _current(git, rel)) != data
+    )
+    body_lines = ["Undoes exactly the changes of that commit.", "", f"Reverts: {sha}"]
     if conflicts:
-        body.append("Forced-Over: " + ", ".join(conflicts))
-    if replay:
-        body.append(f"Replay-From: {cursor_after}")
-    message = f"dream: revert {sha[:10]} ({info.subject})\n\n" + "\n".join(body)
+        body_lines.append("Forced-Over: " + ", ".join(conflicts))
+    if span is not None:
+        body_lines.append(f"Replay-From: {cursor_after}")
+    message = f"dream: revert {sha[:10]} ({info.subject})\n\n" + "\n".join(body_lines)
     new = apply_commit(git, changes, message)
     return RestoreResult(
         restored=sha,
@@ -277,10 +330,12 @@ def restore_commit(
         cursor_before=dream_cursor,
         cursor_after=cursor_after,
         notes=tuple(notes),
+        saved_edits=saved,
+        replay_entries=replay_entries,
+        replay_from_archive=replay_from_archive,
     )
 
 
 def _current(git: GitStore, rel: str) -> bytes | None:
     path = git.workspace / rel
     return path.read_bytes() if path.is_file() else None
-

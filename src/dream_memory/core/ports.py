@@ -53,3 +53,19 @@ class FileView(Protocol):
     def read_text(self, path: str) -> str | None:
         """The file's text, or None if it does not exist."""
         ...
+
+
+class Redactor(Protocol):
+    """Replaces secrets in text before it reaches durable storage.
+
+    Returns the cleaned text and a count of redactions per kind (never the values).
+    """
+
+    def redact(self, text: str) -> tuple[str, dict[str, int]]: ...
+
+
+class NoRedaction:
+    """A Redactor that changes nothing (for tests of other behaviour)."""
+
+    def redact(self, text: str) -> tuple[str, dict[str, int]]:
+        return text, {}

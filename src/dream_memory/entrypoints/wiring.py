@@ -18,7 +18,9 @@ from dream_memory.settings import Settings
 if TYPE_CHECKING:
     from dream_memory.adapters.git import GitStore
     from dream_memory.adapters.history_log import HistoryLog, MigrationResult
-    from dream_memory.core.ports import Clock
+    from dream_memory.app.dream import DreamContext, DreamOptions
+    from dream_memory.core.ports import ChatModel, Clock, Redactor, TokenCounter
+    from dream_memory.settings import ResolvedModel
 
 
 def stderr_logger(message: str) -> None:
@@ -68,4 +70,68 @@ class Wiring:
         self.log(
             f"migrated {result.entries} entries from memory/HISTORY.md ({how}), "
             f"cursors {result.first_cursor}..{result.last_cursor}; kept the old file as {result.backup}"
+        )
+
+    def token_counter(self) -> TokenCounter:
+        from dream_memory.adapters.tokens import default_counter
+
+        return default_counter()
+
+    def chat_model(self, resolved: ResolvedModel) -> ChatModel:
+        from dream_memory.adapters.llm import build_chat_model
+
+        return build_chat_model(resolved)
+
+    def redactor(self) -> Redactor:
+        from dream_memory.core.ports import NoRedaction
+
+        return NoRedaction()
+
+    def dream_options(
+        self,
+        *,
+        batch_size: int | None = None,
+        max_batches: int | None = None,
+        dry_run: bool = False,
+        branch: str | None = None,
+        max_tokens: int | None = None,
+        max_cost: float | None = None,
+        max_seconds: float | None = None,
+    ) -> DreamOptions:
+        from dream_memory.app.dream import DreamOptions
+        from dream_memory.core.guards import GuardSettings
+
+        d = self.settings.dream
+        return DreamOptions(
+            batch_size=batch_size or d.max_batch_size,
+            max_batches=max_batches,
+            dry_run=dry_run,
+            branch=branch,
+            max_iterations=d.max_iterations,
+            batch_tokens=d.batch_tokens,
+            file_context_tokens=d.file_context_tokens,
+            max_tokens_per_run=max_tokens if max_tokens is not None else d.max_tokens_per_run,
+            max_cost_usd=max_cost if max_cost is not None else d.max_cost_usd,
+            max_wall_seconds=max_seconds if max_seconds is not None else d.max_wall_seconds,
+            max_history_entries=d.max_history_entries,
+            guard=GuardSettings(
+                max_share=d.deletion_guard.max_share,
+                min_lines=d.deletion_guard.min_lines,
+                hold_soul_changes=d.hold_soul_changes,
+            ),
+        )
+
+    def dream_context(self, model: ChatModel, options: DreamOptions) -> DreamContext:
+        from dream_memory.app.dream import DreamContext
+
+        return DreamContext(
+            root=self.root,
+            model=model,
+            history=self.history,
+            clock=self.clock,
+            counter=self.token_counter(),
+            options=options,
+            open_git=lambda create: self.git(create=create),
+            redactor=self.redactor(),
+            log=self.log,
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 
 class FrozenClock:
@@ -14,7 +14,7 @@ class FrozenClock:
     def __init__(self, start: datetime | str = "2026-04-03T00:02:00+00:00", *, step: float = 0.0) -> None:
         moment = datetime.fromisoformat(start) if isinstance(start, str) else start
         if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=timezone.utc)
+            moment = moment.replace(tzinfo=UTC)
         self._now = moment
         self._step = timedelta(seconds=step)
         self._mono = 1000.0

@@ -57,7 +57,12 @@ def write_session(
     """A session file in nanobot's format: a metadata line, then one message per line."""
     path = root / layout.SESSIONS_DIR / layout.session_file_name(key)
     path.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"_type": "metadata", "key": key, "created_at": "2026-04-03T00:00:00", "last_consolidated": last_consolidated}
+    meta = {
+        "_type": "metadata",
+        "key": key,
+        "created_at": "2026-04-03T00:00:00",
+        "last_consolidated": last_consolidated,
+    }
     with path.open("w", encoding="utf-8") as handle:
         handle.write(json.dumps(meta, ensure_ascii=False) + "\n")
         for message in messages:
@@ -70,4 +75,6 @@ def read_history(root: Path) -> list[dict[str, object]]:
     path = root / layout.HISTORY
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    # split("\n"), not splitlines(): an entry's text may hold U+2028 or other characters that
+    # splitlines() takes for line breaks, while JSON leaves them unescaped inside one line.
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]

@@ -68,14 +68,13 @@ def workspace_options(func: F) -> F:
         default=None,
         help="Config file (default: $DREAM_CONFIG, <workspace>/dream.json, ~/.nanoinfra/config.json).",
     )(func)
-    func = click.option(
+    return click.option(
         "--workspace",
         "-w",
         type=click.Path(file_okay=False),
         default=None,
         help="Workspace folder (default: $DREAM_WORKSPACE, else ~/.nanoinfra/workspaces/default).",
     )(func)
-    return func
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")

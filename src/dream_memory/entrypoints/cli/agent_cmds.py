@@ -12,7 +12,9 @@ from dream_memory.entrypoints.cli._common import command, json_option, not_avail
 @click.option("--session-key", default=None, help="Only recent history of this session.")
 @json_option
 @workspace_options
-def context(budget: int | None, session_key: str | None, as_json: bool, workspace: str | None, config_path: str | None) -> int:
+def context(
+    budget: int | None, session_key: str | None, as_json: bool, workspace: str | None, config_path: str | None
+) -> int:
     """The memory block an agent puts in its system prompt, bounded by a token budget."""
     not_available("context", 10)
     return 0

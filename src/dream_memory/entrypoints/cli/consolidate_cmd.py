@@ -8,7 +8,9 @@ from dream_memory.entrypoints.cli._common import command, not_available, workspa
 
 
 @command("consolidate")
-@click.option("--session", "sessions", multiple=True, type=click.Path(dir_okay=False), help="A session file (repeatable).")
+@click.option(
+    "--session", "sessions", multiple=True, type=click.Path(dir_okay=False), help="A session file (repeatable)."
+)
 @click.option("--all", "all_sessions", is_flag=True, help="Every sessions/*.jsonl of the workspace.")
 @click.option("--budget", type=int, default=None, help="Token budget of unconsolidated messages per session.")
 @click.option("--force", is_flag=True, help="Consolidate regardless of the budget.")

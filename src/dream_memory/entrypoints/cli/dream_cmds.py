@@ -2,9 +2,66 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import click
 
-from dream_memory.entrypoints.cli._common import command, json_option, not_available, workspace_options
+from dream_memory.entrypoints.cli._common import command, emit_json, json_option, load_settings, note, workspace_options
+
+if TYPE_CHECKING:
+    from dream_memory.app.dream import DreamReport
+    from dream_memory.entrypoints.wiring import Wiring
+    from dream_memory.settings import ResolvedModel
+
+NO_MODEL_HINT = (
+    "choose one with --model (a preset name, a litellm id such as openai/gpt-4o-mini, or 'offline' "
+    "for the built-in deterministic engine), DREAM_MODEL, or agents.defaults.model in the config; "
+    "see docs/configuration.md"
+)
+
+
+def _summary(report: dict[str, Any]) -> str:
+    usage = report["usage"]
+    cost = "unknown" if usage["cost_usd"] is None else f"${usage['cost_usd']:.4f}"
+    parts = [
+        f"dream: {report['status']}",
+        f"cursor {report['cursor_before']} -> {report['cursor_after']}",
+        f"{report['entries_processed']} entries in {len(report['batches'])} batch(es)",
+        f"{len(report['commits'])} commit(s)",
+        f"{usage['total_tokens']} tokens, {cost}",
+    ]
+    lines = [", ".join(parts)]
+    lines += [f"  {f['path']}: +{f['added']} -{f['removed']}" for f in report["files_changed"]]
+    lines += [f"  held {h['id']}: {h['reason']}" for h in report["held"]]
+    lines += [f"  set aside {s['cursor_from']}..{s['cursor_to']}: {s['reason']}" for s in report["set_aside"]]
+    lines += [f"  note: {n}" for n in report.get("notes", [])]
+    lines += [f"  error: {e}" for e in report["errors"]]
+    return "\n".join(lines)
+
+
+def _locked_report(wiring: Wiring, model: str, message: str) -> dict[str, Any]:
+    from dream_memory.app.dream import STATUS_LOCKED, DreamReport
+
+    report = DreamReport(workspace=str(wiring.root), model=model, status=STATUS_LOCKED)
+    cursor = wiring.history.read_dream_cursor() or 0
+    report.cursor_before = report.cursor_after = cursor
+    report.errors.append(message)
+    return report.to_json()
+
+
+def _dream(wiring: Wiring, resolved: ResolvedModel, **option_values: Any) -> tuple[dict[str, Any], int]:
+    from dream_memory.app.dream import run_dream
+    from dream_memory.errors import LockBusy
+
+    model = wiring.chat_model(resolved)
+    options = wiring.dream_options(**option_values)
+    try:
+        report: DreamReport = run_dream(wiring.dream_context(model, options))
+    except LockBusy as exc:
+        return _locked_report(wiring, model.name, exc.message), exc.exit_code
+    return report.to_json(), report.exit_code
 
 
 @command("run")
@@ -12,8 +69,13 @@ from dream_memory.entrypoints.cli._common import command, json_option, not_avail
 @click.option("--max-batches", type=click.IntRange(min=1), default=None, help="Stop after this many batches.")
 @click.option("--dry-run", is_flag=True, help="Change nothing; the report carries the would-be diff.")
 @click.option("--branch", default=None, help="Commit on this branch (created from HEAD when missing).")
-@click.option("--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Also write the report here.")
+@click.option(
+    "--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Also write the report here."
+)
 @click.option("--model", default=None, help="Model preset or litellm id ('offline' for the built-in engine).")
+@click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Token budget for this run.")
+@click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="Cost budget in USD for this run.")
+@click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None, help="Wall-time budget.")
 @workspace_options
 def run(
     batch_size: int | None,
@@ -22,12 +84,44 @@ def run(
     branch: str | None,
     report_path: str | None,
     model: str | None,
+    max_tokens: int | None,
+    max_cost: float | None,
+    max_seconds: float | None,
     workspace: str | None,
     config_path: str | None,
 ) -> int:
-    """Dream: turn new history into memory edits, one commit per batch; prints a JSON report."""
-    not_available("run", 4)
-    return 0
+    """Dream: turn new history into memory edits, one commit per batch; prints a JSON report.
+
+    Exit codes: 0 done (also when batches were held, set aside or a budget stopped the run),
+    1 a batch failed (the cursor stays before it), 2 bad usage or config, 75 another run holds
+    the workspace.
+    """
+    from dream_memory.entrypoints.wiring import Wiring
+    from dream_memory.errors import ConfigError
+
+    settings = load_settings(workspace, config_path)
+    resolved = settings.model(model)  # a missing API key fails here, before any lock
+    if resolved is None:
+        raise ConfigError("no model is configured for dream run", hint=NO_MODEL_HINT)
+    wiring = Wiring(settings)
+    report, code = _dream(
+        wiring,
+        resolved,
+        batch_size=batch_size,
+        max_batches=max_batches,
+        dry_run=dry_run,
+        branch=branch,
+        max_tokens=max_tokens,
+        max_cost=max_cost,
+        max_seconds=max_seconds,
+    )
+    text = json.dumps(report, indent=2, ensure_ascii=False)
+    if report_path:
+        Path(report_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(report_path).write_text(text + "\n", encoding="utf-8")
+    click.echo(text)
+    note(_summary(report))
+    return code
 
 
 @command("prompt")
@@ -35,19 +129,85 @@ def run(
 @json_option
 @workspace_options
 def prompt(action: str | None, as_json: bool, workspace: str | None, config_path: str | None) -> int:
-    """Show which Dream guide is in use; `init` creates an editable prompts/dream.md."""
-    not_available("prompt", 4)
+    """Show which Dream guide is in use; `init` creates an editable prompts/dream.md.
+
+    When prompts/dream.md has content, Dream follows it for this workspace instead of the built-in
+    guide. Delete it or leave it empty to return to the built-in guide.
+    """
+    from dream_memory.adapters import fsutil
+    from dream_memory.adapters.workspace import init_workspace
+    from dream_memory.app.dream import builtin_guide, guide_in_use
+    from dream_memory.core import layout
+
+    settings = load_settings(workspace, config_path)
+    root = settings.workspace
+    path = root / layout.DREAM_GUIDE
+    if action == "init":
+        init_workspace(root)
+        existing = fsutil.read_text(path)
+        if existing is not None and existing.strip():
+            message = f"{path} already has content; it was left as it is"
+            created = False
+        else:
+            fsutil.atomic_write(path, builtin_guide(), site="guide")
+            message = f"created {path} from the built-in guide; edit it to steer Dream for this workspace"
+            created = True
+        if as_json:
+            emit_json({"path": str(path), "created": created, "message": message})
+        else:
+            click.echo(message)
+        return 0
+    text, source = guide_in_use(root)
+    in_use = str(path) if source != "built-in" else "built-in"
+    if as_json:
+        emit_json({"source": source, "path": in_use, "text": text})
+        return 0
+    if source == "built-in":
+        note(f"Dream uses its built-in guide (no content in {path}; `dream prompt init` creates an editable copy)")
+    else:
+        note(f"Dream uses the workspace guide {path}")
+    click.echo(text.rstrip("\n"))
     return 0
 
 
 @command("demo")
-@click.option("--model", default=None, help="Model preset or litellm id (default: offline unless configured).")
-@click.option("--keep", is_flag=True, help="Keep the temporary workspace and print its path.")
+@click.option(
+    "--model", default=None, help="Model preset or litellm id (default: offline unless a model is configured)."
+)
+@click.option("--keep/--no-keep", default=True, show_default=True, help="Keep the temporary workspace afterwards.")
 @workspace_options
 def demo(model: str | None, keep: bool, workspace: str | None, config_path: str | None) -> int:
-    """Run Dream end to end on a bundled sample workspace copied to a temp folder."""
-    not_available("demo", 4)
-    return 0
+    """Run Dream end to end on a bundled sample workspace copied to a temp folder.
+
+    No API key is needed: the built-in offline engine runs unless a model is configured.
+    --workspace is ignored for the run itself (the sample is always a fresh copy).
+    """
+    import shutil
+    import tempfile
+
+    from dream_memory.app.demo import copy_sample
+    from dream_memory.entrypoints.cli.version_cmds import log
+    from dream_memory.entrypoints.wiring import Wiring
+    from dream_memory.settings import OFFLINE_MODEL, ResolvedModel
+    from dream_memory.settings import load_settings as _load
+
+    target = Path(tempfile.mkdtemp(prefix="dream-demo-")) / "workspace"
+    copy_sample(target)
+    settings = _load(str(target), config_path)
+    resolved = settings.model(model) or ResolvedModel(name=OFFLINE_MODEL, source="dream demo default")
+    note(f"dream demo: sample workspace copied to {target}; model {resolved.name}")
+    wiring = Wiring(settings)
+    report, code = _dream(wiring, resolved)
+    click.echo(json.dumps(report, indent=2, ensure_ascii=False))
+    note(_summary(report))
+    click.echo("")
+    click.echo("$ dream log")
+    click.get_current_context().invoke(log, rev=None, as_json=False, workspace=str(target), config_path=config_path)
+    if keep:
+        note(f"the demo workspace stays at {target}: try `dream status --workspace {target}` or `git -C {target} log`")
+    else:
+        shutil.rmtree(target.parent, ignore_errors=True)
+    return code
 
 
 COMMANDS = [run, prompt, demo]

@@ -54,14 +54,16 @@ def append(text: str | None, session_key: str | None, workspace: str | None, con
 
     TEXT is the entry; use - (or omit it with input on a pipe) to read it from stdin.
     """
-    from dream_memory.app.history import append_entry
+    from dream_memory.app.history import append_entry, check_entry
     from dream_memory.entrypoints.wiring import Wiring
     from dream_memory.errors import InputError
 
     if text is None or text == "-":
         if text is None and sys.stdin.isatty():
             raise InputError("nothing to append: give TEXT, or - to read stdin")
-        text = sys.stdin.read()
+        # Bytes, decoded leniently: one stray non-UTF-8 byte must not lose the whole entry.
+        text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    check_entry(text, session_key)  # empty text is exit 2 before any file is created
     wiring = Wiring(load_settings(workspace, config_path))
     wiring.ensure_workspace()
     entry = append_entry(wiring.history, text, session_key=session_key)

@@ -1,10 +1,21 @@
-"""Read side: ``dream resolve|entity|section|search`` and ``dream mcp`` (CONTRACT section 7)."""
+"""Read side: ``dream resolve|entity|section|search`` and ``dream mcp`` (CONTRACT section 7).
+
+Thin faces over ``dream_memory.app.read``: parse options, open a ``ReadStore``, print its result
+(text or ``--json``) on stdout. Notes and warnings go to stderr. Exit codes come from the errors
+the store raises: 1 for an unknown/excluded entity, an unknown section, an unresolvable path or a
+refused read; 2 for bad usage. This path imports neither mcp nor litellm.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from dream_memory.entrypoints.cli._common import command, json_option, not_available, workspace_options
+from dream_memory.entrypoints.cli._common import command, emit_json, json_option, load_settings, note, workspace_options
+
+if TYPE_CHECKING:
+    from dream_memory.app.read import ReadStore
 
 store_option = click.option(
     "--store",
@@ -12,61 +23,190 @@ store_option = click.option(
     default=None,
     help="Store root (default: $DREAM_MEMORY_STORE, else the workspace).",
 )
+at_option = click.option(
+    "--at",
+    "at",
+    metavar="REV",
+    default=None,
+    help="Read as of a commit (SHA prefix of at least 4 hex digits, HEAD, HEAD~N or a branch).",
+)
+offset_option = click.option(
+    "--offset-line",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="First line to show; a [truncated] marker says where to continue.",
+)
+
+
+def open_store(store: str | None, workspace: str | None, config_path: str | None, at: str | None) -> ReadStore:
+    """The store from ``--store`` > DREAM_MEMORY_STORE > the workspace, with the excludes."""
+    from pathlib import Path
+
+    from dream_memory.app.read import ReadStore
+
+    settings = load_settings(workspace, config_path)
+    root = Path(store).expanduser() if store else settings.store
+    reader = ReadStore(root, excludes=settings.excludes, at=at, home=settings.env.get("HOME") or None)
+    for problem in reader.index_problems:
+        note(f"dream: warning: {problem}")
+    return reader
 
 
 @command("resolve")
 @click.argument("path")
+@at_option
 @store_option
 @json_option
 @workspace_options
-def resolve(path: str, store: str | None, as_json: bool, workspace: str | None, config_path: str | None) -> int:
-    """The entity whose repository root contains PATH (the longest matching root wins)."""
-    not_available("resolve", 6)
+def resolve(
+    *, path: str, at: str | None, store: str | None, as_json: bool, workspace: str | None, config_path: str | None
+) -> int:
+    """The entity whose repository root contains PATH (the longest matching root wins).
+
+    Roots come from the Repos column of index.md and match whole path components. Exit 1 when no
+    entity resolves PATH.
+    """
+    with open_store(store, workspace, config_path, at) as reader:
+        result = reader.resolve(path)
+    if as_json:
+        emit_json(result.to_json())
+    else:
+        click.echo(result.to_text(), nl=False)
     return 0
 
 
 @command("entity")
 @click.argument("name")
+@offset_option
+@at_option
 @store_option
 @json_option
 @workspace_options
-def entity(name: str, store: str | None, as_json: bool, workspace: str | None, config_path: str | None) -> int:
-    """An entity's file, bounded at 200 lines or 16 KiB."""
-    not_available("entity", 6)
+def entity(
+    *,
+    name: str,
+    offset_line: int,
+    at: str | None,
+    store: str | None,
+    as_json: bool,
+    workspace: str | None,
+    config_path: str | None,
+) -> int:
+    """An entity's file, bounded at 200 lines or 16 KiB (exit 1 when unknown or excluded)."""
+    with open_store(store, workspace, config_path, at) as reader:
+        result = reader.entity(name, offset_line=offset_line)
+    _emit_page(result, as_json)
     return 0
 
 
 @command("section")
 @click.argument("name")
+@offset_option
+@at_option
 @store_option
 @json_option
 @workspace_options
-def section(name: str, store: str | None, as_json: bool, workspace: str | None, config_path: str | None) -> int:
-    """A section (sections/NAME.md, or soul, user, memory), bounded at 200 lines or 16 KiB."""
-    not_available("section", 6)
+def section(
+    *,
+    name: str,
+    offset_line: int,
+    at: str | None,
+    store: str | None,
+    as_json: bool,
+    workspace: str | None,
+    config_path: str | None,
+) -> int:
+    """A section, bounded at 200 lines or 16 KiB.
+
+    NAME is sections/NAME.md, or one of soul, user, memory, observations for SOUL.md, USER.md,
+    memory/MEMORY.md and observations.md.
+    """
+    with open_store(store, workspace, config_path, at) as reader:
+        result = reader.section(name, offset_line=offset_line)
+    _emit_page(result, as_json)
     return 0
+
+
+def _emit_page(result: object, as_json: bool) -> None:
+    from dream_memory.app.read import ReadResult
+
+    assert isinstance(result, ReadResult)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    click.echo(result.to_text(), nl=False)
+    if result.last_line == 0 and not result.truncated:
+        note(f"dream: {result.path} has no line {result.first_line}")
 
 
 @command("search")
 @click.argument("query")
-@click.option("--max-results", type=int, default=10, show_default=True, help="At most this many sources (1..50).")
+@click.option(
+    "--max-results",
+    type=int,
+    default=10,
+    show_default=True,
+    help="At most this many sources (clamped to 1..50).",
+)
+@click.option("--history", is_flag=True, help="Also search memory/history.jsonl.")
+@at_option
 @store_option
 @json_option
 @workspace_options
 def search(
-    query: str, max_results: int, store: str | None, as_json: bool, workspace: str | None, config_path: str | None
+    *,
+    query: str,
+    max_results: int,
+    history: bool,
+    at: str | None,
+    store: str | None,
+    as_json: bool,
+    workspace: str | None,
+    config_path: str | None,
 ) -> int:
-    """Sources matching QUERY, at most three matching lines each."""
-    not_available("search", 6)
+    """Sources matching QUERY, best first, at most three matching lines each.
+
+    Every word (or "quoted phrase") is matched case-insensitively. Sources rank by terms covered,
+    then terms in their name or headings, then hits, then path. Searched: entities/, sections/,
+    SOUL.md, USER.md, memory/MEMORY.md and observations.md (and history with --history).
+    """
+    from dream_memory.core.search import clamp_max_results
+
+    limit = clamp_max_results(max_results)
+    if limit != max_results:
+        note(f"dream: --max-results {max_results} is out of range; using {limit} (1..50)")
+    with open_store(store, workspace, config_path, at) as reader:
+        result = reader.search(query, max_results=limit, history=history)
+    for skipped in result.skipped:
+        note(f"dream: skipped {skipped}")
+    if as_json:
+        emit_json(result.to_json())
+        return 0
+    if not result.results:
+        note(f"dream: no source matches {query!r}")
+        return 0
+    click.echo(result.to_text(), nl=False)
     return 0
 
 
 @command("mcp")
 @store_option
 @workspace_options
-def mcp(store: str | None, workspace: str | None, config_path: str | None) -> int:
-    """Serve the read side as an MCP server over stdio."""
-    not_available("mcp", 6)
+def mcp(*, store: str | None, workspace: str | None, config_path: str | None) -> int:
+    """Serve the read side as an MCP server over stdio (stdout is the protocol; logs on stderr).
+
+    Tools: dream_resolve, dream_entity, dream_section, dream_search. Resources: memory://index,
+    memory://entities/{name}, memory://sections/{name}. The store and DREAM_MEMORY_EXCLUDE are
+    read once at start.
+    """
+    from pathlib import Path
+
+    from dream_memory.entrypoints.mcp_server import serve_stdio
+
+    settings = load_settings(workspace, config_path)
+    root = Path(store).expanduser() if store else settings.store
+    serve_stdio(root, excludes=settings.excludes, home=settings.env.get("HOME") or None)
     return 0
 
 

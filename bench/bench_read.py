@@ -1,0 +1,223 @@
+"""Read-side benchmarks: search against ``git grep -i -F`` on generated stores, entity latency,
+and process start-up.
+
+Goal (issue 6): on a store of 10,000 files (~80 MB) a query answers within 2x the time of
+``git grep -i -F`` on the same store. Both are timed side by side in one run (best of N, warm page
+cache), so the ratio is comparable across machines; wall times are reported, never gated.
+
+Run: ``.venv/bin/python bench/bench_read.py [--quick] [--json]`` (quick: 1,000 files only).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import Section, best_of, main
+
+FILE_BYTES = 8_000  # ~80 MB at 10,000 files
+RARE_EVERY = 997  # one file in ~1,000 mentions the rare terms
+QUERIES = {
+    "rare": "kubernetes",
+    "two terms": "kubernetes deploys",
+    "common": "status",
+}
+COMMAND = ".venv/bin/python bench/bench_read.py"
+
+
+def generate_store(root: Path, files: int, seed: int = 42) -> int:
+    """A store like one Dream writes: half entities (with index rows), half sections. Returns bytes."""
+    rng = random.Random(seed)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 9))) for _ in range(5000)]
+    (root / "entities").mkdir(parents=True)
+    (root / "sections").mkdir()
+    (root / "memory").mkdir()
+    rows = ["| Entity | File | Repos |", "|---|---|---|"]
+    total = 0
+    for i in range(files):
+        kind = "entities" if i % 2 == 0 else "sections"
+        name = f"item{i:05d}"
+        lines = [f"# {name}", "", f"- status: {'active' if i % 3 else 'archived'}"]
+        size = sum(len(x) + 1 for x in lines)
+        while size < FILE_BYTES:
+            line = "- " + " ".join(rng.choice(words) for _ in range(12))
+            if rng.random() < 0.3:
+                line = line.capitalize()
+            lines.append(line)
+            size += len(line) + 1
+        if i % RARE_EVERY == 0:
+            lines.append("- uses Kubernetes for deploys")
+        text = "\n".join(lines) + "\n"
+        (root / kind / f"{name}.md").write_text(text, encoding="utf-8")
+        total += len(text)
+        if kind == "entities":
+            rows.append(f"| {name} | entities/{name}.md | /home/u/src/{name} |")
+    (root / "index.md").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    (root / "SOUL.md").write_text("# Soul\n\nCalm.\n", encoding="utf-8")
+    (root / "USER.md").write_text("# User\n\n- status: busy\n", encoding="utf-8")
+    (root / "memory" / "MEMORY.md").write_text("# Memory\n", encoding="utf-8")
+    (root / "observations.md").write_text("- 2026-04-01 maybe kubernetes\n", encoding="utf-8")
+    return total
+
+
+def git_env() -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": "bench",
+        "GIT_AUTHOR_EMAIL": "bench@localhost",
+        "GIT_COMMITTER_NAME": "bench",
+        "GIT_COMMITTER_EMAIL": "bench@localhost",
+    }
+
+
+def index_in_git(root: Path) -> None:
+    """git grep searches tracked files: put them in the index (no commit needed)."""
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True, env=git_env())
+    subprocess.run(["git", "add", "-A"], cwd=root, check=True, env=git_env())
+
+
+def run_quiet(args: list[str], cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
+    subprocess.run(args, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+
+
+def count_lines(args: list[str], cwd: Path) -> int:
+    out = subprocess.run(args, cwd=cwd, capture_output=True, text=True, check=False, env=git_env()).stdout
+    return len(out.splitlines())
+
+
+def grep_args(terms: list[str]) -> list[str]:
+    return [arg for t in terms for arg in ("-e", t)]
+
+
+def dream_env(root: Path) -> dict[str, str]:
+    return {**git_env(), "DREAM_WORKSPACE": str(root), "DREAM_MEMORY_STORE": str(root)}
+
+
+def run(quick: bool) -> list[Section]:
+    from dream_memory.app.read import ReadStore, search_store
+    from dream_memory.core.search import parse_query
+
+    sizes = [1_000] if quick else [100, 1_000, 10_000]
+    repeat = 3 if quick else 5
+    dream = str(Path(sys.executable).with_name("dream"))
+    search_rows: list[list[object]] = []
+    entity_rows: list[list[object]] = []
+    ratios: dict[str, float] = {}
+    deterministic: dict[str, float] = {}
+    notes: list[str] = []
+    tmp = Path(tempfile.mkdtemp(prefix="dream-bench-read-"))
+    try:
+        for files in sizes:
+            root = tmp / f"store-{files}"
+            size = generate_store(root, files)
+            index_in_git(root)
+            for label, query in QUERIES.items():
+                terms = list(parse_query(query).terms)
+                search_store(root, query)  # warm the page cache for everyone alike
+                lib = best_of(lambda r=root, q=query: search_store(r, q), repeat)
+                cli = best_of(lambda r=root, q=query: run_quiet([dream, "search", q], env=dream_env(r)), repeat)
+                gg = best_of(
+                    lambda r=root, t=terms: run_quiet(["git", "grep", "-i", "-F", *grep_args(t)], cwd=r, env=git_env()),
+                    repeat,
+                )
+                ggl = best_of(
+                    lambda r=root, t=terms: run_quiet(
+                        ["git", "grep", "-i", "-F", "-l", *grep_args(t)], cwd=r, env=git_env()
+                    ),
+                    repeat,
+                )
+                gr = best_of(
+                    lambda r=root, t=terms: run_quiet(
+                        ["grep", "-r", "-i", "-F", "-l", "--exclude-dir=.git", *grep_args(t), "."], cwd=r
+                    ),
+                    repeat,
+                )
+                matched = search_store(root, query, 50).matched
+                git_files = count_lines(["git", "grep", "-i", "-F", "-l", *grep_args(terms)], root)
+                if matched != git_files:
+                    notes.append(f"{files} files, {label}: search matched {matched} sources, git grep -l {git_files}")
+                key = label.replace(" ", "_")
+                ratios[f"search_lib_vs_git_grep_{key}_{files}"] = lib / gg
+                ratios[f"search_cli_vs_git_grep_{key}_{files}"] = cli / gg
+                deterministic[f"matched_{key}_{files}"] = matched
+                search_rows.append(
+                    [files, size / 1e6, label, matched, lib, cli, gg, ggl, gr, lib / gg, cli / gg, lib / gr]
+                )
+            name = f"item{(files // 2) // 2 * 2:05d}"
+            with ReadStore(root) as reader:
+                reader.entity(name)
+            entity = best_of(lambda r=root, n=name: ReadStore(r).entity(n), 20)
+            entity_cli = best_of(lambda r=root, n=name: run_quiet([dream, "entity", n], env=dream_env(r)), repeat)
+            entity_rows.append([files, files // 2, entity * 1000, entity_cli * 1000])
+
+        small = tmp / "store-100" if not quick else tmp / "store-1000"
+        py_pass = best_of(lambda: run_quiet([sys.executable, "-c", "pass"]), repeat)
+        help_time = best_of(lambda: run_quiet([dream, "--help"]), repeat)
+        settings_import = best_of(lambda: run_quiet([sys.executable, "-c", "import dream_memory.settings"]), repeat)
+        search_small = best_of(lambda: run_quiet([dream, "search", "kubernetes"], env=dream_env(small)), repeat)
+        startup_rows = [
+            ["python -c pass", py_pass * 1000, 1.0],
+            ["dream --help", help_time * 1000, help_time / py_pass],
+            ["python -c 'import dream_memory.settings'", settings_import * 1000, settings_import / py_pass],
+            [f"dream search kubernetes ({small.name})", search_small * 1000, search_small / py_pass],
+        ]
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    return [
+        Section(
+            key="read.search",
+            title="dream search vs git grep -i -F (best of N, warm cache)",
+            columns=[
+                "files",
+                "MB",
+                "query",
+                "sources matched",
+                "search_store s",
+                "dream search s",
+                "git grep s",
+                "git grep -l s",
+                "grep -ril s",
+                "lib / git grep",
+                "cli / git grep",
+                "lib / grep -ril",
+            ],
+            rows=search_rows,
+            command=f"{COMMAND}{' --quick' if quick else ''}",
+            notes=[
+                "lib: the library call (app.read.search_store) in a warm process; cli: the whole `dream search` "
+                "process. Goal: lib / git grep <= 2 at 10,000 files.",
+                *notes,
+            ],
+            ratios=ratios,
+            deterministic=deterministic,
+        ),
+        Section(
+            key="read.entity",
+            title="entity read latency (index with one row per entity)",
+            columns=["files", "index rows", "ReadStore.entity ms", "dream entity ms"],
+            rows=entity_rows,
+            command=f"{COMMAND}{' --quick' if quick else ''}",
+        ),
+        Section(
+            key="read.startup",
+            title="process start-up",
+            columns=["command", "ms", "x python -c pass"],
+            rows=startup_rows,
+            command=f"{COMMAND}{' --quick' if quick else ''}",
+            notes=["`dream search` start-up is mostly `import dream_memory.settings` (pydantic models)."],
+        ),
+    ]
+
+
+if __name__ == "__main__":
+    main(run)

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Build the image from the repo's Dockerfile and prove it on this machine:
+#   - image size; cold start of `dream-run --help` (whole `docker run`, and `docker start` of a
+#     created container, and the process alone inside it);
+#   - `docker run --network host` against a mounted sample workspace with the scripted LLM server
+#     (dream_memory.testing.llm_server --offline-engine) on the host: exit 0, report status ok with
+#     commits, those commits in the mounted workspace's git log, files owned by the container user;
+#     the same with `--user UID:GID` on a workspace owned by that uid;
+#   - exit 75 while another process on the host holds memory/.dream.lock (flock);
+#   - `--entrypoint dream-consolidate` and `--entrypoint dream-restore` reachable (--help).
+# Needs a running private dockerd (dockerd-start.sh) and the base image (base-image.sh).
+# Results (for docs/deploy-docker.md) go to $DREAM_CI_ROOT/container-proof.md.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
+PY="$REPO_ROOT/.venv/bin/python"
+[ -x "$PY" ] || die ".venv is missing: run scripts/test (or .ci/run) first"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/dream-container.XXXXXX")"
+server_pid=""
+holder_pid=""
+cleanup() {
+  [ -n "$holder_pid" ] && kill "$holder_pid" 2>/dev/null
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+results="$DREAM_CI_ROOT/container-proof.md"
+: >"$results"
+record() { printf '%s\n' "$*" | tee -a "$results"; }
+now() { date +%s.%N; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+
+# ---- build ---------------------------------------------------------------------------------------
+t0=$(now)
+DOCKER_BUILDKIT=1 "$DOCKER" build --network host -t "$IMAGE" . >"$work/build.log" 2>&1 \
+  || { tail -n 40 "$work/build.log" >&2; die "docker build failed"; }
+t1=$(now)
+size_bytes=$("$DOCKER" image inspect --format '{{.Size}}' "$IMAGE")
+base_bytes=$("$DOCKER" image inspect --format '{{.Size}}' "$(base_image_name)")
+record "- build: $(elapsed "$t0" "$t1") s (docker build --network host, BuildKit, vfs storage)"
+record "- image size: $(( size_bytes / 1000000 )) MB ($size_bytes bytes; base image $(( base_bytes / 1000000 )) MB)"
+user_line=$("$DOCKER" image inspect --format 'user={{.Config.User}} entrypoint={{json .Config.Entrypoint}} workdir={{.Config.WorkingDir}}' "$IMAGE")
+record "- image config: $user_line"
+"$DOCKER" image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$IMAGE" >"$work/env.txt"
+grep -qx 'DREAM_WORKSPACE=/workspace' "$work/env.txt" || die "DREAM_WORKSPACE=/workspace is not set in the image"
+grep -qx 'LITELLM_LOCAL_MODEL_COST_MAP=True' "$work/env.txt" || die "LITELLM_LOCAL_MODEL_COST_MAP=True is not set"
+if grep -Eiq '(KEY|TOKEN|SECRET|PASSWORD)=' "$work/env.txt"; then die "the image environment holds a secret-like variable"; fi
+[ "$("$DOCKER" run --rm --entrypoint id "$IMAGE" -u)" = 10001 ] || die "the image does not run as uid 10001"
+
+# ---- cold start ----------------------------------------------------------------------------------
+t0=$(now); "$DOCKER" run --rm --network host "$IMAGE" --help >"$work/help.txt"; t1=$(now)
+grep -q "Usage: dream-run" "$work/help.txt" || die "dream-run --help printed no usage"
+run_s=$(elapsed "$t0" "$t1")
+cid=$("$DOCKER" create --network host "$IMAGE" --help)
+t0=$(now); "$DOCKER" start -a "$cid" >/dev/null; t1=$(now)
+"$DOCKER" rm "$cid" >/dev/null
+start_s=$(elapsed "$t0" "$t1")
+proc_s=$("$DOCKER" run --rm --network host --read-only --entrypoint python3 "$IMAGE" -c '
+import subprocess, time
+t = time.perf_counter()
+subprocess.run(["dream-run", "--help"], stdout=subprocess.DEVNULL, check=True)
+print(f"{time.perf_counter() - t:.2f}")')
+record "- cold start of dream-run --help: docker run (create+start+remove) $run_s s; docker start -a of a created container $start_s s; the dream-run process inside $proc_s s"
+
+# ---- sample workspace and the scripted LLM server on the host network ----------------------------
+make_workspace() {  # make_workspace DIR OWNER
+  local ws="$1"
+  "$REPO_ROOT/.venv/bin/dream" init --workspace "$ws" >/dev/null
+  for text in "User prefers dark mode in every editor" "User's name is Alice" \
+    "The project deploys with Kubernetes CronJobs" "Alice reviews memory changes as pull requests"; do
+    "$REPO_ROOT/.venv/bin/dream" append --workspace "$ws" --session-key cli:direct "$text" >/dev/null
+  done
+  chown -R "$2" "$ws"
+}
+"$PY" -m dream_memory.testing.llm_server --offline-engine --port-file "$work/port" \
+  --record "$work/requests.jsonl" >"$work/server.log" 2>&1 &
+server_pid=$!
+for _ in $(seq 1 100); do [ -s "$work/port" ] && break; sleep 0.1; done
+[ -s "$work/port" ] || { cat "$work/server.log" >&2; die "the scripted LLM server did not start"; }
+port=$(cat "$work/port")
+llm_env=(-e DREAM_MODEL=openai/scripted -e "DREAM_API_BASE=http://127.0.0.1:$port/v1" -e DREAM_API_KEY=dummy)
+
+check_run() {  # check_run WS OWNER REPORT RC
+  local ws="$1" owner="$2" report="$3" rc="$4"
+  [ "$rc" -eq 0 ] || die "docker run exited $rc (expected 0)"
+  "$PY" - "$report" "$ws" <<'PYEOF' || die "report check failed"
+import json, subprocess, sys
+report = json.load(open(sys.argv[1]))
+assert report["status"] == "ok", report["status"]
+assert report["workspace"] == "/workspace", report["workspace"]
+assert report["commits"] and all(len(c) == 40 for c in report["commits"]), report["commits"]
+assert report["entries_processed"] == 4, report["entries_processed"]
+log = subprocess.run(["git", "-c", "safe.directory=*", "-C", sys.argv[2], "log", "--format=%H %s"],
+                     capture_output=True, text=True, check=True).stdout
+shas = [line.split()[0] for line in log.splitlines()]
+for sha in report["commits"]:
+    assert sha in shas, f"{sha} not in the mounted workspace's git log"
+print(f"  report: status {report['status']}, {len(report['commits'])} commit(s), "
+      f"cursor {report['cursor_before']} -> {report['cursor_after']}, changed {report['changed']}")
+PYEOF
+  bad=$(find "$ws" -path "$ws/.git" -prune -o ! -user "${owner%%:*}" -print | head -n 5)
+  [ -z "$bad" ] || die "files in the mount not owned by ${owner%%:*}: $bad"
+}
+
+# 1) the image's own user (10001) on a workspace owned by 10001
+ws1="$work/ws-default"
+make_workspace "$ws1" 10001:10001
+set +e
+"$DOCKER" run --rm --network host --read-only --tmpfs /tmp -v "$ws1:/workspace" "${llm_env[@]}" \
+  "$IMAGE" >"$work/report1.json" 2>"$work/run1.err"
+rc=$?
+set -e
+[ "$rc" -eq 0 ] || cat "$work/run1.err" >&2
+record "- docker run --read-only (user 10001) on a mounted workspace: exit $rc"
+check_run "$ws1" 10001 "$work/report1.json" "$rc" | tee -a "$results"
+git -c safe.directory='*' -C "$ws1" log --format='  %h %s' | tee -a "$results"
+cp "$work/report1.json" "$DREAM_CI_ROOT/container-report.json"
+[ -s "$work/requests.jsonl" ] || die "the scripted server recorded no request"
+
+# 2) --user UID:GID on a workspace owned by that host user
+ws2="$work/ws-user"
+make_workspace "$ws2" 4242:4242
+set +e
+"$DOCKER" run --rm --network host --read-only --tmpfs /tmp --user 4242:4242 -v "$ws2:/workspace" \
+  "${llm_env[@]}" "$IMAGE" >"$work/report2.json" 2>"$work/run2.err"
+rc=$?
+set -e
+[ "$rc" -eq 0 ] || cat "$work/run2.err" >&2
+record "- docker run --user 4242:4242 on a workspace owned by 4242: exit $rc"
+check_run "$ws2" 4242 "$work/report2.json" "$rc" | tee -a "$results"
+
+# 3) exit 75 while another process on the host holds the workspace lock
+"$REPO_ROOT/.venv/bin/dream" append --workspace "$ws1" "User switched to a light theme" >/dev/null
+chown -R 10001:10001 "$ws1"
+flock "$ws1/memory/.dream.lock" sleep 120 &
+holder_pid=$!
+for _ in $(seq 1 50); do
+  flock -n "$ws1/memory/.dream.lock" true 2>/dev/null || break
+  sleep 0.1
+done
+set +e
+"$DOCKER" run --rm --network host --read-only --tmpfs /tmp -v "$ws1:/workspace" "${llm_env[@]}" \
+  "$IMAGE" >"$work/report3.json" 2>"$work/run3.err"
+rc=$?
+set -e
+kill "$holder_pid" 2>/dev/null; wait "$holder_pid" 2>/dev/null || true; holder_pid=""
+record "- docker run while \`flock memory/.dream.lock\` is held on the host: exit $rc ($(head -n1 "$work/run3.err"))"
+[ "$rc" -eq 75 ] || { cat "$work/run3.err" >&2; die "expected exit 75 while the lock is held, got $rc"; }
+pending=$("$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["pending"])' \
+  <("$REPO_ROOT/.venv/bin/dream" status --json --workspace "$ws1" 2>/dev/null) 2>/dev/null || echo "?")
+record "  (nothing was done: $pending entry still pending)"
+
+# 4) the companion entrypoints
+for ep in dream-consolidate dream-restore; do
+  "$DOCKER" run --rm --network host --entrypoint "$ep" "$IMAGE" --help >"$work/$ep.txt"
+  grep -q "Usage: $ep" "$work/$ep.txt" || die "--entrypoint $ep --help printed no usage"
+  record "- docker run --entrypoint $ep IMAGE --help: exit 0 ($(grep -m1 'Usage:' "$work/$ep.txt"))"
+done
+record "- scripted LLM server received $(wc -l <"$work/requests.jsonl") requests"
+log "all container checks passed"

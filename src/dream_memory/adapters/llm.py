@@ -1,0 +1,404 @@
+"""The ChatModel port over litellm: one chat-completions call, our retries, errors in our terms.
+
+litellm is imported on the first call, never when this module is imported: it costs seconds and
+~200 MB, and commands that need no model (``dream --help``, ``dream status``) must not pay that.
+
+Retries are ours (tenacity), not litellm's or the openai client's, so that exactly one policy
+decides what is transient: rate limits, timeouts, connection failures and 5xx are retried with
+exponential backoff and jitter (or the server's Retry-After when it is sane); auth and
+bad-request failures fail at once, since asking again cannot fix them.
+
+Replies are returned as received. Judging content (empty, cut off, error text) is the caller's
+job through ``core.chat.check_reply``; only a response that cannot be read at all is an error here.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import math
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import tenacity
+
+from dream_memory.core.chat import ChatReply, Message, ToolCall, ToolSpec, Usage
+from dream_memory.errors import ModelError
+
+if TYPE_CHECKING:
+    from dream_memory.core.ports import ChatModel
+    from dream_memory.settings import ResolvedModel
+
+# Local OpenAI-compatible servers ignore the key, but the openai client refuses to send a request
+# without one ("Missing credentials").
+PLACEHOLDER_API_KEY = "no-key-required"
+MAX_BACKOFF_SECONDS = 30.0
+# A Retry-After longer than this is not waited for: a batch job should fail the run (transiently,
+# without counting against the batch) rather than sit idle for an hour.
+MAX_RETRY_AFTER_SECONDS = 60.0
+_MAX_DETAIL_CHARS = 300
+
+_STATUS_WORDS = {
+    400: "bad request",
+    401: "authentication failed",
+    402: "payment required",
+    403: "permission denied",
+    404: "model or endpoint not found",
+    408: "request timeout",
+    409: "conflict",
+    413: "request too large",
+    422: "request not processable",
+    429: "rate limited",
+    500: "server error",
+    502: "bad gateway",
+    503: "service unavailable",
+    504: "gateway timeout",
+}
+
+_HINTS = {
+    "auth": "check the API key for this model (DREAM_API_KEY, or the variable named by the preset's apiKeyEnv)",
+    "rate_limit": "the provider is rate limiting: run less often, lower maxBatchSize, or raise the plan's limits",
+    "timeout": "the model did not answer in time: raise the preset's timeout or try a faster model",
+    "connection": "check the api base address and that the server is running and reachable",
+    "server": "the provider failed on its side; the next run retries the same batch",
+    "bad_request": "the request was refused as invalid: check the model name and the preset's settings",
+    "bad_reply": "the endpoint answered with something that is not a chat completion: check the api base",
+}
+
+
+def _litellm() -> Any:
+    """Import litellm with its network lookups turned off (cost map and helper downloads)."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+    import litellm  # noqa: TID251 (the one sanctioned import, deferred on purpose)
+
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+class LiteLLMChatModel:
+    """A ChatModel that calls ``litellm.completion`` for ``resolved``.
+
+    ``sleep`` is what waits between retries (tests pass a recorder instead of real sleeping).
+    """
+
+    def __init__(self, resolved: ResolvedModel, *, sleep: Callable[[float], None] = time.sleep) -> None:
+        self._resolved = resolved
+        self._sleep = sleep
+
+    @property
+    def name(self) -> str:
+        return self._resolved.name
+
+    def __repr__(self) -> str:
+        # Never the key: ResolvedModel hides it from its own repr, and so do we.
+        return f"LiteLLMChatModel(name={self._resolved.name!r}, api_base={_safe_url(self._resolved.api_base)!r})"
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        *,
+        tools: Sequence[ToolSpec] | None = None,
+        purpose: str = "",
+    ) -> ChatReply:
+        request = self._request(messages, tools)
+        attempts = 0
+
+        def attempt() -> Any:
+            nonlocal attempts
+            attempts += 1
+            return self._call_once(request, purpose)
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self._resolved.max_retries + 1),
+            wait=self._wait,
+            retry=tenacity.retry_if_exception(lambda exc: isinstance(exc, ModelError) and exc.retryable),
+            sleep=self._sleep,
+            reraise=True,
+        )
+        try:
+            response = retrying(attempt)
+        except ModelError as exc:
+            if attempts > 1:
+                how = f"gave up after {attempts} attempts" if exc.retryable else f"on attempt {attempts}, not retried"
+                raise ModelError(
+                    f"{exc.message} ({how})",
+                    kind=exc.kind,
+                    retryable=exc.retryable,
+                    hint=exc.hint,
+                ) from exc
+            raise
+        return self._reply(response, messages, purpose)
+
+    # the request
+
+    def _request(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None) -> dict[str, Any]:
+        r = self._resolved
+        request: dict[str, Any] = {
+            "model": r.name,
+            "messages": [dict(m) for m in messages],
+            "temperature": r.temperature,
+            "max_tokens": r.max_tokens,
+            "timeout": r.timeout,
+            # Our tenacity loop is the only retry policy; without these the openai client retries
+            # 5xx twice more on its own, multiplying waits and hiding the request count.
+            "num_retries": 0,
+            "max_retries": 0,
+            # A provider that does not support a parameter (temperature on some reasoning
+            # models) should still answer rather than fail the batch.
+            "drop_params": True,
+        }
+        if tools:
+            request["tools"] = [t.to_openai() for t in tools]
+        if r.api_base:
+            request["api_base"] = r.api_base
+        if r.api_key:
+            request["api_key"] = r.api_key
+        elif r.api_base:
+            request["api_key"] = PLACEHOLDER_API_KEY
+        return request
+
+    def _call_once(self, request: dict[str, Any], purpose: str) -> Any:
+        litellm = _litellm()
+        try:
+            return litellm.completion(**request)
+        except Exception as exc:
+            raise self._error(exc, purpose) from exc
+
+    def _wait(self, state: tenacity.RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        retry_after = _retry_after(exc.__cause__) if exc is not None else None
+        if retry_after is not None:
+            return retry_after
+        base = self._resolved.retry_base_seconds
+        backoff = tenacity.wait_exponential_jitter(multiplier=base, max=MAX_BACKOFF_SECONDS, jitter=base)
+        return float(backoff(state))
+
+    # errors
+
+    def _error(self, exc: BaseException, purpose: str) -> ModelError:
+        kind, retryable, status = classify(exc)
+        where = f"model {self._resolved.name}" + (f" ({purpose})" if purpose else "")
+        if kind == "timeout" and status is None:
+            what = f"no answer within {self._resolved.timeout:g} s (timeout)"
+        elif kind == "connection":
+            what = f"could not reach {_safe_url(self._resolved.api_base) or 'the provider'} (connection failed)"
+        elif kind == "bad_reply":
+            what = "the endpoint's answer is not a readable chat completion"
+        else:
+            what = f"HTTP {status} {_STATUS_WORDS.get(status or 0, 'error')}" if status else "request failed"
+        # A client-side timeout's text only repeats what the message already says.
+        detail = "" if kind == "timeout" and status is None else _scrub(_detail(exc), self._resolved.api_key)
+        message = f"{where}: {what}" + (f": {detail}" if detail else "")
+        return ModelError(message, kind=kind, retryable=retryable, hint=_HINTS.get(kind))
+
+    # the reply
+
+    def _reply(self, response: Any, messages: Sequence[Message], purpose: str) -> ChatReply:
+        try:
+            choice = response.choices[0]
+            message = choice.message
+            content = _text(message.content)
+            calls = tuple(
+                ToolCall(
+                    id=call.id or f"call_{index}",
+                    name=call.function.name or "",
+                    arguments=call.function.arguments or "",
+                )
+                for index, call in enumerate(getattr(message, "tool_calls", None) or ())
+            )
+            finish_reason = choice.finish_reason
+        except (AttributeError, IndexError, KeyError, TypeError) as exc:
+            where = f"model {self._resolved.name}" + (f" ({purpose})" if purpose else "")
+            raise ModelError(
+                f"{where}: the answer has no usable choice (no choices, or not a chat completion)",
+                kind="bad_reply",
+                retryable=False,
+                hint=_HINTS["bad_reply"],
+            ) from exc
+        return ChatReply(
+            content=content,
+            tool_calls=calls,
+            finish_reason=finish_reason,
+            usage=self._usage(response, messages, content, calls),
+        )
+
+    def _usage(
+        self, response: Any, messages: Sequence[Message], content: str | None, calls: tuple[ToolCall, ...]
+    ) -> Usage:
+        reported = getattr(response, "usage", None)
+        prompt = int(getattr(reported, "prompt_tokens", 0) or 0)
+        completion = int(getattr(reported, "completion_tokens", 0) or 0)
+        litellm = _litellm()
+        if prompt or completion:
+            try:
+                cost: float | None = float(
+                    litellm.completion_cost(completion_response=response, model=self._resolved.name)
+                )
+            except Exception:  # litellm raises for a model it has no price for
+                cost = None
+            return Usage(prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost, calls=1)
+        # Some local servers report no usage. Budgets must still see tokens, so count them.
+        from dream_memory.adapters.tokens import default_counter
+
+        counter = default_counter()
+        prompt = sum(counter.count(_text(m.get("content")) or "") + 4 for m in messages)
+        completion = counter.count(content or "") + sum(counter.count(c.name + c.arguments) for c in calls)
+        try:
+            prompt_cost, completion_cost = litellm.cost_per_token(
+                model=self._resolved.name, prompt_tokens=prompt, completion_tokens=completion
+            )
+            cost = float(prompt_cost) + float(completion_cost)
+        except Exception:
+            cost = None
+        return Usage(prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost, calls=1)
+
+
+def build_chat_model(resolved: ResolvedModel) -> ChatModel:
+    """The ChatModel for a resolved model: the offline engine for ``offline``, litellm otherwise."""
+    if resolved.is_offline:
+        from dream_memory.adapters.offline import OfflineModel
+
+        model: ChatModel = OfflineModel()
+        return model
+    return LiteLLMChatModel(resolved)
+
+
+# --- classification ------------------------------------------------------------------------------
+
+
+def _chain(exc: BaseException | None) -> list[BaseException]:
+    seen: list[BaseException] = []
+    while exc is not None and all(exc is not s for s in seen):
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return seen
+
+
+def _has(chain: list[BaseException], *names: str) -> bool:
+    """Whether any exception in ``chain`` is (a subclass of) a class named ``module.Name``.
+
+    Matching by name keeps openai and httpx out of this module's imports, and lets the checks
+    run on exceptions from whichever of the three libraries raised them.
+    """
+    wanted = set(names)
+    return any(f"{cls.__module__.split('.')[0]}.{cls.__name__}" in wanted for exc in chain for cls in type(exc).__mro__)
+
+
+def _status(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+    try:
+        return int(status) if status is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def classify(exc: BaseException) -> tuple[str, bool, int | None]:
+    """(kind, retryable, HTTP status) for an exception raised by a litellm completion call."""
+    chain = _chain(exc)
+    if _has(chain, "litellm.BudgetExceededError"):
+        return "budget", False, None
+    # litellm's own classes blur the lines (its Timeout is also raised for an HTTP 504, and every
+    # timeout class is a connection error to openai), so first ask whether a server answered.
+    answered = getattr(exc, "litellm_response_headers", None) is not None or _has(
+        chain[1:], "openai.APIStatusError", "httpx.HTTPStatusError"
+    )
+    if not answered:
+        if _has(chain, "openai.APITimeoutError", "httpx.TimeoutException", "builtins.TimeoutError"):
+            return "timeout", True, None
+        if _has(chain, "openai.APIConnectionError", "httpx.TransportError", "builtins.ConnectionError"):
+            return "connection", True, None
+    status = _status(exc)
+    if status is None:
+        return "bad_request", False, None
+    if status == 500 and not answered:
+        # litellm reports an unreadable 200 answer (not JSON, no choices) as a made-up 500 with
+        # no HTTP error underneath; asking a server that answers nonsense again only burns budget.
+        return "bad_reply", False, None
+    if status in (401, 402, 403):
+        return "auth", False, status
+    if status == 429:
+        return "rate_limit", True, status
+    if status == 408:
+        return "timeout", True, status
+    if status >= 500 or status == 409:
+        return "server", True, status
+    return "bad_request", False, status
+
+
+def _retry_after(exc: BaseException | None) -> float | None:
+    """The server's requested wait in seconds, when it gave one within reason."""
+    if exc is None:
+        return None
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    try:
+        lowered = {str(k).lower(): str(v) for k, v in headers.items()}
+    except AttributeError:
+        return None
+    seconds: float | None = None
+    if "retry-after-ms" in lowered:
+        try:
+            seconds = float(lowered["retry-after-ms"]) / 1000
+        except ValueError:
+            seconds = None
+    if seconds is None and "retry-after" in lowered:
+        raw = lowered["retry-after"].strip()
+        try:
+            seconds = float(raw)
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(raw)
+            except (TypeError, ValueError):
+                return None
+            seconds = when.timestamp() - time.time()
+    if seconds is None or not math.isfinite(seconds) or not 0 <= seconds <= MAX_RETRY_AFTER_SECONDS:
+        return None
+    return seconds
+
+
+# --- text helpers --------------------------------------------------------------------------------
+
+# "litellm.AuthenticationError: AuthenticationError: OpenAIException - " and the like.
+_PREFIX = re.compile(r"^(?:\s*(?:litellm\.)?[A-Za-z_]*(?:Error|Exception|Timeout)(?: Error)?\s*[:-]\s*)+")
+# litellm appends its internal response objects to JSON errors: noise for a reader.
+_NOISE = re.compile(r",?\s*Received response - <APIResponse.*$|^error - ")
+_KEY_SHAPES = re.compile(r"\b(?:sk|pk|rk|gsk|xai)-[A-Za-z0-9_\-*]{6,}|\bBearer\s+\S+", re.IGNORECASE)
+
+
+def _detail(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    text = _NOISE.sub("", _PREFIX.sub("", text)).strip()
+    if len(text) > _MAX_DETAIL_CHARS:
+        text = text[: _MAX_DETAIL_CHARS - 3] + "..."
+    return text
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    """Remove the key (and anything key-shaped, which providers echo masked or not) from text."""
+    if secret and len(secret) >= 4:
+        text = text.replace(secret, "[redacted]")
+    return _KEY_SHAPES.sub("[redacted]", text)
+
+
+def _safe_url(url: str | None) -> str | None:
+    """An api base fit for messages: no user:password part, no query string."""
+    if not url:
+        return url
+    url = re.sub(r"//[^/@]*@", "//", url)
+    return url.split("?", 1)[0]
+
+
+def _text(content: Any) -> str | None:
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: keep the text ones
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict)) or None
+    return str(content)

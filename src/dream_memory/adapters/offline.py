@@ -1,0 +1,551 @@
+"""The built-in ``offline`` model: deterministic, no network, no LLM.
+
+It reads the same prompts a remote model gets and answers in the same protocol: tagged lines in
+phase 1, tool calls in phase 2 (through the same tool layer and its checks), bullet summaries
+when consolidating. It keeps what history marks as lasting ([permanent], [durable],
+[correction], "User prefers ...", decisions, solutions) and skips (nothing), [ephemeral], [skip]
+and what memory already holds. It is how ``dream demo`` runs with no key, and how CI runs
+Dream end to end; it is not a substitute for a model's judgement.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dream_memory.core import layout
+from dream_memory.core.chat import ChatReply, Message, ToolCall, ToolSpec, Usage
+from dream_memory.core.edits import minimal_edit
+from dream_memory.core.facts import Fact, parse_facts, slug
+from dream_memory.core.markdown import find_section
+from dream_memory.core.prompts import (
+    CONSOLIDATION_MARKER,
+    ENTRY_PREFIX,
+    FACTS_MARKER,
+    FILE_PREFIX,
+    FILES_MARKER,
+    HISTORY_MARKER,
+    MEMORY_MARKER,
+    NOTHING,
+)
+from dream_memory.errors import BadReply
+
+NAME = "offline"
+
+_BULLET = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+")
+_TAG = re.compile(r"^\[(?P<tag>[A-Za-z][A-Za-z _-]*)\]\s*(?P<rest>.*)$")
+_LABEL = re.compile(r"^(?P<label>[A-Za-z][A-Za-z ]{2,30}):\s+(?P<rest>.+)$")
+_DROP_TAGS = frozenset({"ephemeral", "skip", "transient", "temp", "temporary", "noise", "event", "events"})
+_KEEP_TAGS = frozenset(
+    {
+        "permanent",
+        "durable",
+        "correction",
+        "preference",
+        "decision",
+        "solution",
+        "fact",
+        "important",
+        "stable",
+        "persistent",
+    }
+)
+_DIRECT_TAGS = {"user": "USER", "soul": "SOUL", "memory": "MEMORY", "observation": "OBSERVATION"}
+_NAMED_TAGS = {"entity": "ENTITY", "skill": "SKILL"}
+_KEEP_LABELS = frozenset(
+    {
+        "decision",
+        "decisions",
+        "solution",
+        "solutions",
+        "user preference",
+        "user preferences",
+        "preference",
+        "preferences",
+        "user fact",
+        "user facts",
+        "correction",
+        "corrections",
+        "remember",
+        "durable",
+        "environment",
+    }
+)
+_DROP_LABELS = frozenset({"event", "events", "ephemeral", "skip", "note"})
+# Labels that say which section a fact belongs in; kept on the fact until it is filed.
+_ROUTING_LABELS = frozenset({"decision", "decisions", "solution", "solutions", "environment"})
+_LABEL_PREFIX = re.compile(r"^(?:decisions?|solutions?|environment|user (?:preferences?|facts?)):\s+", re.IGNORECASE)
+_KEEP_WORDS = re.compile(
+    r"\b(prefers?|preference|likes|dislikes|hates|always|never|remember|decided|decision|chose|"
+    r"switched to|moved to|from now on|call me|address me|name is|timezone|time zone|works as|lives in|"
+    r"respond in|reply in|speak in|respond with|reply with|answer with|solution|workaround|fixed by|the fix)\b",
+    re.IGNORECASE,
+)
+_SOUL = re.compile(
+    r"^(?:the\s+)?(?:assistant|agent|bot)\b|^(?:respond|reply|answer|speak|talk|write|be)\b|\btone\b|\bvoice\b|\bpersona\b",
+    re.IGNORECASE,
+)
+_USER = re.compile(
+    r"\b(user|user's|prefers?|likes|dislikes|name is|call me|timezone|time zone|lives in|works as|"
+    r"their|he|she|birthday|pronouns?)\b",
+    re.IGNORECASE,
+)
+_SUPERSEDES = (
+    re.compile(r"\(\s*(?:was|previously|formerly|not)\s+(?P<old>[^)]+?)\s*\)", re.IGNORECASE),
+    re.compile(r"\binstead of\s+(?P<old>[^,.;]+)", re.IGNORECASE),
+    re.compile(r"\bno longer\s+(?P<old>[^,.;]+)", re.IGNORECASE),
+    re.compile(r"\bchanged from\s+(?P<old>.+?)\s+to\b", re.IGNORECASE),
+)
+_ABS_PATH = re.compile(r"(?<![\w.~])(/(?:[\w.@-]+/)*[\w.@-]+)")
+
+SECTION_RULES: dict[str, list[tuple[str, re.Pattern[str]]]] = {
+    layout.USER: [
+        (
+            "Profile",
+            re.compile(
+                r"\b(name|timezone|time zone|lives|based in|moved to|works as|role|job|pronoun|born|age)\b", re.I
+            ),
+        ),
+        ("Preferences", re.compile(r"\b(prefer|like|dislike|hate|want|style|format|language|favou?rite)", re.I)),
+    ],
+    layout.MEMORY: [
+        (
+            "Decisions",
+            re.compile(r"^decisions?:|\b(decid|decision|chose|choose|will use|switched|agreed|standardi[sz]e)", re.I),
+        ),
+        (
+            "Solutions",
+            re.compile(r"^solutions?:|\b(solution|fix|fixed|fixes|workaround|resolved|root cause|the trick)\b", re.I),
+        ),
+        (
+            "Environment",
+            re.compile(
+                r"^environment:|\b(path|install|version|python|node|macos|linux|windows|server|host|port|conda|docker|venv)\b",
+                re.I,
+            ),
+        ),
+    ],
+    layout.SOUL: [("Voice", re.compile(r"\b(tone|voice|persona|personality)\b", re.I))],
+}
+DEFAULT_SECTION = {layout.USER: "Work Context", layout.MEMORY: "Project Facts", layout.SOUL: "Communication Style"}
+
+
+def _estimate(text: str) -> int:
+    return max(1, len(text) // 4) if text else 0
+
+
+def _normalize(text: str) -> str:
+    return re.sub(r"[^\w]+", " ", text.casefold()).strip()
+
+
+def _clean(line: str) -> str:
+    text = _BULLET.sub("", line.strip()).strip()
+    return text.replace("**", "").strip()
+
+
+@dataclass(frozen=True)
+class Classified:
+    tag: str
+    text: str
+    name: str | None = None
+
+
+def classify(line: str) -> Classified | None:
+    """What one history line is worth keeping as, or None to leave it out."""
+    text = _clean(line)
+    if not text or text.casefold().strip("()") in ("nothing", "none", "skip"):
+        return None
+    keep = False
+    tag_match = _TAG.match(text)
+    if tag_match:
+        tag = tag_match["tag"].strip().casefold()
+        text = tag_match["rest"].strip()
+        if tag in _DROP_TAGS:
+            return None
+        if tag in _DIRECT_TAGS:
+            return Classified(_DIRECT_TAGS[tag], text) if text else None
+        if tag in _NAMED_TAGS:
+            name, sep, rest = text.partition(":")
+            return Classified(_NAMED_TAGS[tag], rest.strip(), name.strip()) if sep and rest.strip() else None
+        keep = tag in _KEEP_TAGS
+    label_match = _LABEL.match(text)
+    if label_match:
+        label = label_match["label"].strip().casefold()
+        if label in _DROP_LABELS and not keep:
+            return None
+        if label in _KEEP_LABELS:
+            keep = True
+            if label not in _ROUTING_LABELS:
+                text = label_match["rest"].strip()
+    soulish = bool(_SOUL.search(text)) and not re.match(r"^(?:the\s+)?user\b", text, re.IGNORECASE)
+    if not text or not (keep or soulish or _KEEP_WORDS.search(text)):
+        return None
+    if soulish:
+        return Classified("SOUL", text)
+    if _USER.search(text):
+        return Classified("USER", text)
+    return Classified("MEMORY", text)
+
+
+def section_for(path: str, text: str) -> str:
+    for title, pattern in SECTION_RULES.get(path, []):
+        if pattern.search(text):
+            return title
+    return DEFAULT_SECTION.get(path, "Notes")
+
+
+def superseded_value(text: str) -> str | None:
+    for pattern in _SUPERSEDES:
+        match = pattern.search(text)
+        if match:
+            return match["old"].strip()
+    return None
+
+
+def _bullet_text(text: str) -> str:
+    """The fact as it should read in memory: routing label and '(was X)' note dropped."""
+    text = _LABEL_PREFIX.sub("", text.strip())
+    text = re.sub(r"\s*\(\s*(?:was|previously|formerly)\s+[^)]*\)", "", text).strip()
+    return text[:1].upper() + text[1:]
+
+
+def add_fact(text: str, path: str, fact_text: str) -> str:
+    """The file text with one fact filed under its section; a superseded line is replaced."""
+    bullet = f"- {_bullet_text(fact_text)}"
+    if _normalize(bullet) in {_normalize(line) for line in text.splitlines()}:
+        return text
+    old = superseded_value(fact_text)
+    if old:
+        wanted = _normalize(old)
+        lines = text.splitlines(keepends=True)
+        for i, line in enumerate(lines):
+            if line.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize(line):
+                lines[i] = bullet + "\n"
+                return "".join(lines)
+    title = section_for(path, fact_text)
+    section = find_section(text, title)
+    if section is None:
+        base = text if text.endswith("\n") or not text else text + "\n"
+        return f"{base}\n## {title}\n\n{bullet}\n"
+    body = section.text.rstrip("\n")
+    # Keep one blank line after the heading when the section is still empty.
+    joined = f"{body}\n\n{bullet}\n" if body.count("\n") == 0 else f"{body}\n{bullet}\n"
+    trailing = section.text[len(section.text.rstrip("\n")) :]
+    replacement = joined + ("\n" if trailing.count("\n") > 1 else "")
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[: section.start - 1]) + replacement + "".join(lines[section.end :])
+
+
+def skill_text(name: str, description: str, existing: str | None) -> str:
+    if existing is None:
+        return f"---\nname: {slug(name)}\ndescription: {description}\n---\n\n# {name}\n\n{description}\n"
+    return add_fact(existing, "skill", description) if description not in existing else existing
+
+
+def entity_text(name: str, fact: str, existing: str | None) -> str:
+    if existing is None:
+        return f"# {name}\n\n- {fact}\n"
+    return add_fact(existing, "entity", fact)
+
+
+def index_text(existing: str | None, name: str, file: str, fact: str) -> str:
+    repos = ", ".join(dict.fromkeys(_ABS_PATH.findall(fact)))
+    row = f"| {name} | {file} | {repos} |"
+    if existing is None or "|" not in existing:
+        head = "# Index\n\n" if existing is None else existing.rstrip("\n") + "\n\n"
+        return f"{head}| Entity | File | Repos |\n|---|---|---|\n{row}\n"
+    if re.search(rf"^\|\s*{re.escape(name)}\s*\|", existing, re.MULTILINE | re.IGNORECASE):
+        return existing
+    lines = existing.splitlines()
+    last_row = max(i for i, line in enumerate(lines) if line.lstrip().startswith("|"))
+    lines.insert(last_row + 1, row)
+    return "\n".join(lines) + "\n"
+
+
+def observation_text(existing: str | None, fact: str, today: str) -> str:
+    line = f"- {today}: {fact}"
+    if existing is None:
+        return f"# Observations\n\nProvisional notes: noticed in conversations, not yet confirmed.\n\n{line}\n"
+    if _normalize(fact) in _normalize(existing):
+        return existing
+    return existing.rstrip("\n") + "\n" + line + "\n"
+
+
+# --- reading the prompts -------------------------------------------------------------------------
+
+
+def _user_text(messages: Sequence[Message]) -> str:
+    for message in messages:
+        if message.get("role") == "user":
+            return str(message.get("content") or "")
+    return ""
+
+
+def _after(text: str, marker: str) -> str:
+    index = text.find(marker)
+    return text[index + len(marker) :] if index >= 0 else ""
+
+
+def _files_in(text: str) -> dict[str, str | None]:
+    """FILE_PREFIX blocks -> the text shown (None: does not exist yet; partial views skipped)."""
+    files: dict[str, str | None] = {}
+    for block in text.split(FILE_PREFIX)[1:]:
+        header, _, rest = block.partition("\n")
+        path = header.split(" (")[0].strip()
+        if rest.startswith("(does not exist yet)"):
+            files[path] = None
+            continue
+        if "(large file" in header:
+            continue
+        match = re.match(r"````markdown\n(.*?)\n````", rest, re.DOTALL)
+        if match:
+            files[path] = match.group(1) + "\n"
+    return files
+
+
+def _entries_in(text: str) -> list[str]:
+    history = _after(text, HISTORY_MARKER)
+    return [block.partition("\n")[2] for block in history.split(ENTRY_PREFIX)[1:]]
+
+
+_FILE_TAGS = {layout.USER: "USER", layout.SOUL: "SOUL", layout.MEMORY: "MEMORY"}
+
+
+def _owner_of_superseded(
+    item: Classified, memory: dict[str, str | None], earlier: Sequence[tuple[str, str]] = ()
+) -> str | None:
+    """A correction goes to the file that holds the value it replaces, wherever it was filed:
+    in memory already, or in an earlier fact of the same batch."""
+    old = superseded_value(item.text) if item.tag in _FILE_TAGS.values() else None
+    if not old:
+        return None
+    wanted = _normalize(old)
+    for tag, text in reversed(earlier):
+        if tag in _FILE_TAGS.values() and wanted in _normalize(text):
+            return tag
+    for path, tag in _FILE_TAGS.items():
+        text = memory.get(path) or ""
+        if any(line.lstrip().startswith(("-", "*")) and wanted in _normalize(line) for line in text.splitlines()):
+            return tag
+    return None
+
+
+def _made_edits(messages: Sequence[Message]) -> bool:
+    return any(
+        call.get("function", {}).get("name") in ("edit_file", "write_file")
+        for m in messages
+        if m.get("role") == "assistant"
+        for call in m.get("tool_calls") or []
+    )
+
+
+_OUTLINE_ROW = re.compile(r"^\s*- (?P<title>.*) \(lines \d+-\d+, \d+ lines\)$")
+
+
+@dataclass
+class _ReadResults:
+    """What earlier read_file calls in this conversation returned."""
+
+    asked: set[str]
+    full: dict[str, str | None]  # path -> whole text (None: does not exist)
+    outlines: dict[str, list[str]]  # path -> its section titles, for files too large to read whole
+    sections: dict[tuple[str, str], str | None]  # (path, title) -> section text (None: no such section)
+
+    @classmethod
+    def collect(cls, messages: Sequence[Message]) -> _ReadResults:
+        calls: dict[str, dict[str, str]] = {}
+        for message in messages:
+            if message.get("role") != "assistant":
+                continue
+            for call in message.get("tool_calls") or []:
+                function = call.get("function", {})
+                if function.get("name") == "read_file":
+                    calls[str(call.get("id", ""))] = json.loads(function.get("arguments") or "{}")
+        found = cls(set(), {}, {}, {})
+        for message in messages:
+            args = calls.get(str(message.get("tool_call_id"))) if message.get("role") == "tool" else None
+            if not args or not args.get("path"):
+                continue
+            path, section = args["path"], args.get("section")
+            content = str(message.get("content") or "")
+            found.asked.add(path)
+            failed = content.startswith("Error:")
+            if section:
+                found.sections[(path, section)] = None if failed else content
+            elif failed:
+                if "does not exist" in content:
+                    found.full[path] = None
+            elif "is large; here is its outline" in content:
+                titles = [m["title"] for line in content.splitlines() if (m := _OUTLINE_ROW.match(line))]
+                found.outlines[path] = [t for t in titles if t != "(preamble)"]
+            else:
+                found.full[path] = content
+        return found
+
+
+class OfflineModel:
+    """The ChatModel port, answered by rules."""
+
+    @property
+    def name(self) -> str:
+        return NAME
+
+    def complete(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] | None = None, purpose: str = ""
+    ) -> ChatReply:
+        prompt = _user_text(messages)
+        if tools:
+            reply = self._phase2(messages, prompt)
+        elif CONSOLIDATION_MARKER in prompt:
+            reply = self._consolidate(prompt)
+        elif HISTORY_MARKER in prompt:
+            reply = self._phase1(prompt)
+        else:
+            raise BadReply("the offline engine only answers dream-memory's own prompts")
+        prompt_tokens = sum(_estimate(str(m.get("content") or "")) for m in messages)
+        completion = _estimate(reply.content or "") + sum(_estimate(c.arguments) for c in reply.tool_calls)
+        return ChatReply(
+            content=reply.content,
+            tool_calls=reply.tool_calls,
+            finish_reason="tool_calls" if reply.tool_calls else "stop",
+            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion, cost_usd=0.0, calls=1),
+        )
+
+    # --- phase 1 ---------------------------------------------------------------------------------
+
+    def _phase1(self, prompt: str) -> ChatReply:
+        memory = _files_in(_after(prompt, MEMORY_MARKER).split(HISTORY_MARKER)[0])
+        known = {_normalize(line) for text in memory.values() if text for line in text.splitlines()}
+        lines: list[str] = []
+        seen: set[str] = set()
+        emitted: list[tuple[str, str]] = []
+        for entry in _entries_in(prompt):
+            for raw in entry.splitlines():
+                item = classify(raw)
+                if item is None:
+                    continue
+                key = _normalize(item.text)
+                if key in seen or f"{_normalize('- ')}{key}".strip() in known or key in known:
+                    continue
+                seen.add(key)
+                tag = _owner_of_superseded(item, memory, emitted) or item.tag
+                emitted.append((tag, item.text))
+                lines.append(f"[{tag}] {item.name}: {item.text}" if item.name else f"[{tag}] {item.text}")
+        return ChatReply(content="\n".join(lines) if lines else "[SKIP]")
+
+    # --- phase 2 ---------------------------------------------------------------------------------
+
+    def _phase2(self, messages: Sequence[Message], prompt: str) -> ChatReply:
+        facts_block = _after(prompt, FACTS_MARKER).split(FILES_MARKER)[0]
+        facts = parse_facts(facts_block).facts if facts_block.strip() else ()
+        if _made_edits(messages) or not facts:
+            return ChatReply(content=f"Applied {len(facts)} fact(s).")
+        reads = _ReadResults.collect(messages)
+        known: dict[str, str | None] = {**_files_in(_after(prompt, FILES_MARKER)), **reads.full}
+        targets = list(dict.fromkeys(f.target for f in facts))
+        if any(f.tag == "ENTITY" for f in facts):
+            targets.append(layout.INDEX)
+        wanted: list[ToolCall] = []
+        for path in targets:
+            if path in known:
+                continue
+            if path in reads.outlines:
+                titles = {section_for(path, f.text) for f in facts if f.target == path}
+                titles |= {reads.outlines[path][-1]} if reads.outlines[path] else set()
+                wanted += [
+                    _call("read_file", path=path, section=t) for t in sorted(titles) if (path, t) not in reads.sections
+                ]
+            elif path not in reads.asked:
+                wanted.append(_call("read_file", path=path))
+        if wanted:
+            return ChatReply(content=None, tool_calls=tuple(wanted))
+        today = re.search(r"Today is (\d{4}-\d{2}-\d{2})", prompt)
+        calls = self._edits_for_whole_files(facts, known, today.group(1) if today else "today")
+        calls += self._edits_for_sections(facts, reads)
+        if not calls:
+            return ChatReply(content="Nothing to change: the files already hold these facts.")
+        return ChatReply(content=None, tool_calls=tuple(calls))
+
+    @staticmethod
+    def _edits_for_whole_files(facts: Sequence[Fact], known: dict[str, str | None], date: str) -> list[ToolCall]:
+        after = dict(known)
+        for fact in facts:
+            path = fact.target
+            if path not in after:
+                continue  # a large file: handled section by section
+            current = after[path]
+            if fact.tag == "SKILL":
+                after[path] = skill_text(fact.name or "skill", fact.text, current)
+            elif fact.tag == "ENTITY":
+                after[path] = entity_text(fact.name or "entity", fact.text, current)
+                if layout.INDEX in after:
+                    after[layout.INDEX] = index_text(after[layout.INDEX], fact.name or "entity", path, fact.text)
+            elif fact.tag == "OBSERVATION":
+                after[path] = observation_text(current, fact.text, date)
+            elif current is not None:
+                after[path] = add_fact(current, path, fact.text)
+        calls: list[ToolCall] = []
+        for path in sorted(after):
+            old, new = known.get(path), after[path]
+            if new is None or new == old:
+                continue
+            if old is None:
+                calls.append(_call("write_file", path=path, content=new))
+            else:
+                old_text, new_text = minimal_edit(old, new)
+                calls.append(_call("edit_file", path=path, old_text=old_text, new_text=new_text))
+        return calls
+
+    @staticmethod
+    def _edits_for_sections(facts: Sequence[Fact], reads: _ReadResults) -> list[ToolCall]:
+        """Facts for large files, filed by editing only the sections that were read."""
+        staged: dict[tuple[str, str], str] = {}
+        for fact in facts:
+            path = fact.target
+            if path not in reads.outlines:
+                continue
+            title = section_for(path, fact.text)
+            key = (path, title)
+            if reads.sections.get(key) is not None:
+                staged[key] = add_fact(staged.get(key, reads.sections[key] or ""), path, fact.text)
+                continue
+            last = (path, reads.outlines[path][-1]) if reads.outlines[path] else None
+            if last is None or reads.sections.get(last) is None:
+                continue
+            base = staged.get(last, reads.sections[last] or "")
+            staged[last] = add_fact(base, path, fact.text)  # appends the missing heading after it
+        calls = []
+        for (path, title), new in sorted(staged.items()):
+            old = reads.sections[(path, title)] or ""
+            if new != old:
+                calls.append(_call("edit_file", path=path, old_text=old, new_text=new))
+        return calls
+
+    # --- consolidation ---------------------------------------------------------------------------
+
+    def _consolidate(self, prompt: str) -> ChatReply:
+        body = _after(prompt, CONSOLIDATION_MARKER).partition("\n")[2]
+        kept: list[str] = []
+        seen: set[str] = set()
+        for raw in body.splitlines():
+            line = re.sub(r"^\s*\[[^\]]*\d{2}:\d{2}[^\]]*\]\s*", "", raw)
+            line = re.sub(r"^(?:user|assistant|tool(?:\s*\([^)]*\))?)\s*:\s*", "", line, flags=re.IGNORECASE)
+            item = classify(line)
+            if item is None or item.tag == "OBSERVATION":
+                continue
+            key = _normalize(item.text)
+            if key in seen:
+                continue
+            seen.add(key)
+            kept.append(f"- [durable] {item.text}")
+        return ChatReply(content="\n".join(kept) if kept else NOTHING)
+
+
+_call_ids = itertools.count(1)
+
+
+def _call(name: str, **arguments: object) -> ToolCall:
+    return ToolCall(id=f"offline-{next(_call_ids)}", name=name, arguments=json.dumps(arguments, ensure_ascii=False))

@@ -1,0 +1,177 @@
+"""The staging copy Dream's tools work on: reads fall through to disk, writes stay in memory.
+
+Nothing reaches the workspace until the whole batch is judged and committed (aider's habit:
+apply edits to a staging copy, write only when the batch is valid). The staging copy is also the
+ToolExecutor of the phase-2 loop: every refusal is a result the model reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from dream_memory.core import policy
+from dream_memory.core.agent_loop import ToolOutcome
+from dream_memory.core.edits import apply_edit, create_file
+from dream_memory.core.markdown import find_section, outline
+from dream_memory.core.ports import NoRedaction, Redactor
+from dream_memory.errors import EditRejected, ToolDenied
+
+_READ_LIMIT_BYTES = 2 * 1024 * 1024  # a memory file larger than this is not read whole
+
+
+class StagingWorkspace:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        count_tokens: Callable[[str], int],
+        file_budget_tokens: int,
+        redactor: Redactor | None = None,
+    ) -> None:
+        self.root = root
+        self._real_root = root.resolve()
+        self.count_tokens = count_tokens
+        self.file_budget_tokens = file_budget_tokens
+        self.redactor = redactor or NoRedaction()
+        self.overlay: dict[str, str] = {}
+        self._disk_cache: dict[str, str | None] = {}
+        self.redactions: dict[str, int] = {}
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def _check_no_symlink(self, rel: str) -> Path:
+        """The real path of ``rel``; refuses any symlink on the way or a path resolving outside."""
+        current = self.root
+        for part in rel.split("/"):
+            current = current / part
+            if current.is_symlink():
+                raise ToolDenied(f"{rel} goes through a symbolic link; Dream does not follow links")
+        resolved = current.resolve()
+        if resolved != self._real_root and self._real_root not in resolved.parents:
+            raise ToolDenied(f"{rel} resolves outside the workspace")
+        return current
+
+    def disk_text(self, rel: str) -> str | None:
+        if rel in self._disk_cache:
+            return self._disk_cache[rel]
+        path = self._check_no_symlink(rel)
+        if not path.exists():
+            text = None
+        elif not path.is_file():
+            raise ToolDenied(f"{rel} is not a regular file")
+        else:
+            size = path.stat().st_size
+            if size > _READ_LIMIT_BYTES:
+                raise ToolDenied(f"{rel} is {size} bytes, too large for Dream to edit safely")
+            data = path.read_bytes()
+            if b"\0" in data:
+                raise ToolDenied(f"{rel} is a binary file")
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ToolDenied(f"{rel} is not valid UTF-8 text; Dream leaves it alone") from None
+        self._disk_cache[rel] = text
+        return text
+
+    def read(self, rel: str) -> str | None:
+        """Current staged text of a (policy-checked) path, None when it does not exist."""
+        if rel in self.overlay:
+            return self.overlay[rel]
+        return self.disk_text(rel)
+
+    def read_text(self, path: str) -> str | None:
+        """FileView port: the staged text of a workspace file (no policy: used by Dream itself)."""
+        return self.read(policy.normalize(path))
+
+    # --- the tools ---------------------------------------------------------------------------
+
+    def execute(self, name: str, arguments: dict[str, object]) -> ToolOutcome:
+        try:
+            if name == "read_file":
+                return self._read_file(arguments)
+            if name == "edit_file":
+                return self._edit_file(arguments)
+            if name == "write_file":
+                return self._write_file(arguments)
+        except EditRejected as exc:  # ToolDenied included
+            return ToolOutcome(False, str(exc.message))
+        return ToolOutcome(False, f"unknown tool {name!r}")
+
+    def _string_arg(self, arguments: dict[str, object], key: str, *, required: bool = True) -> str:
+        value = arguments.get(key)
+        if value is None and not required:
+            return ""
+        if not isinstance(value, str):
+            raise EditRejected(f"argument {key!r} must be a string")
+        return value
+
+    def _read_file(self, arguments: dict[str, object]) -> ToolOutcome:
+        rel = policy.check_readable(arguments.get("path"))
+        text = self.read(rel)
+        if text is None:
+            return ToolOutcome(False, f"{rel} does not exist (create it with write_file)")
+        section = arguments.get("section")
+        if section:
+            if not isinstance(section, str):
+                raise EditRejected("argument 'section' must be a heading text")
+            found = find_section(text, section)
+            if found is None:
+                return ToolOutcome(False, f"{rel} has no section {section!r}. Its outline:\n{outline(text)}")
+            return ToolOutcome(True, found.text)
+        if self.count_tokens(text) > self.file_budget_tokens:
+            return ToolOutcome(
+                True,
+                f"{rel} is large; here is its outline. Read a section with read_file(path, section=<heading>).\n"
+                + outline(text),
+            )
+        return ToolOutcome(True, text)
+
+    def _redact(self, text: str) -> str:
+        clean, counts = self.redactor.redact(text)
+        for kind, n in counts.items():
+            self.redactions[kind] = self.redactions.get(kind, 0) + n
+        return clean
+
+    def _edit_file(self, arguments: dict[str, object]) -> ToolOutcome:
+        rel = policy.check_writable(arguments.get("path"))
+        old_text = self._string_arg(arguments, "old_text", required=False)
+        new_text = self._redact(self._string_arg(arguments, "new_text"))
+        current = self.read(rel)
+        updated = apply_edit(current, old_text, new_text, rel)
+        if updated == current:
+            raise EditRejected(f"no-op edit of {rel}: the file would not change")
+        self.overlay[rel] = updated
+        verb = "created" if current is None else "edited"
+        return ToolOutcome(
+            True,
+            f"{verb} {rel}: replaced {old_text.count(chr(10)) + bool(old_text)} line(s) "
+            f"with {new_text.count(chr(10)) + bool(new_text)}",
+            changed=True,
+        )
+
+    def _write_file(self, arguments: dict[str, object]) -> ToolOutcome:
+        rel = policy.check_writable(arguments.get("path"))
+        content = self._redact(self._string_arg(arguments, "content"))
+        self.overlay[rel] = create_file(self.read(rel), content, rel)
+        return ToolOutcome(True, f"created {rel}", changed=True)
+
+    # --- the result --------------------------------------------------------------------------
+
+    def write(self, rel: str, text: str) -> None:
+        """Stage a change made by Dream itself (not the model), e.g. an entity's index row."""
+        self.overlay[rel] = text
+
+    def changes(self) -> dict[str, tuple[str | None, str]]:
+        """path -> (text on disk, staged text), for staged files that differ from disk."""
+        return {
+            rel: (self.disk_text(rel), text)
+            for rel, text in sorted(self.overlay.items())
+            if self.disk_text(rel) != text
+        }
+
+    def snapshot(self) -> dict[str, str]:
+        return dict(self.overlay)
+
+    def restore(self, snapshot: dict[str, str]) -> None:
+        self.overlay = dict(snapshot)

@@ -1,0 +1,667 @@
+"""Dream: drain history.jsonl from .dream_cursor in batches, two model phases per batch, one commit
+per batch, and a report built from the real diff (CONTRACT sections 5, 6, 6a and 8).
+
+How a batch ends is decided here and nowhere else:
+
+- committed: its edits, the new cursor and the state in one commit;
+- nothing to add: a commit holding only the cursor ("dream: nothing new in a..b");
+- held: a guard stopped the edits; their diff is kept under memory/.dream_held/<id>/, the cursor
+  passes the batch;
+- failed: the cursor stays before the batch and the run stops (exit 1). Only content failures
+  count against the batch; after three consecutive runs failing it that way it is set aside.
+
+The commit lands before any memory file is written (versioning.apply_commit), so a crash at any
+point is finished or rolled back by the next run, and the cursor on disk is never ahead of the
+memory that produced it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dream_memory import __version__
+from dream_memory.adapters import fsutil
+from dream_memory.adapters.git import FileChange, GitStore, unified_diff
+from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.adapters.locks import dream_lock
+from dream_memory.adapters.staging import StagingWorkspace
+from dream_memory.adapters.workspace import init_workspace, is_template
+from dream_memory.app.versioning import apply_commit, commit_manual_edits, recover
+from dream_memory.core import layout
+from dream_memory.core.agent_loop import LoopResult, run_agent_loop
+from dream_memory.core.chat import ChatReply, Message, ToolSpec, Usage, check_reply
+from dream_memory.core.facts import Facts, parse_facts
+from dream_memory.core.guards import GuardSettings, hold_reasons
+from dream_memory.core.history import Batch, format_timestamp, plan_batches, split_text
+from dream_memory.core.markdown import outline, query_terms, relevant_sections
+from dream_memory.core.ports import ChatModel, Clock, NoRedaction, Redactor, TokenCounter
+from dream_memory.core.prompts import (
+    FileContext,
+    dream_tools,
+    phase1_correction,
+    phase1_messages,
+    phase2_messages,
+    render_entry,
+)
+from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldBatch, SetAside
+from dream_memory.errors import BadReply, ModelError
+
+STATUS_OK = "ok"
+STATUS_NOTHING = "nothing_to_do"
+STATUS_DRY_RUN = "dry_run"
+STATUS_FAILED = "failed"
+STATUS_LOCKED = "locked"
+STATUS_HELD = "held"
+STATUS_BUDGET = "budget_exhausted"
+
+
+@dataclass(frozen=True)
+class DreamOptions:
+    batch_size: int = 20
+    max_batches: int | None = None
+    dry_run: bool = False
+    branch: str | None = None
+    max_iterations: int = 10
+    batch_tokens: int = 12000
+    file_context_tokens: int = 6000
+    max_tokens_per_run: int | None = None
+    max_cost_usd: float | None = None
+    max_wall_seconds: float | None = None
+    max_history_entries: int = 1000
+    guard: GuardSettings = field(default_factory=GuardSettings)
+
+
+@dataclass
+class BatchRecord:
+    cursor_from: int
+    cursor_to: int
+    entries: int
+    outcome: str = ""  # committed | nothing_new | held | set_aside | failed | dry_run
+    facts: int = 0
+    tool_calls: int = 0
+    commit: str | None = None
+    files_changed: list[FileChange] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cursor_from": self.cursor_from,
+            "cursor_to": self.cursor_to,
+            "entries": self.entries,
+            "outcome": self.outcome,
+            "facts": self.facts,
+            "tool_calls": self.tool_calls,
+            "commit": self.commit,
+            "files_changed": [f.to_json(with_diff=False) for f in self.files_changed],
+            "usage": self.usage.to_report(),
+            "error": self.error,
+            "notes": self.notes,
+        }
+
+
+@dataclass
+class DreamReport:
+    workspace: str
+    model: str
+    status: str = STATUS_OK
+    cursor_before: int = 0
+    cursor_after: int = 0
+    entries_processed: int = 0
+    batches: list[BatchRecord] = field(default_factory=list)
+    commits: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    held: list[dict[str, Any]] = field(default_factory=list)
+    set_aside: list[dict[str, Any]] = field(default_factory=list)
+    redactions: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+    manual_edits_commit: str | None = None
+    compaction: dict[str, Any] | None = None
+    dry_run_changes: list[FileChange] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.status == STATUS_FAILED else 75 if self.status == STATUS_LOCKED else 0
+
+    def _content_changes(self) -> list[FileChange]:
+        if self.dry_run_changes:
+            return self.dry_run_changes
+        return [f for b in self.batches if b.outcome == "committed" for f in b.files_changed]
+
+    def to_json(self) -> dict[str, Any]:
+        totals: dict[str, list[int]] = {}
+        for change in self._content_changes():
+            added_removed = totals.setdefault(change.path, [0, 0])
+            added_removed[0] += change.added
+            added_removed[1] += change.removed
+        return {
+            "status": self.status,
+            "workspace": self.workspace,
+            "version": __version__,
+            "cursor_before": self.cursor_before,
+            "cursor_after": self.cursor_after,
+            "entries_processed": self.entries_processed,
+            "batches": [b.to_json() for b in self.batches],
+            "commits": list(self.commits),
+            "files_changed": [{"path": p, "added": a, "removed": r} for p, (a, r) in sorted(totals.items())],
+            "model": self.model,
+            "usage": self.usage.to_report(),
+            "changed": any(
+                b.outcome == "committed" and any(layout.is_content(f.path) for f in b.files_changed)
+                for b in self.batches
+            ),
+            "held": self.held,
+            "set_aside": self.set_aside,
+            "redactions": dict(sorted(self.redactions.items())),
+            "diff": "".join(f.diff for f in self._content_changes()),
+            "duration_s": round(self.duration_s, 3),
+            "errors": self.errors,
+            "notes": self.notes,
+            "manual_edits_commit": self.manual_edits_commit,
+            "compaction": self.compaction,
+        }
+
+
+class BudgetExceeded(ModelError):
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="budget", retryable=False)
+
+
+class MeteredModel:
+    """Counts usage of every call and stops calls once a run budget is spent."""
+
+    def __init__(self, model: ChatModel, options: DreamOptions, clock: Clock) -> None:
+        self.inner = model
+        self.options = options
+        self.clock = clock
+        self.started = clock.monotonic()
+        self.usage = Usage()
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def exhausted(self) -> str | None:
+        """Which budget is spent, or None."""
+        o = self.options
+        if o.max_tokens_per_run is not None and self.usage.total_tokens >= o.max_tokens_per_run:
+            return f"token budget of {o.max_tokens_per_run} spent ({self.usage.total_tokens} tokens)"
+        if o.max_cost_usd is not None and (self.usage.cost_usd or 0.0) >= o.max_cost_usd:
+            return f"cost budget of ${o.max_cost_usd:g} spent (${self.usage.cost_usd or 0:.4f})"
+        if o.max_wall_seconds is not None and self.clock.monotonic() - self.started >= o.max_wall_seconds:
+            return f"time budget of {o.max_wall_seconds:g} s spent"
+        return None
+
+    def complete(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] | None = None, purpose: str = ""
+    ) -> ChatReply:
+        spent = self.exhausted()
+        if spent:
+            raise BudgetExceeded(spent)
+        reply = self.inner.complete(messages, tools=tools, purpose=purpose)
+        self.usage = self.usage + reply.usage
+        return reply
+
+
+@dataclass
+class DreamContext:
+    """What one run needs, wired by the entrypoint."""
+
+    root: Path
+    model: ChatModel
+    history: HistoryLog
+    clock: Clock
+    counter: TokenCounter
+    options: DreamOptions
+    open_git: Callable[[bool], GitStore | None]
+    redactor: Redactor = field(default_factory=NoRedaction)
+    log: Callable[[str], None] = lambda message: None
+
+
+def builtin_guide() -> str:
+    from importlib import resources
+
+    return (resources.files("dream_memory") / "data" / "guide" / "dream.md").read_text(encoding="utf-8")
+
+
+def guide_in_use(root: Path) -> tuple[str, str]:
+    """(text, source): the workspace's prompts/dream.md when it has content, else the built-in guide."""
+    custom = fsutil.read_text(root / layout.DREAM_GUIDE)
+    if custom is not None and custom.strip():
+        return custom, layout.DREAM_GUIDE
+    return builtin_guide(), "built-in"
+
+
+def run_dream(ctx: DreamContext) -> DreamReport:
+    """One Dream run over ``ctx.root``. Raises LockBusy (exit 75) when another run holds the lock."""
+    report = DreamReport(workspace=str(ctx.root), model=ctx.model.name)
+    metered = MeteredModel(ctx.model, ctx.options, ctx.clock)
+    started = ctx.clock.monotonic()
+    if not ctx.options.dry_run:
+        ctx.root.mkdir(parents=True, exist_ok=True)
+    with dream_lock(ctx.root, now=ctx.clock.now()) as stale:
+        if stale is not None and stale.pid is not None:
+            ctx.log(f"took over a stale Dream lock ({stale.describe()})")
+        git = _prepare(ctx, report)
+        try:
+            _run_batches(ctx, git, metered, report)
+            if not ctx.options.dry_run and report.status not in (STATUS_FAILED,):
+                _compact(ctx, git, report)
+        finally:
+            if git is not None:
+                git.close()
+    report.usage = metered.usage
+    report.duration_s = ctx.clock.monotonic() - started
+    return report
+
+
+def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
+    """Workspace, migration, crash recovery, branch and hand edits: before any batch."""
+    if ctx.options.dry_run:
+        if ctx.history.legacy_pending():
+            report.notes.append("memory/HISTORY.md is waiting to be migrated; a dry run does not migrate")
+        return ctx.open_git(False)
+    created = init_workspace(ctx.root)
+    if created:
+        report.notes.append("created " + ", ".join(created))
+    migrated = ctx.history.migrate_legacy()
+    if migrated is not None:
+        report.notes.append(f"migrated {migrated.entries} entries from memory/HISTORY.md ({migrated.mode})")
+    git = ctx.open_git(True)
+    assert git is not None
+    recovered = recover(git)
+    if recovered is not None:
+        report.notes.append(f"recovered an interrupted change ({recovered.action}): {recovered.subject}")
+        ctx.log(f"recovered an interrupted change ({recovered.action}): {recovered.subject}")
+    if ctx.options.branch and git.checkout_branch(ctx.options.branch):
+        report.notes.append(f"created branch {ctx.options.branch}")
+    report.manual_edits_commit = commit_manual_edits(git)
+    return git
+
+
+def _read_state(root: Path) -> DreamState:
+    return DreamState.from_json(fsutil.read_text(root / layout.DREAM_STATE))
+
+
+def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, report: DreamReport) -> None:
+    state = _read_state(ctx.root)
+    for warning in state.warnings:
+        report.notes.append(warning)
+    cursor = ctx.history.read_dream_cursor() or 0
+    report.cursor_before = report.cursor_after = cursor
+    entries = ctx.history.entries_after(cursor)
+    batches = plan_batches(
+        entries,
+        max_entries=ctx.options.batch_size,
+        max_tokens=ctx.options.batch_tokens,
+        count_tokens=ctx.counter.count,
+    )
+    if not batches:
+        report.status = STATUS_NOTHING
+        return
+    report.status = STATUS_DRY_RUN if ctx.options.dry_run else STATUS_OK
+    shared_staging = _new_staging(ctx) if ctx.options.dry_run else None
+    for number, batch in enumerate(batches):
+        if ctx.options.max_batches is not None and number >= ctx.options.max_batches:
+            report.notes.append(f"stopped after {number} batch(es) (--max-batches); {len(batches) - number} left")
+            break
+        spent = model.exhausted()
+        if spent:
+            report.status = STATUS_BUDGET
+            report.notes.append(f"stopped before batch {batch.cursor_from}..{batch.cursor_to}: {spent}")
+            break
+        staging = shared_staging or _new_staging(ctx)
+        record = BatchRecord(batch.cursor_from, batch.cursor_to, len(batch.entries))
+        report.batches.append(record)
+        before_usage = model.usage
+        try:
+            facts, loop = _dream_batch(ctx, model, batch, staging)
+            record.facts = len(facts.facts)
+            if loop is not None:
+                record.tool_calls = loop.tool_calls
+                if loop.stop != "done":
+                    record.notes.append(f"tool loop stopped: {loop.stop} after {loop.tool_calls} call(s)")
+        except BudgetExceeded as exc:
+            record.usage = _usage_since(model.usage, before_usage)
+            record.outcome, record.error = "failed", str(exc)
+            report.status = STATUS_BUDGET
+            report.notes.append(f"stopped in batch {batch.cursor_from}..{batch.cursor_to}: {exc}; it will run again")
+            break
+        except BadReply as exc:
+            record.usage = _usage_since(model.usage, before_usage)
+            state = _content_failure(ctx, git, batch, record, report, state, exc)
+            if record.outcome == "failed":
+                break
+            cursor = batch.cursor_to
+            continue
+        except ModelError as exc:
+            record.usage = _usage_since(model.usage, before_usage)
+            record.outcome, record.error = "failed", f"{exc.kind}: {exc}"
+            report.status = STATUS_FAILED
+            report.errors.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {exc.kind}: {exc.message}")
+            break
+        record.usage = _usage_since(model.usage, before_usage)
+        for kind, count in staging.redactions.items():
+            report.redactions[kind] = report.redactions.get(kind, 0) + count
+        staging.redactions.clear()
+        if ctx.options.dry_run:
+            record.outcome = "dry_run"
+            record.files_changed = [unified_diff(p, _b(b), _b(a)) for p, (b, a) in staging.changes().items()]
+            report.entries_processed += record.entries
+            continue
+        assert git is not None
+        state = _land_batch(ctx, git, batch, staging, record, report, state, model.name)
+        cursor = batch.cursor_to
+        report.cursor_after = cursor
+        report.entries_processed += record.entries
+    if ctx.options.dry_run and shared_staging is not None:
+        report.dry_run_changes = [unified_diff(p, _b(b), _b(a)) for p, (b, a) in shared_staging.changes().items()]
+    if report.held and report.status == STATUS_OK:
+        report.status = STATUS_HELD
+
+
+def _b(text: str | None) -> bytes | None:
+    return None if text is None else text.encode("utf-8")
+
+
+def _usage_since(now: Usage, before: Usage) -> Usage:
+    cost = None if now.cost_usd is None or before.cost_usd is None else now.cost_usd - before.cost_usd
+    return Usage(
+        now.prompt_tokens - before.prompt_tokens,
+        now.completion_tokens - before.completion_tokens,
+        cost,
+        now.calls - before.calls,
+    )
+
+
+def _new_staging(ctx: DreamContext) -> StagingWorkspace:
+    return StagingWorkspace(
+        ctx.root,
+        count_tokens=ctx.counter.count,
+        file_budget_tokens=ctx.options.file_context_tokens,
+        redactor=ctx.redactor,
+    )
+
+
+# --- the two phases ------------------------------------------------------------------------------
+
+
+def _file_context(ctx: DreamContext, staging: StagingWorkspace, path: str, query: Sequence[str]) -> FileContext:
+    """A file as the model sees it: whole, or (when over budget) outline plus relevant sections."""
+    text = staging.read(path)
+    if text is None:
+        return FileContext(path, None, "")
+    budget = ctx.options.file_context_tokens
+    if ctx.counter.count(text) <= budget:
+        return FileContext(path, text, text)
+    parts = [f"Outline of {path}:", outline(text), "", "Relevant sections:"]
+    for section in relevant_sections(text, query, budget_tokens=budget // 2, count_tokens=ctx.counter.count):
+        parts.append(section.text.rstrip())
+    return FileContext(path, text, "\n".join(parts), partial=True)
+
+
+def _history_blocks(ctx: DreamContext, batch: Batch) -> list[list[str]]:
+    """The batch as prompt blocks, one list per phase-1 call: an entry too large for one prompt is
+    given in parts (never cut), each part in its own call."""
+    if len(batch.entries) == 1 and batch.tokens > ctx.options.batch_tokens:
+        entry = batch.entries[0]
+        parts = split_text(entry.content, ctx.options.batch_tokens, ctx.counter.count)
+        return [[render_entry(entry, (i, len(parts)), part)] for i, part in enumerate(parts, start=1)]
+    return [[render_entry(entry) for entry in batch.entries]]
+
+
+def _skills_listing(root: Path) -> list[str]:
+    skills = []
+    folder = root / layout.SKILLS_DIR
+    if folder.is_dir():
+        for skill in sorted(folder.glob("*/SKILL.md")):
+            text = fsutil.read_text(skill) or ""
+            match = re.search(r"^description:\s*(.+)$", text, re.MULTILINE)
+            skills.append(f"{skill.parent.name}: {match.group(1).strip() if match else '(no description)'}")
+    return skills
+
+
+def _entities_listing(root: Path) -> list[str]:
+    folder = root / layout.ENTITIES_DIR
+    return (
+        sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.md"))
+        if folder.is_dir()
+        else []
+    )
+
+
+def _phase1(ctx: DreamContext, model: ChatModel, batch: Batch, staging: StagingWorkspace) -> Facts:
+    guide, _ = guide_in_use(ctx.root)
+    query = query_terms("\n".join(e.content for e in batch.entries))
+    files = [_file_context(ctx, staging, path, query) for path in layout.DURABLE_FILES]
+    collected: list[Facts] = []
+    for blocks in _history_blocks(ctx, batch):
+        messages = phase1_messages(
+            guide, files, blocks, skills=_skills_listing(ctx.root), entities=_entities_listing(ctx.root)
+        )
+        collected.append(_ask_for_facts(model, messages))
+    facts = tuple(dict.fromkeys(f for result in collected for f in result.facts))
+    return Facts(facts, skip=not facts)
+
+
+def _ask_for_facts(model: ChatModel, messages: list[Message]) -> Facts:
+    """One phase-1 call; an unusable reply gets exactly one corrective retry."""
+    reply = model.complete(messages, purpose="dream.phase1")
+    try:
+        check_reply(reply, tools_offered=False)
+        return parse_facts(reply.content or "")
+    except BadReply as first:
+        retry = [*messages, {"role": "assistant", "content": reply.content or ""}, phase1_correction(first.message)]
+        second = model.complete(retry, purpose="dream.phase1.retry")
+        check_reply(second, tools_offered=False)
+        try:
+            return parse_facts(second.content or "")
+        except BadReply as exc:
+            raise BadReply(
+                f"the analysis reply could not be read, even after a corrective retry: {exc.message}"
+            ) from exc
+
+
+def _dream_batch(
+    ctx: DreamContext, model: ChatModel, batch: Batch, staging: StagingWorkspace
+) -> tuple[Facts, LoopResult | None]:
+    facts = _phase1(ctx, model, batch, staging)
+    if facts.nothing_to_add:
+        return facts, None
+    query = query_terms("\n".join(f.text for f in facts.facts))
+    targets = list(dict.fromkeys(f.target for f in facts.facts))
+    if any(f.tag == "ENTITY" for f in facts.facts):
+        targets.append(layout.INDEX)
+    contexts = [_file_context(ctx, staging, path, query) for path in targets]
+    messages = phase2_messages(facts.facts, contexts, format_timestamp(ctx.clock.now())[:10])
+    loop = run_agent_loop(model, messages, dream_tools(), staging, max_tool_calls=ctx.options.max_iterations)
+    if not staging.changes():
+        if loop.stop != "done":
+            raise BadReply(f"the edit loop ended ({loop.stop}) after {loop.tool_calls} tool call(s) with no valid edit")
+        if loop.edits_rejected and not loop.edits_applied:
+            detail = loop.errors[-1] if loop.errors else "no detail"
+            raise BadReply(f"every edit was rejected ({loop.edits_rejected}); last: {detail}")
+    return facts, loop
+
+
+# --- landing a batch ------------------------------------------------------------------------------
+
+
+def _carried(ctx: DreamContext, git: GitStore) -> dict[str, bytes | None]:
+    """In an enclosing repository: memory/ files it already tracks ride along with Dream's commit."""
+    if not git.enclosing:
+        return {}
+    paths = set(git.tracked_in_head(layout.CARRIED_PATTERNS))
+    if any(p.startswith(layout.ARCHIVE_DIR + "/") for p in paths):
+        archive = ctx.root / layout.ARCHIVE_DIR
+        paths |= {p.relative_to(ctx.root).as_posix() for p in archive.glob("history-*.jsonl")}
+    carried: dict[str, bytes | None] = {}
+    with ctx.history.lock():  # a consistent snapshot while appenders may be writing
+        for rel in sorted(paths):
+            path = ctx.root / rel
+            carried[rel] = path.read_bytes() if path.is_file() else None
+    return carried
+
+
+def _commit_message(subject: str, batch: Batch, changes: Sequence[FileChange], record: BatchRecord, model: str) -> str:
+    lines = [subject, ""]
+    if changes:
+        width = max(len(c.path) for c in changes)
+        lines += [f"  {c.path.ljust(width)}  +{c.added} -{c.removed}" for c in changes]
+        lines.append("")
+    lines.append(f"Entries: {record.entries}, facts: {record.facts}, tool calls: {record.tool_calls}")
+    lines += [
+        "",
+        f"Dream-Range: {batch.cursor_from}..{batch.cursor_to}",
+        f"Dream-Model: {model}",
+        f"Dream-Tokens: {record.usage.total_tokens}",
+    ]
+    return "\n".join(lines)
+
+
+def _subject_for(batch: Batch, changes: Sequence[FileChange]) -> str:
+    summary = ", ".join(f"{c.path} +{c.added} -{c.removed}" for c in changes[:4])
+    more = f", +{len(changes) - 4} more" if len(changes) > 4 else ""
+    return f"dream: {batch.cursor_from}..{batch.cursor_to}: {summary}{more}"
+
+
+def _bookkeeping(cursor: int, state: DreamState) -> dict[str, bytes | None]:
+    return {layout.DREAM_CURSOR: f"{cursor}\n".encode(), layout.DREAM_STATE: state.to_json().encode()}
+
+
+def _land_batch(
+    ctx: DreamContext,
+    git: GitStore,
+    batch: Batch,
+    staging: StagingWorkspace,
+    record: BatchRecord,
+    report: DreamReport,
+    state: DreamState,
+    model_name: str,
+) -> DreamState:
+    changes = staging.changes()
+    state = state.clear_failure()
+    diffs = [unified_diff(p, _b(b), _b(a)) for p, (b, a) in changes.items()]
+    reasons = hold_reasons(
+        changes,
+        ctx.options.guard,
+        is_template=lambda path, text: path in layout.DURABLE_FILES and is_template(path, text),
+    )
+    files: dict[str, bytes | None] = {}
+    if not changes:
+        record.outcome = "nothing_new"
+        subject = f"dream: nothing new in {batch.cursor_from}..{batch.cursor_to}"
+    elif reasons:
+        held = _hold(ctx, batch, changes, reasons)
+        state = state.add_held(held)
+        files.update(_held_files(held, changes, diffs))
+        record.outcome = "held"
+        record.notes.append("held: " + "; ".join(reasons))
+        report.held.append(held.to_report())
+        subject = f"dream: held {batch.cursor_from}..{batch.cursor_to} ({reasons[0]})"
+    else:
+        files.update({p: a.encode("utf-8") for p, (_, a) in changes.items()})
+        record.outcome = "committed"
+        record.files_changed = diffs
+        subject = _subject_for(batch, diffs)
+    files.update(_bookkeeping(batch.cursor_to, state))
+    files.update(_carried(ctx, git))
+    message = _commit_message(subject, batch, diffs if record.outcome == "committed" else [], record, model_name)
+    record.commit = apply_commit(git, files, message)
+    if record.commit:
+        report.commits.append(record.commit)
+    return state
+
+
+def _hold(ctx: DreamContext, batch: Batch, changes: dict[str, tuple[str | None, str]], reasons: list[str]) -> HeldBatch:
+    return HeldBatch(
+        id=f"{batch.cursor_from}-{batch.cursor_to}",
+        cursor_from=batch.cursor_from,
+        cursor_to=batch.cursor_to,
+        reason="; ".join(reasons),
+        created=ctx.clock.now().isoformat(timespec="seconds"),
+        files=tuple(sorted(changes)),
+    )
+
+
+def _held_files(
+    held: HeldBatch, changes: dict[str, tuple[str | None, str]], diffs: list[FileChange]
+) -> dict[str, bytes | None]:
+    folder = f"{layout.DREAM_HELD_DIR}/{held.id}"
+    meta = {
+        "id": held.id,
+        "cursor_from": held.cursor_from,
+        "cursor_to": held.cursor_to,
+        "reason": held.reason,
+        "created": held.created,
+        "files": [{"path": p, "before": b, "after": a} for p, (b, a) in sorted(changes.items())],
+    }
+    return {
+        f"{folder}/held.json": (json.dumps(meta, indent=2, ensure_ascii=False) + "\n").encode(),
+        f"{folder}/changes.diff": "".join(d.diff for d in diffs).encode(),
+    }
+
+
+def _content_failure(
+    ctx: DreamContext,
+    git: GitStore | None,
+    batch: Batch,
+    record: BatchRecord,
+    report: DreamReport,
+    state: DreamState,
+    exc: BadReply,
+) -> DreamState:
+    """Count a content failure against the batch; the third in a row sets it aside."""
+    record.error = f"content: {exc.message}"
+    report.errors.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {exc.message}")
+    if ctx.options.dry_run or git is None:
+        record.outcome = "failed"
+        report.status = STATUS_FAILED
+        return state
+    state = state.record_failure(batch.cursor_from, batch.cursor_to, exc.message)
+    failure = state.failure
+    assert failure is not None
+    if failure.count < SET_ASIDE_AFTER:
+        record.outcome = "failed"
+        record.notes.append(f"content failure {failure.count} of {SET_ASIDE_AFTER} before the batch is set aside")
+        report.status = STATUS_FAILED
+        fsutil.atomic_write(ctx.root / layout.DREAM_STATE, state.to_json(), site="dream_state.write")
+        return state
+    reason = f"failed {failure.count} runs in a row: {exc.message}"
+    state = state.add_set_aside(
+        SetAside(batch.cursor_from, batch.cursor_to, reason, ctx.clock.now().isoformat(timespec="seconds"))
+    )
+    record.outcome = "set_aside"
+    report.set_aside.append({"cursor_from": batch.cursor_from, "cursor_to": batch.cursor_to, "reason": reason})
+    files = {**_bookkeeping(batch.cursor_to, state), **_carried(ctx, git)}
+    subject = f"dream: set aside {batch.cursor_from}..{batch.cursor_to} after {failure.count} failed runs"
+    record.commit = apply_commit(git, files, _commit_message(subject, batch, [], record, ctx.model.name))
+    if record.commit:
+        report.commits.append(record.commit)
+    report.cursor_after = batch.cursor_to
+    report.entries_processed += record.entries
+    return state
+
+
+def _compact(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> None:
+    cursor = ctx.history.read_dream_cursor() or 0
+    result = ctx.history.compact(dream_cursor=cursor, max_entries=ctx.options.max_history_entries)
+    if not result.archived:
+        return
+    report.compaction = {"archived": result.archived, "archive_files": list(result.archive_files), "commit": None}
+    if git is not None and git.enclosing:
+        carried = _carried(ctx, git)
+        if carried:
+            message = (
+                f"dream: compact history ({result.archived} entries to {layout.ARCHIVE_DIR}/)\n\n"
+                f"Entries up to cursor {cursor} moved; nothing was deleted."
+            )
+            report.compaction["commit"] = apply_commit(git, carried, message)

@@ -1,0 +1,871 @@
+"""The read side's use cases: resolve, entity, section, search (CONTRACT section 7).
+
+One library behind two thin faces: the CLI (``dream resolve|entity|section|search``) and the MCP
+server. Both get the same result objects from a ``ReadStore`` and render them with the same
+``to_text()`` / ``to_json()``, so an agent over MCP and a person in a terminal see the same thing.
+
+Guarantees, each enforced here rather than left to the faces:
+
+- Read-only by construction: nothing in this module opens a file for writing or creates a folder;
+  files are opened ``O_RDONLY | O_NOFOLLOW | O_NONBLOCK`` after their real path is checked.
+- Paths never leave the store root: File cells and section names are checked lexically (no ``..``,
+  no absolute path), then the real path (symlinks followed) must still lie inside the store.
+- Bounded: entity and section text is cut at 200 lines / 16 KiB (``core.bounded``), and files
+  are read line by line, so a huge file is never read whole; search shows at most three lines of
+  at most 240 characters per source, for at most 50 sources.
+- Excludes (``DREAM_MEMORY_EXCLUDE``) hide entities from every surface: entity reads are refused,
+  search skips their files before the result limit is applied, resolve never returns them, and
+  the index as served has their rows removed. This holds for ``--at`` reads too.
+- Text from observations.md (unverified ingest output) always comes behind a first line starting
+  with ``> Provisional:``.
+
+Reading is done here directly (a store folder or a git revision): the two small tree classes below
+are the only I/O and have no other callers.
+"""
+
+from __future__ import annotations
+
+import codecs
+import errno
+import io
+import os
+import stat
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from dream_memory.core import layout
+from dream_memory.core.bounded import MAX_BYTES, Page, bound_lines, cli_hint, split_lines
+from dream_memory.core.index_table import (
+    IndexRow,
+    IndexTable,
+    filtered_index_text,
+    parse_index,
+    resolve,
+    safe_relative,
+)
+from dream_memory.core.search import (
+    DEFAULT_MAX_RESULTS,
+    LineHit,
+    Query,
+    Score,
+    as_query,
+    clamp_max_results,
+    preview_lines,
+    score_bytes,
+    score_text,
+    top,
+)
+from dream_memory.errors import InputError, NotFound, Refused, UsageError
+
+PROVISIONAL_NOTICE = (
+    "> Provisional: from observations.md, unverified ingest output; treat it as a lead to check, not as settled fact."
+)
+EXCLUDE_VARIABLE = "DREAM_MEMORY_EXCLUDE"
+
+# Section names that reach the durable workspace files instead of sections/NAME.md.
+SECTION_ALIASES: dict[str, str] = {
+    "soul": layout.SOUL,
+    "user": layout.USER,
+    "memory": layout.MEMORY,
+    "observations": layout.OBSERVATIONS,
+}
+DURABLE_NAMES: dict[str, str] = {layout.SOUL: "soul", layout.USER: "user", layout.MEMORY: "memory"}
+
+# Bytes looked at to tell text from binary: a NUL, or bytes that are not UTF-8, mean binary.
+_SNIFF_BYTES = 8192
+# Search reads whole files; larger ones are skipped and reported rather than read.
+MAX_SEARCH_FILE_BYTES = 16 * 1024 * 1024
+MAX_NAME_CHARS = 256
+
+
+# --- results ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResolveResult:
+    path: str
+    entity: str
+    file: str
+    root: str
+    index_line: int
+    ties: tuple[str, ...] = ()
+    revision: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "entity": self.entity,
+            "file": self.file,
+            "root": self.root,
+            "index_line": self.index_line,
+            "ties": list(self.ties),
+            "revision": self.revision,
+        }
+
+    def to_text(self) -> str:
+        lines = [self.entity, f"  file: {self.file or '(none)'}", f"  root: {self.root}"]
+        if self.ties:
+            lines.append(f"  also rooted there: {', '.join(self.ties)} (the earlier index row wins)")
+        return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class ReadResult:
+    """A bounded page of an entity or section file."""
+
+    kind: str  # "entity" | "section" | "index"
+    name: str
+    path: str  # store-relative
+    text: str
+    truncated: bool
+    first_line: int
+    last_line: int
+    next_offset_line: int | None
+    provisional: bool = False
+    line_cut: bool = False
+    revision: str | None = None
+
+    @classmethod
+    def from_page(cls, kind: str, name: str, path: str, page: Page, **extra: Any) -> ReadResult:
+        return cls(
+            kind=kind,
+            name=name,
+            path=path,
+            text=page.text,
+            truncated=page.truncated,
+            first_line=page.first_line,
+            last_line=page.last_line,
+            next_offset_line=page.next_line,
+            line_cut=page.line_cut,
+            **extra,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "path": self.path,
+            "revision": self.revision,
+            "provisional": self.provisional,
+            "truncated": self.truncated,
+            "first_line": self.first_line,
+            "last_line": self.last_line,
+            "next_offset_line": self.next_offset_line,
+            "text": self.text,
+        }
+
+    def to_text(self) -> str:
+        return self.text
+
+
+@dataclass(frozen=True)
+class SearchResultItem:
+    path: str
+    name: str
+    kind: str  # "entity" | "section" | "durable" | "observations" | "history"
+    terms_covered: int
+    terms_total: int
+    name_hits: int
+    hit_count: int
+    lines: tuple[LineHit, ...]
+
+    @property
+    def provisional(self) -> bool:
+        return self.kind == "observations"
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        if self.provisional:
+            data["notice"] = PROVISIONAL_NOTICE
+        data.update(
+            {
+                "path": self.path,
+                "name": self.name,
+                "kind": self.kind,
+                "provisional": self.provisional,
+                "terms_covered": self.terms_covered,
+                "terms_total": self.terms_total,
+                "name_hits": self.name_hits,
+                "hit_count": self.hit_count,
+                "lines": [{"line": h.line_no, "text": h.text} for h in self.lines],
+            }
+        )
+        return data
+
+    def to_text(self) -> str:
+        out = [PROVISIONAL_NOTICE] if self.provisional else []
+        label = self.kind if self.name in ("", self.kind) else f"{self.kind} {self.name}"
+        plural = "" if self.hit_count == 1 else "s"
+        out.append(
+            f"{self.path} ({label}): {self.terms_covered}/{self.terms_total} terms, {self.hit_count} hit{plural}"
+        )
+        width = max((len(str(h.line_no)) for h in self.lines), default=1)
+        out += [f"  {h.line_no:>{width}}: {h.text}" for h in self.lines]
+        return "\n".join(out) + "\n"
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    query: str
+    terms: tuple[str, ...]
+    max_results: int
+    matched: int  # sources matching, excluded ones never counted
+    results: tuple[SearchResultItem, ...]
+    skipped: tuple[str, ...] = ()  # "path: reason" for files that could not be searched
+    revision: str | None = None
+    history: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "terms": list(self.terms),
+            "max_results": self.max_results,
+            "matched": self.matched,
+            "revision": self.revision,
+            "history": self.history,
+            "results": [r.to_json() for r in self.results],
+            "skipped": list(self.skipped),
+        }
+
+    def to_text(self) -> str:
+        if not self.results:
+            return ""
+        blocks = [r.to_text() for r in self.results]
+        text = "\n".join(blocks)
+        hidden = self.matched - len(self.results)
+        if hidden > 0:
+            text += f"\n({hidden} more source{'s' if hidden != 1 else ''} match; at most 50 with --max-results)\n"
+        return text
+
+
+# --- trees: where the bytes come from ---------------------------------------------------------------
+
+
+class _TooLarge(Exception):
+    pass
+
+
+# O_NONBLOCK: a FIFO planted in the store must not hang the reader (it is then refused as not a
+# regular file). O_NOFOLLOW: the path was checked; a symlink swapped in since is not followed.
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+
+
+def _regular(fd: int) -> int | None:
+    if stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd
+    os.close(fd)
+    return None
+
+
+def _inside(real: str, root: str) -> bool:
+    return real == root or real.startswith(root.rstrip("/") + "/")
+
+
+class _WorkTree:
+    """The store folder as it is on disk."""
+
+    revision: str | None = None
+
+    def __init__(self, root: Path) -> None:
+        self.root = str(root)
+        self.real_root = os.path.realpath(self.root)
+
+    def _real(self, rel: str) -> str | None:
+        """The real path of a store-relative path, None when missing; Refused when it escapes."""
+        full = os.path.join(self.root, rel)
+        if not os.path.lexists(full):
+            return None
+        real = os.path.realpath(full)
+        if not _inside(real, self.real_root):
+            raise Refused(f"{rel} is a symlink that leads outside the store; it is not served")
+        return real
+
+    def _open_fd(self, rel: str, *, listed: bool = False) -> int | None:
+        """A read-only descriptor of a regular file, None when missing.
+
+        ``listed`` files come from ``list_markdown`` (no symlinked folders on the way): they are
+        opened directly, refusing a symlink at the last step, which saves a realpath per file
+        when searching thousands of them. Anything else has its real path checked first.
+        """
+        if listed:
+            try:
+                fd = os.open(os.path.join(self.root, rel), _OPEN_FLAGS)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise Refused(f"{rel} cannot be opened for reading ({exc.strerror})") from exc
+            else:
+                return _regular(fd)
+        real = self._real(rel)
+        if real is None:
+            return None
+        try:
+            fd = os.open(real, _OPEN_FLAGS)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise Refused(f"{rel} cannot be opened for reading ({exc.strerror})") from exc
+        return _regular(fd)
+
+    def is_file(self, rel: str) -> bool:
+        try:
+            real = self._real(rel)
+        except Refused:
+            return True  # it exists; reading it will refuse with the reason
+        return real is not None and os.path.isfile(real)
+
+    def open_stream(self, rel: str) -> IO[bytes] | None:
+        fd = self._open_fd(rel)
+        return None if fd is None else os.fdopen(fd, "rb")
+
+    def read_bytes(self, rel: str, limit: int, *, listed: bool = False) -> bytes | None:
+        fd = self._open_fd(rel, listed=listed)
+        if fd is None:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            if size > limit:
+                raise _TooLarge(rel)
+            chunks = []
+            remaining = size + 1
+            while remaining > 0:
+                chunk = os.read(fd, remaining)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                remaining -= len(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    def list_markdown(self, folder: str) -> list[str]:
+        """``*.md`` files under ``folder`` (store-relative), sorted; dotfiles skipped, symlinked
+        folders not followed, symlinked files kept only when they stay inside the store."""
+        found: list[str] = []
+        base = os.path.join(self.root, folder)
+        if os.path.islink(base) or not os.path.isdir(base):
+            return found
+        stack = [folder]
+        while stack:
+            current = stack.pop()
+            try:
+                entries = list(os.scandir(os.path.join(self.root, current)))
+            except OSError:
+                continue
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                rel = f"{current}/{entry.name}"
+                if entry.is_symlink():
+                    if entry.name.endswith(".md"):
+                        real = os.path.realpath(entry.path)
+                        if _inside(real, self.real_root) and os.path.isfile(real):
+                            found.append(rel)
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(rel)
+                elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
+                    found.append(rel)
+        found.sort()
+        return found
+
+
+class _RevisionTree:
+    """The store as committed at one revision (symlinks are not regular files there: skipped)."""
+
+    def __init__(self, root: Path, rev: str) -> None:
+        from dream_memory.adapters.clock import SystemClock
+        from dream_memory.adapters.git import GitStore
+        from dream_memory.settings import DEFAULT_GIT_AUTHOR
+
+        git = GitStore.open(root, author=DEFAULT_GIT_AUTHOR, clock=SystemClock(), create=False)
+        if git is None:
+            raise UsageError(
+                f"--at needs a store versioned in git, and {root} is not inside a git repository",
+                hint="drop --at to read the files as they are now",
+            )
+        self.git = git
+        self.revision: str | None = git.resolve(rev)
+        self.files = git.files_at(self.revision)
+
+    def close(self) -> None:
+        self.git.close()
+
+    def read_bytes(self, rel: str, limit: int, *, listed: bool = False) -> bytes | None:
+        entry = self.files.get(rel)
+        if entry is None:
+            return None
+        data = self.git.blob(entry[1])
+        if len(data) > limit:
+            raise _TooLarge(rel)
+        return data
+
+    def open_stream(self, rel: str) -> IO[bytes] | None:
+        entry = self.files.get(rel)
+        return None if entry is None else io.BytesIO(self.git.blob(entry[1]))
+
+    def is_file(self, rel: str) -> bool:
+        return rel in self.files
+
+    def list_markdown(self, folder: str) -> list[str]:
+        prefix = folder + "/"
+        return sorted(
+            p
+            for p in self.files
+            if p.startswith(prefix) and p.endswith(".md") and not any(part.startswith(".") for part in p.split("/"))
+        )
+
+
+# --- reading helpers ---------------------------------------------------------------------------------
+
+
+def looks_binary(head: bytes) -> bool:
+    """A NUL byte, or bytes that cannot start valid UTF-8 text, in the first block."""
+    if b"\0" in head:
+        return True
+    try:
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def _stream_lines(stream: IO[bytes], first: bytes, max_line_bytes: int) -> Iterator[str]:
+    """Lines of a stream without endings, each read with a cap so a huge line is never held whole
+    (the rest of an over-long line is skipped)."""
+    buffered = io.BufferedReader(_Prefixed(first, stream))
+    while True:
+        chunk = buffered.readline(max_line_bytes)
+        if not chunk:
+            return
+        if chunk.endswith(b"\n"):
+            yield chunk[:-1].rstrip(b"\r").decode("utf-8", errors="replace")
+            continue
+        if len(chunk) >= max_line_bytes:
+            while True:
+                rest = buffered.readline(65536)
+                if not rest or rest.endswith(b"\n"):
+                    break
+            yield chunk.decode("utf-8", errors="ignore")
+            continue
+        yield chunk.rstrip(b"\r").decode("utf-8", errors="replace")
+
+
+class _Prefixed(io.RawIOBase):
+    """A raw stream that yields ``prefix`` and then the rest of ``stream``."""
+
+    def __init__(self, prefix: bytes, stream: IO[bytes]) -> None:
+        self._prefix = prefix
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        if self._prefix:
+            n = min(len(view), len(self._prefix))
+            view[:n] = self._prefix[:n]
+            self._prefix = self._prefix[n:]
+            return n
+        data = self._stream.read(len(view))
+        view[: len(data)] = data
+        return len(data)
+
+
+def _history_text(data: bytes) -> str:
+    """history.jsonl as searchable text: one line per physical line, entries rendered readably."""
+    from dream_memory.core.history import parse_lines, split_physical_lines
+
+    rendered: list[str] = []
+    for parsed in parse_lines(split_physical_lines(data.decode("utf-8", errors="replace"))):
+        parts = [f"cursor {e.cursor} · {e.timestamp} · {' '.join(e.content.split())}" for e in parsed.entries]
+        rendered.append(" | ".join(parts))
+    return "\n".join(rendered)
+
+
+def _mcp_hint(tool: str) -> Callable[[int], str]:
+    def hint(next_line: int) -> str:
+        return f"{tool}(offsetLine={next_line})"
+
+    return hint
+
+
+def hint_for(surface: str, kind: str) -> Callable[[int], str]:
+    """How the ``[truncated]`` marker tells the reader to go on, per surface."""
+    if surface == "mcp":
+        return _mcp_hint("dream_entity" if kind == "entity" else "dream_section")
+    return cli_hint
+
+
+# --- the store ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class ReadStore:
+    """A read-only view of one store folder, now or at a git revision, with excludes applied.
+
+    ``home`` expands ``~`` in the index's Repos cells (default: the current user's home).
+    """
+
+    root: Path
+    excludes: frozenset[str] = frozenset()
+    at: str | None = None
+    home: str | None = None
+    _tree: _WorkTree | _RevisionTree = field(init=False, repr=False)
+    _index: tuple[IndexTable, str] | None = field(init=False, default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.root = Path(os.path.abspath(self.root))
+        self.excludes = frozenset(e.strip().casefold() for e in self.excludes if e.strip())
+        if not self.root.is_dir():
+            raise InputError(
+                f"the store folder {self.root} does not exist",
+                hint="set --store, DREAM_MEMORY_STORE or --workspace to a folder holding index.md",
+            )
+        if self.home is None:
+            self.home = str(Path.home())
+        self._tree = _WorkTree(self.root) if self.at is None else _RevisionTree(self.root, self.at)
+
+    @property
+    def revision(self) -> str | None:
+        return self._tree.revision
+
+    def close(self) -> None:
+        if isinstance(self._tree, _RevisionTree):
+            self._tree.close()
+
+    def __enter__(self) -> ReadStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the index ---------------------------------------------------------------------------
+
+    def _index_source(self) -> tuple[IndexTable, str]:
+        if self._index is None:
+            try:
+                data = self._tree.read_bytes(layout.INDEX, MAX_SEARCH_FILE_BYTES)
+            except _TooLarge:
+                raise Refused(f"{layout.INDEX} is larger than {MAX_SEARCH_FILE_BYTES} bytes; not read") from None
+            text = "" if data is None else data.decode("utf-8", errors="replace")
+            self._index = (parse_index(text, home=self.home), text)
+        return self._index
+
+    @property
+    def index(self) -> IndexTable:
+        return self._index_source()[0]
+
+    @property
+    def index_problems(self) -> tuple[str, ...]:
+        return self.index.problems
+
+    def is_excluded_name(self, name: str) -> bool:
+        return name.strip().casefold() in self.excludes
+
+    def _excluded_files(self) -> set[str]:
+        files: set[str] = set()
+        for row in self.index.rows:
+            if row.entity.casefold() in self.excludes:
+                rel = safe_relative(row.file) if row.file else None
+                if rel:
+                    files.add(rel.casefold())
+        return files
+
+    def is_excluded_path(self, rel: str, excluded_files: set[str] | None = None) -> bool:
+        """True for a file that belongs to an excluded entity (by the index, or by its name under
+        entities/)."""
+        if not self.excludes:
+            return False
+        files = self._excluded_files() if excluded_files is None else excluded_files
+        if rel.casefold() in files:
+            return True
+        if rel.startswith(layout.ENTITIES_DIR + "/") and rel.endswith(".md"):
+            stem = rel.rsplit("/", 1)[-1][:-3]
+            under = rel[len(layout.ENTITIES_DIR) + 1 : -3]
+            return stem.casefold() in self.excludes or under.casefold() in self.excludes
+        return False
+
+    def entity_names(self) -> list[str]:
+        """Known, visible entities: index rows first, then entity files without a row."""
+        names = [n for n in self.index.names() if not self.is_excluded_name(n)]
+        known = {n.casefold() for n in names}
+        excluded_files = self._excluded_files()
+        for rel in self._tree.list_markdown(layout.ENTITIES_DIR):
+            name = rel[len(layout.ENTITIES_DIR) + 1 : -3]
+            if name.casefold() not in known and not self.is_excluded_path(rel, excluded_files):
+                names.append(name)
+                known.add(name.casefold())
+        return names
+
+    def section_names(self) -> list[str]:
+        excluded_files = self._excluded_files()
+        names = [
+            rel[len(layout.SECTIONS_DIR) + 1 : -3]
+            for rel in self._tree.list_markdown(layout.SECTIONS_DIR)
+            if not self.is_excluded_path(rel, excluded_files)
+        ]
+        return [*SECTION_ALIASES, *names]
+
+    # --- resolve ----------------------------------------------------------------------------
+
+    def resolve(self, path: str) -> ResolveResult:
+        """The entity whose repo root contains ``path`` (made absolute; ``~`` expanded)."""
+        if not path.strip() or "\0" in path:
+            raise InputError("give a path to resolve")
+        raw = path.strip()
+        if raw == "~" or raw.startswith("~/"):
+            raw = (self.home or "").rstrip("/") + raw[1:]
+        absolute = os.path.abspath(raw)
+        table = self.index
+        if not table.rows:
+            raise NotFound(
+                f"no entity resolves {absolute}: {self.root / layout.INDEX} has no Entity/File/Repos table rows"
+            )
+        found = resolve(table.rows, absolute, excluded=self.excludes)
+        if found is None:
+            real = os.path.realpath(absolute)
+            if real != absolute:
+                found = resolve(table.rows, real, excluded=self.excludes)
+        if found is None:
+            raise NotFound(
+                f"no entity resolves {absolute}: no Repos root in {layout.INDEX} contains it",
+                hint="roots match whole path components; dream search finds entities by text",
+            )
+        if found.file:
+            self._checked_file(found.entity, found.file, found.line_no)
+        return ResolveResult(
+            path=absolute,
+            entity=found.entity,
+            file=found.file,
+            root=found.root,
+            index_line=found.line_no,
+            ties=found.ties,
+            revision=self.revision,
+        )
+
+    # --- entity / section ---------------------------------------------------------------------
+
+    def _checked_file(self, entity: str, cell: str, line_no: int) -> str:
+        rel = safe_relative(cell)
+        if rel is None:
+            raise Refused(
+                f"{layout.INDEX} line {line_no}: the File cell of entity {entity!r} points outside the store",
+                hint="File must be a path relative to the store, without '..'",
+            )
+        return rel
+
+    def _entity_file(self, name: str) -> tuple[str, str]:
+        """(display name, store-relative file) for an entity, or NotFound/Refused."""
+        clean = _check_name(name, "entity")
+        if self.is_excluded_name(clean):
+            raise Refused(
+                f"entity {clean!r} is excluded by {EXCLUDE_VARIABLE}; it is not served",
+                hint=f"remove it from {EXCLUDE_VARIABLE} to read it",
+            )
+        row: IndexRow | None = self.index.find(clean)
+        if row is not None and row.file:
+            return row.entity, self._checked_file(row.entity, row.file, row.line_no)
+        fallback = safe_relative(f"{layout.ENTITIES_DIR}/{clean}.md")
+        if fallback is not None and self._tree.is_file(fallback):
+            return (row.entity if row else clean), fallback
+        known = self.entity_names()[:12]
+        where = (
+            f"{layout.INDEX} has a row for it but no File"
+            if row
+            else f"not in {layout.INDEX} nor {layout.ENTITIES_DIR}/"
+        )
+        raise NotFound(
+            f"no entity named {clean!r} ({where})",
+            hint=("known entities: " + ", ".join(known)) if known else "the store has no entities yet",
+        )
+
+    def _page(self, kind: str, name: str, rel: str, *, offset_line: int, hint: Callable[[int], str]) -> ReadResult:
+        if offset_line < 1:
+            raise InputError("--offset-line starts at 1")
+        if self.is_excluded_path(rel):
+            raise Refused(f"{rel} belongs to an entity excluded by {EXCLUDE_VARIABLE}; it is not served")
+        stream = self._tree.open_stream(rel)
+        if stream is None:
+            raise NotFound(f"{kind} {name!r}: {rel} does not exist" + self._at_suffix())
+        provisional = rel == layout.OBSERVATIONS
+        with stream:
+            head = stream.read(_SNIFF_BYTES)
+            if looks_binary(head):
+                raise Refused(f"{rel} is not a UTF-8 text file; the read side serves text only")
+            page = bound_lines(
+                _stream_lines(stream, head, MAX_BYTES + 1),
+                offset_line=offset_line,
+                header=PROVISIONAL_NOTICE if provisional else "",
+                hint=hint,
+            )
+        return ReadResult.from_page(kind, name, rel, page, provisional=provisional, revision=self.revision)
+
+    def _at_suffix(self) -> str:
+        return f" at {self.revision[:12]}" if self.revision else ""
+
+    def entity(self, name: str, *, offset_line: int = 1, hint: Callable[[int], str] = cli_hint) -> ReadResult:
+        """An entity's file, bounded; refused when the entity is excluded."""
+        display, rel = self._entity_file(name)
+        return self._page("entity", display, rel, offset_line=offset_line, hint=hint)
+
+    def section_file(self, name: str) -> tuple[str, str]:
+        clean = _check_name(name, "section")
+        alias = SECTION_ALIASES.get(clean.casefold())
+        if alias is not None:
+            return clean.casefold(), alias
+        base = clean[:-3] if clean.endswith(".md") else clean
+        rel = safe_relative(f"{layout.SECTIONS_DIR}/{base}.md") if safe_relative(base) == base else None
+        if rel is None:
+            raise Refused(f"section name {clean!r} would leave the {layout.SECTIONS_DIR}/ folder; it is not served")
+        if not self._tree.is_file(rel):
+            names = self.section_names()
+            raise NotFound(
+                f"no section named {clean!r} ({rel} does not exist{self._at_suffix()})",
+                hint="sections: " + ", ".join(names[:16]),
+            )
+        return base, rel
+
+    def section(self, name: str, *, offset_line: int = 1, hint: Callable[[int], str] = cli_hint) -> ReadResult:
+        """``sections/NAME.md``, or SOUL.md / USER.md / memory/MEMORY.md / observations.md for
+        soul / user / memory / observations; bounded."""
+        display, rel = self.section_file(name)
+        return self._page("section", display, rel, offset_line=offset_line, hint=hint)
+
+    def index_page(self, *, offset_line: int = 1, hint: Callable[[int], str] = cli_hint) -> ReadResult:
+        """index.md as served: excluded entities' rows removed, bounded."""
+        table, text = self._index_source()
+        shown = filtered_index_text(text, table, self.excludes)
+        page = bound_lines(split_lines(shown), offset_line=offset_line, hint=hint)
+        return ReadResult.from_page("index", "index", layout.INDEX, page, revision=self.revision)
+
+    # --- search -----------------------------------------------------------------------------
+
+    def _sources(self, history: bool) -> list[tuple[str, str, str, bool]]:
+        """(path, name, kind, listed) of every searchable file, excluded ones already left out."""
+        excluded_files = self._excluded_files()
+        by_file: dict[str, str] = {}
+        for row in self.index.rows:
+            rel = safe_relative(row.file) if row.file else None
+            if rel and row.entity.casefold() not in self.excludes:
+                by_file.setdefault(rel, row.entity)
+        sources: list[tuple[str, str, str, bool]] = []
+        seen: set[str] = set()
+
+        def add(rel: str, name: str, kind: str, listed: bool = False) -> None:
+            if rel in seen or self.is_excluded_path(rel, excluded_files):
+                return
+            seen.add(rel)
+            sources.append((rel, name, kind, listed))
+
+        for rel, name in DURABLE_NAMES.items():
+            add(rel, name, "durable")
+        add(layout.OBSERVATIONS, "observations", "observations")
+        for rel in self._tree.list_markdown(layout.ENTITIES_DIR):
+            add(rel, by_file.get(rel, rel[len(layout.ENTITIES_DIR) + 1 : -3]), "entity", True)
+        for rel in self._tree.list_markdown(layout.SECTIONS_DIR):
+            add(rel, rel[len(layout.SECTIONS_DIR) + 1 : -3], "section", True)
+        for rel, name in sorted(by_file.items()):
+            if rel not in seen and rel != layout.INDEX:
+                add(rel, name, "entity")
+        if history:
+            add(layout.HISTORY, "history", "history")
+        return sources
+
+    def search(
+        self, query: Query | str, *, max_results: int = DEFAULT_MAX_RESULTS, history: bool = False
+    ) -> SearchResult:
+        """Sources matching ``query``, best first; excluded entities are skipped before the limit."""
+        q = as_query(query)
+        limit = clamp_max_results(max_results)
+        skipped: list[str] = []
+        candidates: list[tuple[Score, str, tuple[str, str]]] = []
+        for rel, name, kind, listed in self._sources(history):
+            try:
+                data = self._tree.read_bytes(rel, MAX_SEARCH_FILE_BYTES, listed=listed)
+            except _TooLarge:
+                skipped.append(f"{rel}: larger than {MAX_SEARCH_FILE_BYTES // (1024 * 1024)} MiB")
+                continue
+            except Refused as exc:
+                skipped.append(f"{rel}: {exc.message}")
+                continue
+            if data is None:
+                continue
+            if b"\0" in data:
+                skipped.append(f"{rel}: binary")
+                continue
+            # history.jsonl is JSON: its entries are rendered first, so escapes do not hide words.
+            score = score_text(_history_text(data), name, q) if kind == "history" else score_bytes(data, name, q)
+            if score is not None:
+                candidates.append((score, rel, (name, kind)))
+        items: list[SearchResultItem] = []
+        for score, rel, (name, kind) in top(candidates, limit):
+            data = self._tree.read_bytes(rel, MAX_SEARCH_FILE_BYTES) or b""
+            text = _history_text(data) if kind == "history" else data.decode("utf-8", errors="replace")
+            items.append(
+                SearchResultItem(
+                    path=rel,
+                    name=name,
+                    kind=kind,
+                    terms_covered=score.terms_covered,
+                    terms_total=len(q.terms),
+                    name_hits=score.name_hits,
+                    hit_count=score.hit_count,
+                    lines=preview_lines(text, q),
+                )
+            )
+        return SearchResult(
+            query=q.text,
+            terms=q.terms,
+            max_results=limit,
+            matched=len(candidates),
+            results=tuple(items),
+            skipped=tuple(skipped),
+            revision=self.revision,
+            history=history,
+        )
+
+
+def _check_name(name: str, what: str) -> str:
+    clean = name.strip()
+    if not clean:
+        raise InputError(f"give the {what} name to read")
+    if len(clean) > MAX_NAME_CHARS or "\0" in clean or any(ord(c) < 32 for c in clean):
+        raise InputError(f"that {what} name is not usable (too long or holding control characters)")
+    return clean
+
+
+# --- library entry points ------------------------------------------------------------------------------
+
+
+def search_store(
+    store: Path | str,
+    query: Query | str,
+    max_results: int = DEFAULT_MAX_RESULTS,
+    excludes: Iterable[str] = (),
+    *,
+    history: bool = False,
+    at: str | None = None,
+) -> SearchResult:
+    """Search a store folder (for Dream, ``dream context`` and other callers without the CLI)."""
+    with ReadStore(Path(store), excludes=frozenset(excludes), at=at) as reader:
+        return reader.search(query, max_results=max_results, history=history)
+
+
+def read_entity(store: Path | str, name: str, excludes: Iterable[str] = (), *, offset_line: int = 1) -> ReadResult:
+    with ReadStore(Path(store), excludes=frozenset(excludes)) as reader:
+        return reader.entity(name, offset_line=offset_line)
+
+
+def read_section(store: Path | str, name: str, excludes: Iterable[str] = (), *, offset_line: int = 1) -> ReadResult:
+    with ReadStore(Path(store), excludes=frozenset(excludes)) as reader:
+        return reader.section(name, offset_line=offset_line)
+
+
+def resolve_path(store: Path | str, path: str, excludes: Iterable[str] = ()) -> ResolveResult:
+    with ReadStore(Path(store), excludes=frozenset(excludes)) as reader:
+        return reader.resolve(path)

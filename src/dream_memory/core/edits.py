@@ -1,0 +1,132 @@
+"""Applying one edit to one text, with errors written for the model that asked for it.
+
+The rules (CONTRACT section 8): ``edit_file`` needs ``old_text`` to occur exactly once, or the file
+to be new (or empty) with an empty ``old_text``; ``write_file`` only creates files. An ambiguous
+match, a missing match and a no-op are errors, never warnings: LESSONS records an ambiguous edit
+that "succeeded" with a warning and a loop of no-op edits that burnt millions of tokens.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from dream_memory.errors import EditRejected
+
+_CLOSEST_LINES = 3
+
+
+def _line_of(text: str, index: int) -> int:
+    return text.count("\n", 0, index) + 1
+
+
+def _occurrence_lines(text: str, needle: str, limit: int = 5) -> list[int]:
+    lines: list[int] = []
+    start = 0
+    while len(lines) < limit:
+        found = text.find(needle, start)
+        if found < 0:
+            break
+        lines.append(_line_of(text, found))
+        start = found + 1
+    return lines
+
+
+def closest_lines(text: str, needle: str, n: int = _CLOSEST_LINES) -> list[tuple[int, str]]:
+    """The file lines most similar to the first line of ``needle``, with their numbers."""
+    wanted = next((ln for ln in needle.splitlines() if ln.strip()), needle).strip()
+    lines = text.splitlines()
+    scored: list[tuple[float, int, str]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        ratio = difflib.SequenceMatcher(None, wanted, line.strip(), autojunk=False).quick_ratio()
+        if ratio >= 0.4:
+            scored.append((ratio, number, line))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [(number, line) for _, number, line in scored[:n]]
+
+
+def apply_edit(text: str | None, old_text: str, new_text: str, path: str) -> str:
+    """The text after replacing the single occurrence of ``old_text`` with ``new_text``.
+
+    ``text`` None means the file does not exist yet.
+    """
+    if old_text == new_text:
+        raise EditRejected(f"no-op edit of {path}: old_text and new_text are identical, nothing would change")
+    if text is None:
+        if old_text == "":
+            return new_text
+        raise EditRejected(
+            f"{path} does not exist. Create it with write_file, or call edit_file with an empty old_text."
+        )
+    if old_text == "":
+        if text.strip() == "":
+            return new_text
+        raise EditRejected(
+            f"old_text is empty but {path} already has content. Quote the exact text to replace "
+            "(read_file shows it), or add to the file by replacing its last lines."
+        )
+    count = text.count(old_text)
+    if count == 1:
+        return text.replace(old_text, new_text, 1)
+    if count > 1:
+        where = ", ".join(str(n) for n in _occurrence_lines(text, old_text))
+        raise EditRejected(
+            f"old_text appears {count} times in {path} (at lines {where}). "
+            "Add surrounding lines to old_text so it matches exactly once."
+        )
+    near = closest_lines(text, old_text)
+    hint = (
+        "The closest lines are:\n" + "\n".join(f"  {n}: {line}" for n, line in near)
+        if near
+        else "No similar line exists; read the file again with read_file."
+    )
+    raise EditRejected(
+        f"old_text was not found in {path}. It must match the file exactly, including spaces and line breaks. {hint}"
+    )
+
+
+def create_file(existing: str | None, content: str, path: str) -> str:
+    """The content of a new file; refused when the file exists (``write_file`` never overwrites)."""
+    if existing is not None:
+        raise EditRejected(
+            f"{path} already exists; write_file only creates new files. Change it with edit_file "
+            "(quote the exact text to replace)."
+        )
+    if not content.strip():
+        raise EditRejected(f"refusing to create {path} empty: give it its content")
+    return content if content.endswith("\n") else content + "\n"
+
+
+def minimal_edit(before: str, after: str) -> tuple[str, str]:
+    """One ``edit_file`` call (old_text, new_text) that turns ``before`` into ``after``.
+
+    The changed region is widened to whole lines, then by neighbouring lines until ``old_text``
+    occurs exactly once in ``before``, so the call always applies. Used by the offline engine.
+    """
+    if before == after:
+        raise ValueError("nothing to change")
+    old_lines = before.splitlines(keepends=True)
+    new_lines = after.splitlines(keepends=True)
+    prefix = 0
+    while prefix < min(len(old_lines), len(new_lines)) and old_lines[prefix] == new_lines[prefix]:
+        prefix += 1
+    suffix = 0
+    while (
+        suffix < min(len(old_lines), len(new_lines)) - prefix
+        and old_lines[len(old_lines) - 1 - suffix] == new_lines[len(new_lines) - 1 - suffix]
+    ):
+        suffix += 1
+    start, end_old, end_new = prefix, len(old_lines) - suffix, len(new_lines) - suffix
+    while True:
+        old = "".join(old_lines[start:end_old])
+        new = "".join(new_lines[start:end_new])
+        if old and before.count(old) == 1:
+            return old, new
+        if start > 0:
+            start -= 1
+        elif end_old < len(old_lines):
+            end_old += 1
+            end_new += 1
+        else:
+            return before, after

@@ -1,0 +1,114 @@
+"""Markdown files as sections: the outline of a large memory file and the parts that matter.
+
+A memory file larger than its context budget reaches the model as its outline (headings with
+line counts) plus the sections relevant to the batch; ``read_file`` can fetch any other section on
+demand. Edits still apply to the whole file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+
+
+@dataclass(frozen=True)
+class MdSection:
+    title: str  # "" for the text before the first heading
+    level: int  # 0 for the preamble
+    start: int  # first line, 1-based
+    end: int  # last line, inclusive
+    text: str
+
+    @property
+    def lines(self) -> int:
+        return self.end - self.start + 1
+
+
+def split_sections(text: str) -> list[MdSection]:
+    """Sections delimited by headings (any level); fenced code is never split."""
+    lines = text.splitlines(keepends=True)
+    starts: list[tuple[int, int, str]] = []  # (index, level, title)
+    fenced = False
+    for i, line in enumerate(lines):
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        match = _HEADING.match(line.rstrip("\n"))
+        if match:
+            starts.append((i, len(match.group(1)), match.group(2).strip()))
+    sections: list[MdSection] = []
+    if not starts or starts[0][0] > 0:
+        first = starts[0][0] if starts else len(lines)
+        if first > 0:
+            sections.append(MdSection("", 0, 1, first, "".join(lines[:first])))
+    for n, (index, level, title) in enumerate(starts):
+        stop = starts[n + 1][0] if n + 1 < len(starts) else len(lines)
+        sections.append(MdSection(title, level, index + 1, stop, "".join(lines[index:stop])))
+    return sections
+
+
+def outline(text: str) -> str:
+    """Headings with their line ranges, indented by level."""
+    rows = []
+    for section in split_sections(text):
+        label = section.title or "(preamble)"
+        indent = "  " * max(0, section.level - 1)
+        rows.append(f"{indent}- {label} (lines {section.start}-{section.end}, {section.lines} lines)")
+    return "\n".join(rows)
+
+
+def find_section(text: str, title: str) -> MdSection | None:
+    """The first section whose heading matches ``title`` (case-insensitive, '#' marks ignored)."""
+    wanted = title.strip().lstrip("#").strip().casefold()
+    for section in split_sections(text):
+        if section.title.casefold() == wanted:
+            return section
+    return None
+
+
+def relevant_sections(
+    text: str, query_terms: Sequence[str], *, budget_tokens: int, count_tokens: Callable[[str], int]
+) -> list[MdSection]:
+    """Sections that mention the most query terms, best first, within ``budget_tokens``."""
+    terms = [t.casefold() for t in query_terms if len(t) >= 3]
+    scored: list[tuple[int, int, MdSection]] = []
+    for section in split_sections(text):
+        body = section.text.casefold()
+        hits = sum(1 for t in terms if t in body)
+        if hits:
+            scored.append((hits, -section.start, section))
+    scored.sort(key=lambda item: (-item[0], -item[1]))
+    chosen: list[MdSection] = []
+    used = 0
+    for _, _, section in scored:
+        cost = count_tokens(section.text)
+        if used + cost > budget_tokens:
+            continue
+        chosen.append(section)
+        used += cost
+    return sorted(chosen, key=lambda s: s.start)
+
+
+_WORD = re.compile(r"[\w][\w'-]{2,}", re.UNICODE)
+_STOP = frozenset(
+    (
+        "the and for with that this from have has are was were will would should could into about "
+        "user assistant prefers their there they them what when which while your you not but"
+    ).split()
+)
+
+
+def query_terms(text: str, limit: int = 40) -> list[str]:
+    """Distinctive words of a batch, most frequent first: the query for relevant sections."""
+    counts: dict[str, int] = {}
+    for word in _WORD.findall(text.casefold()):
+        if word in _STOP or word.isdigit():
+            continue
+        counts[word] = counts.get(word, 0) + 1
+    return [w for w, _ in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]]

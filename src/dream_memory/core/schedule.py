@@ -1,0 +1,375 @@
+"""Dream's schedule: ``cron`` or ``intervalH`` from the config, as one portable cron expression.
+
+Pure: no clock, no environment, no files. The expression is the 5-field form that both GitHub
+Actions (``on.schedule``) and a Kubernetes CronJob (``spec.schedule``) accept, so macros such as
+``@daily`` are expanded, and forms one of them refuses (``?``, ``L``, ``W``, ``#``, ``a/n``
+without a range, day-of-week 7, a time-zone prefix) are refused here with the field named.
+
+``intervalH`` N becomes the coarsest expression that never waits longer than N hours between two
+runs (cron cannot express every interval exactly, and a late Dream is worse than an early one):
+
+- N hours dividing 24 (1, 2, 3, 4, 6, 8, 12): ``0 */N * * *`` (1 -> ``0 * * * *``), exact;
+- other whole hours below 24 round *down* to the largest divisor of 24 (5 -> every 4 h,
+  7 -> every 6 h, 9..11 -> every 8 h, 13..23 -> every 12 h);
+- fractions of an hour below 1 h round down to a divisor of 60 minutes (0.5 -> ``*/30 * * * *``,
+  0.3 (18 min) -> every 15 min); other fractions above 1 h round down to whole hours first;
+- 24 h and longer: whole days D, ``0 0 */D * *`` (day of month, so the gap at a month's end is
+  shorter, never longer), 24 -> ``0 0 * * *``, 31 days or more -> monthly ``0 0 1 * *``.
+
+Set ``cron`` for anything else (a fixed time of day, weekdays only, weekly): it always wins.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from dream_memory.errors import ConfigError
+
+CRON_SETTING = "agents.defaults.dream.cron"
+INTERVAL_SETTING = "agents.defaults.dream.intervalH"
+
+FIELD_NAMES = ("minute", "hour", "day of month", "month", "day of week")
+_BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 6))
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+_NAMES: tuple[dict[str, int], ...] = (
+    {},
+    {},
+    {},
+    {name: i + 1 for i, name in enumerate(_MONTHS)},
+    {name: i for i, name in enumerate(_DAYS)},
+)
+MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_DIVISORS_24 = (1, 2, 3, 4, 6, 8, 12)
+_DIVISORS_60 = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30)
+_ITEM = re.compile(r"^(?P<base>\*|[0-9a-z]+(?:-[0-9a-z]+)?)(?:/(?P<step>[0-9]+))?$")
+
+
+class CronError(ConfigError):
+    """A cron expression that GitHub Actions or Kubernetes would refuse (exit 2)."""
+
+    def __init__(self, message: str, *, field: int | None = None, setting: str = CRON_SETTING) -> None:
+        where = f"{setting}: " if setting else ""
+        if field is not None:
+            where += f"field {field + 1} ({FIELD_NAMES[field]}): "
+        super().__init__(
+            where + message,
+            hint='five fields "minute hour day-of-month month day-of-week", e.g. "0 */2 * * *" '
+            '(every 2 hours) or "30 3 * * 1-5" (03:30 on weekdays), or a macro such as @daily',
+        )
+        self.field = field
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The effective schedule: a 5-field cron expression and where it came from."""
+
+    expression: str
+    source: str  # CRON_SETTING or INTERVAL_SETTING
+    exact: bool  # False when an intervalH had to be rounded down to fit cron
+    note: str | None = None  # a sentence for humans when something was rounded or expanded
+
+
+def _value(token: str, index: int) -> int:
+    names = _NAMES[index]
+    if token in names:
+        return names[token]
+    if not token.isdigit():
+        if names:
+            allowed = ", ".join(names)
+            raise CronError(f"{token!r} is neither a number nor one of {allowed}", field=index)
+        raise CronError(f"{token!r} is not a number", field=index)
+    low, high = _BOUNDS[index]
+    value = int(token)
+    if not low <= value <= high:
+        extra = " (use 0 for Sunday)" if index == 4 and value == 7 else ""
+        raise CronError(f"{value} is out of range {low}-{high}{extra}", field=index)
+    return value
+
+
+def _check_field(text: str, index: int) -> str:
+    low, high = _BOUNDS[index]
+    items = text.lower().split(",")
+    for item in items:
+        if not item:
+            raise CronError(f"{text!r} has an empty list item", field=index)
+        if any(ch in item for ch in "?lw#") and not _NAMES[index]:
+            raise CronError(f"{item!r} uses ?, L, W or # which GitHub Actions does not accept", field=index)
+        match = _ITEM.match(item)
+        if match is None:
+            raise CronError(f"{item!r} is not *, N, N-M or one of them with /STEP", field=index)
+        base, step = match.group("base"), match.group("step")
+        if base != "*":
+            if "-" in base:
+                first, last = (_value(part, index) for part in base.split("-", 1))
+                if first > last:
+                    raise CronError(f"range {base!r} runs backwards", field=index)
+                span = last - first + 1
+            else:
+                _value(base, index)
+                if step is not None:
+                    raise CronError(f"{item!r}: a step needs * or a range (write {base}-{high}/{step})", field=index)
+                span = 1
+        else:
+            span = high - low + 1
+        if step is not None:
+            size = int(step)
+            if size < 1 or size > span:
+                raise CronError(f"step {size} in {item!r} must be between 1 and {span}", field=index)
+    return text.lower()
+
+
+def validate_cron(expression: str, *, setting: str = CRON_SETTING) -> str:
+    """The expression normalised (macros expanded, single spaces, lower case), or CronError."""
+    text = " ".join(expression.split())
+    if not text:
+        raise CronError("is empty", setting=setting)
+    if text.startswith("@"):
+        if text.lower() == "@reboot":
+            raise CronError("@reboot is not a schedule a job runner can keep", setting=setting)
+        if text.lower() not in MACROS:
+            raise CronError(f"unknown macro {text!r} (known: {', '.join(MACROS)})", setting=setting)
+        return MACROS[text.lower()]
+    if re.match(r"^(CRON_)?TZ=", text):
+        raise CronError(
+            "a time-zone prefix is not portable (Kubernetes has spec.timeZone; GitHub runs in UTC)",
+            setting=setting,
+        )
+    fields = text.split(" ")
+    if len(fields) != 5:
+        raise CronError(f"has {len(fields)} fields; exactly 5 are needed", setting=setting)
+    return " ".join(_check_field(field, i) for i, field in enumerate(fields))
+
+
+def interval_to_cron(hours: float) -> tuple[str, bool]:
+    """``intervalH`` as a cron expression that never waits longer; and whether it is exact."""
+    if not math.isfinite(hours) or hours <= 0:
+        raise CronError("must be a positive number of hours", setting=INTERVAL_SETTING)
+    minutes = hours * 60
+    if minutes < 60:
+        whole = max(1, math.floor(minutes + 1e-9))
+        step = max(d for d in _DIVISORS_60 if d <= whole)
+        exact = math.isclose(minutes, step)
+        return ("* * * * *" if step == 1 else f"*/{step} * * * *"), exact
+    if hours < 24:
+        whole_h = math.floor(hours + 1e-9)
+        step = max(d for d in _DIVISORS_24 if d <= whole_h)
+        exact = math.isclose(hours, step)
+        return ("0 * * * *" if step == 1 else f"0 */{step} * * *"), exact
+    days = math.floor(hours / 24 + 1e-9)
+    exact = math.isclose(hours, 24.0)
+    if days == 1:
+        return "0 0 * * *", exact
+    if days >= 31:
+        return "0 0 1 * *", False
+    return f"0 0 */{days} * *", False
+
+
+def _describe_hours(hours: float) -> str:
+    return f"{hours:g} hour" + ("" if hours == 1 else "s")
+
+
+def effective_schedule(cron: str | None, interval_h: float) -> Schedule:
+    """``cron`` wins over ``intervalH`` (CONTRACT section 4)."""
+    if cron is not None and cron.strip():
+        expression = validate_cron(cron)
+        note = None
+        if cron.strip().startswith("@"):
+            note = f"{cron.strip()} expanded to {expression!r} (GitHub Actions has no cron macros)"
+        return Schedule(expression, CRON_SETTING, True, note)
+    expression, exact = interval_to_cron(interval_h)
+    note = None
+    if not exact:
+        note = (
+            f"intervalH {interval_h:g} cannot be expressed exactly in cron; {expression!r} runs more "
+            f"often, so runs are never more than {_describe_hours(interval_h)} apart "
+            f"(set {CRON_SETTING} for a precise schedule)"
+        )
+    return Schedule(expression, INTERVAL_SETTING, exact, note)
+
+
+def min_gap_minutes(expression: str) -> int | None:
+    """Minutes between runs for the simple ``*/N`` minute forms, else None (for GitHub's 5-minute floor)."""
+    minute, hour = expression.split(" ")[:2]
+    if hour != "*":
+        return None
+    if minute == "*":
+        return 1
+    if minute.startswith("*/"):
+        return int(minute[2:])
+    return None
+
+
+# ----- ready-to-use files, filled with the expression ---------------------------------------------
+# The same text as docs/examples/dream-pr.yml and deploy/kubernetes/cronjob-pvc.yaml (a test keeps
+# them in step), with the schedule and the action reference filled in.
+
+DEFAULT_ACTION = "dream-memory/dream-memory"
+
+
+def render_github_workflow(expression: str, action_ref: str) -> str:
+    return GITHUB_WORKFLOW_TEMPLATE.replace("@@CRON@@", expression).replace("@@ACTION@@", action_ref)
+
+
+def render_k8s_cronjob(expression: str, image: str) -> str:
+    return K8S_CRONJOB_TEMPLATE.replace("@@CRON@@", expression).replace("@@IMAGE@@", image)
+
+
+GITHUB_WORKFLOW_TEMPLATE = """\
+# Dream as pull requests: on a schedule, Dream drains the history committed to this repository
+# into memory edits, and one pull request from the branch dream/memory shows them for review.
+# The branch is rebuilt from the default branch on every run (docs/deploy-github-actions.md):
+# nothing is lost or doubled when a run happens before the previous pull request is merged.
+name: dream
+
+on:
+  schedule:
+    - cron: "@@CRON@@"  # from `dream schedule --format github` (agents.defaults.dream)
+  workflow_dispatch:
+
+permissions: {}
+
+concurrency:
+  group: dream-${{ github.repository }}
+  cancel-in-progress: false
+
+jobs:
+  dream:
+    runs-on: ubuntu-latest
+    timeout-minutes: 30
+    permissions:
+      contents: write  # push the dream/memory branch
+      pull-requests: write  # open or update the pull request
+    steps:
+      - uses: actions/checkout@08eba0b27e820071cde6df949e0beb9ba4906955 # v4.3.0
+        with:
+          persist-credentials: false
+
+      - id: dream
+        uses: @@ACTION@@
+        with:
+          command: run
+          workspace: .  # the folder holding SOUL.md, USER.md and memory/
+        env:
+          DREAM_MODEL: ${{ vars.DREAM_MODEL }}  # a preset or a litellm id, e.g. openai/gpt-4o-mini
+          DREAM_API_KEY: ${{ secrets.DREAM_API_KEY }}
+
+      - uses: peter-evans/create-pull-request@271a8d0340265f705b14b6d32b9829c1cb33d45e # v7.0.8
+        if: steps.dream.outputs.changed == 'true'
+        with:
+          branch: dream/memory
+          base: ${{ github.event.repository.default_branch }}
+          title: "dream: memory updates"
+          body-path: ${{ steps.dream.outputs.summary }}
+          labels: dream
+          delete-branch: true
+"""
+
+K8S_CRONJOB_TEMPLATE = """\
+# Dream as a Kubernetes CronJob on a PersistentVolumeClaim that holds the workspace.
+#   kubectl create secret generic dream-llm --from-literal=api-key=...
+#   kubectl apply -f cronjob-pvc.yaml
+# docs/deploy-kubernetes.md explains every setting; `dream schedule --format k8s` prints this
+# file with the schedule from your config.
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: dream-workspace
+  labels:
+    app.kubernetes.io/name: dream-memory
+spec:
+  accessModes: ["ReadWriteOnce"]
+  resources:
+    requests:
+      storage: 1Gi
+---
+apiVersion: batch/v1
+kind: CronJob
+metadata:
+  name: dream
+  labels:
+    app.kubernetes.io/name: dream-memory
+spec:
+  schedule: "@@CRON@@"
+  timeZone: Etc/UTC
+  concurrencyPolicy: Forbid  # never two Dream runs on one workspace (a second would exit 75)
+  startingDeadlineSeconds: 600
+  successfulJobsHistoryLimit: 3
+  failedJobsHistoryLimit: 3
+  jobTemplate:
+    spec:
+      backoffLimit: 2
+      activeDeadlineSeconds: 3600
+      ttlSecondsAfterFinished: 86400
+      podFailurePolicy:
+        rules:
+          # 2 (bad config) and 75 (locked) will not get better by retrying at once.
+          - action: FailJob
+            onExitCodes:
+              containerName: dream
+              operator: In
+              values: [2, 75]
+      template:
+        metadata:
+          labels:
+            app.kubernetes.io/name: dream-memory
+        spec:
+          restartPolicy: Never
+          automountServiceAccountToken: false
+          securityContext:
+            runAsNonRoot: true
+            runAsUser: 10001
+            runAsGroup: 10001
+            fsGroup: 10001
+            fsGroupChangePolicy: OnRootMismatch
+            seccompProfile:
+              type: RuntimeDefault
+          containers:
+            - name: dream
+              image: @@IMAGE@@
+              imagePullPolicy: IfNotPresent
+              env:
+                - name: DREAM_WORKSPACE
+                  value: /workspace
+                - name: DREAM_MODEL
+                  value: openai/gpt-4o-mini
+                - name: DREAM_API_KEY
+                  valueFrom:
+                    secretKeyRef:
+                      name: dream-llm
+                      key: api-key
+              resources:
+                requests:
+                  cpu: 100m
+                  memory: 384Mi
+                limits:
+                  cpu: "1"
+                  memory: 1Gi
+              securityContext:
+                allowPrivilegeEscalation: false
+                readOnlyRootFilesystem: true
+                capabilities:
+                  drop: ["ALL"]
+              volumeMounts:
+                - name: workspace
+                  mountPath: /workspace
+                - name: tmp
+                  mountPath: /tmp
+          volumes:
+            - name: workspace
+              persistentVolumeClaim:
+                claimName: dream-workspace
+            - name: tmp
+              emptyDir:
+                sizeLimit: 256Mi
+"""

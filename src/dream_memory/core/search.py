@@ -1,0 +1,318 @@
+"""Search as values: query terms, scoring, deterministic ranking, previews, relevant sections.
+
+Used by ``dream search`` and the MCP tool, and as a library by Dream (sections relevant to a
+batch) and ``dream context``. It works on texts (or raw bytes) handed to it; reading them is the
+caller's business.
+
+Matching is case-insensitive substring matching of each term; a source matches when it holds at
+least one term. Sources rank by, in order: terms covered, terms found in the source's name or its
+headings, total hits, then path, so the same store and query always give the same answer.
+
+Speed: a store can hold tens of megabytes. ``score_bytes`` decides on the raw bytes with C-level
+``bytes.lower``/``in``/``count`` when every term is ASCII, so only the few sources that are shown
+are ever decoded and split into lines.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from dream_memory.errors import InputError
+
+DEFAULT_MAX_RESULTS = 10
+MAX_RESULTS_LIMIT = 50
+MAX_LINES_PER_SOURCE = 3
+PREVIEW_WIDTH = 240
+MAX_QUERY_CHARS = 1000
+MAX_TERMS = 16
+
+T = TypeVar("T")
+
+# A "quoted phrase" is one term; anything else splits on whitespace. An unbalanced quote is just
+# dropped from its word.
+_TOKEN = re.compile(r'"([^"]+)"|(\S+)')
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str
+    terms: tuple[str, ...]  # casefolded, distinct, in query order
+
+    @property
+    def byte_terms(self) -> tuple[bytes, ...] | None:
+        """The terms as lowercase ASCII bytes, or None when a term is not ASCII (then matching
+        needs the decoded, casefolded text)."""
+        if all(t.isascii() for t in self.terms):
+            return tuple(t.encode("ascii") for t in self.terms)
+        return None
+
+
+def parse_query(text: str) -> Query:
+    """Terms of a query: words, or "quoted phrases"; case-insensitive, duplicates dropped."""
+    raw = text.strip()
+    if not raw:
+        raise InputError("the search query is empty", hint="give at least one word to look for")
+    if len(raw) > MAX_QUERY_CHARS:
+        raise InputError(f"the search query is longer than {MAX_QUERY_CHARS} characters")
+    terms: list[str] = []
+    for phrase, word in _TOKEN.findall(raw):
+        part = phrase or word.strip('"')
+        term = " ".join(part.split()).casefold()
+        if term and term not in terms:
+            terms.append(term)
+    if not terms:
+        raise InputError("the search query has no words in it")
+    if len(terms) > MAX_TERMS:
+        raise InputError(f"the search query has {len(terms)} terms; at most {MAX_TERMS} are allowed")
+    return Query(raw, tuple(terms))
+
+
+def as_query(query: Query | str) -> Query:
+    return query if isinstance(query, Query) else parse_query(query)
+
+
+def clamp_max_results(value: int) -> int:
+    return max(1, min(MAX_RESULTS_LIMIT, value))
+
+
+# --- scoring -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Score:
+    terms_covered: int
+    name_hits: int  # terms found in the source's name, plus terms found in its headings
+    hit_count: int  # occurrences of all terms
+
+
+def sort_key(score: Score, path: str) -> tuple[int, int, int, str]:
+    return (-score.terms_covered, -score.name_hits, -score.hit_count, path)
+
+
+def _heading_lines(folded: bytes) -> bytes:
+    """Markdown ATX heading lines of a lowercased text, joined (cheap: ``find`` on ``\\n#``)."""
+    found: list[bytes] = []
+    pos = 0 if folded.startswith(b"#") else folded.find(b"\n#")
+    while pos != -1:
+        start = pos if pos == 0 and folded.startswith(b"#") else pos + 1
+        end = folded.find(b"\n", start)
+        line = folded[start:] if end == -1 else folded[start:end]
+        marks = len(line) - len(line.lstrip(b"#"))
+        if marks <= 6 and (len(line) == marks or line[marks : marks + 1] in (b" ", b"\t")):
+            found.append(line)
+        if end == -1:
+            break
+        pos = folded.find(b"\n#", end)
+    return b"\n".join(found)
+
+
+def _heading_text(folded: str) -> str:
+    return _heading_lines(folded.encode("utf-8")).decode("utf-8", errors="replace")
+
+
+def score_bytes(data: bytes, name: str, query: Query) -> Score | None:
+    """Score raw UTF-8 bytes; None when no term occurs. Decodes only for non-ASCII queries."""
+    byte_terms = query.byte_terms
+    if byte_terms is None:
+        return score_text(data.decode("utf-8", errors="replace"), name, query)
+    folded = data.lower()
+    covered = [t for t in byte_terms if t in folded]
+    if not covered:
+        return None
+    hits = sum(folded.count(t) for t in covered)
+    name_folded = name.casefold()
+    headings = _heading_lines(folded)
+    name_hits = sum(1 for t in query.terms if t in name_folded)
+    name_hits += sum(1 for t in covered if t in headings)
+    return Score(len(covered), name_hits, hits)
+
+
+def score_text(text: str, name: str, query: Query) -> Score | None:
+    """Score a decoded text; None when no term occurs."""
+    folded = text.casefold()
+    covered = [t for t in query.terms if t in folded]
+    if not covered:
+        return None
+    hits = sum(folded.count(t) for t in covered)
+    name_folded = name.casefold()
+    headings = _heading_text(folded)
+    name_hits = sum(1 for t in query.terms if t in name_folded)
+    name_hits += sum(1 for t in covered if t in headings)
+    return Score(len(covered), name_hits, hits)
+
+
+def top(candidates: Iterable[tuple[Score, str, T]], limit: int) -> list[tuple[Score, str, T]]:
+    """The best ``limit`` candidates (score, path, payload), best first, deterministically."""
+    return heapq.nsmallest(limit, candidates, key=lambda c: sort_key(c[0], c[1]))
+
+
+# --- previews ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LineHit:
+    line_no: int  # 1-based
+    text: str  # the line, clipped to PREVIEW_WIDTH characters around the first hit
+
+
+def _clip(line: str, folded: str, terms: Sequence[str], width: int) -> str:
+    if len(line) <= width:
+        return line
+    positions = [folded.find(t) for t in terms if t in folded]
+    first = min(positions) if positions else 0
+    first = min(first, len(line))
+    start = max(0, min(first - width // 4, len(line) - width))
+    end = start + width
+    return ("…" if start > 0 else "") + line[start:end] + ("…" if end < len(line) else "")
+
+
+def preview_lines(
+    text: str, query: Query, *, limit: int = MAX_LINES_PER_SOURCE, width: int = PREVIEW_WIDTH
+) -> tuple[LineHit, ...]:
+    """Up to ``limit`` matching lines, the ones holding most terms first (then earliest), shown
+    in file order."""
+    scored: list[tuple[int, int, str, str]] = []
+    for line_no, line in enumerate(text.split("\n"), start=1):
+        raw = line.rstrip("\r")
+        folded = raw.casefold()
+        count = sum(1 for t in query.terms if t in folded)
+        if count:
+            scored.append((-count, line_no, raw, folded))
+    best = sorted(heapq.nsmallest(limit, scored), key=lambda s: s[1])
+    return tuple(LineHit(line_no, _clip(raw, folded, query.terms, width)) for _, line_no, raw, folded in best)
+
+
+# --- searching texts -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Document:
+    """A text to search: ``path`` identifies it (and breaks ties), ``name`` is matched too."""
+
+    path: str
+    text: str
+    name: str = ""
+    kind: str = ""
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    path: str
+    name: str
+    kind: str
+    terms_covered: int
+    terms_total: int
+    name_hits: int
+    hit_count: int
+    lines: tuple[LineHit, ...]
+
+
+def hit_for(doc: Document, score: Score, query: Query) -> SearchHit:
+    return SearchHit(
+        path=doc.path,
+        name=doc.name,
+        kind=doc.kind,
+        terms_covered=score.terms_covered,
+        terms_total=len(query.terms),
+        name_hits=score.name_hits,
+        hit_count=score.hit_count,
+        lines=preview_lines(doc.text, query),
+    )
+
+
+def search_texts(
+    docs: Iterable[Document], query: Query | str, max_results: int = DEFAULT_MAX_RESULTS
+) -> list[SearchHit]:
+    """The best ``max_results`` (clamped to 1..50) documents for ``query``, best first.
+
+    Whatever must not be found (excluded entities) has to be left out of ``docs``: the limit is
+    applied here, after that.
+    """
+    q = as_query(query)
+    scored = ((score, doc.path, doc) for doc in docs if (score := score_text(doc.text, doc.name, q)) is not None)
+    return [hit_for(doc, score, q) for score, _, doc in top(scored, clamp_max_results(max_results))]
+
+
+# --- sections of one markdown text ---------------------------------------------------------------
+
+_HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*#*[ \t]*$")
+
+
+@dataclass(frozen=True)
+class TextSection:
+    """A heading-delimited part of a markdown text; level 0 is the text before the first heading."""
+
+    heading: str
+    level: int
+    start_line: int  # 1-based, the heading line itself
+    end_line: int  # inclusive
+    text: str
+    terms_covered: int = 0
+    hit_count: int = 0
+    heading_hits: int = 0
+
+
+def split_sections(markdown: str) -> list[TextSection]:
+    """Every heading starts a section (any level); headings inside code fences do not count."""
+    lines = markdown.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    sections: list[TextSection] = []
+    start, heading, level = 1, "", 0
+    fence: str | None = None
+
+    def close(end: int) -> None:
+        body = lines[start - 1 : end]
+        if level == 0 and not any(line.strip() for line in body):
+            return
+        sections.append(TextSection(heading, level, start, end, "\n".join(body) + ("\n" if body else "")))
+
+    for i, line in enumerate(lines, start=1):
+        stripped = line.strip()
+        if stripped.startswith(("```", "~~~")):
+            marker = stripped[:3]
+            fence = None if fence == marker else (fence or marker)
+            continue
+        if fence is not None:
+            continue
+        match = _HEADING.match(line)
+        if match:
+            close(i - 1)
+            start, heading, level = i, (match.group(2) or "").strip(), len(match.group(1))
+    close(len(lines))
+    return sections
+
+
+def relevant_sections(markdown: str, query: Query | str, *, max_sections: int | None = None) -> list[TextSection]:
+    """The sections of one markdown text that hold a query term, most relevant first.
+
+    Ranked like search: terms covered, terms in the heading, hits, then position in the text.
+    """
+    q = as_query(query)
+    ranked: list[tuple[tuple[int, int, int, int], TextSection]] = []
+    for section in split_sections(markdown):
+        folded = section.text.casefold()
+        covered = [t for t in q.terms if t in folded]
+        if not covered:
+            continue
+        heading = section.heading.casefold()
+        heading_hits = sum(1 for t in covered if t in heading)
+        hits = sum(folded.count(t) for t in covered)
+        scored = TextSection(
+            section.heading,
+            section.level,
+            section.start_line,
+            section.end_line,
+            section.text,
+            terms_covered=len(covered),
+            hit_count=hits,
+            heading_hits=heading_hits,
+        )
+        ranked.append(((-len(covered), -heading_hits, -hits, section.start_line), scored))
+    ranked.sort(key=lambda item: item[0])
+    result = [section for _, section in ranked]
+    return result if max_sections is None else result[: max(0, max_sections)]

@@ -1,0 +1,67 @@
+"""Shared pieces for the model-layer tests: a scripted server and a model pointed at it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from dream_memory.adapters.llm import LiteLLMChatModel
+from dream_memory.settings import ResolvedModel
+from dream_memory.testing.llm_server import ScriptedLLMServer
+
+# Shaped like a real key so the provider-style masking is exercised too; never printed anywhere.
+API_KEY = "sk-dm-test-4f9c2a7e1b8d6c30"
+UNKNOWN_MODEL = "openai/dream-scripted-test"
+
+# litellm must read its bundled cost map before its first import, whichever test imports it.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedLLMServer]:
+    with ScriptedLLMServer() as running:
+        yield running
+
+
+class SleepRecorder:
+    """Stands in for time.sleep: records the waits instead of taking them."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+@pytest.fixture
+def sleeps() -> SleepRecorder:
+    return SleepRecorder()
+
+
+@pytest.fixture
+def make_model(server: ScriptedLLMServer, sleeps: SleepRecorder) -> Callable[..., LiteLLMChatModel]:
+    """``make_model(**overrides)``: a LiteLLMChatModel on the scripted server with tiny retry waits."""
+
+    def make(**overrides: Any) -> LiteLLMChatModel:
+        fields: dict[str, Any] = {
+            "name": UNKNOWN_MODEL,
+            "source": "test",
+            "api_base": server.base_url,
+            "api_key": API_KEY,
+            "timeout": 10.0,
+            "max_retries": 3,
+            "retry_base_seconds": 0.01,
+        }
+        fields.update(overrides)
+        return LiteLLMChatModel(ResolvedModel(**fields), sleep=sleeps)
+
+    return make
+
+
+@pytest.fixture
+def api_key() -> str:
+    """The key make_model sends, for tests asserting it never leaks."""
+    return API_KEY

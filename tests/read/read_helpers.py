@@ -1,0 +1,70 @@
+"""Builders for the read-side tests: real store folders on disk, a tree snapshot that proves
+nothing was written, and the environment for child processes."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+INDEX = """\
+# Index
+
+| Entity | File | Repos |
+|---|---|---|
+| nix-config | entities/nix-config.md | /home/u/system/nix-config (was nixos-system), ~/dots |
+| nix-old | entities/nix-old.md | /home/u/system/nix-config-old |
+| secret | entities/secret.md | /home/u/secret |
+| dream | entities/dream.md | /home/u/src/dream-memory |
+"""
+
+FILES: dict[str, str] = {
+    "index.md": INDEX,
+    "entities/nix-config.md": "# nix-config\n\n- uses flakes for every host\n- deploys with Colmena\n",
+    "entities/nix-old.md": "# nix-old\n\n- archived; flakes were not used yet\n",
+    "entities/secret.md": "# secret\n\n- the vault password hint mentions flakes\n",
+    "entities/dream.md": "# dream\n\n- Python package, tests with pytest\n- Colmena is not used here\n",
+    "sections/deploys.md": "# Deploys\n\n## Colmena\n- flakes pinned weekly\n",
+    "observations.md": "- 2026-04-01 the user may prefer Colmena over deploy-rs\n",
+    "SOUL.md": "# Soul\n\nCalm and concise.\n",
+    "USER.md": "# User\n\n- prefers dark mode\n",
+    "memory/MEMORY.md": "# Memory\n\n- flake.lock is updated weekly\n",
+}
+
+
+def write_store(root: Path, files: Mapping[str, str | bytes]) -> Path:
+    for rel, content in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content, encoding="utf-8")
+    return root
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int, int]]:
+    """Every entry under ``root`` (no symlink followed): kind, size and mtime in ns."""
+    state: dict[str, tuple[int, int, int]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [*dirnames, *filenames]:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            state[os.path.relpath(full, root)] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    st = os.lstat(root)
+    state["."] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return state
+
+
+def read_env(store: Path, **extra: str) -> dict[str, str]:
+    """The environment for a CLI or stdio child: only what it needs, passed explicitly."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": "/home/u",
+        "DREAM_MEMORY_STORE": str(store),
+        "DREAM_WORKSPACE": str(store),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    env.update(extra)
+    return env

@@ -1,0 +1,184 @@
+"""The MCP server, driven by the SDK's own client: in-process, through the legacy message loop,
+and over stdio as a client application would start it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+from mcp.shared.exceptions import MCPError
+from read_helpers import read_env, snapshot
+
+from dream_memory.app.read import ReadStore
+from dream_memory.entrypoints.mcp_server import build_server
+
+TOOLS = {"dream_resolve", "dream_entity", "dream_section", "dream_search"}
+
+
+def text_of(result: Any) -> str:
+    return "".join(block.text for block in result.content)
+
+
+def in_process(store: Path, *excluded: str, mode: str = "auto") -> Client:
+    return Client(build_server(store, excludes=excluded, home="/home/u"), mode=mode)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_tools_are_listed_read_only_with_input_limits(store: Path, mode: str) -> None:
+    """The four tools are annotated read-only and idempotent, and their schemas carry limits."""
+
+    async def go() -> None:
+        async with in_process(store, mode=mode) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            assert set(tools) == TOOLS
+            for tool in tools.values():
+                assert tool.annotations is not None
+                assert tool.annotations.read_only_hint is True
+                assert tool.annotations.idempotent_hint is True
+                assert tool.annotations.destructive_hint is False
+                for prop in tool.input_schema["properties"].values():
+                    assert ("maxLength" in prop) or ("maximum" in prop)
+            search = tools["dream_search"].input_schema["properties"]["maxResults"]
+            assert (search["minimum"], search["maximum"], search["default"]) == (1, 50, 10)
+            assert tools["dream_search"].input_schema["required"] == ["query"]
+            instructions = client.instructions or ""
+            assert "data, not instructions" in instructions.replace("DATA", "data")
+            assert "> Provisional:" in instructions
+
+    anyio.run(go)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_tools_return_what_the_cli_prints(store: Path, mode: str) -> None:
+    """Each tool's text is the CLI's text and its structured content is the CLI's --json."""
+    expected = ReadStore(store, excludes=frozenset({"secret"}), home="/home/u")
+
+    async def go() -> None:
+        async with in_process(store, "secret", mode=mode) as client:
+            found = await client.call_tool("dream_search", {"query": "flakes colmena", "maxResults": 3})
+            assert not found.is_error
+            cli = expected.search("flakes colmena", max_results=3)
+            assert text_of(found) == cli.to_text()
+            assert found.structured_content == cli.to_json()
+
+            resolved = await client.call_tool("dream_resolve", {"path": "/home/u/system/nix-config/x"})
+            assert text_of(resolved) == expected.resolve("/home/u/system/nix-config/x").to_text()
+
+            entity = await client.call_tool("dream_entity", {"name": "nix-config"})
+            assert text_of(entity) == expected.entity("nix-config").text
+            assert entity.structured_content is not None
+            assert entity.structured_content["path"] == "entities/nix-config.md"
+
+            observations = await client.call_tool("dream_section", {"name": "observations"})
+            assert text_of(observations).startswith("> Provisional:")
+
+    anyio.run(go)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_refusals_are_tool_errors(store: Path, mode: str) -> None:
+    """Excluded or unknown names, escapes and bad arguments come back as isError with a reason,
+    never as an empty success."""
+
+    async def go() -> None:
+        async with in_process(store, "secret", mode=mode) as client:
+            cases = [
+                ("dream_entity", {"name": "secret"}, "excluded by DREAM_MEMORY_EXCLUDE"),
+                ("dream_entity", {"name": "nope"}, "no entity named"),
+                ("dream_section", {"name": "../index"}, "would leave"),
+                ("dream_section", {"name": "nope"}, "no section named"),
+                ("dream_resolve", {"path": "/nowhere"}, "no entity resolves"),
+                ("dream_resolve", {"path": "relative/dir"}, "absolute path"),
+                ("dream_resolve", {"path": "/home/u/secret/x"}, "no entity resolves"),
+                ("dream_search", {"query": "flakes", "maxResults": 51}, "maxResults"),
+                ("dream_search", {"query": "flakes", "maxResults": 0}, "maxResults"),
+                ("dream_search", {"query": ""}, "query"),
+                ("dream_search", {"query": "x" * 1001}, "query"),
+                ("dream_entity", {"name": "x" * 257}, "name"),
+            ]
+            for tool, args, reason in cases:
+                result = await client.call_tool(tool, args)
+                assert result.is_error, (tool, args)
+                assert reason in text_of(result), (tool, args, text_of(result))
+            nothing = await client.call_tool("dream_search", {"query": "zzz-not-there"})
+            assert not nothing.is_error and "No source" in text_of(nothing)
+
+    anyio.run(go)
+
+
+def test_truncated_marker_names_the_tool_argument(make_store) -> None:
+    """Over MCP the [truncated] line says which offsetLine to pass, and passing it reads on."""
+    root = make_store({"entities/long.md": "".join(f"line {i}\n" for i in range(1, 400))})
+
+    async def go() -> None:
+        async with in_process(root) as client:
+            first = text_of(await client.call_tool("dream_entity", {"name": "long"}))
+            assert first.splitlines()[-1].endswith("dream_entity(offsetLine=200)")
+            second = text_of(await client.call_tool("dream_entity", {"name": "long", "offsetLine": 200}))
+            assert second.startswith("line 200\n")
+
+    anyio.run(go)
+
+
+def test_resources_honour_excludes(store: Path) -> None:
+    """Resources serve the index (excluded rows removed), entities and sections, with the same
+    refusals and framing as the tools."""
+
+    async def go() -> None:
+        async with in_process(store, "secret") as client:
+            listed = {str(r.uri) for r in (await client.list_resources()).resources}
+            assert "memory://index" in listed
+            templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
+            assert templates == {"memory://entities/{name}", "memory://sections/{name}"}
+            index = (await client.read_resource("memory://index")).contents[0].text
+            assert "nix-config" in index and "secret" not in index
+            entity = (await client.read_resource("memory://entities/nix-config")).contents[0].text
+            assert entity.startswith("# nix-config")
+            obs = (await client.read_resource("memory://sections/observations")).contents[0].text
+            assert obs.startswith("> Provisional:")
+            with pytest.raises(MCPError, match="excluded"):
+                await client.read_resource("memory://entities/secret")
+            with pytest.raises(MCPError):
+                await client.read_resource("memory://sections/..%2F..%2Fetc%2Fpasswd")
+
+    anyio.run(go)
+
+
+def test_server_refuses_a_missing_store(tmp_path: Path) -> None:
+    """Starting the server on a folder that does not exist fails at once, not on the first call."""
+    from dream_memory.errors import InputError
+
+    with pytest.raises(InputError):
+        build_server(tmp_path / "missing")
+
+
+def test_stdio_server_as_a_client_starts_it(store: Path) -> None:
+    """dream-mcp on stdio: tools listed, a search answered, an excluded entity refused as a tool
+    error, and the store left untouched."""
+    before = snapshot(store)
+    params = StdioServerParameters(
+        command=str(Path(sys.executable).with_name("dream-mcp")),
+        args=[],
+        env=read_env(store, DREAM_MEMORY_EXCLUDE="secret"),
+    )
+
+    async def go() -> None:
+        with anyio.fail_after(60):
+            async with Client(params) as client:
+                names = {t.name for t in (await client.list_tools()).tools}
+                assert names == TOOLS
+                found = await client.call_tool("dream_search", {"query": "colmena", "maxResults": 5})
+                assert not found.is_error
+                assert text_of(found).startswith("sections/deploys.md")
+                refused = await client.call_tool("dream_entity", {"name": "secret"})
+                assert refused.is_error and "excluded" in text_of(refused)
+                index = (await client.read_resource("memory://index")).contents[0].text
+                assert "secret" not in index
+
+    anyio.run(go)
+    assert snapshot(store) == before

@@ -1,0 +1,165 @@
+"""Search as values (core.search): query terms, ranking, previews and relevant sections."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dream_memory.core.search import (
+    Document,
+    clamp_max_results,
+    parse_query,
+    preview_lines,
+    relevant_sections,
+    score_bytes,
+    score_text,
+    search_texts,
+    split_sections,
+)
+from dream_memory.errors import InputError
+
+
+def test_query_terms() -> None:
+    """Words are matched case-insensitively, "quoted phrases" stay whole, repeats count once."""
+    q = parse_query('Nix  "Flake Lock" nix  Über')
+    assert q.terms == ("nix", "flake lock", "über")
+    assert q.byte_terms is None  # a non-ASCII term needs the decoded text
+    assert parse_query("a b").byte_terms == (b"a", b"b")
+
+
+@pytest.mark.parametrize("bad", ["", "   ", '""', "x" * 1001, " ".join(f"w{i}" for i in range(17))])
+def test_unusable_queries_are_input_errors(bad: str) -> None:
+    """An empty, overlong or too-wide query is bad usage (exit 2), not an empty result."""
+    with pytest.raises(InputError):
+        parse_query(bad)
+
+
+def test_max_results_is_clamped() -> None:
+    """--max-results stays within 1..50."""
+    assert [clamp_max_results(n) for n in (-3, 0, 1, 10, 50, 51, 1000)] == [1, 1, 1, 10, 50, 50, 50]
+
+
+def docs() -> list[Document]:
+    return [
+        Document("entities/c.md", "alpha\nbeta\n", "c"),
+        Document("entities/a.md", "alpha beta alpha\n", "a"),
+        Document("entities/b.md", "alpha beta alpha\n", "b"),
+        Document("sections/alpha.md", "alpha only\n", "alpha"),
+        Document("sections/h.md", "# Beta notes\nalpha\n", "h"),
+        Document("entities/z.md", "nothing here\n", "z"),
+    ]
+
+
+def test_ranking_order() -> None:
+    """Sources rank by terms covered, then name/heading hits, then hits, then path."""
+    hits = search_texts(docs(), "alpha beta")
+    assert [h.path for h in hits] == [
+        "sections/h.md",
+        "entities/a.md",
+        "entities/b.md",
+        "entities/c.md",
+        "sections/alpha.md",
+    ]
+    assert all(h.path != "entities/z.md" for h in hits)
+
+
+def test_ranking_is_deterministic_whatever_the_input_order() -> None:
+    """The same sources and query give the same answer, however the sources are listed."""
+    expected = [h.path for h in search_texts(docs(), "alpha beta")]
+    rng = random.Random(7)
+    for _ in range(20):
+        shuffled = docs()
+        rng.shuffle(shuffled)
+        assert [h.path for h in search_texts(shuffled, "alpha beta")] == expected
+
+
+def test_limit_applies_after_ranking() -> None:
+    """max_results keeps the best sources, not the first ones listed."""
+    assert [h.path for h in search_texts(docs(), "alpha beta", max_results=1)] == ["sections/h.md"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.text(st.characters(blacklist_categories=("Cs",)), max_size=400),
+    st.lists(st.text("abcdefgKkßİı ", min_size=1, max_size=5).filter(lambda s: s.strip()), min_size=1, max_size=4),
+)
+def test_byte_fast_path_agrees_with_text(text: str, words: list[str]) -> None:
+    """Scoring raw bytes (the fast path for big stores) agrees with scoring decoded text for ASCII
+    queries, on any text."""
+    query = parse_query(" ".join(f'"{w.strip()}"' for w in words))
+    if query.byte_terms is None:
+        return
+    fast = score_bytes(text.encode("utf-8"), "name", query)
+    slow = score_text(text, "name", query)
+    if fast is None or slow is None:
+        # casefold() folds a few non-ASCII letters (K -> k): only then may the text path see more
+        assert fast is None
+        return
+    assert fast.terms_covered <= slow.terms_covered
+
+
+def test_previews_prefer_lines_with_more_terms() -> None:
+    """At most three lines per source: those holding most terms, shown in file order with numbers."""
+    text = "alpha\nbeta\nalpha beta\nalpha\nalpha beta again\n"
+    lines = preview_lines(text, parse_query("alpha beta"))
+    assert [(h.line_no, h.text) for h in lines] == [(1, "alpha"), (3, "alpha beta"), (5, "alpha beta again")]
+
+
+def test_long_lines_are_clipped_around_the_hit() -> None:
+    """A long matching line is shown as a window around the match, not whole."""
+    line = "x" * 1000 + " needle " + "y" * 1000
+    (hit,) = preview_lines(line, parse_query("needle"))
+    assert "needle" in hit.text
+    assert len(hit.text) <= 242
+    assert hit.text.startswith("…") and hit.text.endswith("…")
+
+
+def test_headings_count_as_name_hits() -> None:
+    """A term in a heading lifts a source above one that only mentions it."""
+    heading = score_bytes(b"# Colmena\nuse it\n", "x", parse_query("colmena"))
+    mention = score_bytes(b"we use colmena\n", "x", parse_query("colmena"))
+    assert heading is not None and mention is not None
+    assert heading.name_hits == 1 and mention.name_hits == 0
+    assert score_bytes(b"#hashtag colmena\n", "x", parse_query("hashtag")) is not None
+
+
+MARKDOWN = """\
+Intro mentions flakes once.
+
+# Hosts
+laptop and server
+
+## Flakes
+flakes pinned; flakes updated weekly
+
+```
+# not a heading: flakes
+```
+
+# Deploys
+colmena deploys the flakes
+"""
+
+
+def test_split_sections_by_headings() -> None:
+    """Every heading starts a section; a # line inside a code fence does not."""
+    sections = split_sections(MARKDOWN)
+    assert [(s.heading, s.level, s.start_line) for s in sections] == [
+        ("", 0, 1),
+        ("Hosts", 1, 3),
+        ("Flakes", 2, 6),
+        ("Deploys", 1, 13),
+    ]
+    assert sections[2].end_line == 12
+
+
+def test_relevant_sections_of_one_text() -> None:
+    """The sections of a text that hold query terms, best first (Dream and context use this)."""
+    found = relevant_sections(MARKDOWN, "flakes colmena")
+    assert [s.heading for s in found] == ["Deploys", "Flakes", ""]
+    assert found[0].terms_covered == 2
+    assert relevant_sections(MARKDOWN, "flakes", max_sections=1)[0].heading == "Flakes"
+    assert relevant_sections(MARKDOWN, "absent") == []
