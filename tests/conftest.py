@@ -61,14 +61,18 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
 def dream(clean_env: dict[str, str]) -> Callable[..., subprocess.CompletedProcess[str]]:
     """Run ``dream ARGS...`` as a separate process on a clean machine; returns the completed process."""
 
-    def run(*args: str, input: str | None = None, env: dict[str, str] | None = None, timeout: float = 60):
-        return subprocess.run(
+    def run(
+        *args: str, input: str | bytes | None = None, env: dict[str, str] | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
             [*DREAM, *args],
-            input=input,
+            input=input.encode("utf-8") if isinstance(input, str) else input,
             capture_output=True,
-            text=True,
             env={**clean_env, **(env or {})},
             timeout=timeout,
+        )
+        return subprocess.CompletedProcess(
+            proc.args, proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace")
         )
 
     return run

@@ -43,16 +43,12 @@ def test_append_prints_the_cursor_and_reads_stdin(tmp_path: Path, dream) -> None
     ws = tmp_path / "ws"
     first = dream("append", "- User prefers dark mode", "--session-key", "cli:direct", "--workspace", str(ws))
     assert (first.returncode, first.stdout) == (0, "1\n"), first.stderr
-    proc = subprocess.run(
-        [*_dream_argv(), "append", "-", "--workspace", str(ws)],
-        input="- from a pipe\n- second line\n".encode() + b"\xff bad byte\n",
-        capture_output=True,
-        env=_env(dream),
-    )
-    assert (proc.returncode, proc.stdout) == (0, b"2\n"), proc.stderr
-    assert read_history(ws) == [
-        {"cursor": 1, "timestamp": read_history(ws)[0]["timestamp"], "content": "- User prefers dark mode", "session_key": "cli:direct"},
-        {"cursor": 2, "timestamp": read_history(ws)[1]["timestamp"], "content": "- from a pipe\n- second line\n\ufffd bad byte"},
+    proc = dream("append", "-", "--workspace", str(ws), input=b"- from a pipe\n- second line\n\xff bad byte\n")
+    assert (proc.returncode, proc.stdout) == (0, "2\n"), proc.stderr
+    entries = read_history(ws)
+    assert [{k: v for k, v in e.items() if k != "timestamp"} for e in entries] == [
+        {"cursor": 1, "content": "- User prefers dark mode", "session_key": "cli:direct"},
+        {"cursor": 2, "content": "- from a pipe\n- second line\n\ufffd bad byte"},
     ]
     assert (ws / "SOUL.md").is_file() and (ws / "memory/.cursor").read_text() == "2\n"
 
@@ -149,13 +145,3 @@ def test_help_imports_neither_litellm_nor_dulwich_nor_pydantic(clean_env: dict[s
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env, timeout=60)
     assert "Usage: dream" in proc.stdout
     assert "HEAVY []" in proc.stderr, proc.stderr
-
-
-def _dream_argv() -> list[str]:
-    from tests_conftest_dream import DREAM  # type: ignore[import-not-found]
-
-    return list(DREAM)
-
-
-def _env(dream) -> dict[str, str]:  # the clean environment the `dream` fixture runs with
-    return dream.__closure__[0].cell_contents if False else {}

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,8 @@ class BatchRecord:
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
     notes: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+    model_s: float = 0.0  # of which waiting for the model
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +106,8 @@ class BatchRecord:
             "usage": self.usage.to_report(),
             "error": self.error,
             "notes": self.notes,
+            "duration_s": round(self.duration_s, 4),
+            "model_s": round(self.model_s, 4),
         }
 
 
@@ -184,6 +189,7 @@ class MeteredModel:
         self.clock = clock
         self.started = clock.monotonic()
         self.usage = Usage()
+        self.seconds = 0.0  # spent inside model calls (wall clock, for the outside-the-model figure)
 
     @property
     def name(self) -> str:
@@ -206,7 +212,11 @@ class MeteredModel:
         spent = self.exhausted()
         if spent:
             raise BudgetExceeded(spent)
-        reply = self.inner.complete(messages, tools=tools, purpose=purpose)
+        started = time.perf_counter()
+        try:
+            reply = self.inner.complete(messages, tools=tools, purpose=purpose)
+        finally:
+            self.seconds += time.perf_counter() - started
         self.usage = self.usage + reply.usage
         return reply
 
@@ -322,6 +332,7 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
         record = BatchRecord(batch.cursor_from, batch.cursor_to, len(batch.entries))
         report.batches.append(record)
         before_usage = model.usage
+        batch_started, model_before = time.perf_counter(), model.seconds
         try:
             facts, loop = _dream_batch(ctx, model, batch, staging)
             record.facts = len(facts.facts)
@@ -340,7 +351,6 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
             state = _content_failure(ctx, git, batch, record, report, state, exc)
             if record.outcome == "failed":
                 break
-            cursor = batch.cursor_to
             continue
         except ModelError as exc:
             record.usage = _usage_since(model.usage, before_usage)
@@ -359,9 +369,10 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
             continue
         assert git is not None
         state = _land_batch(ctx, git, batch, staging, record, report, state, model.name)
-        cursor = batch.cursor_to
-        report.cursor_after = cursor
+        report.cursor_after = batch.cursor_to
         report.entries_processed += record.entries
+        record.duration_s = time.perf_counter() - batch_started
+        record.model_s = model.seconds - model_before
     if ctx.options.dry_run and shared_staging is not None:
         report.dry_run_changes = [unified_diff(p, _b(b), _b(a)) for p, (b, a) in shared_staging.changes().items()]
     if report.held and report.status == STATUS_OK:

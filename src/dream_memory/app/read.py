@@ -259,6 +259,23 @@ def _regular(fd: int) -> int | None:
     return None
 
 
+_READ_CHUNK = 256 * 1024
+
+
+def _read_fd(fd: int, rel: str, limit: int) -> bytes:
+    """All bytes of a regular file; a short read is the end (so a small file costs one read)."""
+    chunks: list[bytes] = []
+    total = 0
+    while True:
+        chunk = os.read(fd, _READ_CHUNK)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise _TooLarge(rel)
+        if len(chunk) < _READ_CHUNK:
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
 def _inside(real: str, root: str) -> bool:
     return real == root or real.startswith(root.rstrip("/") + "/")
 
@@ -282,23 +299,8 @@ class _WorkTree:
             raise Refused(f"{rel} is a symlink that leads outside the store; it is not served")
         return real
 
-    def _open_fd(self, rel: str, *, listed: bool = False) -> int | None:
-        """A read-only descriptor of a regular file, None when missing.
-
-        ``listed`` files come from ``list_markdown`` (no symlinked folders on the way): they are
-        opened directly, refusing a symlink at the last step, which saves a realpath per file
-        when searching thousands of them. Anything else has its real path checked first.
-        """
-        if listed:
-            try:
-                fd = os.open(os.path.join(self.root, rel), _OPEN_FLAGS)
-            except FileNotFoundError:
-                return None
-            except OSError as exc:
-                if exc.errno != errno.ELOOP:
-                    raise Refused(f"{rel} cannot be opened for reading ({exc.strerror})") from exc
-            else:
-                return _regular(fd)
+    def _open_fd(self, rel: str) -> int | None:
+        """A read-only descriptor of a regular file inside the store, None when missing."""
         real = self._real(rel)
         if real is None:
             return None
@@ -322,24 +324,30 @@ class _WorkTree:
         return None if fd is None else os.fdopen(fd, "rb")
 
     def read_bytes(self, rel: str, limit: int, *, listed: bool = False) -> bytes | None:
-        fd = self._open_fd(rel, listed=listed)
-        if fd is None:
+        if listed:
+            # Hot path of search (thousands of files): no realpath, no fstat. A symlink at the
+            # last step fails with ELOOP and takes the checked path below.
+            try:
+                fd = os.open(os.path.join(self.root, rel), _OPEN_FLAGS)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise Refused(f"{rel} cannot be opened for reading ({exc.strerror})") from exc
+            else:
+                try:
+                    return _read_fd(fd, rel, limit)
+                except (IsADirectoryError, BlockingIOError):
+                    return None  # replaced by a folder or a FIFO since it was listed
+                finally:
+                    os.close(fd)
+        checked = self._open_fd(rel)
+        if checked is None:
             return None
         try:
-            size = os.fstat(fd).st_size
-            if size > limit:
-                raise _TooLarge(rel)
-            chunks = []
-            remaining = size + 1
-            while remaining > 0:
-                chunk = os.read(fd, remaining)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                remaining -= len(chunk)
-            return b"".join(chunks)
+            return _read_fd(checked, rel, limit)
         finally:
-            os.close(fd)
+            os.close(checked)
 
     def list_markdown(self, folder: str) -> list[str]:
         """``*.md`` files under ``folder`` (store-relative), sorted; dotfiles skipped, symlinked

@@ -19,6 +19,7 @@ import heapq
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TypeVar
 
 from dream_memory.errors import InputError
@@ -42,7 +43,7 @@ class Query:
     text: str
     terms: tuple[str, ...]  # casefolded, distinct, in query order
 
-    @property
+    @cached_property
     def byte_terms(self) -> tuple[bytes, ...] | None:
         """The terms as lowercase ASCII bytes, or None when a term is not ASCII (then matching
         needs the decoded, casefolded text)."""

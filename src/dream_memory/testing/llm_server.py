@@ -230,6 +230,9 @@ def from_chat_model(model: ChatModel) -> Responder:
 
 @dataclass(frozen=True)
 class RecordedRequest:
+    """One request as received. Headers are kept as sent, Authorization included, so tests can
+    check which key went out: give the server test keys only."""
+
     number: int  # 1-based, in arrival order
     method: str
     path: str

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import click
 
-from dream_memory.entrypoints.cli._common import command, emit_json, json_option, load_settings, note, workspace_options
+from dream_memory.entrypoints.cli._common import (
+    DreamCommand,
+    command,
+    emit_json,
+    json_option,
+    load_settings,
+    note,
+    workspace_options,
+)
 
 
 @command("init")
@@ -45,7 +54,25 @@ def init(as_json: bool, workspace: str | None, config_path: str | None) -> int:
     return 0
 
 
-@command("append")
+class _AppendCommand(DreamCommand):
+    """History entries are bullet lists: click would read ``"- User prefers dark mode"`` as the
+    short options ``- ``, ``U``, ... (``-h`` among them would print the help instead of
+    appending). An argument that starts with a dash and then a space or a digit cannot be an
+    option, so it is handed over as TEXT, after ``--``. Anything else starting with a dash
+    still needs ``dream append -- TEXT``."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" not in args:
+            texts = [a for a in args if _ENTRY_LIKE.match(a)]
+            if texts:
+                args = [a for a in args if not _ENTRY_LIKE.match(a)] + ["--", *texts]
+        return super().parse_args(ctx, args)
+
+
+_ENTRY_LIKE = re.compile(r"-[\s\d]")
+
+
+@command("append", cls=_AppendCommand)
 @click.argument("text", required=False)
 @click.option("--session-key", default=None, help="Session the entry came from (e.g. cli:direct).")
 @workspace_options

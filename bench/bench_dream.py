@@ -1,0 +1,123 @@
+"""Dream throughput: N history entries through `dream-run` against the scripted server answering
+instantly (the offline engine behind real HTTP, so the litellm path is measured too).
+
+Reports wall time, time per batch outside the model, commits per second and the peak RSS of the
+dream-run process. Deterministic figures (batches, commits, model calls) are gated by bench/run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import Section, main  # noqa: E402
+
+from dream_memory.adapters.offline import OfflineModel  # noqa: E402
+from dream_memory.testing import build_workspace  # noqa: E402
+from dream_memory.testing.llm_server import ScriptedLLMServer, from_chat_model  # noqa: E402
+
+BIN = Path(sys.executable).parent
+# Runs the command and prints its peak RSS (KiB) on stderr's last line: RUSAGE_CHILDREN of a
+# process whose only child is dream-run.
+_RSS_WRAPPER = (
+    "import resource, subprocess, sys; "
+    "code = subprocess.call(sys.argv[1:]); "
+    "print('PEAK_RSS_KB', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); "
+    "sys.exit(code)"
+)
+
+
+def entries(n: int) -> list[str]:
+    kinds = [
+        "- [durable] User prefers option {i} for setting {i}.",
+        "- Decisions: component {i} uses approach {i}.",
+        "(nothing)",
+        "- [ephemeral] asked about the weather ({i}).",
+        "- Solutions: error {i} was fixed by restarting worker {i}.",
+    ]
+    return [kinds[i % len(kinds)].format(i=i) for i in range(1, n + 1)]
+
+
+def measure(n: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="bench-dream-") as tmp, ScriptedLLMServer(
+        responder=from_chat_model(OfflineModel())
+    ) as server:
+        root = Path(tmp)
+        workspace = build_workspace(root / "ws", history=entries(n))
+        config = {
+            "agents": {"defaults": {"model": "bench"}},
+            "modelPresets": {"bench": {"model": "openai/bench", "apiBase": server.base_url, "apiKeyEnv": "BENCH_KEY"}},
+        }
+        (root / "dream.json").write_text(json.dumps(config))
+        env = {
+            **os.environ,
+            "HOME": str(root),
+            "DREAM_WORKSPACE": str(workspace),
+            "DREAM_CONFIG": str(root / "dream.json"),
+            "BENCH_KEY": "bench",
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        }
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-c", _RSS_WRAPPER, str(BIN / "dream-run")], env=env, capture_output=True, text=True
+        )
+        wall = time.perf_counter() - started
+        if done.returncode != 0:
+            raise SystemExit(f"dream-run failed ({done.returncode}): {done.stderr[-2000:]}")
+        report = json.loads(done.stdout)
+        peak_kb = int(done.stderr.strip().splitlines()[-1].split()[1])
+        batches = report["batches"]
+        inside = sum(b["model_s"] for b in batches)
+        total = sum(b["duration_s"] for b in batches)
+        return {
+            "entries": report["entries_processed"],
+            "batches": len(batches),
+            "commits": len(report["commits"]),
+            "llm_calls": report["usage"]["llm_calls"],
+            "wall_s": wall,
+            "batches_s": total,
+            "outside_model_per_batch_ms": 1000 * (total - inside) / max(1, len(batches)),
+            "commits_per_s": len(report["commits"]) / wall,
+            "peak_rss_mb": peak_kb / 1024,
+            "requests": len(server.completion_requests()),
+        }
+
+
+def run(quick: bool) -> list[Section]:
+    n = 200 if quick else 1000
+    m = measure(n)
+    rows = [
+        ["entries", m["entries"]],
+        ["batches / commits", f"{m['batches']} / {m['commits']}"],
+        ["model calls", m["llm_calls"]],
+        ["wall time of dream-run (s)", m["wall_s"]],
+        ["time in batches (s)", m["batches_s"]],
+        ["per batch outside the model (ms)", m["outside_model_per_batch_ms"]],
+        ["commits per second", m["commits_per_s"]],
+        ["peak RSS of dream-run (MB)", m["peak_rss_mb"]],
+    ]
+    return [
+        Section(
+            key="dream.throughput",
+            title=f"Dream throughput: {n} entries against the instant scripted server",
+            columns=["figure", "value"],
+            rows=rows,
+            command=f"python bench/bench_dream.py{' --quick' if quick else ''}",
+            notes=[
+                "The server answers through the offline engine over real HTTP, so the figures include "
+                "litellm's request path and its ~3.5 s import, but no model latency.",
+            ],
+            deterministic={"entries": m["entries"], "batches": m["batches"], "commits": m["commits"], "llm_calls": m["llm_calls"]},
+        )
+    ]
+
+
+if __name__ == "__main__":
+    main(run)
