@@ -28,7 +28,7 @@ print(json.dumps(cursors))
 # Plays Dream's part: moves .dream_cursor up behind the writers (so entries are consumable) and
 # compacts to a small limit, over and over, until told to stop.
 COMPACTOR = """
-import json, sys
+import json, sys, time
 from pathlib import Path
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.history_log import HistoryLog
@@ -43,6 +43,7 @@ while not stop.exists():
     result = log.compact(dream_cursor=max(top - 20, 0), max_entries=40)
     runs += 1
     archived += result.archived
+    time.sleep(0.005)
 print(json.dumps({"runs": runs, "archived": archived}))
 """
 

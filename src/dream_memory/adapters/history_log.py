@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,10 +38,12 @@ from dream_memory.core.ports import Clock
 from dream_memory.errors import HistoryError, InputError
 
 DEFAULT_LOCK_TIMEOUT = 10.0
+_LOCK_POLL_SECONDS = 0.005
 _PENDING_ARCHIVE = ".pending.json"
-# Temp files of atomic rewrites of the files only this lock's holder writes (fsutil names a temp
-# ".<name>.<random>.tmp"); a writer killed mid-rewrite leaves one behind.
-_LOCKED_TEMPS = (".history.jsonl.*.tmp", "..cursor.*.tmp", "..migration.json.*.tmp")
+# Prefixes of the temp files of atomic rewrites of the files only this lock's holder writes
+# (fsutil names a temp ".<name>.<random>.tmp"); a writer killed mid-rewrite leaves one behind.
+_LOCKED_TEMPS = (".history.jsonl.", "..cursor.", "..migration.json.")
+_ARCHIVE_TEMPS = (f".{_PENDING_ARCHIVE}.",)
 
 
 @dataclass(frozen=True)
@@ -137,7 +140,9 @@ class HistoryLog:
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        lock = filelock.FileLock(str(self.lock_path), timeout=self.lock_timeout)
+        # Holds last milliseconds; filelock's default 50 ms poll would leave the lock idle
+        # most of the time while several appenders wait for it.
+        lock = filelock.FileLock(str(self.lock_path), timeout=self.lock_timeout, poll_interval=_LOCK_POLL_SECONDS)
         try:
             lock.acquire()
         except filelock.Timeout:
@@ -241,11 +246,15 @@ class HistoryLog:
         so the next writing command of any kind leaves no duplicate, orphan or temp file."""
         if (self.archive_dir / _PENDING_ARCHIVE).exists():
             self._finish_pending_archive()
-        for pattern in _LOCKED_TEMPS:
-            for stale in self.path.parent.glob(pattern):
-                fsutil.remove(stale, site="temp.cleanup")
-        for stale in self.archive_dir.glob(f".{_PENDING_ARCHIVE}.*.tmp"):
-            fsutil.remove(stale, site="temp.cleanup")
+        # One listing per folder: this runs on every append, under the lock.
+        for folder, prefixes in ((self.path.parent, _LOCKED_TEMPS), (self.archive_dir, _ARCHIVE_TEMPS)):
+            try:
+                names = os.listdir(folder)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                if name.endswith(".tmp") and name.startswith(prefixes):
+                    fsutil.remove(folder / name, site="temp.cleanup")
         marker = self._read_marker()
         return None if marker is None else self._resume_migration(marker)
 

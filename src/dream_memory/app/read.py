@@ -236,7 +236,8 @@ class SearchResult:
         text = "\n".join(blocks)
         hidden = self.matched - len(self.results)
         if hidden > 0:
-            text += f"\n({hidden} more source{'s' if hidden != 1 else ''} match; at most 50 with --max-results)\n"
+            more = "source matches" if hidden == 1 else "sources match"
+            text += f"\n({hidden} more {more}; ask for more results, up to 50)\n"
         return text
 
 

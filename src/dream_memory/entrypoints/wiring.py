@@ -83,9 +83,9 @@ class Wiring:
         return build_chat_model(resolved)
 
     def redactor(self) -> Redactor:
-        from dream_memory.core.ports import NoRedaction
+        from dream_memory.adapters.secrets import SecretScanner
 
-        return NoRedaction()
+        return SecretScanner(allowlist=self.settings.dream.secret_allowlist)
 
     def dream_options(
         self,

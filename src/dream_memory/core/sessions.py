@@ -1,0 +1,335 @@
+"""Session files (``sessions/<key>.jsonl``) read tolerantly, and where a session may be cut.
+
+A session file is a metadata line (``{"_type": "metadata", "key": ..., "last_consolidated": N}``)
+followed by one chat message per line (``role``, ``content``, ``timestamp``, ``tool_calls``,
+``tool_call_id``, ``name``). A live agent may be appending to it while it is read, so only lines
+that end in a newline count: an unterminated last line is a write in progress, not data.
+
+Nothing here is dropped. A line that is not JSON, or JSON that is not a message, becomes a record
+with a ``problem`` and its raw text, so it can be reported with its line number and archived raw.
+
+A *safe cut* is where the older part of a session can be folded away with the rest still valid
+to replay: at the start of a user turn, and never between an assistant's tool call and any of its
+tool results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dream_memory.core.history import format_timestamp, parse_timestamp
+
+METADATA_TYPE = "metadata"
+# Counted once per message on top of its text: role and framing tokens a chat request adds.
+MESSAGE_OVERHEAD_TOKENS = 4
+
+
+@dataclass(frozen=True)
+class ToolCallRef:
+    id: str | None
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """One non-blank line after the metadata line: a message, or an unreadable line kept as is."""
+
+    line_no: int  # 1-based physical line number in the file
+    raw: str  # the line as on disk, without its newline
+    role: str | None = None
+    content: str = ""
+    timestamp: str | None = None
+    tool_calls: tuple[ToolCallRef, ...] = ()
+    tool_call_id: str | None = None
+    name: str | None = None
+    problem: str | None = None  # why the line is not a message; None for a message
+
+    @property
+    def is_message(self) -> bool:
+        return self.problem is None
+
+    @property
+    def fingerprint(self) -> str:
+        return line_fingerprint(self.raw)
+
+
+@dataclass(frozen=True)
+class SessionMeta:
+    key: str | None = None
+    last_consolidated: int | None = None
+    line_no: int | None = None  # where the metadata line is; None when the file has none
+
+
+@dataclass(frozen=True)
+class ParsedSession:
+    meta: SessionMeta
+    records: tuple[SessionRecord, ...]
+    complete_lines: int  # physical lines ending in a newline
+    partial_tail: bool  # the file ends in an unterminated line (a write in progress), ignored
+
+    @property
+    def problems(self) -> list[SessionRecord]:
+        return [r for r in self.records if not r.is_message]
+
+    def messages_before(self, index: int) -> int:
+        """How many readable messages the records before ``index`` hold (for last_consolidated)."""
+        return sum(1 for r in self.records[:index] if r.is_message)
+
+    def index_after_messages(self, count: int) -> int:
+        """The record index just after the ``count``-th readable message (clamped to the end)."""
+        if count <= 0:
+            return 0
+        seen = 0
+        for index, record in enumerate(self.records):
+            if record.is_message:
+                seen += 1
+                if seen == count:
+                    return index + 1
+        return len(self.records)
+
+    def index_at_line(self, line_no: int) -> int:
+        """The index of the first record on physical line ``line_no`` or later."""
+        for index, record in enumerate(self.records):
+            if record.line_no >= line_no:
+                return index
+        return len(self.records)
+
+
+def line_fingerprint(raw: str) -> str:
+    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _text(content: Any) -> str:
+    """A message's content as text; content parts keep their text, other parts a placeholder."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        pieces: list[str] = []
+        for part in content:
+            if isinstance(part, dict):
+                if isinstance(part.get("text"), str):
+                    pieces.append(part["text"])
+                else:
+                    pieces.append(f"[{part.get('type', 'part')}]")
+            elif isinstance(part, str):
+                pieces.append(part)
+        return "\n".join(pieces)
+    return json.dumps(content, ensure_ascii=False)
+
+
+def _tool_calls(value: Any) -> tuple[ToolCallRef, ...]:
+    if not isinstance(value, list):
+        return ()
+    calls: list[ToolCallRef] = []
+    for item in value:
+        if not isinstance(item, dict):
+            continue
+        function = item.get("function") if isinstance(item.get("function"), dict) else item
+        name = function.get("name") if isinstance(function, dict) else None
+        args: Any = function.get("arguments", "") if isinstance(function, dict) else ""
+        if not isinstance(args, str):
+            args = json.dumps(args, ensure_ascii=False)
+        call_id = item.get("id")
+        calls.append(ToolCallRef(call_id if isinstance(call_id, str) else None, str(name or "tool"), args))
+    return tuple(calls)
+
+
+def _optional_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def parse_record(raw: str, line_no: int) -> SessionRecord:
+    text = raw.rstrip("\r")
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        detail = f"not valid JSON ({exc.msg})" if isinstance(exc, json.JSONDecodeError) else "not valid JSON"
+        return SessionRecord(line_no, raw, problem=detail)
+    if not isinstance(obj, dict):
+        return SessionRecord(line_no, raw, problem=f"not a message (a JSON {type(obj).__name__})")
+    role = obj.get("role")
+    if not isinstance(role, str) or not role:
+        keys = ", ".join(sorted(map(str, obj))[:6])
+        return SessionRecord(line_no, raw, problem=f"not a message (no role; keys: {keys})")
+    timestamp = obj.get("timestamp")
+    return SessionRecord(
+        line_no=line_no,
+        raw=raw,
+        role=role,
+        content=_text(obj.get("content")),
+        timestamp=str(timestamp) if isinstance(timestamp, str | int | float) and timestamp != "" else None,
+        tool_calls=_tool_calls(obj.get("tool_calls")),
+        tool_call_id=_optional_str(obj.get("tool_call_id")),
+        name=_optional_str(obj.get("name")),
+    )
+
+
+def _metadata(raw: str, line_no: int) -> SessionMeta | None:
+    try:
+        obj = json.loads(raw)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(obj, dict) or obj.get("_type") != METADATA_TYPE:
+        return None
+    key = obj.get("key")
+    last = obj.get("last_consolidated")
+    valid_last = isinstance(last, int) and not isinstance(last, bool) and last >= 0
+    return SessionMeta(
+        key=key if isinstance(key, str) and key else None,
+        last_consolidated=last if valid_last else None,
+        line_no=line_no,
+    )
+
+
+def parse_session(text: str) -> ParsedSession:
+    """Every complete line of a session file's text. The first non-blank line is the metadata line
+    when it says so; blank lines are skipped; an unterminated last line is left for later."""
+    pieces = text.split("\n")
+    partial = pieces.pop() != ""  # "" when the text ends with a newline (or is empty)
+    meta = SessionMeta()
+    records: list[SessionRecord] = []
+    for index, raw in enumerate(pieces):
+        line_no = index + 1
+        if not raw.strip():
+            continue
+        if meta.line_no is None and not records:
+            found = _metadata(raw, line_no)
+            if found is not None:
+                meta = found
+                continue
+        records.append(parse_record(raw, line_no))
+    return ParsedSession(meta=meta, records=tuple(records), complete_lines=len(pieces), partial_tail=partial)
+
+
+def key_from_file_name(name: str) -> str:
+    """A key for a session file without one in its metadata: the file name without ``.jsonl``.
+
+    (The name cannot be turned back into the key exactly: ``:`` and ``_`` both became ``_``.)
+    """
+    return name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+
+
+# --- cutting ---------------------------------------------------------------------------------------
+
+
+def safe_cuts(records: Sequence[SessionRecord], start: int) -> list[int]:
+    """Indices ``i`` with ``start < i < len(records)`` where records[:i] may be folded away.
+
+    ``records[i]`` is a user message, and no tool result at ``i`` or later answers a tool call made
+    before ``i``. A tool call whose result never came does not block (nothing follows it to
+    split); a result naming an unknown call does not either.
+    """
+    # Each answered call blocks the cuts (call, result]; a running sum over a difference array
+    # keeps this linear however long the tool runs are.
+    delta = [0] * (len(records) + 2)
+    call_at: dict[str, int] = {}
+    for index, record in enumerate(records):
+        for call in record.tool_calls:
+            if call.id:
+                call_at[call.id] = index
+        if record.role == "tool" and record.tool_call_id in call_at:
+            delta[call_at[record.tool_call_id] + 1] += 1
+            delta[index + 1] -= 1
+    cuts: list[int] = []
+    open_groups = 0
+    for i in range(len(records)):
+        open_groups += delta[i]
+        if i > start and open_groups == 0 and records[i].is_message and records[i].role == "user":
+            cuts.append(i)
+    return cuts
+
+
+def splits_a_tool_group(records: Sequence[SessionRecord], cut: int) -> bool:
+    """Whether folding away records[:cut] separates a tool call from one of its results."""
+    before = {call.id for r in records[:cut] for call in r.tool_calls if call.id}
+    return any(r.role == "tool" and r.tool_call_id in before for r in records[cut:])
+
+
+# --- what a message costs and how it reads ---------------------------------------------------------
+
+
+def message_text(record: SessionRecord) -> str:
+    """What an agent sends for this message again: content and tool calls (raw line if unreadable)."""
+    if not record.is_message:
+        return record.raw
+    parts = [record.content]
+    parts += [f"{call.name}({call.arguments})" for call in record.tool_calls]
+    return "\n".join(p for p in parts if p)
+
+
+def record_tokens(record: SessionRecord, count: Callable[[str], int]) -> int:
+    return count(message_text(record)) + MESSAGE_OVERHEAD_TOKENS
+
+
+def short_timestamp(value: str | None) -> str | None:
+    """``YYYY-MM-DD HH:MM`` for a session timestamp (ISO in nanobot files), or None."""
+    if not value:
+        return None
+    moment = parse_timestamp(value)
+    return format_timestamp(moment) if moment is not None else None
+
+
+_SPEAKER = re.compile(r"[^\w.-]+")
+
+
+def transcript_lines(record: SessionRecord) -> list[str]:
+    """How one record reads in a consolidation transcript.
+
+    ``[2026-04-03 00:02] user: text``, ``assistant: ...``, ``assistant -> tool(args)``,
+    ``tool (name): result``. An unreadable line is shown verbatim with its line number.
+    Nothing is shortened: the transcript is also what a raw archive keeps.
+    """
+    when = short_timestamp(record.timestamp)
+    stamp = f"[{when}] " if when else ""
+    if not record.is_message:
+        return [f"{stamp}(session line {record.line_no}, unreadable: {record.problem}) {record.raw}"]
+    role = _SPEAKER.sub("_", record.role or "unknown")
+    lines: list[str] = []
+    if role == "tool":
+        label = f"tool ({record.name})" if record.name else "tool"
+        lines.append(f"{stamp}{label}: {record.content}")
+        return lines
+    if record.content or not record.tool_calls:
+        lines.append(f"{stamp}{role}: {record.content}")
+    lines += [f"{stamp}{role} -> {call.name}({call.arguments})" for call in record.tool_calls]
+    return lines
+
+
+# --- writing last_consolidated back ----------------------------------------------------------------
+
+_LAST_KEY = re.compile(r'("last_consolidated"\s*:\s*)(-?\d+(?:\.\d+)?|null)')
+
+
+def with_last_consolidated(line: str, value: int) -> str | None:
+    """The metadata line with ``last_consolidated`` set to ``value``, every other byte unchanged.
+
+    None when the line is not a metadata object, or holds the key more than once (nested
+    somewhere we cannot tell apart safely): the caller then leaves the file alone.
+    """
+    meta = _metadata(line, 1)
+    if meta is None:
+        return None
+    matches = list(_LAST_KEY.finditer(line))
+    if len(matches) > 1 or (not matches and '"last_consolidated"' in line):
+        return None
+    if matches:
+        match = matches[0]
+        updated = line[: match.start(2)] + str(value) + line[match.end(2) :]
+    else:
+        body = line.rstrip()
+        close = body.rfind("}")
+        inner = body[1:close].strip()
+        sep = ", " if inner else ""
+        updated = body[:close].rstrip() + f'{sep}"last_consolidated": {value}' + body[close:] + line[len(body) :]
+    check = _metadata(updated, 1)
+    if check is None or check.last_consolidated != value:
+        return None
+    return updated
