@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import click
 
-from dream_memory.entrypoints.cli._common import command, json_option, not_available, workspace_options
+from dream_memory.entrypoints.cli._common import (
+    command,
+    emit_json,
+    json_option,
+    load_settings,
+    not_available,
+    note,
+    workspace_options,
+)
 
 
 @command("context")
@@ -15,8 +23,29 @@ from dream_memory.entrypoints.cli._common import command, json_option, not_avail
 def context(
     budget: int | None, session_key: str | None, as_json: bool, workspace: str | None, config_path: str | None
 ) -> int:
-    """The memory block an agent puts in its system prompt, bounded by a token budget."""
-    not_available("context", 10)
+    """The memory block an agent puts in its system prompt, bounded by a token budget.
+
+    SOUL.md, USER.md, memory/MEMORY.md, always-on skills, then the history Dream has not consumed
+    yet (newest kept). Over the budget, older history goes first, then large files become outlines.
+    Read-only: it never creates or migrates anything.
+    """
+    from dream_memory.app.context import memory_context
+    from dream_memory.entrypoints.wiring import Wiring
+    from dream_memory.errors import UsageError
+
+    settings = load_settings(workspace, config_path)
+    wiring = Wiring(settings)
+    limit = budget if budget is not None else settings.config.agents.defaults.context.budget_tokens
+    if limit < 50:
+        raise UsageError("--budget must be at least 50 tokens")
+    block = memory_context(
+        wiring.root, wiring.history, budget=limit, counter=wiring.token_counter(), session_key=session_key
+    )
+    if as_json:
+        emit_json(block.to_json())
+    else:
+        click.echo(block.text, nl=False)
+        note(f"dream context: {block.tokens} of {limit} tokens; " + ("; ".join(block.left_out) or "nothing left out"))
     return 0
 
 
