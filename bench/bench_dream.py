@@ -46,9 +46,10 @@ def entries(n: int) -> list[str]:
 
 
 def measure(n: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="bench-dream-") as tmp, ScriptedLLMServer(
-        responder=from_chat_model(OfflineModel())
-    ) as server:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-dream-") as tmp,
+        ScriptedLLMServer(responder=from_chat_model(OfflineModel())) as server,
+    ):
         root = Path(tmp)
         workspace = build_workspace(root / "ws", history=entries(n))
         config = {
@@ -114,7 +115,12 @@ def run(quick: bool) -> list[Section]:
                 "The server answers through the offline engine over real HTTP, so the figures include "
                 "litellm's request path and its ~3.5 s import, but no model latency.",
             ],
-            deterministic={"entries": m["entries"], "batches": m["batches"], "commits": m["commits"], "llm_calls": m["llm_calls"]},
+            deterministic={
+                "entries": m["entries"],
+                "batches": m["batches"],
+                "commits": m["commits"],
+                "llm_calls": m["llm_calls"],
+            },
         )
     ]
 

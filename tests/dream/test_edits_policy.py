@@ -102,3 +102,9 @@ def test_paths_outside_memory_content_are_denied(path: str) -> None:
 def test_memory_content_paths_are_allowed(path: str) -> None:
     """The durable files, skills, entities, sections, the index and observations are writable."""
     assert policy.check_writable(path) == path.removeprefix("./")
+
+
+def test_overlapping_occurrences_count_as_ambiguous() -> None:
+    """Text that overlaps itself ("\\n\\n" in "\\n\\n\\n") occurs twice: refused, not edited at a guess."""
+    with pytest.raises(EditRejected, match="appears 2 times"):
+        apply_edit("\n\n\n", "\n\n", "x", "USER.md")

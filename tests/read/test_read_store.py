@@ -360,6 +360,19 @@ def test_exclude_applies_to_at_reads(store: Path) -> None:
         old.resolve("/home/u/secret")
 
 
+def test_exclude_at_uses_todays_index_too(make_store: Callable[..., Path]) -> None:
+    """A file that today's index maps to an excluded entity stays hidden in an older revision,
+    even when the index of that revision did not name it yet."""
+    root = make_store({"sections/hush.md": "# hush\nquiet words\n"})
+    sha = commit_all(root)
+    index = (root / "index.md").read_text() + "| hush | sections/hush.md | /h |\n"
+    (root / "index.md").write_text(index)
+    with pytest.raises(Refused):
+        reader(root, "hush", at=sha).section("hush")
+    assert reader(root, "hush", at=sha).search("quiet").results == ()
+    assert reader(root, at=sha).section("hush").text.startswith("# hush")
+
+
 # --- --at ----------------------------------------------------------------------------------------
 
 

@@ -39,6 +39,12 @@ def _before_write(site: str, path: Path) -> None:
         injector(site, path)
 
 
+def checkpoint(site: str, path: Path) -> None:
+    """A write this module does not perform itself (a git ref, the git index) still passes the
+    fault hook, so a crash can be placed right before it."""
+    _before_write(site, path)
+
+
 def _default_mode() -> int:
     umask = os.umask(0)
     os.umask(umask)

@@ -595,6 +595,7 @@ class GitStore:
         ref = chain[-1] if chain else Ref(b"HEAD")
         message = b"commit: " + subject.encode("utf-8")
         when, offset = self._signature()
+        fsutil.checkpoint("git.ref", Path(self.repo.controldir()) / ref.decode("utf-8", "replace"))
         try:
             if base is None:
                 ok = self.repo.refs.add_if_new(
@@ -629,6 +630,7 @@ class GitStore:
                 index[key] = index_entry_from_stat(full.lstat(), _oid(blob_id), mode)
             elif key in index:
                 del index[key]
+        fsutil.checkpoint("git.index", self._index_file())
         try:
             index.write()
         except FileLocked as exc:

@@ -105,8 +105,8 @@ class ConsolidationStore:
         if text is None or not text.strip():
             return ConsolidationState()
         hint = (
-            f"fix it, or move it aside to start every session over from its own last_consolidated "
-            f"(slices consolidated since would be archived again)"
+            "fix it, or move it aside to start every session over from its own last_consolidated "
+            "(slices consolidated since would be archived again)"
         )
         try:
             data = json.loads(text)

@@ -577,8 +577,20 @@ class ReadStore:
         return name.strip().casefold() in self.excludes
 
     def _excluded_files(self) -> set[str]:
+        """Files of excluded entities (casefolded). With ``--at``, the rows of today's index count
+        too, so an entity excluded now stays hidden in a revision that mapped it elsewhere."""
+        if not self.excludes:
+            return set()
+        rows = list(self.index.rows)
+        if isinstance(self._tree, _RevisionTree):
+            try:
+                today = _WorkTree(self.root).read_bytes(layout.INDEX, MAX_SEARCH_FILE_BYTES)
+            except (Refused, _TooLarge):
+                today = None
+            if today:
+                rows += parse_index(today.decode("utf-8", errors="replace"), home=self.home).rows
         files: set[str] = set()
-        for row in self.index.rows:
+        for row in rows:
             if row.entity.casefold() in self.excludes:
                 rel = safe_relative(row.file) if row.file else None
                 if rel:

@@ -339,17 +339,23 @@ class Pending:
             return None
 
 
-def missing_entries(planned: Sequence[str], found: Sequence[str]) -> list[int]:
-    """Indices of ``planned`` contents not among ``found`` (the contents written after the
-    pending record's cursor for the same session, in cursor order), matched in order."""
-    missing: list[int] = []
+def match_entries(planned: Sequence[str], found: Sequence[str]) -> list[int | None]:
+    """For each planned content, the index in ``found`` of the entry holding it, or None.
+
+    ``found`` is what history holds after the pending record's cursor for the same session, in
+    cursor order; planned entries were appended in order, so they are matched in order.
+    """
+    matches: list[int | None] = []
     position = 0
-    for index, content in enumerate(planned):
+    for content in planned:
         try:
-            position = found.index(content, position) + 1
+            at = found.index(content, position)
         except ValueError:
-            missing.append(index)
-    return missing
+            matches.append(None)
+            continue
+        matches.append(at)
+        position = at + 1
+    return matches
 
 
 @dataclass(frozen=True)
@@ -394,7 +400,7 @@ def resume_point(session: ParsedSession, progress: Progress | None) -> Resume:
 
 
 def progress_at(session: ParsedSession, key: str, end: int, updated: str) -> Progress:
-    """The progress record for ``session`` consolidated up to record index ``end``."""
+    """The progress record for ``session`` consolidated up to record index ``end`` (>= 1)."""
     if end <= 0 or not session.records:
         next_line = session.records[0].line_no if session.records else session.complete_lines + 1
         return Progress(key=key, next_line=next_line, messages=0, updated=updated)

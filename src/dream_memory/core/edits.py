@@ -31,6 +31,18 @@ def _occurrence_lines(text: str, needle: str, limit: int = 5) -> list[int]:
     return lines
 
 
+def occurrences(text: str, needle: str) -> int:
+    """How many times ``needle`` occurs, overlapping ones included ("\n\n" occurs twice in "\n\n\n").
+
+    str.count skips overlaps, which would call an ambiguous match unique and edit the wrong place.
+    """
+    count, start = 0, text.find(needle)
+    while start >= 0:
+        count += 1
+        start = text.find(needle, start + 1)
+    return count
+
+
 def closest_lines(text: str, needle: str, n: int = _CLOSEST_LINES) -> list[tuple[int, str]]:
     """The file lines most similar to the first line of ``needle``, with their numbers."""
     wanted = next((ln for ln in needle.splitlines() if ln.strip()), needle).strip()
@@ -66,7 +78,7 @@ def apply_edit(text: str | None, old_text: str, new_text: str, path: str) -> str
             f"old_text is empty but {path} already has content. Quote the exact text to replace "
             "(read_file shows it), or add to the file by replacing its last lines."
         )
-    count = text.count(old_text)
+    count = occurrences(text, old_text)
     if count == 1:
         return text.replace(old_text, new_text, 1)
     if count > 1:
@@ -121,7 +133,7 @@ def minimal_edit(before: str, after: str) -> tuple[str, str]:
     while True:
         old = "".join(old_lines[start:end_old])
         new = "".join(new_lines[start:end_new])
-        if old and before.count(old) == 1:
+        if old and occurrences(before, old) == 1:
             return old, new
         if start > 0:
             start -= 1

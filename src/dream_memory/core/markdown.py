@@ -53,14 +53,35 @@ def split_sections(text: str) -> list[MdSection]:
     return sections
 
 
-def outline(text: str) -> str:
-    """Headings with their line ranges, indented by level."""
-    rows = []
-    for section in split_sections(text):
-        label = section.title or "(preamble)"
-        indent = "  " * max(0, section.level - 1)
-        rows.append(f"{indent}- {label} (lines {section.start}-{section.end}, {section.lines} lines)")
+def outline(text: str, *, max_rows: int = 60) -> str:
+    """Headings with their line ranges, indented by level; at most ``max_rows`` rows.
+
+    A file with hundreds of headings would make its own outline too large to be a summary, so past
+    ``max_rows`` only the shallowest levels are listed, then the first and last headings with a
+    count of the ones left out (read_file still reaches any section by its heading).
+    """
+    sections = split_sections(text)
+    levels = sorted({s.level for s in sections if s.level > 0})
+    if levels:
+        counts = {d: sum(1 for s in sections if s.level <= d) for d in levels}
+        fitting = [d for d in levels if counts[d] <= max_rows]
+        depth = fitting[-1] if fitting else levels[0]
+        deeper = [d for d in levels if d > depth]
+        if counts[depth] < max_rows // 3 and deeper:
+            depth = deeper[0]  # a few top headings say too little: show the next level, trimmed
+        sections = [s for s in sections if s.level <= depth]
+    rows = [_outline_row(s) for s in sections]
+    if len(rows) > max_rows:
+        half = max_rows // 2
+        omitted = len(rows) - 2 * half
+        rows = [*rows[:half], f"- ... {omitted} more sections; read_file(path, section=<heading>) reads any of them", *rows[-half:]]
     return "\n".join(rows)
+
+
+def _outline_row(section: MdSection) -> str:
+    label = section.title or "(preamble)"
+    indent = "  " * max(0, section.level - 1)
+    return f"{indent}- {label} (lines {section.start}-{section.end}, {section.lines} lines)"
 
 
 def find_section(text: str, title: str) -> MdSection | None:

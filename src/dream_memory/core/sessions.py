@@ -283,7 +283,7 @@ _SPEAKER = re.compile(r"[^\w.-]+")
 def transcript_lines(record: SessionRecord) -> list[str]:
     """How one record reads in a consolidation transcript.
 
-    ``[2026-04-03 00:02] user: text``, ``assistant: ...``, ``assistant -> tool(args)``,
+    ``[2026-04-03 00:02] user: text``, ``assistant: ...``, ``assistant: (tool call) name(args)``,
     ``tool (name): result``. An unreadable line is shown verbatim with its line number.
     Nothing is shortened: the transcript is also what a raw archive keeps.
     """
@@ -299,7 +299,7 @@ def transcript_lines(record: SessionRecord) -> list[str]:
         return lines
     if record.content or not record.tool_calls:
         lines.append(f"{stamp}{role}: {record.content}")
-    lines += [f"{stamp}{role} -> {call.name}({call.arguments})" for call in record.tool_calls]
+    lines += [f"{stamp}{role}: (tool call) {call.name}({call.arguments})" for call in record.tool_calls]
     return lines
 
 

@@ -2,9 +2,40 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import click
 
-from dream_memory.entrypoints.cli._common import command, not_available, workspace_options
+from dream_memory.entrypoints.cli._common import command, json_option, load_settings, note, workspace_options
+from dream_memory.entrypoints.cli.dream_cmds import NO_MODEL_HINT
+
+
+def _summary(report: dict[str, Any]) -> str:
+    usage = report["usage"]
+    done = [s for s in report["sessions"] if s["outcome"] in ("consolidated", "would_consolidate")]
+    head = (
+        f"dream consolidate: {report['status']}, {len(done)} of {len(report['sessions'])} session(s) "
+        f"{'would be ' if report['dry_run'] else ''}consolidated, budget {report['budget_tokens']} tokens, "
+        f"{usage['llm_calls']} model call(s), {usage['total_tokens']} tokens"
+    )
+    lines = [head]
+    for item in report["recovered"]:
+        lines.append(f"  {item['path']}: finished an interrupted slice ({item['outcome']})")
+    for s in report["sessions"]:
+        if s["outcome"] in ("consolidated", "would_consolidate"):
+            what = f"{s['messages_archived']} messages (lines {s['lines']['first']}-{s['lines']['last']})"
+            raw = ", archived raw" if s["raw_fallback"] else ""
+            lines.append(
+                f"  {s['path']}: {what} -> {len(s['entries'])} entr{'y' if len(s['entries']) == 1 else 'ies'}"
+                f"{raw}; tokens {s['tokens_before']} -> {s['tokens_after']}"
+            )
+        else:
+            lines.append(f"  {s['path']}: {s['outcome']}: {s['error'] or s['reason']}")
+    lines += [f"  warning: {w}" for w in report["warnings"]]
+    lines += [f"  error: {e}" for e in report["errors"]]
+    return "\n".join(lines)
 
 
 @command("consolidate")
@@ -12,11 +43,17 @@ from dream_memory.entrypoints.cli._common import command, not_available, workspa
     "--session", "sessions", multiple=True, type=click.Path(dir_okay=False), help="A session file (repeatable)."
 )
 @click.option("--all", "all_sessions", is_flag=True, help="Every sessions/*.jsonl of the workspace.")
-@click.option("--budget", type=int, default=None, help="Token budget of unconsolidated messages per session.")
-@click.option("--force", is_flag=True, help="Consolidate regardless of the budget.")
-@click.option("--dry-run", is_flag=True, help="Change nothing; report what would be archived.")
+@click.option(
+    "--budget",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Token budget of unconsolidated messages per session (default: config, else from the model's window).",
+)
+@click.option("--force", is_flag=True, help="Consolidate regardless of the budget (up to the last safe cut).")
+@click.option("--dry-run", is_flag=True, help="Change nothing and call no model; report what would be archived.")
 @click.option("--update-sessions", is_flag=True, help="Also write last_consolidated into each session file.")
 @click.option("--model", default=None, help="Model preset or litellm id ('offline' for the built-in engine).")
+@json_option
 @workspace_options
 def consolidate(
     sessions: tuple[str, ...],
@@ -26,12 +63,62 @@ def consolidate(
     dry_run: bool,
     update_sessions: bool,
     model: str | None,
+    as_json: bool,
     workspace: str | None,
     config_path: str | None,
 ) -> int:
-    """Summarize the oldest safe slice of long sessions into memory/history.jsonl."""
-    not_available("consolidate", 5)
-    return 0
+    """Summarize the oldest safe slice of long sessions into memory/history.jsonl.
+
+    A session whose unconsolidated messages exceed the token budget has its oldest slice, cut only
+    at the start of a user turn, summarized by the model and appended to history.jsonl, leaving
+    about half the budget. Session files are only read; progress is kept in
+    memory/.consolidation.json. Prints the JSON report on stdout (--json is accepted and implied).
+
+    Exit codes: 0 done or nothing to do, 1 a session failed and nothing of it was archived,
+    2 bad usage or config, 75 another consolidation holds the workspace.
+    """
+    from dream_memory.app.consolidate import (
+        ConsolidateContext,
+        ConsolidateOptions,
+        consolidate_sessions,
+        select_sessions,
+    )
+    from dream_memory.core.consolidation import resolve_budget
+    from dream_memory.entrypoints.wiring import Wiring
+    from dream_memory.errors import ConfigError
+
+    settings = load_settings(workspace, config_path)
+    resolved = settings.model(model)  # a missing API key fails here, before anything is read or locked
+    if resolved is None:
+        raise ConfigError("no model is configured for dream consolidate", hint=NO_MODEL_HINT)
+    wiring = Wiring(settings)
+    paths = select_sessions(settings.workspace, sessions, all_sessions, Path.cwd())
+    if not dry_run:
+        wiring.ensure_workspace()
+    configured = settings.config.agents.defaults.consolidate.budget_tokens
+    options = ConsolidateOptions(
+        budget=resolve_budget(budget, configured, resolved.context_window, resolved.max_tokens),
+        force=force,
+        dry_run=dry_run,
+        update_sessions=update_sessions,
+        context_window=resolved.context_window,
+        max_tokens=resolved.max_tokens,
+    )
+    ctx = ConsolidateContext(
+        root=settings.workspace,
+        model=wiring.chat_model(resolved),
+        history=wiring.history,
+        clock=wiring.clock,
+        counter=wiring.token_counter(),
+        options=options,
+        redactor=wiring.redactor(),
+        log=wiring.log,
+    )
+    report = consolidate_sessions(ctx, paths).to_json()
+    del as_json  # the report is JSON either way (CONTRACT section 5)
+    click.echo(json.dumps(report, indent=2, ensure_ascii=False))
+    note(_summary(report))
+    return {"failed": 1, "locked": 75}.get(report["status"], 0)
 
 
 COMMANDS = [consolidate]

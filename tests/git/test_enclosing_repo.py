@@ -1,0 +1,94 @@
+"""A workspace inside a larger repository (a CI checkout, a dotfiles repo): that repository is
+used, only memory paths are ever committed or staged, and the user's own files, staged or not,
+are left exactly as they were."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _user_repo(root: Path, git) -> None:
+    root.mkdir()
+    git(root, "init", "-q", "-b", "trunk")
+    (root / "app.py").write_text("print('v1')\n", encoding="utf-8")
+    (root / "README.md").write_text("# project\n", encoding="utf-8")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "project", identity=True)
+    # work in progress: one change staged, one not, one new file not added at all
+    (root / "app.py").write_text("print('v2, staged')\n", encoding="utf-8")
+    git(root, "add", "app.py")
+    (root / "README.md").write_text("# project\nunstaged line\n", encoding="utf-8")
+    (root / "notes.txt").write_text("untracked\n", encoding="utf-8")
+
+
+def test_only_memory_paths_are_committed_and_user_work_is_untouched(tmp_path: Path, dream, git, store, dream_commit) -> None:
+    """`dream init`, a Dream commit and a restore in agents/bot/: the user's staged change stays
+    staged, the unstaged one unstaged, the untracked file untracked, their bytes unchanged; our
+    commits hold only agents/bot/ paths; fsck is clean; the workspace's lock and journal files
+    never show in `git status`."""
+    repo = tmp_path / "project"
+    _user_repo(repo, git)
+    ws = repo / "agents" / "bot"
+    before_cached = git(repo, "diff", "--cached")
+    before_bytes = {n: (repo / n).read_bytes() for n in ("app.py", "README.md", "notes.txt")}
+
+    init = dream("init", "--workspace", str(ws))
+    assert init.returncode == 0, init.stderr
+    assert "versioned in the enclosing repository" in init.stdout
+    assert not (ws / ".git").exists() and not (ws / ".gitignore").exists()
+    dream("append", "- fact", "--workspace", str(ws))
+    sha = dream_commit(ws, {"memory/MEMORY.md": "# Memory\n- a fact\n"}, "a fact", (1, 1))
+    restored = dream("restore", sha[:8], "--workspace", str(ws))
+    assert restored.returncode == 0, restored.stderr
+
+    assert git(repo, "rev-parse", "--abbrev-ref", "HEAD").strip() == "trunk"
+    for commit in git(repo, "log", "--format=%H", "-3").split():
+        files = git(repo, "show", "--format=", "--name-only", commit).split()
+        assert files and all(f.startswith("agents/bot/") for f in files), files
+    assert git(repo, "log", "--format=%s").splitlines() == [
+        f"dream: revert {sha[:10]} (dream: a fact)", "dream: a fact", "memory: init", "project",
+    ]
+    assert git(repo, "diff", "--cached") == before_cached
+    assert {n: (repo / n).read_bytes() for n in before_bytes} == before_bytes
+    # exactly the user's own work in progress, plus the workspace's files that are not versioned
+    # unless the repository chooses to track them (history, prompts); no lock, journal or temp
+    assert git(repo, "status", "--porcelain", "--untracked-files=all").splitlines() == [
+        " M README.md",
+        "M  app.py",
+        "?? agents/bot/memory/.cursor",
+        "?? agents/bot/memory/history.jsonl",
+        "?? agents/bot/prompts/README.md",
+        "?? notes.txt",
+    ]
+    assert git(repo, "fsck", "--strict", "--no-progress", check=False) == ""
+    exclude = (repo / ".git/info/exclude").read_text(encoding="utf-8")
+    assert "/agents/bot/memory/.history.lock" in exclude and "/agents/bot/memory/.dream_journal.json" in exclude
+    # the user commits their staged work with git afterwards: our memory commit is not undone
+    git(repo, "commit", "-q", "-m", "user work", identity=True)
+    assert git(repo, "show", "HEAD:app.py") == "print('v2, staged')\n"
+    assert git(repo, "show", "HEAD:agents/bot/memory/MEMORY.md") == (ws / "memory/MEMORY.md").read_text(encoding="utf-8")
+    assert git(repo, "status", "--porcelain", "--untracked-files=all").splitlines() == [
+        " M README.md",
+        "?? agents/bot/memory/.cursor",
+        "?? agents/bot/memory/history.jsonl",
+        "?? agents/bot/prompts/README.md",
+        "?? notes.txt",
+    ]
+
+
+def test_a_user_repository_at_the_workspace_root_is_not_taken_over(tmp_path: Path, dream, git) -> None:
+    """A repository already at the workspace root (nanobot's own, say) is used as it is: its
+    .gitignore is not rewritten, and only memory paths are committed."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    git(ws, "init", "-q")
+    (ws / ".gitignore").write_text("/*\n!memory/\n!SOUL.md\n!USER.md\n!memory/MEMORY.md\n!.gitignore\n", encoding="utf-8")
+    (ws / "AGENTS.md").write_text("instructions\n", encoding="utf-8")
+    git(ws, "add", ".gitignore")
+    git(ws, "commit", "-q", "-m", "nanobot", identity=True)
+    gitignore = (ws / ".gitignore").read_bytes()
+    init = dream("init", "--workspace", str(ws))
+    assert init.returncode == 0, init.stderr
+    assert (ws / ".gitignore").read_bytes() == gitignore
+    assert git(ws, "show", "--format=", "--name-only", "HEAD").split() == ["SOUL.md", "USER.md", "memory/MEMORY.md"]
+    assert git(ws, "fsck", "--strict", "--no-progress", check=False) == ""
