@@ -15,12 +15,13 @@ are ever decoded and split into lines.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from dream_memory.errors import InputError
 
@@ -42,6 +43,11 @@ _TOKEN = re.compile(r'"([^"]+)"|(\S+)')
 class Query:
     text: str
     terms: tuple[str, ...]  # casefolded, distinct, in query order
+
+    @cached_property
+    def folded_terms(self) -> tuple[bytes, ...]:
+        """The terms as UTF-8 bytes, for matching text folded by ``fold_bytes``."""
+        return tuple(t.encode("utf-8") for t in self.terms)
 
     @cached_property
     def byte_terms(self) -> tuple[bytes, ...] | None:
@@ -94,6 +100,19 @@ def sort_key(score: Score, path: str) -> tuple[int, int, int, str]:
     return (-score.terms_covered, -score.name_hits, -score.hit_count, path)
 
 
+def fold_bytes(data: bytes) -> bytes:
+    """UTF-8 bytes folded for matching: ``lower()`` for ASCII (fast, and equal to casefold there),
+    else decoded, casefolded and encoded again. Query terms are folded the same way."""
+    if data.isascii():
+        return data.lower()
+    return data.decode("utf-8", errors="replace").casefold().encode("utf-8")
+
+
+def heading_lines(folded: bytes) -> bytes:
+    """Markdown ATX heading lines of a folded text, joined by newlines."""
+    return _heading_lines(folded)
+
+
 def _heading_lines(folded: bytes) -> bytes:
     """Markdown ATX heading lines of a lowercased text, joined (cheap: ``find`` on ``\\n#``)."""
     found: list[bytes] = []
@@ -113,6 +132,58 @@ def _heading_lines(folded: bytes) -> bytes:
 
 def _heading_text(folded: str) -> str:
     return _heading_lines(folded.encode("utf-8")).decode("utf-8", errors="replace")
+
+
+def score_folded(
+    folded: bytes, name: str, query: Query, *, headings: bytes | None = None, counts: Sequence[int] | None = None
+) -> Score | None:
+    """Score a text already folded by ``fold_bytes``. ``headings`` (from ``heading_lines``) and
+    per-term ``counts`` may be given when known (from the search cache)."""
+    terms = query.folded_terms
+    if counts is None:
+        counts = [folded.count(t) if t in folded else 0 for t in terms]
+    covered = [t for t, n in zip(terms, counts, strict=True) if n]
+    if not covered:
+        return None
+    heads = heading_lines(folded) if headings is None else headings
+    name_folded = name.casefold()
+    name_hits = sum(1 for t in query.terms if t in name_folded)
+    name_hits += sum(1 for t in covered if t in heads)
+    return Score(len(covered), name_hits, sum(counts))
+
+
+class Haystack(Protocol):
+    """What ``scan_haystack`` needs: ``bytes`` or an ``mmap`` of the search cache."""
+
+    def find(self, sub: bytes, start: int = ..., end: int = ...) -> int: ...
+
+    def __getitem__(self, index: slice) -> bytes: ...
+
+
+def scan_haystack(
+    haystack: Haystack, starts: Sequence[int], ends: Sequence[int], terms: Sequence[bytes]
+) -> dict[int, list[int]]:
+    """Which spans of one big folded text hold which terms: span index -> term indexes.
+
+    Spans are files laid end to end (``starts`` ascending, each ending before the next starts).
+    Each term costs at most one C-level ``find`` per span that holds it: after a hit, the scan
+    jumps to the end of that span.
+    """
+    found: dict[int, list[int]] = {}
+    for term_index, term in enumerate(terms):
+        pos = 0
+        while True:
+            hit = haystack.find(term, pos)
+            if hit < 0:
+                break
+            span = bisect.bisect_right(starts, hit) - 1
+            if span < 0:
+                pos = hit + 1
+                continue
+            if hit + len(term) <= ends[span]:
+                found.setdefault(span, []).append(term_index)
+            pos = max(ends[span], hit + 1)
+    return found
 
 
 def score_bytes(data: bytes, name: str, query: Query) -> Score | None:
