@@ -20,7 +20,10 @@ SKILL_OFF = "---\nname: notes\ndescription: occasional\n---\n\nOCCASIONAL-SKILL-
 
 
 def workspace(tmp_path: Path, *, entries: int = 3, memory: str | None = None) -> Path:
-    history = [HistoryEntry(i, "2026-04-03 00:02", f"entry {i} says hello", "cli:direct" if i % 2 else "tg:1") for i in range(1, entries + 1)]
+    history = [
+        HistoryEntry(i, "2026-04-03 00:02", f"entry {i} says hello", "cli:direct" if i % 2 else "tg:1")
+        for i in range(1, entries + 1)
+    ]
     files = {
         "SOUL.md": "# Soul\n\nSOUL-MARKER\n",
         "USER.md": "# User\n\nUSER-MARKER\n",
@@ -40,7 +43,9 @@ def test_parts_come_in_order_with_the_data_not_instructions_header(tmp_path: Pat
     """SOUL, USER, MEMORY, always-on skills, then undreamt history, under a header that says this is data."""
     text = block_for(workspace(tmp_path), 4000)
     assert "data, not instructions" in text.split("## SOUL.md")[0]
-    order = [text.index(m) for m in ("SOUL-MARKER", "USER-MARKER", "MEMORY-MARKER", "ALWAYS-ON-SKILL-BODY", "entry 1 says")]
+    order = [
+        text.index(m) for m in ("SOUL-MARKER", "USER-MARKER", "MEMORY-MARKER", "ALWAYS-ON-SKILL-BODY", "entry 1 says")
+    ]
     assert order == sorted(order)
 
 
@@ -96,7 +101,9 @@ def test_cli_context_json_and_read_only(tmp_path: Path) -> None:
     """`dream context --json` reports what it included; it never creates or changes files."""
     root = workspace(tmp_path)
     before = sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
-    result = CliRunner().invoke(cli, ["context", "--json", "--budget", "3000", "-w", str(root)], env={"HOME": str(tmp_path)})
+    result = CliRunner().invoke(
+        cli, ["context", "--json", "--budget", "3000", "-w", str(root)], env={"HOME": str(tmp_path)}
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["parts"][:3] == ["SOUL.md", "USER.md", "memory/MEMORY.md"]

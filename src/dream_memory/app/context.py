@@ -28,7 +28,9 @@ def always_on_skills(root: Path) -> list[Part]:
                 continue
             text = fsutil.read_text(path) or ""
             if is_always_on(text):
-                parts.append(Part(f"Skill: {path.parent.name} (always on)", text, f"`cat skills/{path.parent.name}/SKILL.md`"))
+                parts.append(
+                    Part(f"Skill: {path.parent.name} (always on)", text, f"`cat skills/{path.parent.name}/SKILL.md`")
+                )
     return parts
 
 

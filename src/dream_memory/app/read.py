@@ -350,9 +350,10 @@ class _WorkTree:
         finally:
             os.close(checked)
 
-    def list_markdown(self, folder: str) -> list[str]:
+    def list_markdown(self, folder: str, stats: dict[str, os.stat_result] | None = None) -> list[str]:
         """``*.md`` files under ``folder`` (store-relative), sorted; dotfiles skipped, symlinked
-        folders not followed, symlinked files kept only when they stay inside the store."""
+        folders not followed, symlinked files kept only when they stay inside the store.
+        ``stats`` receives the lstat of each regular file (for the search cache)."""
         found: list[str] = []
         base = os.path.join(self.root, folder)
         if os.path.islink(base) or not os.path.isdir(base):
@@ -378,6 +379,11 @@ class _WorkTree:
                     stack.append(rel)
                 elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
                     found.append(rel)
+                    if stats is not None:
+                        try:
+                            stats[rel] = entry.stat(follow_symlinks=False)
+                        except OSError:
+                            pass
         found.sort()
         return found
 
@@ -419,7 +425,7 @@ class _RevisionTree:
     def is_file(self, rel: str) -> bool:
         return rel in self.files
 
-    def list_markdown(self, folder: str) -> list[str]:
+    def list_markdown(self, folder: str, stats: dict[str, os.stat_result] | None = None) -> list[str]:
         prefix = folder + "/"
         return sorted(
             p

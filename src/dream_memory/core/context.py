@@ -88,8 +88,12 @@ def build_context(
     outlined: list[str] = []
 
     def fixed_text() -> str:
-        return HEADER + "\n" + "\n".join(
-            _outlined(p) if p.title in outlined else rendered[p.title] for p in parts if p.title in rendered
+        return (
+            HEADER
+            + "\n"
+            + "\n".join(
+                _outlined(p) if p.title in outlined else rendered[p.title] for p in parts if p.title in rendered
+            )
         )
 
     # Files first: shrink the largest to outlines until the fixed part leaves room.

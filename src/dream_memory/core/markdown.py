@@ -74,7 +74,11 @@ def outline(text: str, *, max_rows: int = 60) -> str:
     if len(rows) > max_rows:
         half = max_rows // 2
         omitted = len(rows) - 2 * half
-        rows = [*rows[:half], f"- ... {omitted} more sections; read_file(path, section=<heading>) reads any of them", *rows[-half:]]
+        rows = [
+            *rows[:half],
+            f"- ... {omitted} more sections; read_file(path, section=<heading>) reads any of them",
+            *rows[-half:],
+        ]
     return "\n".join(rows)
 
 

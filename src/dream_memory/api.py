@@ -1,0 +1,187 @@
+"""The Python API: one workspace, the same use cases the CLI runs.
+
+    from dream_memory import Workspace
+
+    ws = Workspace("~/.nanoinfra/workspaces/default")
+    ws.append("- [durable] User prefers dark mode", session_key="cli:direct")
+    report = ws.dream(model="offline")
+    print(ws.context(budget=4000).text)
+
+Errors are the package's own (``dream_memory.errors.DreamError`` and its kinds). Nothing here
+imports litellm until a method calls a model.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dream_memory.entrypoints.wiring import Wiring
+from dream_memory.settings import load_settings
+
+if TYPE_CHECKING:
+    from dream_memory.adapters.git import CommitInfo
+    from dream_memory.app.versioning import Comparison, RestoreResult
+    from dream_memory.core.context import ContextBlock
+    from dream_memory.core.history import HistoryEntry
+    from dream_memory.core.ports import ChatModel, Clock
+
+
+class Workspace:
+    """A dream-memory workspace. ``path`` None means ``$DREAM_WORKSPACE`` or the default.
+
+    ``config`` is a config file path (else the usual search); ``env`` replaces ``os.environ`` for
+    settings resolution (model choice, keys, excludes); ``clock`` replaces the system clock.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        config: str | os.PathLike[str] | None = None,
+        env: dict[str, str] | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.settings = load_settings(os.path.expanduser(path) if path is not None else None, config, env)
+        self._wiring = Wiring(self.settings, clock=clock) if clock is not None else Wiring(self.settings)
+
+    @property
+    def path(self) -> Path:
+        return self.settings.workspace
+
+    def __repr__(self) -> str:
+        return f"Workspace({str(self.path)!r})"
+
+    # --- history -----------------------------------------------------------------------------
+
+    def init(self) -> list[str]:
+        """Create missing template files and start versioning; returns the files created."""
+        from dream_memory.app.versioning import ensure_versioned
+
+        created = self._wiring.ensure_workspace()
+        git = self._wiring.git(create=True)
+        assert git is not None
+        with git:
+            ensure_versioned(git)
+        return created
+
+    def append(self, text: str, *, session_key: str | None = None) -> HistoryEntry:
+        """Append one history entry under the history lock; returns it with its cursor."""
+        from dream_memory.app.history import append_entry
+
+        self._wiring.ensure_workspace()
+        return append_entry(self._wiring.history, text, session_key=session_key)
+
+    def status(self) -> dict[str, Any]:
+        """The same mapping as ``dream status --json``."""
+        from dream_memory.app.history import workspace_status
+
+        git = self._wiring.git(create=False) if self.path.is_dir() else None
+        try:
+            return workspace_status(self.path, self._wiring.history, git)
+        finally:
+            if git is not None:
+                git.close()
+
+    # --- Dream and the Consolidator -----------------------------------------------------------
+
+    def _model(self, model: str | ChatModel | None, *, default_offline: bool = False) -> ChatModel:
+        from dream_memory.errors import ConfigError
+        from dream_memory.settings import OFFLINE_MODEL, ResolvedModel
+
+        if model is not None and not isinstance(model, str):
+            return model
+        resolved = self.settings.model(model)
+        if resolved is None:
+            if not default_offline:
+                raise ConfigError("no model is configured", hint="pass model='offline' or a preset / litellm id")
+            resolved = ResolvedModel(name=OFFLINE_MODEL, source="default")
+        return self._wiring.chat_model(resolved)
+
+    def dream(
+        self,
+        *,
+        model: str | ChatModel | None = None,
+        dry_run: bool = False,
+        batch_size: int | None = None,
+        max_batches: int | None = None,
+        branch: str | None = None,
+    ) -> dict[str, Any]:
+        """One Dream run; returns the report (CONTRACT section 6). Raises LockBusy when locked.
+
+        ``model`` is a preset name, a litellm id, ``"offline"``, or any object implementing the
+        ChatModel protocol (handy in tests).
+        """
+        from dream_memory.app.dream import run_dream
+
+        options = self._wiring.dream_options(
+            batch_size=batch_size, max_batches=max_batches, dry_run=dry_run, branch=branch
+        )
+        report = run_dream(self._wiring.dream_context(self._model(model), options))
+        return report.to_json()
+
+    def consolidate(
+        self,
+        *,
+        model: str | ChatModel | None = None,
+        sessions: list[str | os.PathLike[str]] | None = None,
+        budget: int | None = None,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Consolidate sessions (all of ``sessions/`` when ``sessions`` is None); returns the report."""
+        from dream_memory.app.consolidate import consolidate_workspace
+
+        return consolidate_workspace(
+            self._wiring,
+            self._model(model),
+            sessions=[Path(s) for s in sessions] if sessions is not None else None,
+            budget=budget,
+            force=force,
+            dry_run=dry_run,
+        )
+
+    # --- reading --------------------------------------------------------------------------------
+
+    def context(self, *, budget: int | None = None, session_key: str | None = None) -> ContextBlock:
+        """The memory block for an agent's system prompt (same as ``dream context``)."""
+        from dream_memory.app.context import memory_context
+
+        limit = budget if budget is not None else self.settings.config.agents.defaults.context.budget_tokens
+        return memory_context(
+            self.path, self._wiring.history, budget=limit, counter=self._wiring.token_counter(), session_key=session_key
+        )
+
+    def search(self, query: str, *, max_results: int = 10) -> Any:
+        """Search the memory store (same results as ``dream search --json``)."""
+        from dream_memory.app.read import search_store
+
+        return search_store(self.settings.store, query, max_results=max_results, excludes=self.settings.excludes)
+
+    def log(self, rev: str | None = None) -> CommitInfo | Comparison | None:
+        """The latest Dream change, the change ``rev``, or the comparison ``"A..B"``."""
+        from dream_memory.app.versioning import compare, latest_dream_change
+
+        git = self._wiring.git(create=False) if self.path.is_dir() else None
+        if git is None or git.head() is None:
+            return None
+        with git:
+            if rev and ".." in rev:
+                old, _, new = rev.partition("..")
+                return compare(git, old or "HEAD", new or "HEAD")
+            return git.info(git.resolve(rev)) if rev else latest_dream_change(git)
+
+    def restore(self, rev: str, *, force: bool = False, replay: bool = False) -> RestoreResult:
+        """Undo exactly the changes of commit ``rev`` (same rules as ``dream restore``)."""
+        from dream_memory.adapters.locks import dream_lock
+        from dream_memory.app.versioning import restore_commit
+        from dream_memory.errors import UsageError
+
+        git = self._wiring.git(create=False) if self.path.is_dir() else None
+        if git is None:
+            raise UsageError(f"no memory versions in {self.path}")
+        with git, dream_lock(self.path, now=self._wiring.clock.now()):
+            return restore_commit(
+                git, rev, force=force, replay=replay, dream_cursor=self._wiring.history.read_dream_cursor()
+            )
