@@ -103,11 +103,14 @@ def use_server(
     cli_env.env["SCRIPTED_API_KEY"] = "test-key-not-secret"
 
 
-def turn(i: int, *, tools: int = 0, size: int = 0, ts: str = "2026-04-03T10:00:00") -> list[dict[str, Any]]:
+def turn(
+    i: int, *, tools: int = 0, size: int = 0, keep: bool = False, ts: str = "2026-04-03T10:00:00"
+) -> list[dict[str, Any]]:
     """One user turn: a question, ``tools`` tool calls each with its result, and an answer.
-    Every message carries a unique marker ``t<i>-...`` so tests can find it in history."""
+    Every message carries a unique marker ``t<i>-...`` so tests can find it in history.
+    ``keep``: every message also reads like a preference, which the offline engine keeps."""
     stamp = ts[:-2] + f"{i % 60:02d}"
-    pad = " lorem ipsum" * size
+    pad = " lorem ipsum" * size + (" - user prefers this" if keep else "")
     messages: list[dict[str, Any]] = [{"role": "user", "content": f"t{i}-user question{pad}", "timestamp": stamp}]
     for k in range(tools):
         call_id = f"call-{i}-{k}"
@@ -116,7 +119,7 @@ def turn(i: int, *, tools: int = 0, size: int = 0, ts: str = "2026-04-03T10:00:0
                 "role": "assistant",
                 "content": "",
                 "tool_calls": [
-                    {"id": call_id, "type": "function", "function": {"name": "exec", "arguments": f'{{"n": "t{i}-args{k}"}}'}}
+                    {"id": call_id, "type": "function", "function": {"name": "exec", "arguments": f'{{"n": "t{i}-args{k}{pad}"}}'}}
                 ],
                 "timestamp": stamp,
             }

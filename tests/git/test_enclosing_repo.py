@@ -92,3 +92,24 @@ def test_a_user_repository_at_the_workspace_root_is_not_taken_over(tmp_path: Pat
     assert (ws / ".gitignore").read_bytes() == gitignore
     assert git(ws, "show", "--format=", "--name-only", "HEAD").split() == ["SOUL.md", "USER.md", "memory/MEMORY.md"]
     assert git(ws, "fsck", "--strict", "--no-progress", check=False) == ""
+
+
+def test_an_index_dulwich_cannot_rewrite_is_left_alone(tmp_path: Path, dream, git) -> None:
+    """A split index keeps entries in a file dulwich does not read: rewriting it would unstage
+    the user's work, so nothing is committed and the command says how to proceed (exit 1)."""
+    repo = tmp_path / "project"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "a.txt").write_text("a\n", encoding="utf-8")
+    git(repo, "add", "a.txt")
+    git(repo, "commit", "-q", "-m", "a", identity=True)
+    git(repo, "update-index", "--split-index")
+    (repo / "b.txt").write_text("b\n", encoding="utf-8")
+    git(repo, "add", "b.txt")
+    index = (repo / ".git/index").read_bytes()
+    proc = dream("init", "--workspace", str(repo / "ws"))
+    assert proc.returncode == 1
+    assert "cannot rewrite safely" in proc.stderr and "--no-split-index" in proc.stderr
+    assert (repo / ".git/index").read_bytes() == index
+    assert git(repo, "log", "--format=%s").splitlines() == ["a"]
+    assert "A  b.txt" in git(repo, "status", "--porcelain").splitlines()

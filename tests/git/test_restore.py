@@ -75,7 +75,9 @@ def test_a_conflict_changes_nothing_and_force_says_what_it_threw_away(tmp_path: 
     assert "USER.md, memory/MEMORY.md changed since that commit; nothing was changed" in refused.stderr
     assert "SOUL.md" not in refused.stderr.split("hint")[0]
     assert refused.stdout == ""
-    assert snapshot(ws) == before
+    after = snapshot(ws)
+    assert after.pop("memory/.dream.lock") == b""  # the (released) run lock is the only new file
+    assert after == before
 
     forced = dream("restore", target, "--force", "--workspace", str(ws))
     assert forced.returncode == 0, forced.stderr

@@ -31,6 +31,7 @@ CASES = [
     (["resolve", "/home/u/system/nix-configx"], {}, 1, "no entity resolves"),
     (["search", "colmena"], {}, 0, "sections/deploys.md"),
     (["search", "zzz-nothing"], {}, 0, "no source matches"),
+    (["search", "colmena", "--no-cache", "--history"], {}, 0, "sections/deploys.md"),
     (["search", "   "], {}, 2, "query is empty"),
     (["search", "flakes", "--max-results", "0"], {}, 0, "using 1"),
     (["entity", "nix-config", "--offset-line", "0"], {}, 2, "--offset-line"),

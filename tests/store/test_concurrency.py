@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -89,7 +90,7 @@ def test_eight_writers_and_a_compactor_lose_nothing_and_share_no_cursor(tmp_path
     )
     by_cursor = {e.cursor: e for e in everything}
     for name, mine in given.items():
-        assert all(b > a for a, b in zip(mine, mine[1:], strict=False)), name
+        assert all(b > a for a, b in itertools.pairwise(mine)), name
         assert [by_cursor[c].content for c in mine] == [f"{name} entry {i}" for i in range(PER_WRITER)]
     # compaction really ran against the writers, and the file is back under its limit
     assert compaction["archived"] > 1000, compaction

@@ -5,7 +5,6 @@ every entry exactly once, with no orphaned HISTORY.md and no temp file left."""
 
 from __future__ import annotations
 
-import json
 import random
 import signal
 import subprocess

@@ -380,6 +380,42 @@ class GitStore:
             return {}
         return self._tree_files(self._commit(sha).tree)
 
+    def entries_at(self, sha: str | None, paths: Iterable[str]) -> dict[str, tuple[int, bytes]]:
+        """(mode, blob) of those of ``paths`` that are regular files in commit ``sha``.
+
+        Walks only the trees on the way to each path: a commit touches a few files, and reading
+        the whole tree of a large repository for them cost most of a commit's time.
+        """
+        if sha is None:
+            return {}
+        root = self._commit(sha).tree
+        trees: dict[bytes, Tree] = {}
+
+        def tree(tree_id: bytes) -> Tree:
+            if tree_id not in trees:
+                obj = self.repo[_oid(tree_id)]
+                assert isinstance(obj, Tree)
+                trees[tree_id] = obj
+            return trees[tree_id]
+
+        found: dict[str, tuple[int, bytes]] = {}
+        for rel in paths:
+            *folders, name = self.repo_path(rel).split(b"/")
+            current: bytes | None = root
+            for part in folders:
+                assert current is not None
+                here = tree(current)
+                if part not in here or not stat.S_ISDIR(here[part][0]):
+                    current = None
+                    break
+                current = here[part][1]
+            if current is None:
+                continue
+            leaf = tree(current)
+            if name in leaf and stat.S_ISREG(leaf[name][0]):
+                found[rel] = (leaf[name][0], leaf[name][1])
+        return found
+
     def blob(self, blob_sha: bytes) -> bytes:
         obj = self.repo[blob_sha]
         assert isinstance(obj, Blob)
@@ -531,21 +567,27 @@ class GitStore:
         return Path(self.repo.index_path())
 
     def _open_index(self) -> Index | None:
-        """The index, or None when there is none or dulwich cannot read it."""
+        """The index, or None when there is none or when dulwich cannot rewrite it faithfully."""
         if not self._index_file().exists():
             return None
         try:
-            return self.repo.open_index()
+            index = self.repo.open_index()
         except Exception:  # dulwich raises assorted errors on index formats it does not read
             return None
+        # A split index keeps most entries in a shared file dulwich does not read, and a sparse
+        # one folds folders into single entries: written back, either would lose staged work.
+        if index.is_sparse() or any(ext.signature == b"link" for ext in index._extensions):
+            return None
+        return index
 
     def _check_index(self) -> None:
         """Refuse before anything changes when an index exists that we could not rewrite safely:
         writing a fresh one would unstage everything the user has staged."""
         if self._index_file().exists() and self._open_index() is None:
             raise VersionStoreError(
-                f"cannot read the git index of {self.root}; nothing was changed",
-                hint="run `git status` once there (it rewrites the index in a standard format), then retry",
+                f"the git index of {self.root} is in a form dulwich cannot rewrite safely"
+                " (split, sparse or unreadable); nothing was changed",
+                hint="there: `git update-index --no-split-index` or `git sparse-checkout disable`, then retry",
             )
 
     # --- writing -----------------------------------------------------------------------------
@@ -621,7 +663,8 @@ class GitStore:
             if self._index_file().exists():
                 return  # unreadable (build_commit refused before); never replace it
             index = Index(self._index_file(), read=False)
-        files = self.files_at(sha)
+        paths = list(paths)
+        files = self.entries_at(sha, paths)
         for rel in paths:
             key = self.repo_path(rel)
             full = self.workspace / rel
@@ -641,7 +684,7 @@ class GitStore:
 
     def effective_changes(self, changes: dict[str, bytes | None]) -> dict[str, bytes | None]:
         """The part of ``changes`` that differs from HEAD."""
-        head_files = self.files_at(self.head())
+        head_files = self.entries_at(self.head(), changes)
 
         def differs(rel: str, data: bytes | None) -> bool:
             new = None if data is None else Blob.from_string(data).id

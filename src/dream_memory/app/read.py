@@ -6,8 +6,10 @@ server. Both get the same result objects from a ``ReadStore`` and render them wi
 
 Guarantees, each enforced here rather than left to the faces:
 
-- Read-only by construction: nothing in this module opens a file for writing or creates a folder;
-  files are opened ``O_RDONLY | O_NOFOLLOW | O_NONBLOCK`` after their real path is checked.
+- Read-only by construction: store files are opened ``O_RDONLY | O_NOFOLLOW | O_NONBLOCK`` after
+  their real path is checked, and nothing is ever created in the store. The one write this module
+  can make is the optional search cache (``SearchCache``), under the user's cache folder, and it
+  refuses a cache folder inside the store.
 - Paths never leave the store root: File cells and section names are checked lexically (no ``..``,
   no absolute path), then the real path (symlinks followed) must still lie inside the store.
 - Bounded: entity and section text is cut at 200 lines / 16 KiB (``core.bounded``), and files
@@ -19,17 +21,19 @@ Guarantees, each enforced here rather than left to the faces:
 - Text from observations.md (unverified ingest output) always comes behind a first line starting
   with ``> Provisional:``.
 
-Reading is done here directly (a store folder or a git revision): the two small tree classes below
-are the only I/O and have no other callers.
+Reading is done here directly (a store folder or a git revision): the two small tree classes and
+the search cache below are the only I/O and have no other callers.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import errno
 import io
 import os
 import stat
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,8 +56,11 @@ from dream_memory.core.search import (
     Score,
     as_query,
     clamp_max_results,
+    fold_bytes,
+    heading_lines,
     preview_lines,
-    score_bytes,
+    scan_haystack,
+    score_folded,
     score_text,
     top,
 )
@@ -361,29 +368,29 @@ class _WorkTree:
         stack = [folder]
         while stack:
             current = stack.pop()
+            prefix = current + "/"
             try:
                 entries = list(os.scandir(os.path.join(self.root, current)))
             except OSError:
                 continue
+            # Ordered by what a store holds most: regular .md files (this loop runs per file).
             for entry in entries:
-                if entry.name.startswith("."):
+                name = entry.name
+                if name.startswith("."):
                     continue
-                rel = f"{current}/{entry.name}"
-                if entry.is_symlink():
-                    if entry.name.endswith(".md"):
-                        real = os.path.realpath(entry.path)
-                        if _inside(real, self.real_root) and os.path.isfile(real):
-                            found.append(rel)
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append(rel)
-                elif entry.name.endswith(".md") and entry.is_file(follow_symlinks=False):
-                    found.append(rel)
-                    if stats is not None:
-                        try:
-                            stats[rel] = entry.stat(follow_symlinks=False)
-                        except OSError:
-                            pass
+                if entry.is_file(follow_symlinks=False):
+                    if name.endswith(".md"):
+                        rel = prefix + name
+                        found.append(rel)
+                        if stats is not None:
+                            with contextlib.suppress(OSError):
+                                stats[rel] = entry.stat(follow_symlinks=False)
+                elif entry.is_dir(follow_symlinks=False):
+                    stack.append(prefix + name)
+                elif entry.is_symlink() and name.endswith(".md"):
+                    real = os.path.realpath(entry.path)
+                    if _inside(real, self.real_root) and os.path.isfile(real):
+                        found.append(prefix + name)
         found.sort()
         return found
 
@@ -516,6 +523,218 @@ def hint_for(surface: str, kind: str) -> Callable[[int], str]:
     return cli_hint
 
 
+# --- the search cache (outside the store) ----------------------------------------------------------
+
+CACHE_VERSION = 1
+# Below this many searchable files, reading them directly is as fast as the cache: none is kept.
+CACHE_MIN_FILES = 500
+# A file changed this close to a cache build may change again within the same timestamp tick
+# ("racy git"): it is read directly until the next build.
+_RACY_NS = 2_000_000_000
+
+StatKey = tuple[int, int, int, int]
+
+
+def _stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+@dataclass(frozen=True)
+class _CacheEntry:
+    rel: str
+    key: StatKey
+    offset: int  # -1: not searchable (see skip)
+    length: int
+    headings: bytes
+    skip: str | None = None
+
+
+@dataclass
+class _LoadedCache:
+    built_ns: int
+    entries: dict[str, _CacheEntry]
+    spans: list[_CacheEntry]  # searchable entries in blob order
+    blob: Any  # mmap.mmap or bytes
+    blob_name: str
+    index_key: StatKey | None
+    index_rows: list[tuple[str, str]]
+    _mm: Any = None
+
+    def trusted(self, rel: str, st: os.stat_result | None) -> _CacheEntry | None:
+        entry = self.entries.get(rel)
+        if entry is None or st is None or _stat_key(st) != entry.key:
+            return None
+        if max(st.st_mtime_ns, st.st_ctime_ns) >= self.built_ns - _RACY_NS:
+            return None
+        return entry
+
+    def close(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+
+
+class SearchCache:
+    """Folded text of a store's searchable files, kept under the user's cache folder (never in
+    the store) so a search on a large store costs one ``find`` per term over one mapped file.
+
+    Trust rule: an entry is used only while the file's size, mtime, ctime and inode are those
+    recorded and the file did not change within 2 s before the build; anything else is read from
+    the store. The cache is rebuilt, re-reading only the changed files, when too many files are
+    read directly. Excluded entities are never written to it. Any problem with the cache (missing,
+    corrupt, unwritable) falls back to reading the store: the cache can make search faster, never
+    different.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    @classmethod
+    def for_store(cls, cache_root: Path, store_real: str) -> SearchCache | None:
+        import hashlib
+
+        root_real = os.path.realpath(cache_root)
+        if _inside(root_real, store_real) or _inside(store_real, root_real):
+            return None  # a cache inside the store would be a write to the store
+        key = hashlib.sha256(store_real.encode("utf-8", errors="surrogateescape")).hexdigest()[:32]
+        return cls(Path(root_real) / f"search-v{CACHE_VERSION}" / key)
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.folder / "manifest.json"
+
+    def load(self, store_real: str) -> _LoadedCache | None:
+        import json
+        import mmap
+
+        try:
+            manifest = json.loads(self.manifest_path.read_bytes())
+            if manifest.get("version") != CACHE_VERSION or manifest.get("store") != store_real:
+                return None
+            blob_name = str(manifest["blob"])
+            if "/" in blob_name or not blob_name.startswith("blob-"):
+                return None
+            entries: dict[str, _CacheEntry] = {}
+            spans: list[_CacheEntry] = []
+            for rel, size, mtime, ctime, ino, offset, length, headings, skip in manifest["entries"]:
+                entry = _CacheEntry(rel, (size, mtime, ctime, ino), offset, length, headings.encode("utf-8"), skip)
+                entries[rel] = entry
+                if offset >= 0:
+                    spans.append(entry)
+            fd = os.open(self.folder / blob_name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                size = os.fstat(fd).st_size
+                if size != manifest["blob_size"]:
+                    return None
+                mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else None
+            finally:
+                os.close(fd)
+            index = manifest.get("index") or {}
+            index_key = tuple(index["key"]) if index.get("key") else None
+            loaded = _LoadedCache(
+                built_ns=int(manifest["built_ns"]),
+                entries=entries,
+                spans=sorted(spans, key=lambda e: e.offset),
+                blob=mm if mm is not None else b"",
+                blob_name=blob_name,
+                index_key=index_key,
+                index_rows=[(str(a), str(b)) for a, b in index.get("rows", [])],
+                _mm=mm,
+            )
+            if any(e.offset + e.length > size for e in loaded.spans):
+                loaded.close()
+                return None
+            return loaded
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def save(
+        self,
+        store_real: str,
+        *,
+        built_ns: int,
+        entries: list[tuple[str, StatKey, bytes | None, bytes, str | None]],
+        index_key: StatKey | None,
+        index_rows: list[tuple[str, str]],
+    ) -> bool:
+        """Write a new blob and then the manifest naming it, each atomically. ``entries``: (rel,
+        stat key, folded text or None when unsearchable, headings, skip reason). False when the
+        cache folder cannot be written (the search went fine anyway)."""
+        import secrets
+
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            blob_name = f"blob-{secrets.token_hex(8)}.bin"
+            manifest_entries: list[list[Any]] = []
+            offset = 0
+            tmp_blob = self.folder / f".{blob_name}.tmp"
+            fd = os.open(tmp_blob, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                for rel, key, folded, headings, skip in entries:
+                    heads = headings.decode("utf-8", "replace")
+                    if folded is None:
+                        manifest_entries.append([rel, *key, -1, 0, heads, skip])
+                        continue
+                    out.write(folded)
+                    out.write(b"\0")  # no term holds a NUL, so no match spans two files
+                    manifest_entries.append([rel, *key, offset, len(folded), heads, None])
+                    offset += len(folded) + 1
+            os.replace(tmp_blob, self.folder / blob_name)
+            manifest = {
+                "version": CACHE_VERSION,
+                "store": store_real,
+                "built_ns": built_ns,
+                "blob": blob_name,
+                "blob_size": offset,
+                "index": {"key": list(index_key) if index_key else None, "rows": index_rows},
+                "entries": manifest_entries,
+            }
+            self._write_manifest(manifest)
+            self._prune(keep=blob_name)
+            return True
+        except OSError:
+            return False
+
+    def _prune(self, keep: str) -> None:
+        """Remove blobs no manifest names any more (a reader that mapped one keeps its copy), and
+        temporary files an interrupted build left behind."""
+        stale_before = time.time() - 3600
+        for path in self.folder.iterdir():
+            name = path.name
+            with contextlib.suppress(OSError):
+                if (name.startswith("blob-") and name != keep) or (
+                    name.endswith(".tmp") and path.stat().st_mtime < stale_before
+                ):
+                    path.unlink()
+
+    def update_index(self, index_key: StatKey | None, index_rows: list[tuple[str, str]]) -> bool:
+        """Record a changed index.md without rewriting the blob."""
+        import json
+
+        try:
+            manifest = json.loads(self.manifest_path.read_bytes())
+            manifest["index"] = {"key": list(index_key) if index_key else None, "rows": index_rows}
+            self._write_manifest(manifest)
+            return True
+        except (OSError, ValueError):
+            return False
+
+    def _write_manifest(self, manifest: dict[str, Any]) -> None:
+        import json
+        import secrets
+
+        tmp = self.folder / f".manifest-{secrets.token_hex(6)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(manifest, out, ensure_ascii=False, separators=(",", ":"))
+            os.replace(tmp, self.manifest_path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
 # --- the store ---------------------------------------------------------------------------------------
 
 
@@ -524,14 +743,20 @@ class ReadStore:
     """A read-only view of one store folder, now or at a git revision, with excludes applied.
 
     ``home`` expands ``~`` in the index's Repos cells (default: the current user's home).
+    ``cache_dir`` (e.g. ``~/.cache/dream-memory``) lets search keep a ``SearchCache`` there for
+    stores of at least ``cache_min_files`` files; None (the default) searches without one.
     """
 
     root: Path
     excludes: frozenset[str] = frozenset()
     at: str | None = None
     home: str | None = None
+    cache_dir: Path | None = None
+    cache_min_files: int = CACHE_MIN_FILES
     _tree: _WorkTree | _RevisionTree = field(init=False, repr=False)
     _index: tuple[IndexTable, str] | None = field(init=False, default=None, repr=False)
+    # How the last search was answered: files from the cache, files read, whether it was rebuilt.
+    last_search_stats: dict[str, int] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.root = Path(os.path.abspath(self.root))
@@ -577,28 +802,31 @@ class ReadStore:
 
     @property
     def index_problems(self) -> tuple[str, ...]:
-        return self.index.problems
+        """Rows of index.md that could not be used, if index.md was parsed (search may not need to)."""
+        return self._index[0].problems if self._index is not None else ()
 
     def is_excluded_name(self, name: str) -> bool:
         return name.strip().casefold() in self.excludes
 
-    def _excluded_files(self) -> set[str]:
+    def _excluded_files(self, rows: Iterable[tuple[str, str]] | None = None) -> set[str]:
         """Files of excluded entities (casefolded). With ``--at``, the rows of today's index count
         too, so an entity excluded now stays hidden in a revision that mapped it elsewhere."""
         if not self.excludes:
             return set()
-        rows = list(self.index.rows)
+        pairs = list(rows) if rows is not None else [(r.entity, r.file) for r in self.index.rows]
         if isinstance(self._tree, _RevisionTree):
             try:
                 today = _WorkTree(self.root).read_bytes(layout.INDEX, MAX_SEARCH_FILE_BYTES)
             except (Refused, _TooLarge):
                 today = None
             if today:
-                rows += parse_index(today.decode("utf-8", errors="replace"), home=self.home).rows
+                pairs += [
+                    (r.entity, r.file) for r in parse_index(today.decode("utf-8", "replace"), home=self.home).rows
+                ]
         files: set[str] = set()
-        for row in rows:
-            if row.entity.casefold() in self.excludes:
-                rel = safe_relative(row.file) if row.file else None
+        for entity, file in pairs:
+            if entity.casefold() in self.excludes:
+                rel = safe_relative(file) if file else None
                 if rel:
                     files.add(rel.casefold())
         return files
@@ -772,14 +1000,19 @@ class ReadStore:
 
     # --- search -----------------------------------------------------------------------------
 
-    def _sources(self, history: bool) -> list[tuple[str, str, str, bool]]:
+    def _sources(
+        self,
+        history: bool,
+        rows: list[tuple[str, str]],
+        stats: dict[str, os.stat_result] | None = None,
+    ) -> list[tuple[str, str, str, bool]]:
         """(path, name, kind, listed) of every searchable file, excluded ones already left out."""
-        excluded_files = self._excluded_files()
+        excluded_files = self._excluded_files(rows)
         by_file: dict[str, str] = {}
-        for row in self.index.rows:
-            rel = safe_relative(row.file) if row.file else None
-            if rel and row.entity.casefold() not in self.excludes:
-                by_file.setdefault(rel, row.entity)
+        for entity, file in rows:
+            rel = safe_relative(file) if file else None
+            if rel and entity.casefold() not in self.excludes:
+                by_file.setdefault(rel, entity)
         sources: list[tuple[str, str, str, bool]] = []
         seen: set[str] = set()
 
@@ -792,9 +1025,9 @@ class ReadStore:
         for rel, name in DURABLE_NAMES.items():
             add(rel, name, "durable")
         add(layout.OBSERVATIONS, "observations", "observations")
-        for rel in self._tree.list_markdown(layout.ENTITIES_DIR):
+        for rel in self._tree.list_markdown(layout.ENTITIES_DIR, stats):
             add(rel, by_file.get(rel, rel[len(layout.ENTITIES_DIR) + 1 : -3]), "entity", True)
-        for rel in self._tree.list_markdown(layout.SECTIONS_DIR):
+        for rel in self._tree.list_markdown(layout.SECTIONS_DIR, stats):
             add(rel, rel[len(layout.SECTIONS_DIR) + 1 : -3], "section", True)
         for rel, name in sorted(by_file.items()):
             if rel not in seen and rel != layout.INDEX:
@@ -803,19 +1036,65 @@ class ReadStore:
             add(layout.HISTORY, "history", "history")
         return sources
 
+    def _search_cache(self) -> SearchCache | None:
+        if self.cache_dir is None or not isinstance(self._tree, _WorkTree):
+            return None
+        return SearchCache.for_store(self.cache_dir, self._tree.real_root)
+
+    def _index_key(self) -> StatKey | None:
+        try:
+            st = os.lstat(self.root / layout.INDEX)
+        except OSError:
+            return None
+        return _stat_key(st) if stat.S_ISREG(st.st_mode) else None
+
     def search(
         self, query: Query | str, *, max_results: int = DEFAULT_MAX_RESULTS, history: bool = False
     ) -> SearchResult:
         """Sources matching ``query``, best first; excluded entities are skipped before the limit."""
         q = as_query(query)
         limit = clamp_max_results(max_results)
+        cache = self._search_cache()
+        loaded = cache.load(self._tree.real_root) if cache is not None and isinstance(self._tree, _WorkTree) else None
+        try:
+            return self._search(q, limit, history, cache, loaded)
+        finally:
+            if loaded is not None:
+                loaded.close()
+
+    def _search(
+        self, q: Query, limit: int, history: bool, cache: SearchCache | None, loaded: _LoadedCache | None
+    ) -> SearchResult:
+        built_ns = time.time_ns()
+        index_key = self._index_key() if cache is not None else None
+        if loaded is not None and index_key is not None and loaded.index_key == index_key:
+            rows = loaded.index_rows
+        else:
+            rows = [(r.entity, r.file) for r in self.index.rows]
+        stats: dict[str, os.stat_result] | None = {} if cache is not None else None
+        sources = self._sources(history, rows, stats)
+        use_cache = cache is not None and len(sources) >= self.cache_min_files
+
         skipped: list[str] = []
         candidates: list[tuple[Score, str, tuple[str, str]]] = []
-        for rel, name, kind, listed in self._sources(history):
+        cached: dict[str, tuple[str, str]] = {}  # rel -> (name, kind), answered from the cache
+        fresh: list[tuple[str, StatKey, bytes | None, bytes, str | None]] = []  # for the next build
+        for rel, name, kind, listed in sources:
+            st = stats.get(rel) if stats is not None and listed else None
+            if use_cache and loaded is not None and kind != "history":
+                entry = loaded.trusted(rel, st)
+                if entry is not None:
+                    if entry.skip:
+                        skipped.append(f"{rel}: {entry.skip}")
+                    cached[rel] = (name, kind)  # a skipped entry is never in a span: no match
+                    continue
             try:
                 data = self._tree.read_bytes(rel, MAX_SEARCH_FILE_BYTES, listed=listed)
             except _TooLarge:
-                skipped.append(f"{rel}: larger than {MAX_SEARCH_FILE_BYTES // (1024 * 1024)} MiB")
+                reason = f"larger than {MAX_SEARCH_FILE_BYTES // (1024 * 1024)} MiB"
+                skipped.append(f"{rel}: {reason}")
+                if st is not None:
+                    fresh.append((rel, _stat_key(st), None, b"", reason))
                 continue
             except Refused as exc:
                 skipped.append(f"{rel}: {exc.message}")
@@ -824,11 +1103,34 @@ class ReadStore:
                 continue
             if b"\0" in data:
                 skipped.append(f"{rel}: binary")
+                if st is not None:
+                    fresh.append((rel, _stat_key(st), None, b"", "binary"))
                 continue
-            # history.jsonl is JSON: its entries are rendered first, so escapes do not hide words.
-            score = score_text(_history_text(data), name, q) if kind == "history" else score_bytes(data, name, q)
+            if kind == "history":
+                # history.jsonl is JSON: entries are rendered first, so escapes do not hide words.
+                score = score_text(_history_text(data), name, q)
+            else:
+                folded = fold_bytes(data)
+                headings = heading_lines(folded)
+                score = score_folded(folded, name, q, headings=headings)
+                if use_cache and st is not None:
+                    fresh.append((rel, _stat_key(st), folded, headings, None))
             if score is not None:
                 candidates.append((score, rel, (name, kind)))
+
+        if loaded is not None and cached:
+            candidates += self._cached_candidates(loaded, cached, q)
+
+        rebuilt = False
+        if use_cache and cache is not None:
+            rebuilt = self._refresh_cache(cache, loaded, cached, fresh, built_ns, index_key, rows)
+        self.last_search_stats = {
+            "sources": len(sources),
+            "from_cache": len(cached),
+            "read": len(sources) - len(cached),
+            "rebuilt": int(rebuilt),
+        }
+
         items: list[SearchResultItem] = []
         for score, rel, (name, kind) in top(candidates, limit):
             data = self._tree.read_bytes(rel, MAX_SEARCH_FILE_BYTES) or b""
@@ -856,6 +1158,74 @@ class ReadStore:
             history=history,
         )
 
+    @staticmethod
+    def _cached_candidates(
+        loaded: _LoadedCache, cached: dict[str, tuple[str, str]], q: Query
+    ) -> list[tuple[Score, str, tuple[str, str]]]:
+        """Score the cached files that hold a term. Inlined (no per-file helper calls): with a
+        common word this runs once per file of the store."""
+        spans = loaded.spans
+        blob = loaded.blob
+        terms = q.folded_terms
+        text_terms = q.terms
+        found: list[tuple[Score, str, tuple[str, str]]] = []
+        hits = scan_haystack(blob, [e.offset for e in spans], [e.offset + e.length for e in spans], terms)
+        for span, term_indexes in hits.items():
+            entry = spans[span]
+            source = cached.get(entry.rel)
+            if source is None:
+                continue  # stale, excluded or gone: answered from the store, or not at all
+            text = blob[entry.offset : entry.offset + entry.length]
+            name = source[0].casefold()
+            headings = entry.headings
+            total = 0
+            name_hits = 0
+            for i in term_indexes:
+                total += text.count(terms[i])
+                if terms[i] in headings:
+                    name_hits += 1
+            for term in text_terms:
+                if term in name:
+                    name_hits += 1
+            found.append((Score(len(term_indexes), name_hits, total), entry.rel, source))
+        return found
+
+    def _refresh_cache(
+        self,
+        cache: SearchCache,
+        loaded: _LoadedCache | None,
+        cached: dict[str, tuple[str, str]],
+        fresh: list[tuple[str, StatKey, bytes | None, bytes, str | None]],
+        built_ns: int,
+        index_key: StatKey | None,
+        rows: list[tuple[str, str]],
+    ) -> bool:
+        """Rebuild when many files were read directly (first search, or many changes since);
+        otherwise only record a changed index. Unchanged files come from the old blob. True when
+        a new blob was written."""
+        total = len(cached) + len(fresh)
+        if loaded is None or len(fresh) > max(32, total // 50):
+            entries: list[tuple[str, StatKey, bytes | None, bytes, str | None]] = list(fresh)
+            if loaded is not None:
+                for rel in cached:
+                    entry = loaded.entries[rel]
+                    if entry.offset < 0:
+                        entries.append((rel, entry.key, None, b"", entry.skip))
+                    else:
+                        text = loaded.blob[entry.offset : entry.offset + entry.length]
+                        entries.append((rel, entry.key, text, entry.headings, None))
+            entries.sort(key=lambda e: e[0])
+            return cache.save(
+                self._tree.real_root if isinstance(self._tree, _WorkTree) else str(self.root),
+                built_ns=built_ns,
+                entries=entries,
+                index_key=index_key,
+                index_rows=rows,
+            )
+        if index_key != loaded.index_key:
+            cache.update_index(index_key, rows)
+        return False
+
 
 def _check_name(name: str, what: str) -> str:
     clean = name.strip()
@@ -877,9 +1247,12 @@ def search_store(
     *,
     history: bool = False,
     at: str | None = None,
+    cache_dir: Path | None = None,
 ) -> SearchResult:
-    """Search a store folder (for Dream, ``dream context`` and other callers without the CLI)."""
-    with ReadStore(Path(store), excludes=frozenset(excludes), at=at) as reader:
+    """Search a store folder (for Dream, ``dream context`` and other callers without the CLI).
+
+    ``cache_dir`` lets a large store keep a ``SearchCache`` there (outside the store)."""
+    with ReadStore(Path(store), excludes=frozenset(excludes), at=at, cache_dir=cache_dir) as reader:
         return reader.search(query, max_results=max_results, history=history)
 
 

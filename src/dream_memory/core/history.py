@@ -109,16 +109,16 @@ def parse_line(raw: str, line_no: int) -> ParsedLine:
         try:
             obj, pos = _DECODER.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            error = f"not valid JSON ({exc.msg} at column {exc.pos + 1})"
+            error = f"not valid JSON ({exc.msg}; column {exc.pos + 1})"
             break
         except ValueError as exc:
             # int() refuses numbers of more than 4300 digits, also inside json.loads.
-            error = f"not valid JSON ({exc} at column {pos + 1})"
+            error = f"not valid JSON ({exc}; column {pos + 1})"
             break
         except RecursionError:
             # The C decoder recurses per nesting level; a line of ten thousand "[" must be
             # reported like any other bad line, not crash the reader.
-            error = f"not valid JSON (nested too deeply at column {pos + 1})"
+            error = f"not valid JSON (nested too deeply; column {pos + 1})"
             break
         objects.append(obj)
     entries: list[HistoryEntry] = []
@@ -167,7 +167,9 @@ def next_cursor(counter: int | None, dream_cursor: int | None, seen_cursors: Ite
     return max([0, counter or 0, dream_cursor or 0, *seen_cursors]) + 1
 
 
-_CURSOR_KEY = re.compile(rb'"cursor"\s*:\s*(\d{1,19})(?!\d)')
+# Leading zeros are consumed outside the group, so comparing digit strings by (length, bytes)
+# is comparing numbers, without converting each one.
+_CURSOR_KEY = re.compile(rb'"cursor"\s*:\s*0*(\d{1,19})(?!\d)')
 
 
 def max_cursor_bound(data: bytes) -> int:
@@ -178,7 +180,14 @@ def max_cursor_bound(data: bytes) -> int:
     ``cursor`` keys of foreign objects: allocating above those only leaves a gap. It is ten
     times faster than parsing, which matters because it runs under the lock on every append.
     """
-    return max((n for n in map(int, _CURSOR_KEY.findall(data)) if n <= MAX_CURSOR), default=0)
+    found = _CURSOR_KEY.findall(data)
+    if not found:
+        return 0
+    longest = len(max(found, key=len))
+    best = int(max(m for m in found if len(m) == longest))
+    if best <= MAX_CURSOR:
+        return best
+    return max((n for n in map(int, found) if n <= MAX_CURSOR), default=0)
 
 
 def parse_cursor_text(text: str) -> int | None:

@@ -217,8 +217,14 @@ def min_gap_minutes(expression: str) -> int | None:
 DEFAULT_ACTION = "dream-memory/dream-memory"
 
 
+_FULL_SHA = re.compile(r"@[0-9a-f]{40}$")
+UNPINNED_NOTE = "  # zizmor: ignore[unpinned-uses] (a release tag; pin its SHA)"
+
+
 def render_github_workflow(expression: str, action_ref: str) -> str:
-    return GITHUB_WORKFLOW_TEMPLATE.replace("@@CRON@@", expression).replace("@@ACTION@@", action_ref)
+    """The pull-request workflow; an action reference not pinned to a full SHA says so in place."""
+    uses = action_ref if _FULL_SHA.search(action_ref) else action_ref + UNPINNED_NOTE
+    return GITHUB_WORKFLOW_TEMPLATE.replace("@@CRON@@", expression).replace("@@ACTION@@", uses)
 
 
 def render_k8s_cronjob(expression: str, image: str) -> str:
@@ -245,8 +251,12 @@ concurrency:
 
 jobs:
   dream:
+    name: Dream
     runs-on: ubuntu-latest
     timeout-minutes: 30
+    # The model's API key is an environment secret: Settings > Environments > dream, which can be
+    # limited to the default branch (docs/deploy-github-actions.md).
+    environment: dream
     permissions:
       contents: write  # push the dream/memory branch
       pull-requests: write  # open or update the pull request
@@ -255,6 +265,8 @@ jobs:
         with:
           persist-credentials: false
 
+      # Pin the full commit SHA of the dream-memory release you use:
+      #   dream schedule --format github --action OWNER/REPO@SHA
       - id: dream
         uses: @@ACTION@@
         with:
@@ -264,6 +276,8 @@ jobs:
           DREAM_MODEL: ${{ vars.DREAM_MODEL }}  # a preset or a litellm id, e.g. openai/gpt-4o-mini
           DREAM_API_KEY: ${{ secrets.DREAM_API_KEY }}
 
+      # create-pull-request rebuilds dream/memory from the default branch plus this run's commits
+      # and force-pushes it with a lease (gh pr create alone would not manage the branch).
       - uses: peter-evans/create-pull-request@271a8d0340265f705b14b6d32b9829c1cb33d45e # v7.0.8
         if: steps.dream.outputs.changed == 'true'
         with:

@@ -213,7 +213,12 @@ def register_context(server: MCPServer, reader: ReaderFactory) -> None:
 
 
 def build_server(
-    root: Path, *, excludes: Iterable[str] = (), home: str | None = None, log_level: str = "WARNING"
+    root: Path,
+    *,
+    excludes: Iterable[str] = (),
+    home: str | None = None,
+    cache_dir: Path | None = None,
+    log_level: str = "WARNING",
 ) -> MCPServer:
     """The server for one store. The store is checked now, so a wrong path fails at start."""
     frozen = frozenset(excludes)
@@ -221,7 +226,7 @@ def build_server(
 
     def reader() -> ReadStore:
         # A fresh view per request: index.md and the files are read as they are at that moment.
-        return ReadStore(root, excludes=frozen, home=home)
+        return ReadStore(root, excludes=frozen, home=home, cache_dir=cache_dir)
 
     server: MCPServer = MCPServer(
         SERVER_NAME,
@@ -236,6 +241,8 @@ def build_server(
     return server
 
 
-def serve_stdio(root: Path, *, excludes: Iterable[str] = (), home: str | None = None) -> None:
+def serve_stdio(
+    root: Path, *, excludes: Iterable[str] = (), home: str | None = None, cache_dir: Path | None = None
+) -> None:
     """Run the server on stdin/stdout until the client closes the connection."""
-    build_server(root, excludes=excludes, home=home).run("stdio")
+    build_server(root, excludes=excludes, home=home, cache_dir=cache_dir).run("stdio")

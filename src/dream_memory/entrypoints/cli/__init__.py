@@ -13,6 +13,7 @@ from dream_memory.entrypoints.cli import (
     consolidate_cmd,
     deploy_cmds,
     dream_cmds,
+    eval_cmd,
     history_cmds,
     read_cmds,
     version_cmds,
@@ -34,7 +35,16 @@ def cli() -> None:
     """
 
 
-for _module in (history_cmds, dream_cmds, version_cmds, consolidate_cmd, read_cmds, agent_cmds, deploy_cmds):
+for _module in (
+    history_cmds,
+    dream_cmds,
+    version_cmds,
+    consolidate_cmd,
+    read_cmds,
+    agent_cmds,
+    eval_cmd,
+    deploy_cmds,
+):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 

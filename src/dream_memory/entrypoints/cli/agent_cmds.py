@@ -1,4 +1,4 @@
-"""The agent side: ``dream context`` and the retention evaluation ``dream eval``."""
+"""The agent side: ``dream context``."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from dream_memory.entrypoints.cli._common import (
     emit_json,
     json_option,
     load_settings,
-    not_available,
     note,
     workspace_options,
 )
@@ -49,14 +48,4 @@ def context(
     return 0
 
 
-@command("eval")
-@click.option("--model", default=None, help="Model preset or litellm id ('offline' for the built-in engine).")
-@json_option
-@workspace_options
-def eval_(model: str | None, as_json: bool, workspace: str | None, config_path: str | None) -> int:
-    """Retention evaluation on the bundled scenario set, with the configured model."""
-    not_available("eval", 9)
-    return 0
-
-
-COMMANDS = [context, eval_]
+COMMANDS = [context]

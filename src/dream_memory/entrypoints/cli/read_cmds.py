@@ -15,6 +15,9 @@ import click
 from dream_memory.entrypoints.cli._common import command, emit_json, json_option, load_settings, note, workspace_options
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+
     from dream_memory.app.read import ReadStore
 
 store_option = click.option(
@@ -39,7 +42,17 @@ offset_option = click.option(
 )
 
 
-def open_store(store: str | None, workspace: str | None, config_path: str | None, at: str | None) -> ReadStore:
+def cache_dir(env: Mapping[str, str]) -> Path | None:
+    """Where search may keep its cache: $XDG_CACHE_HOME/dream-memory, else ~/.cache/dream-memory."""
+    from pathlib import Path
+
+    base = env.get("XDG_CACHE_HOME") or (str(Path(env["HOME"]) / ".cache") if env.get("HOME") else "")
+    return Path(base) / "dream-memory" if base and Path(base).is_absolute() else None
+
+
+def open_store(
+    store: str | None, workspace: str | None, config_path: str | None, at: str | None, *, use_cache: bool = False
+) -> ReadStore:
     """The store from ``--store`` > DREAM_MEMORY_STORE > the workspace, with the excludes."""
     from pathlib import Path
 
@@ -47,10 +60,18 @@ def open_store(store: str | None, workspace: str | None, config_path: str | None
 
     settings = load_settings(workspace, config_path)
     root = Path(store).expanduser() if store else settings.store
-    reader = ReadStore(root, excludes=settings.excludes, at=at, home=settings.env.get("HOME") or None)
+    return ReadStore(
+        root,
+        excludes=settings.excludes,
+        at=at,
+        home=settings.env.get("HOME") or None,
+        cache_dir=cache_dir(settings.env) if use_cache else None,
+    )
+
+
+def report_problems(reader: ReadStore) -> None:
     for problem in reader.index_problems:
         note(f"dream: warning: {problem}")
-    return reader
 
 
 @command("resolve")
@@ -68,7 +89,10 @@ def resolve(
     entity resolves PATH.
     """
     with open_store(store, workspace, config_path, at) as reader:
-        result = reader.resolve(path)
+        try:
+            result = reader.resolve(path)
+        finally:
+            report_problems(reader)
     if as_json:
         emit_json(result.to_json())
     else:
@@ -95,7 +119,10 @@ def entity(
 ) -> int:
     """An entity's file, bounded at 200 lines or 16 KiB (exit 1 when unknown or excluded)."""
     with open_store(store, workspace, config_path, at) as reader:
-        result = reader.entity(name, offset_line=offset_line)
+        try:
+            result = reader.entity(name, offset_line=offset_line)
+        finally:
+            report_problems(reader)
     _emit_page(result, as_json)
     return 0
 
@@ -123,7 +150,10 @@ def section(
     memory/MEMORY.md and observations.md.
     """
     with open_store(store, workspace, config_path, at) as reader:
-        result = reader.section(name, offset_line=offset_line)
+        try:
+            result = reader.section(name, offset_line=offset_line)
+        finally:
+            report_problems(reader)
     _emit_page(result, as_json)
     return 0
 
@@ -150,6 +180,11 @@ def _emit_page(result: object, as_json: bool) -> None:
     help="At most this many sources (clamped to 1..50).",
 )
 @click.option("--history", is_flag=True, help="Also search memory/history.jsonl.")
+@click.option(
+    "--no-cache",
+    is_flag=True,
+    help="Read every file; keep no search cache (large stores keep one under $XDG_CACHE_HOME/dream-memory).",
+)
 @at_option
 @store_option
 @json_option
@@ -159,6 +194,7 @@ def search(
     query: str,
     max_results: int,
     history: bool,
+    no_cache: bool,
     at: str | None,
     store: str | None,
     as_json: bool,
@@ -170,14 +206,18 @@ def search(
     Every word (or "quoted phrase") is matched case-insensitively. Sources rank by terms covered,
     then terms in their name or headings, then hits, then path. Searched: entities/, sections/,
     SOUL.md, USER.md, memory/MEMORY.md and observations.md (and history with --history).
+    Stores of 500 files or more keep a search cache outside the store, refreshed from changed files.
     """
     from dream_memory.core.search import clamp_max_results
 
     limit = clamp_max_results(max_results)
     if limit != max_results:
         note(f"dream: --max-results {max_results} is out of range; using {limit} (1..50)")
-    with open_store(store, workspace, config_path, at) as reader:
-        result = reader.search(query, max_results=limit, history=history)
+    with open_store(store, workspace, config_path, at, use_cache=not no_cache) as reader:
+        try:
+            result = reader.search(query, max_results=limit, history=history)
+        finally:
+            report_problems(reader)
     for skipped in result.skipped:
         note(f"dream: skipped {skipped}")
     if as_json:
@@ -206,7 +246,9 @@ def mcp(*, store: str | None, workspace: str | None, config_path: str | None) ->
 
     settings = load_settings(workspace, config_path)
     root = Path(store).expanduser() if store else settings.store
-    serve_stdio(root, excludes=settings.excludes, home=settings.env.get("HOME") or None)
+    serve_stdio(
+        root, excludes=settings.excludes, home=settings.env.get("HOME") or None, cache_dir=cache_dir(settings.env)
+    )
     return 0
 
 

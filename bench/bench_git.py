@@ -1,0 +1,202 @@
+"""GitStore benchmarks in a repository with a long history (5,000 commits; 500 with --quick).
+
+- One Dream-sized commit (three memory files changed, through versioning.apply_commit: journal,
+  objects, ref, files, index) beside `git add && git commit` of the same three files on the same
+  repository; the ratio of the two is the gated figure (measured side by side in one run).
+- `dream log`, `dream log <4-hex prefix>` and `dream restore <sha>` as the user runs them (a
+  process each, interpreter start included), and the same use cases in-process.
+
+Run: ``.venv/bin/python bench/bench_git.py [--quick] [--json]``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import Section, main
+
+from dream_memory.adapters.git import GitStore
+from dream_memory.app.versioning import apply_commit, ensure_versioned, latest_dream_change, restore_commit
+from dream_memory.settings import DEFAULT_GIT_AUTHOR
+from dream_memory.testing import FrozenClock, build_workspace
+
+DREAM = [
+    sys.executable,
+    "-c",
+    "import sys; sys.argv[0] = 'dream'; from dream_memory.entrypoints.cli import main; main()",
+]
+REPEAT = 5
+
+
+def _env(home: Path) -> dict[str, str]:
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "GIT_AUTHOR_NAME": "bench",
+        "GIT_AUTHOR_EMAIL": "bench@localhost",
+        "GIT_COMMITTER_NAME": "bench",
+        "GIT_COMMITTER_EMAIL": "bench@localhost",
+    }
+
+
+def _history(ws: Path, commits: int, env: dict[str, str]) -> None:
+    """``commits`` Dream-like commits on top of `memory: init`, through git fast-import."""
+    head = _output(["git", "rev-parse", "HEAD"], ws, env).strip()
+    chunks: list[bytes] = []
+    for i in range(commits):
+        message = f"dream: batch {i}\n\nDream-Range: {i * 3 + 1}..{i * 3 + 3}\n".encode()
+        memory = ("# Memory\n" + "".join(f"- fact {j}\n" for j in range(max(0, i - 40), i + 1))).encode()
+        cursor = f"{i * 3 + 3}\n".encode()
+        chunks.append(b"commit refs/heads/main\n")
+        chunks.append(f"committer dream-memory <dream-memory@localhost> {1_700_000_000 + i * 60} +0000\n".encode())
+        chunks.append(b"data %d\n%s\n" % (len(message), message))
+        if i == 0:
+            chunks.append(f"from {head}\n".encode())
+        chunks.append(b"M 100644 inline memory/MEMORY.md\ndata %d\n%s\n" % (len(memory), memory))
+        chunks.append(b"M 100644 inline memory/.dream_cursor\ndata %d\n%s\n" % (len(cursor), cursor))
+        if i % 10 == 0:
+            skill = f"---\nname: skill-{i}\n---\nnotes {i}\n".encode()
+            chunks.append(b"M 100644 inline skills/s%d/SKILL.md\ndata %d\n%s\n" % (i, len(skill), skill))
+    subprocess.run(["git", "fast-import", "--quiet"], cwd=ws, input=b"".join(chunks), env=env, check=True)
+    subprocess.run(["git", "reset", "-q", "--hard", "main"], cwd=ws, env=env, check=True)
+
+
+def _three_files(ws: Path, n: int) -> dict[str, bytes]:
+    memory = (ws / "memory/MEMORY.md").read_bytes() + f"- bench fact {n}\n".encode()
+    user = (ws / "USER.md").read_bytes() + f"- bench preference {n}\n".encode()
+    return {"memory/MEMORY.md": memory, "USER.md": user, "memory/.dream_cursor": f"{90_000 + n}\n".encode()}
+
+
+def run(quick: bool) -> list[Section]:
+    commits = 500 if quick else 5000
+    with tempfile.TemporaryDirectory(prefix="dream-bench-git-") as tmp:
+        root = Path(tmp)
+        home = root / "home"
+        home.mkdir()
+        env = _env(home)
+        ws = build_workspace(root / "ws")
+        clock = FrozenClock(step=1)
+        with GitStore.open(ws, author=DEFAULT_GIT_AUTHOR, clock=clock) as store:
+            ensure_versioned(store)
+        start = time.perf_counter()
+        _history(ws, commits, env)
+        built = time.perf_counter() - start
+        subprocess.run(["git", "gc", "-q"], cwd=ws, env=env, check=True)  # a long-lived repository is packed
+
+        ours: list[float] = []
+        ours_open: list[float] = []
+        theirs: list[float] = []
+        for n in range(REPEAT):
+            changes = _three_files(ws, n)
+            start = time.perf_counter()
+            with GitStore.open(ws, author=DEFAULT_GIT_AUTHOR, clock=clock) as store:
+                opened = time.perf_counter()
+                sha = apply_commit(store, changes, f"dream: bench {n}\n\nDream-Range: {n}..{n}")
+            done = time.perf_counter()
+            assert sha is not None
+            ours.append(done - opened)
+            ours_open.append(done - start)
+
+            for rel, data in _three_files(ws, n + 100).items():
+                (ws / rel).write_bytes(data)
+            start = time.perf_counter()
+            subprocess.run(["git", "add", *changes], cwd=ws, env=env, check=True)
+            subprocess.run(["git", "commit", "-q", "--no-verify", "-m", f"git bench {n}"], cwd=ws, env=env, check=True)
+            theirs.append(time.perf_counter() - start)
+        status = _output(["git", "status", "--porcelain"], ws, env)
+        assert status == "", status
+        best_ours, best_open, best_git = min(ours), min(ours_open), min(theirs)
+        commit_section = Section(
+            key="git.commit",
+            title=f"One Dream-sized commit (3 memory files) in a repository with {commits:,} commits",
+            columns=["how", "best of 5 (ms)", "ratio to git"],
+            rows=[
+                ["versioning.apply_commit (repository already open)", best_ours * 1000, best_ours / best_git],
+                ["GitStore.open + apply_commit", best_open * 1000, best_open / best_git],
+                ["git add && git commit (two processes)", best_git * 1000, 1.0],
+            ],
+            command="python bench/bench_git.py" + (" --quick" if quick else ""),
+            notes=[
+                f"History built with git fast-import in {built:.1f} s, then `git gc`. "
+                "apply_commit writes a journal, the objects and the ref, then the files and the index, "
+                "each durably; git's time includes starting its two processes."
+            ],
+            deterministic={"commits": float(commits)},
+            ratios={"apply_commit_over_git": best_ours / best_git},
+        )
+
+        # a Dream commit to look at and to restore (restore needs its files unchanged since)
+        with GitStore.open(ws, author=DEFAULT_GIT_AUTHOR, clock=clock) as store:
+            target = apply_commit(
+                store, {"SOUL.md": b"# Soul\n- bench voice\n"}, "dream: bench soul\n\nDream-Range: 1..2"
+            )
+        assert target is not None
+        rows = []
+        for label, args in (
+            ("dream log", ["log"]),
+            ("dream log <4-hex prefix>", ["log", target[:4]]),
+            ("dream log --json A..B (20 commits apart)", ["log", "--json", "HEAD~20..HEAD"]),
+        ):
+            rows.append([label, _best_cli(args, ws, env)])
+        start = time.perf_counter()
+        _output([*DREAM, "restore", target[:10], "--workspace", str(ws)], ws, env)
+        restore_cli = time.perf_counter() - start
+        rows.append(["dream restore <sha>", restore_cli])
+        python_start = _best(lambda: _output([sys.executable, "-c", "pass"], ws, env))
+        rows.append(["python -c pass (interpreter start)", python_start])
+        with GitStore.open(ws, author=DEFAULT_GIT_AUTHOR, clock=clock) as store:
+            log_inproc = _best(lambda: latest_dream_change(store))
+            prefix_inproc = _best(lambda: store.resolve(target[:4]))
+            start = time.perf_counter()
+            restore_commit(store, "HEAD")  # undo the restore: in-process this time
+            restore_inproc = time.perf_counter() - start
+        rows += [
+            ["latest_dream_change (in-process)", log_inproc],
+            ["resolve(<4-hex prefix>) (in-process)", prefix_inproc],
+            ["restore_commit (in-process)", restore_inproc],
+        ]
+        cli_section = Section(
+            key="git.cli",
+            title=f"dream log and dream restore in a repository with {commits:,} commits",
+            columns=["command", "ms"],
+            rows=[[label, seconds * 1000] for label, seconds in rows],
+            command="python bench/bench_git.py" + (" --quick" if quick else ""),
+            notes=["CLI rows are one process each (best of 3 for log), interpreter and imports included."],
+            ratios={"log_cli_over_python_start": rows[0][1] / rows[4][1]},
+        )
+        return [commit_section, cli_section]
+
+
+def _output(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
+    proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, f"{argv[:3]}: {proc.stderr}"
+    return proc.stdout
+
+
+def _best(fn, repeat: int = 3) -> float:  # type: ignore[no-untyped-def]
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _best_cli(args: list[str], ws: Path, env: dict[str, str]) -> float:
+    def once() -> None:
+        _output([*DREAM, *args, "--workspace", str(ws)], ws, env)
+
+    return _best(once)
+
+
+if __name__ == "__main__":
+    main(run)

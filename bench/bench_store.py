@@ -1,0 +1,164 @@
+"""history.jsonl store benchmarks: appends per second (one process, and 8 processes contending
+for memory/.history.lock), reading from a cursor (a 1,000-entry file; a 100,000-line archive
+reached by a --replay), and compaction.
+
+Every append is durable: an fsync of history.jsonl, then .cursor rewritten atomically (temp file,
+fsync, rename, fsync of the folder), all under the cross-process lock; so appends/s is bounded by
+the disk's fsync latency, which the table reports beside it.
+
+Run: ``.venv/bin/python bench/bench_store.py [--quick] [--json]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from harness import Section, best_of, main
+
+from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.core.history import HistoryEntry
+from dream_memory.testing import FrozenClock, build_workspace
+
+CONTENT = "- User prefers dark mode; decided to use PostgreSQL for the event store (ADR-12)"
+WRITER = """
+import sys, time
+from pathlib import Path
+from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.testing import FrozenClock
+log = HistoryLog(Path(sys.argv[1]), clock=FrozenClock(), lock_timeout=300)
+n = int(sys.argv[2])
+while not Path(sys.argv[3]).exists():
+    time.sleep(0.001)
+for i in range(n):
+    log.append(f"writer entry {i}")
+"""
+
+
+def _fsync_ms(folder: Path) -> float:
+    path = folder / "fsync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        start = time.perf_counter()
+        for _ in range(50):
+            os.write(fd, b"x")
+            os.fsync(fd)
+        return (time.perf_counter() - start) / 50 * 1000
+    finally:
+        os.close(fd)
+
+
+def _write_history(path: Path, first: int, count: int, month: str = "2026-04") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for cursor in range(first, first + count):
+            entry = HistoryEntry(cursor, f"{month}-03 00:02", f"{CONTENT} #{cursor}", "cli:direct")
+            handle.write(entry.to_json_line() + "\n")
+
+
+def bench_appends(tmp: Path, quick: bool) -> Section:
+    single_n = 200 if quick else 1000
+    per_writer = 50 if quick else 250
+    ws = build_workspace(tmp / "append-one")
+    log = HistoryLog(ws, clock=FrozenClock())
+    start = time.perf_counter()
+    for i in range(single_n):
+        log.append(f"{CONTENT} {i}")
+    single = single_n / (time.perf_counter() - start)
+
+    ws8 = build_workspace(tmp / "append-eight")
+    go = tmp / "go"
+    procs = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(ws8), str(per_writer), str(go)]) for _ in range(8)
+    ]
+    time.sleep(1.5)  # let the interpreters start; the clock starts when all may go
+    start = time.perf_counter()
+    go.touch()
+    for proc in procs:
+        proc.wait()
+    elapsed = time.perf_counter() - start
+    total = 8 * per_writer
+    entries = HistoryLog(ws8, clock=FrozenClock()).scan().entries
+    assert len({e.cursor for e in entries}) == total
+    fsync = _fsync_ms(tmp)
+    return Section(
+        key="store.append",
+        title="Appends to history.jsonl (durable, under memory/.history.lock)",
+        columns=["writers", "entries", "appends/s", "ms per append"],
+        rows=[
+            [1, single_n, single, 1000 / single],
+            [8, total, total / elapsed, elapsed * 1000 / total],
+        ],
+        command="python bench/bench_store.py" + (" --quick" if quick else ""),
+        notes=[f"fsync of one small write on this disk: {fsync:.2f} ms; an append does three fsyncs."],
+        deterministic={"entries_8_writers": float(total)},
+    )
+
+
+def bench_reads(tmp: Path, quick: bool) -> Section:
+    archive_lines = 20_000 if quick else 100_000
+    ws = build_workspace(tmp / "read")
+    _write_history(ws / "memory/history.jsonl", archive_lines + 1, 1000)
+    _write_history(ws / "memory/archive/history-2026-03.jsonl", 1, archive_lines, "2026-03")
+    (ws / "memory/.dream_cursor").write_text(f"{archive_lines + 500}\n", encoding="utf-8")
+    log = HistoryLog(ws, clock=FrozenClock())
+    pending = log.entries_after(archive_lines + 500)
+    replay = log.entries_after(10)
+    assert len(pending) == 500 and len(replay) == archive_lines + 1000 - 10
+    t_pending = best_of(lambda: log.entries_after(archive_lines + 500), 5)
+    t_scan = best_of(lambda: log.scan(report=False), 5)
+    t_replay = best_of(lambda: log.entries_after(10), 3)
+    return Section(
+        key="store.read",
+        title="Reading history from a cursor",
+        columns=["read", "entries returned", "ms"],
+        rows=[
+            ["scan of a 1,000-entry history.jsonl", 1000, t_scan * 1000],
+            ["entries after .dream_cursor (archive not opened)", len(pending), t_pending * 1000],
+            [f"entries after cursor 10 (--replay; {archive_lines:,}-line archive)", len(replay), t_replay * 1000],
+        ],
+        command="python bench/bench_store.py" + (" --quick" if quick else ""),
+        notes=["The archive is only parsed when a byte-level scan shows it holds a cursor above the one asked for."],
+        deterministic={"replay_entries": float(len(replay))},
+        ratios={"replay_over_pending": t_replay / t_pending},
+    )
+
+
+def bench_compaction(tmp: Path, quick: bool) -> Section:
+    rows = []
+    for total in (2_000, 10_000) if not quick else (2_000,):
+        ws = build_workspace(tmp / f"compact-{total}")
+        _write_history(ws / "memory/history.jsonl", 1, total)
+        log = HistoryLog(ws, clock=FrozenClock())
+        start = time.perf_counter()
+        result = log.compact(dream_cursor=total, max_entries=1000)
+        elapsed = time.perf_counter() - start
+        assert result.archived == total - 1000
+        rows.append([total, result.archived, elapsed * 1000])
+    return Section(
+        key="store.compact",
+        title="Compaction to 1,000 entries (every entry consumed)",
+        columns=["entries before", "moved to memory/archive/", "ms"],
+        rows=rows,
+        command="python bench/bench_store.py" + (" --quick" if quick else ""),
+        deterministic={"archived_2000": float(rows[0][1])},
+    )
+
+
+def run(quick: bool) -> list[Section]:
+    with tempfile.TemporaryDirectory(prefix="dream-bench-store-") as tmp:
+        root = Path(tmp)
+        return [bench_appends(root, quick), bench_reads(root, quick), bench_compaction(root, quick)]
+
+
+if __name__ == "__main__":
+    main(run)
+    if "--json" not in sys.argv:
+        print(json.dumps({"python": sys.version.split()[0]}))

