@@ -121,7 +121,7 @@ def bench_reads(tmp: Path, quick: bool) -> Section:
         columns=["read", "entries returned", "ms"],
         rows=[
             ["scan of a 1,000-entry history.jsonl", 1000, t_scan * 1000],
-            ["entries after .dream_cursor (archive not opened)", len(pending), t_pending * 1000],
+            ["entries after .dream_cursor (archive byte-scanned, not parsed)", len(pending), t_pending * 1000],
             [f"entries after cursor 10 (--replay; {archive_lines:,}-line archive)", len(replay), t_replay * 1000],
         ],
         command="python bench/bench_store.py" + (" --quick" if quick else ""),

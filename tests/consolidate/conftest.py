@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from consolidate_helpers import FIXTURES, Cli, make_cli
+
 from dream_memory.adapters.offline import OfflineModel
 from dream_memory.testing.llm_server import ScriptedLLMServer, from_chat_model
 

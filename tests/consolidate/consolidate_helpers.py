@@ -119,13 +119,23 @@ def turn(
                 "role": "assistant",
                 "content": "",
                 "tool_calls": [
-                    {"id": call_id, "type": "function", "function": {"name": "exec", "arguments": f'{{"n": "t{i}-args{k}{pad}"}}'}}
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "exec", "arguments": f'{{"n": "t{i}-args{k}{pad}"}}'},
+                    }
                 ],
                 "timestamp": stamp,
             }
         )
         messages.append(
-            {"role": "tool", "tool_call_id": call_id, "name": "exec", "content": f"t{i}-result{k}{pad}", "timestamp": stamp}
+            {
+                "role": "tool",
+                "tool_call_id": call_id,
+                "name": "exec",
+                "content": f"t{i}-result{k}{pad}",
+                "timestamp": stamp,
+            }
         )
     messages.append({"role": "assistant", "content": f"t{i}-answer{pad}", "timestamp": stamp})
     return messages
@@ -159,9 +169,11 @@ def raw_text(entries: Iterable[Mapping[str, Any]]) -> str:
 
 def memory_snapshot(workspace: Path) -> dict[str, bytes]:
     folder = workspace / "memory"
-    return {
-        p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file() and not p.name.endswith(".lock")
-    } if folder.is_dir() else {}
+    return (
+        {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file() and not p.name.endswith(".lock")}
+        if folder.is_dir()
+        else {}
+    )
 
 
 _MARKER = re.compile(r"t\d+-[a-z]+\d*")

@@ -3,13 +3,13 @@ OpenAI-compatible server on 127.0.0.1, real session files and a real workspace o
 
 from __future__ import annotations
 
+import errno
 import json
 import random
 from pathlib import Path
 from typing import Any
 
 import pytest
-
 from consolidate_helpers import (
     Cli,
     echo_responder,
@@ -23,6 +23,8 @@ from consolidate_helpers import (
     turns,
     use_server,
 )
+
+from dream_memory.adapters import fsutil
 from dream_memory.adapters.tokens import default_counter
 from dream_memory.core.consolidation import ENTRY_CAP_BYTES
 from dream_memory.core.history import format_timestamp, parse_timestamp
@@ -179,7 +181,9 @@ def test_a_200000_character_tool_result_is_archived_whole_when_the_model_fails(i
     entries = history(isolated.workspace)
     assert len(entries) > 12
     assert all(len(e["content"].encode("utf-8")) <= ENTRY_CAP_BYTES for e in entries)
-    assert all(e["content"].startswith(f"[RAW] 6 messages (part {i} of {len(entries)})\n") for i, e in enumerate(entries, 1))
+    assert all(
+        e["content"].startswith(f"[RAW] 6 messages (part {i} of {len(entries)})\n") for i, e in enumerate(entries, 1)
+    )
     assert payload in raw_text(entries)
 
 
@@ -274,7 +278,9 @@ def test_over_budget_leaves_about_half_the_budget(isolated: Cli, offline_server:
     assert by_key["short"]["outcome"] == "skipped" and "within budget" in by_key["short"]["reason"]
 
 
-def test_update_sessions_changes_only_the_last_consolidated_digits(isolated: Cli, offline_server: ScriptedLLMServer) -> None:
+def test_update_sessions_changes_only_the_last_consolidated_digits(
+    isolated: Cli, offline_server: ScriptedLLMServer
+) -> None:
     """--update-sessions writes last_consolidated into the metadata line and nothing else: every
     other byte of that line and every other line stay as they were; a second run writes nothing."""
     use_server(isolated, offline_server)
@@ -301,7 +307,9 @@ def test_update_sessions_changes_only_the_last_consolidated_digits(isolated: Cli
     assert path.read_bytes() == after
 
 
-def test_update_sessions_adds_a_missing_last_consolidated_at_the_end(isolated: Cli, offline_server: ScriptedLLMServer) -> None:
+def test_update_sessions_adds_a_missing_last_consolidated_at_the_end(
+    isolated: Cli, offline_server: ScriptedLLMServer
+) -> None:
     """A metadata line without last_consolidated gets it appended; the rest stays as it was."""
     use_server(isolated, offline_server)
     path = session(isolated, "cli:direct", turns(3))
@@ -403,3 +411,55 @@ def test_all_takes_every_session_file_and_ignores_lock_files(isolated: Cli, offl
     assert sorted(s["key"] for s in report["sessions"]) == ["a", "b:c"]
     result = isolated.run("consolidate", "--session", "nope.jsonl", "--model", "offline")
     assert result.exit_code == 2 and "nope.jsonl" in result.stderr
+
+
+def test_after_a_reset_no_stale_position_is_written_back(isolated: Cli, offline_server: ScriptedLLMServer) -> None:
+    """When the agent resets a session (/new) to a short one, --update-sessions does not write the
+    old file's position into it, and the stale progress is forgotten (no second detection)."""
+    use_server(isolated, offline_server)
+    path = session(isolated, "cli:direct", turns(6))
+    assert isolated.consolidate("--all", "--force", "--update-sessions")[0] == 0
+    assert json.loads(path.read_text(encoding="utf-8").split("\n")[0])["last_consolidated"] == 10
+    session(isolated, "cli:direct", turn(60))
+    code, report = isolated.consolidate("--all", "--force", "--update-sessions")
+    assert code == 0 and report["sessions"][0]["outcome"] == "skipped"
+    assert any("reset" in n for n in report["sessions"][0]["notes"])
+    assert json.loads(path.read_text(encoding="utf-8").split("\n")[0])["last_consolidated"] == 0
+    assert progress(isolated.workspace)["sessions"] == {}
+    code, again = isolated.consolidate("--all", "--force", "--update-sessions")
+    assert code == 0 and again["sessions"][0]["notes"] == []
+
+
+def test_a_full_disk_fails_the_run_and_the_next_run_finishes_the_slice(
+    isolated: Cli, offline_server: ScriptedLLMServer
+) -> None:
+    """When history.jsonl cannot be appended to (ENOSPC), the run stops with exit 1 and says so,
+    the other sessions are not attempted, and the next run appends the planned slice once,
+    without asking the model again, then carries on."""
+    use_server(isolated, offline_server)
+    first = turns(4, keep=True)
+    second = [dict(m, content=str(m["content"]).replace("t", "s", 1)) for m in turns(4, keep=True)]
+    session(isolated, "a", first)
+    session(isolated, "b", second)
+
+    def full_disk(site: str, path: Path) -> None:
+        if site == "history.append":
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    fsutil.set_fault_injector(full_disk)
+    try:
+        code, report = isolated.consolidate("--all", "--force")
+    finally:
+        fsutil.set_fault_injector(None)
+    assert code == 1 and report["status"] == "failed"
+    assert [s["outcome"] for s in report["sessions"]] == ["failed", "not_attempted"]
+    assert "no space left" in report["sessions"][0]["error"]
+    assert history(isolated.workspace) == [] and progress(isolated.workspace)["pending"] is not None
+    calls = len(offline_server.completion_requests())
+    code, report = isolated.consolidate("--all", "--force")
+    assert code == 0 and report["status"] == "ok", report
+    assert report["recovered"][0]["outcome"] == "finished" and report["recovered"][0]["path"] == "sessions/a.jsonl"
+    assert len(offline_server.completion_requests()) == calls + 1  # session b only
+    text = "\n".join(e["content"] for e in history(isolated.workspace))
+    for mk in markers(json.dumps(first[:-2])):
+        assert text.count(mk) == 1, mk

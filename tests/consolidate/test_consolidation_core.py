@@ -167,7 +167,7 @@ def test_parts_for_the_model_keep_every_line_in_order() -> None:
 
 
 def test_nothing_is_recognised_in_its_usual_spellings() -> None:
-    """"(nothing)", "- (nothing)", "Nothing." mean no entry; a real summary does not."""
+    """`(nothing)`, `- (nothing)` and `Nothing.` mean no entry; a real summary does not."""
     assert all(is_nothing(t) for t in ("(nothing)", " - (nothing)\n", "Nothing.", "(NOTHING)"))
     assert not is_nothing("- nothing was decided about the database, user prefers sqlite")
 

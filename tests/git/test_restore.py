@@ -94,7 +94,7 @@ def test_a_conflict_changes_nothing_and_force_says_what_it_threw_away(tmp_path: 
 def test_cursor_and_state_are_left_alone_unless_replay(tmp_path: Path, dream, git, dream_commit) -> None:
     """.dream_cursor and .dream_state.json are neither conflict-checked nor written by a restore:
     restoring memory does not re-queue history. --replay moves the cursor back to just before
-    the commit's range, in the revert commit, and says how many entries the next run re-reads."""
+    the commit's range, in the revert commit, and says how many entries the next run reads."""
     history = [HistoryEntry(c, "2026-04-03 00:02", f"- fact {c}") for c in range(1, 10)]
     ws = _init(tmp_path, dream, history=history)
     first = dream_commit(ws, {"memory/MEMORY.md": "# Memory\n- from 1..5\n", "memory/.dream_state.json": '{"version": 1}\n'}, "first", (1, 5))
@@ -137,7 +137,34 @@ def test_replay_reads_the_archive_when_compaction_moved_the_range(tmp_path: Path
     proc = dream("restore", old, "--replay", "--workspace", str(ws))
     assert proc.returncode == 0, proc.stderr
     assert "--replay: the Dream cursor moved from 50 to 10" in proc.stdout
-    assert "--replay: the next Dream run re-reads 10 entries, 10 of them from memory/archive/" in proc.stdout
+    assert "--replay: the next Dream run reads 50 entries from cursor 11 on, 40 of them from memory/archive/" in proc.stdout
     pending = HistoryLog(ws, clock=FrozenClock()).entries_after(10)
     assert [e.cursor for e in pending] == list(range(11, 61))
     assert pending[0].content == "- fact 11"
+    status = json.loads(dream("status", "--json", "--workspace", str(ws)).stdout)
+    assert (status["dream_cursor"], status["pending"]) == (10, 50)  # archived entries count as pending
+
+
+def test_a_restore_during_a_dream_run_is_exit_75(tmp_path: Path, dream, dream_commit) -> None:
+    """While a Dream run holds memory/.dream.lock, a restore does nothing and exits 75."""
+    import subprocess
+    import sys
+
+    ws = _init(tmp_path, dream)
+    sha = dream_commit(ws, {"USER.md": "# User\n- x\n"}, "x", (1, 1))
+    code = (
+        "import sys, time\nfrom datetime import datetime, timezone\nfrom pathlib import Path\n"
+        "from dream_memory.adapters.locks import dream_lock\n"
+        "with dream_lock(Path(sys.argv[1]), now=datetime.now(timezone.utc)):\n"
+        "    print('locked', flush=True)\n    time.sleep(60)\n"
+    )
+    holder = subprocess.Popen([sys.executable, "-c", code, str(ws)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        proc = dream("restore", sha, "--workspace", str(ws))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 75
+    assert f"locked by another Dream run (pid {holder.pid}" in proc.stderr
+    assert _read(ws, "USER.md") == "# User\n- x\n"

@@ -217,3 +217,13 @@ def test_filtered_index_drops_excluded_rows() -> None:
     shown = filtered_index_text(text, parse_index(text), frozenset({"secret"}))
     assert "nix" in shown
     assert "e/s.md" not in shown
+
+
+def test_parsing_only_one_entity_finds_the_same_row() -> None:
+    """Looking one entity up in a large index gives the row a full parse gives."""
+    rows = [f"| e{i} | entities/e{i}.md | /r/e{i} |" for i in range(300)]
+    text = table(*rows)
+    full = parse_index(text).find("E150")
+    quick = parse_index(text, only="e150").find("e150")
+    assert full is not None and quick == full
+    assert parse_index(text, only="nope").rows == ()

@@ -144,3 +144,19 @@ def test_a_held_history_lock_gives_up_after_the_bound(tmp_path: Path) -> None:
         holder.kill()
         holder.wait()
     assert log.append("- then goes through").cursor == 1  # the kernel released the dead holder's lock
+
+
+def test_the_lock_is_reentrant_for_its_holder(tmp_path: Path) -> None:
+    """Code that holds the history lock (to read and append as one step) can append inside it
+    without waiting on itself, while other holders are still excluded."""
+    workspace = build_workspace(tmp_path / "ws")
+    log = HistoryLog(workspace, clock=FrozenClock(), lock_timeout=0.5)
+    start = time.monotonic()
+    with log.lock():
+        first = log.append("- inside the lock")
+        with pytest.raises(HistoryError):
+            HistoryLog(workspace, clock=FrozenClock(), lock_timeout=0.2).append("- another writer")
+        second = log.append("- still inside")
+    assert time.monotonic() - start < 5
+    assert (first.cursor, second.cursor) == (1, 2)
+    assert log.append("- after").cursor == 3

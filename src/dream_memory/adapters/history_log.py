@@ -134,11 +134,24 @@ class HistoryLog:
         self.lock_timeout = lock_timeout
         self._on_problem = on_problem
         self._reported = _Reported()
+        self._lock_depth = 0
 
     # --- locking -----------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
+        """Hold memory/.history.lock for the block, waiting at most ``lock_timeout`` seconds.
+
+        Re-entrant for this object: a caller that already holds it (to read and append as one
+        step, say) may call ``append`` inside without waiting on itself.
+        """
+        if self._lock_depth:
+            self._lock_depth += 1
+            try:
+                yield
+            finally:
+                self._lock_depth -= 1
+            return
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
         # Holds last milliseconds; filelock's default 50 ms poll would leave the lock idle
         # most of the time while several appenders wait for it.
@@ -150,9 +163,11 @@ class HistoryLog:
                 f"{layout.HISTORY_LOCK} is held by another writer for more than {self.lock_timeout:g} s",
                 hint="another append, consolidation or compaction is running; try again",
             ) from None
+        self._lock_depth = 1
         try:
             yield
         finally:
+            self._lock_depth = 0
             lock.release()
 
     # --- reading -----------------------------------------------------------------------------

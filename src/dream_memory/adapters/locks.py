@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import socket
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,6 +46,23 @@ def _parse_holder(text: str) -> LockHolder | None:
         return None
     pid = data.get("pid")
     return LockHolder(pid if isinstance(pid, int) else None, data.get("host"), data.get("started"))
+
+
+# `current_holder` probes with a shared lock for a few microseconds; a run starting at that very
+# moment must not give up (exit 75) because of a `dream status`. A real holder holds for minutes.
+_PROBE_GRACE_SECONDS = 0.25
+
+
+def _flock_exclusive(fd: int) -> None:
+    deadline = time.monotonic() + _PROBE_GRACE_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.01)
 
 
 def lock_path(workspace: Path) -> Path:
@@ -81,7 +99,7 @@ def dream_lock(workspace: Path, *, now: datetime) -> Iterator[LockHolder | None]
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            _flock_exclusive(fd)
         except BlockingIOError:
             with open(path, encoding="utf-8", errors="replace") as handle:
                 holder = _parse_holder(handle.read())

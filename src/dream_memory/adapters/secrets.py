@@ -9,8 +9,9 @@ never values. LESSONS: users' keys and bot tokens reached memory files and publi
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -58,9 +59,8 @@ def _kind_of(secret_type: str) -> str:
 def _plugins() -> tuple[Any, ...]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    return tuple(
-        cls() for cls in get_mapping_from_secret_type_to_class().values() if cls.__name__ not in _SKIPPED_DETECTORS
-    )
+    classes: list[Any] = list(get_mapping_from_secret_type_to_class().values())
+    return tuple(cls() for cls in classes if cls.__name__ not in _SKIPPED_DETECTORS)
 
 
 def _looks_harmless(value: str, line: str) -> bool:
@@ -98,12 +98,12 @@ class SecretScanner:
             return f"[REDACTED:{kind}]"
 
         for kind, pattern in _PATTERNS:
-            text = pattern.sub(lambda m, k=kind: self._replace_match(m, k, mark), text)
+            text = pattern.sub(functools.partial(self._replace_match, kind=kind, mark=mark), text)
         if any(c.isalnum() for c in text):
             text = "".join(self._redact_line(line, mark) for line in text.splitlines(keepends=True))
         return text, counts
 
-    def _replace_match(self, match: re.Match[str], kind: str, mark: Any) -> str:
+    def _replace_match(self, match: re.Match[str], *, kind: str, mark: Callable[[str], str]) -> str:
         whole = match.group(0)
         if "secret" in match.re.groupindex:
             value = match.group("secret")
@@ -113,9 +113,9 @@ class SecretScanner:
             return whole[:start] + mark(kind) + whole[start + len(value) :]
         if self._allowed(whole):
             return whole
-        return str(mark(kind))
+        return mark(kind)
 
-    def _redact_line(self, line: str, mark: Any) -> str:
+    def _redact_line(self, line: str, mark: Callable[[str], str]) -> str:
         findings: list[tuple[str, str]] = []
         for plugin in _plugins():
             try:

@@ -137,15 +137,17 @@ class ConsolidationStore:
 def consolidation_lock(root: Path, *, timeout: float = 0.0) -> Iterator[None]:
     """One consolidation per workspace at a time; another one finds it busy (exit 75)."""
     path = root / CONSOLIDATION_LOCK
-    path.parent.mkdir(parents=True, exist_ok=True)
     lock = filelock.FileLock(str(path), timeout=timeout)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         lock.acquire()
-    except filelock.Timeout:
+    except filelock.Timeout:  # before OSError: filelock's Timeout is a TimeoutError
         raise LockBusy(
             f"another dream consolidate is running on this workspace ({CONSOLIDATION_LOCK} is held)",
             hint="nothing was done; the next run picks the sessions up",
         ) from None
+    except OSError as exc:
+        raise WorkspaceError(f"cannot take {CONSOLIDATION_LOCK}: {fsutil.describe_os_error(exc)}") from exc
     try:
         yield
     finally:
@@ -188,8 +190,10 @@ def update_last_consolidated(path: Path, value: int, *, timeout: float = SESSION
     lock = filelock.FileLock(str(session_lock_path(path)), timeout=timeout)
     try:
         lock.acquire()
-    except filelock.Timeout:
+    except filelock.Timeout:  # before OSError: filelock's Timeout is a TimeoutError
         return MetadataUpdate("skipped", f"{session_lock_path(path).name} was held for more than {timeout:g} s")
+    except OSError as exc:
+        return MetadataUpdate("skipped", f"cannot take {session_lock_path(path).name}: {fsutil.describe_os_error(exc)}")
     try:
         for _ in range(5):
             try:
@@ -212,9 +216,9 @@ def update_last_consolidated(path: Path, value: int, *, timeout: float = SESSION
             updated = with_last_consolidated(line, value)
             if updated is None:
                 return MetadataUpdate("skipped", "last_consolidated cannot be set without rewriting other fields")
-            if FileSignature.of(path) != before:
-                continue
             try:
+                if FileSignature.of(path) != before:
+                    continue
                 fsutil.atomic_write(path, updated.encode("utf-8") + data[end:], site=SITE_SESSION)
             except OSError as exc:
                 raise WorkspaceError(f"cannot write session file {path}: {fsutil.describe_os_error(exc)}") from exc

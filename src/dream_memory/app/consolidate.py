@@ -334,11 +334,15 @@ def _finish_pending(
 
 def _read_and_resume(
     ctx: ConsolidateContext, path: Path, progress: Progress | None, result: SessionReport
-) -> tuple[SessionSnapshot, Resume] | None:
+) -> tuple[SessionSnapshot, Resume, bool] | None:
+    """The session as read, where to resume, and whether the stored progress no longer applies
+    to the file (another session now, or a reset); None when the file is being rewritten."""
+    stale = False
     snapshot = read_session(path)
     key = snapshot.parsed.meta.key or key_from_file_name(path.name)
     resume = resume_point(snapshot.parsed, progress if progress is not None and progress.key == key else None)
     if progress is not None and progress.key != key:
+        stale = True
         result.notes.append(f"the file now holds session {key!r} (was {progress.key!r}): starting it over")
     elif resume.index is None:
         # The consolidated part changed: an agent rewriting the file right now, or a reset.
@@ -350,6 +354,7 @@ def _read_and_resume(
         snapshot = again
         resume = resume_point(snapshot.parsed, progress)
         if resume.index is None:
+            stale = True
             resume = resume_point(snapshot.parsed, None)
             result.notes.append(
                 "the session file was rewritten or reset since the last consolidation "
@@ -357,7 +362,7 @@ def _read_and_resume(
             )
     if resume.note:
         result.notes.append(resume.note)
-    return snapshot, resume
+    return snapshot, resume, stale
 
 
 def _one_session(
@@ -374,7 +379,11 @@ def _one_session(
         found = _read_and_resume(ctx, path, state.sessions.get(rel), result)
         if found is None:
             return result
-        snapshot, resume = found
+        snapshot, resume, stale = found
+        if stale and not opts.dry_run:
+            # Forget the old file's position now, so later runs need not detect the reset again.
+            del state.sessions[rel]
+            store.save(state, site=SITE_PROGRESS)
         parsed = snapshot.parsed
         key = parsed.meta.key or key_from_file_name(path.name)
         result.key = key
@@ -390,7 +399,8 @@ def _one_session(
         result.reason = decision.reason
         plan = decision.plan
         if plan is None:
-            _update_session_file(ctx, state.sessions.get(rel), path, result)
+            # Only a position valid for the file as it is now (never a stale one after a reset).
+            _update_session_file(ctx, parsed.messages_before(start), path, result)
             return result
         chosen = records[plan.start : plan.end]
         result.lines = (chosen[0].line_no, chosen[-1].line_no)
@@ -406,7 +416,7 @@ def _one_session(
         _land(ctx, state, store, rel, key, entries, progress, result)
         result.outcome = OUTCOME_CONSOLIDATED
         result.last_consolidated = progress.messages
-        _update_session_file(ctx, progress, path, result)
+        _update_session_file(ctx, progress.messages, path, result)
     except DreamError as exc:
         result.outcome = OUTCOME_FAILED
         result.error = str(exc)
@@ -503,8 +513,8 @@ def _entry_texts(
     try:
         for number, part in enumerate(parts, start=1):
             messages = consolidation_messages(part, part=(number, len(parts)) if len(parts) > 1 else None)
+            result.llm_calls += 1  # counted when asked: a call that fails after its retries is one too
             reply = ctx.model.complete(messages, tools=None, purpose="consolidation")
-            result.llm_calls += 1
             report.usage = report.usage + reply.usage
             text = (check_reply(reply, tools_offered=False).content or "").strip()
             if not is_nothing(text):
@@ -523,10 +533,17 @@ def _entry_texts(
     return summary + kept_raw
 
 
-def _update_session_file(ctx: ConsolidateContext, progress: Progress | None, path: Path, result: SessionReport) -> None:
-    if not ctx.options.update_sessions or ctx.options.dry_run or progress is None:
+def _update_session_file(ctx: ConsolidateContext, messages: int, path: Path, result: SessionReport) -> None:
+    """--update-sessions. A failure here is reported but fails nothing: the slice is archived and
+    the progress recorded; the next run writes the value again."""
+    if not ctx.options.update_sessions or ctx.options.dry_run or messages <= 0:
         return
-    update = update_last_consolidated(path, progress.messages)
+    try:
+        update = update_last_consolidated(path, messages)
+    except DreamError as exc:
+        result.session_file = f"failed: {exc.message}"
+        result.notes.append(f"last_consolidated was not written back: {exc.message}")
+        return
     result.session_file = f"{update.status}: {update.detail}" if update.detail else update.status
     if update.status == "skipped":
         result.notes.append(f"last_consolidated was not written back: {update.detail}")

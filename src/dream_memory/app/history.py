@@ -58,7 +58,8 @@ def workspace_status(root: Path, history: HistoryLog, git: GitStore | None) -> d
         "exists": root.is_dir(),
         "cursor": max(counter or 0, scan.max_cursor),
         "dream_cursor": dream_cursor,
-        "pending": sum(1 for e in scan.entries if e.cursor > dream_cursor),
+        # entries_after also counts archived entries above the cursor (after a --replay)
+        "pending": len(history.entries_after(dream_cursor, scan)),
         "entries": len(scan.entries),
         "malformed": scan.malformed,
         "repaired": sum(1 for p in scan.problems if p.kind == "repaired"),

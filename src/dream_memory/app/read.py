@@ -755,6 +755,7 @@ class ReadStore:
     cache_min_files: int = CACHE_MIN_FILES
     _tree: _WorkTree | _RevisionTree = field(init=False, repr=False)
     _index: tuple[IndexTable, str] | None = field(init=False, default=None, repr=False)
+    _index_text: str | None = field(init=False, default=None, repr=False)
     # How the last search was answered: files from the cache, files read, whether it was rebuilt.
     last_search_stats: dict[str, int] = field(init=False, default_factory=dict, repr=False)
 
@@ -786,13 +787,18 @@ class ReadStore:
 
     # --- the index ---------------------------------------------------------------------------
 
-    def _index_source(self) -> tuple[IndexTable, str]:
-        if self._index is None:
+    def _index_text_now(self) -> str:
+        if self._index_text is None:
             try:
                 data = self._tree.read_bytes(layout.INDEX, MAX_SEARCH_FILE_BYTES)
             except _TooLarge:
                 raise Refused(f"{layout.INDEX} is larger than {MAX_SEARCH_FILE_BYTES} bytes; not read") from None
-            text = "" if data is None else data.decode("utf-8", errors="replace")
+            self._index_text = "" if data is None else data.decode("utf-8", errors="replace")
+        return self._index_text
+
+    def _index_source(self) -> tuple[IndexTable, str]:
+        if self._index is None:
+            text = self._index_text_now()
             self._index = (parse_index(text, home=self.home), text)
         return self._index
 
@@ -804,6 +810,14 @@ class ReadStore:
     def index_problems(self) -> tuple[str, ...]:
         """Rows of index.md that could not be used, if index.md was parsed (search may not need to)."""
         return self._index[0].problems if self._index is not None else ()
+
+    def _find_row(self, name: str) -> IndexRow | None:
+        """The index row of one entity, parsing only the lines that mention it when possible."""
+        if self._index is not None:
+            return self._index[0].find(name)
+        text = self._index_text_now()
+        row = parse_index(text, home=self.home, only=name).find(name)
+        return row if row is not None else self.index.find(name)
 
     def is_excluded_name(self, name: str) -> bool:
         return name.strip().casefold() in self.excludes
@@ -922,7 +936,7 @@ class ReadStore:
                 f"entity {clean!r} is excluded by {EXCLUDE_VARIABLE}; it is not served",
                 hint=f"remove it from {EXCLUDE_VARIABLE} to read it",
             )
-        row: IndexRow | None = self.index.find(clean)
+        row: IndexRow | None = self._find_row(clean)
         if row is not None and row.file:
             return row.entity, self._checked_file(row.entity, row.file, row.line_no)
         fallback = safe_relative(f"{layout.ENTITIES_DIR}/{clean}.md")

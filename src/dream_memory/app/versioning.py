@@ -193,7 +193,7 @@ class RestoreResult:
     cursor_after: int | None = None
     notes: tuple[str, ...] = field(default=())
     saved_edits: str | None = None  # the commit keeping uncommitted work a --force overwrote
-    replay_entries: int | None = None  # entries the next Dream run re-reads (--replay)
+    replay_entries: int | None = None  # entries after the moved cursor: what the next run reads (--replay)
     replay_from_archive: int | None = None  # of which memory/archive/ holds
 
     def to_json(self) -> dict[str, Any]:
@@ -278,12 +278,13 @@ def restore_commit(
         else:
             changes[layout.DREAM_CURSOR] = f"{cursor_after}\n".encode()
         if history is not None:
+            # What the next run reads: everything after the new cursor, the commit's range first.
             scan = history.scan(report=False)
             in_file = set(scan.entries)
-            wanted = [e for e in history.entries_after(span[0] - 1, scan) if e.cursor <= span[1]]
+            wanted = history.entries_after(cursor_after or 0, scan)
             replay_entries = len(wanted)
             replay_from_archive = sum(1 for e in wanted if e not in in_file)
-            if not wanted:
+            if not any(span[0] <= e.cursor <= span[1] for e in wanted):
                 notes.append(f"no entry of {span[0]}..{span[1]} is left in history.jsonl or memory/archive/")
     if not touched and span is None:
         raise UsageError(f"{sha[:10]} ({info.subject}) changed no memory file; there is nothing to restore")
@@ -302,7 +303,7 @@ def restore_commit(
             restored=sha,
             commit=None,
             files=(),
-            forced_over=tuple(conflicts),
+            forced_over=(),  # nothing was overwritten
             cursor_before=dream_cursor,
             cursor_after=dream_cursor,
             notes=tuple(notes),

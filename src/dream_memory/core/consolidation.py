@@ -37,9 +37,7 @@ class Budget:
     source: str  # for the report: where the number came from
 
 
-def resolve_budget(
-    explicit: int | None, configured: int | None, context_window: int | None, max_tokens: int
-) -> Budget:
+def resolve_budget(explicit: int | None, configured: int | None, context_window: int | None, max_tokens: int) -> Budget:
     """``--budget`` > ``agents.defaults.consolidate.budgetTokens`` > context window minus max
     completion minus the safety margin (DEFAULT_CONTEXT_WINDOW when the window is unknown)."""
     if explicit is not None:

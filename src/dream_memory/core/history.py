@@ -109,16 +109,17 @@ def parse_line(raw: str, line_no: int) -> ParsedLine:
         try:
             obj, pos = _DECODER.raw_decode(text, pos)
         except json.JSONDecodeError as exc:
-            error = f"not valid JSON ({exc.msg}; column {exc.pos + 1})"
+            where = " column" if exc.msg.endswith(" at") else ", column"  # "... starting at column 9"
+            error = f"not valid JSON ({exc.msg}{where} {exc.pos + 1})"
             break
         except ValueError as exc:
             # int() refuses numbers of more than 4300 digits, also inside json.loads.
-            error = f"not valid JSON ({exc}; column {pos + 1})"
+            error = f"not valid JSON ({exc}, column {pos + 1})"
             break
         except RecursionError:
             # The C decoder recurses per nesting level; a line of ten thousand "[" must be
             # reported like any other bad line, not crash the reader.
-            error = f"not valid JSON (nested too deeply; column {pos + 1})"
+            error = f"not valid JSON (nested too deeply, column {pos + 1})"
             break
         objects.append(obj)
     entries: list[HistoryEntry] = []

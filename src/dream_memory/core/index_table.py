@@ -197,8 +197,13 @@ def _is_separator(cells: Sequence[str]) -> bool:
     return bool(cells) and all(_SEPARATOR_CELL.match(c.replace(" ", "")) for c in cells)
 
 
-def parse_index(text: str, *, home: str | None = None) -> IndexTable:
-    """Every usable row of every Entity/File/Repos table in ``text``."""
+def parse_index(text: str, *, home: str | None = None, only: str | None = None) -> IndexTable:
+    """Every usable row of every Entity/File/Repos table in ``text``.
+
+    ``only``: keep just the rows whose line mentions that text (case-insensitively), skipping the
+    work on the others; a quick way to find one entity in a large index.
+    """
+    wanted = only.casefold() if only else None
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     rows: list[IndexRow] = []
     problems: list[str] = []
@@ -215,6 +220,8 @@ def parse_index(text: str, *, home: str | None = None) -> IndexTable:
             continue
         if not stripped or not has_unescaped_pipe(stripped):
             columns = None  # a table ends at the first line that is not a row
+            continue
+        if columns is not None and wanted is not None and wanted not in stripped.casefold():
             continue
         cells = split_cells(stripped)
         if columns is None:

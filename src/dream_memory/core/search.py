@@ -157,8 +157,6 @@ class Haystack(Protocol):
 
     def find(self, sub: bytes, start: int = ..., end: int = ...) -> int: ...
 
-    def __getitem__(self, index: slice) -> bytes: ...
-
 
 def scan_haystack(
     haystack: Haystack, starts: Sequence[int], ends: Sequence[int], terms: Sequence[bytes]
@@ -187,20 +185,9 @@ def scan_haystack(
 
 
 def score_bytes(data: bytes, name: str, query: Query) -> Score | None:
-    """Score raw UTF-8 bytes; None when no term occurs. Decodes only for non-ASCII queries."""
-    byte_terms = query.byte_terms
-    if byte_terms is None:
-        return score_text(data.decode("utf-8", errors="replace"), name, query)
-    folded = data.lower()
-    covered = [t for t in byte_terms if t in folded]
-    if not covered:
-        return None
-    hits = sum(folded.count(t) for t in covered)
-    name_folded = name.casefold()
-    headings = _heading_lines(folded)
-    name_hits = sum(1 for t in query.terms if t in name_folded)
-    name_hits += sum(1 for t in covered if t in headings)
-    return Score(len(covered), name_hits, hits)
+    """Score raw UTF-8 bytes (the same answer as ``score_text`` on the decoded text); None when no
+    term occurs. ASCII files are never decoded."""
+    return score_folded(fold_bytes(data), name, query)
 
 
 def score_text(text: str, name: str, query: Query) -> Score | None:

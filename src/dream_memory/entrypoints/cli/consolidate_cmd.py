@@ -24,13 +24,15 @@ def _summary(report: dict[str, Any]) -> str:
     for item in report["recovered"]:
         lines.append(f"  {item['path']}: finished an interrupted slice ({item['outcome']})")
     for s in report["sessions"]:
-        if s["outcome"] in ("consolidated", "would_consolidate"):
-            what = f"{s['messages_archived']} messages (lines {s['lines']['first']}-{s['lines']['last']})"
+        span = s["lines"] or {"first": 0, "last": 0}
+        what = f"{s['messages_archived']} messages (lines {span['first']}-{span['last']})"
+        tokens = f"tokens {s['tokens_before']} -> {s['tokens_after']}"
+        if s["outcome"] == "would_consolidate":
+            lines.append(f"  {s['path']}: would fold {what}; {tokens}")
+        elif s["outcome"] == "consolidated":
             raw = ", archived raw" if s["raw_fallback"] else ""
-            lines.append(
-                f"  {s['path']}: {what} -> {len(s['entries'])} entr{'y' if len(s['entries']) == 1 else 'ies'}"
-                f"{raw}; tokens {s['tokens_before']} -> {s['tokens_after']}"
-            )
+            count = len(s["entries"])
+            lines.append(f"  {s['path']}: {what} -> {count} entr{'y' if count == 1 else 'ies'}{raw}; {tokens}")
         else:
             lines.append(f"  {s['path']}: {s['outcome']}: {s['error'] or s['reason']}")
     lines += [f"  warning: {w}" for w in report["warnings"]]

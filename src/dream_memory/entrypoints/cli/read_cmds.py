@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dream_memory.entrypoints.cli._common import command, emit_json, json_option, load_settings, note, workspace_options
+from dream_memory.entrypoints.cli._common import command, emit_json, json_option, note, workspace_options
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -54,14 +54,14 @@ def open_store(
     store: str | None, workspace: str | None, config_path: str | None, at: str | None, *, use_cache: bool = False
 ) -> ReadStore:
     """The store from ``--store`` > DREAM_MEMORY_STORE > the workspace, with the excludes."""
-    from pathlib import Path
 
     from dream_memory.app.read import ReadStore
+    from dream_memory.settings import load_read_settings
 
-    settings = load_settings(workspace, config_path)
-    root = Path(store).expanduser() if store else settings.store
+    # The read side needs no config file: skipping it (and pydantic) keeps `dream search` fast.
+    settings = load_read_settings(workspace, store)
     return ReadStore(
-        root,
+        settings.store,
         excludes=settings.excludes,
         at=at,
         home=settings.env.get("HOME") or None,
@@ -240,14 +240,16 @@ def mcp(*, store: str | None, workspace: str | None, config_path: str | None) ->
     memory://entities/{name}, memory://sections/{name}. The store and DREAM_MEMORY_EXCLUDE are
     read once at start.
     """
-    from pathlib import Path
 
     from dream_memory.entrypoints.mcp_server import serve_stdio
+    from dream_memory.settings import load_read_settings
 
-    settings = load_settings(workspace, config_path)
-    root = Path(store).expanduser() if store else settings.store
+    settings = load_read_settings(workspace, store)
     serve_stdio(
-        root, excludes=settings.excludes, home=settings.env.get("HOME") or None, cache_dir=cache_dir(settings.env)
+        settings.store,
+        excludes=settings.excludes,
+        home=settings.env.get("HOME") or None,
+        cache_dir=cache_dir(settings.env),
     )
     return 0
 

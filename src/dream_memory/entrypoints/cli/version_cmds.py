@@ -192,13 +192,15 @@ def _restore_one(
             archived = ""
             if result.replay_from_archive:
                 archived = f", {result.replay_from_archive} of them from memory/archive/"
-            click.echo(f"--replay: the next Dream run re-reads {result.replay_entries} entries{archived}")
+            start = (result.cursor_after or 0) + 1
+            reads = f"{result.replay_entries} entries from cursor {start} on"
+            click.echo(f"--replay: the next Dream run reads {reads}{archived}")
     for line in result.notes:
         click.echo(line)
     return 0
 
 
-def _settle_held(  # noqa: PLR0917 (the lead's held-batch path, kept as written)
+def _settle_held(
     apply_held: str | None,
     discard_held: str | None,
     force: bool,

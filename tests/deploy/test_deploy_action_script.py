@@ -1,0 +1,192 @@
+"""The action's run step (deploy/github-action/dream_action.py): argv, outputs, summary, exit codes.
+
+The commands are stand-ins that print a given report and exit with a given code, so every path of
+the step is exercised; the real command under the real action runs in ci/steps/70-action.sh (act).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from deploy_helpers import REPO
+
+SCRIPT = REPO / "deploy/github-action/dream_action.py"
+SHA1 = "a" * 40
+SHA2 = "b" * 40
+REPORT = {
+    "status": "ok",
+    "workspace": "/w",
+    "version": "0.1.0",
+    "cursor_before": 3,
+    "cursor_after": 9,
+    "entries_processed": 6,
+    "batches": [
+        {"cursor_from": 4, "cursor_to": 6, "entries": 3, "facts": 2, "commit": SHA1},
+        {"cursor_from": 7, "cursor_to": 9, "entries": 3, "facts": 1, "commit": SHA2},
+    ],
+    "commits": [SHA1, SHA2],
+    "files_changed": [{"path": "USER.md", "added": 4, "removed": 1}, {"path": "a|b.md", "added": 1, "removed": 0}],
+    "model": "openai/gpt-4o-mini",
+    "usage": {"prompt_tokens": 1000, "completion_tokens": 50, "total_tokens": 1050, "cost_usd": 0.0021, "llm_calls": 4},
+    "changed": True,
+    "held": [{"id": "h1", "cursor_from": 10, "cursor_to": 12, "reason": "deletes SOUL.md"}],
+    "set_aside": [],
+    "redactions": {"github_token": 1},
+    "diff": "",
+    "duration_s": 3.25,
+    "errors": [],
+}
+
+
+def _load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("dream_action", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+action = _load()
+
+
+def fake_bin(tmp_path: Path, stdout: str, code: int) -> Path:
+    """A venv-like folder whose dream-* scripts record their argv and print `stdout`."""
+    bindir = tmp_path / "venv" / "bin"
+    bindir.mkdir(parents=True)
+    (tmp_path / "out.txt").write_text(stdout, encoding="utf-8")
+    for name in ("dream-run", "dream-consolidate", "dream-restore"):
+        script = bindir / name
+        script.write_text(
+            f"#!{sys.executable}\n"
+            "import json, sys\n"
+            f"open({str(tmp_path / 'argv.json')!r}, 'w').write(json.dumps(sys.argv))\n"
+            "print('progress on stderr', file=sys.stderr)\n"
+            f"sys.stdout.write(open({str(tmp_path / 'out.txt')!r}).read())\n"
+            f"sys.exit({code})\n",
+            encoding="utf-8",
+        )
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return bindir.parent
+
+
+def run_step(tmp_path: Path, stdout: str, code: int, **inputs: str) -> tuple[int, dict[str, str], str, list[str]]:
+    venv = fake_bin(tmp_path, stdout, code)
+    (tmp_path / "runner").mkdir()
+    env = {
+        "DREAM_ACTION_VENV": str(venv),
+        "RUNNER_TEMP": str(tmp_path / "runner"),
+        "GITHUB_OUTPUT": str(tmp_path / "output"),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
+        "DREAM_ACTION_SERVER_URL": "https://git.example.invalid",
+        "DREAM_ACTION_REPOSITORY": "me/memory",
+        "PATH": "/usr/bin:/bin",
+    }
+    env.update({f"DREAM_ACTION_{k.upper()}": v for k, v in inputs.items()})
+    proc = subprocess.run([sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, check=False)
+    outputs = {}
+    if (tmp_path / "output").exists():
+        for line in (tmp_path / "output").read_text(encoding="utf-8").splitlines():
+            key, _, value = line.partition("=")
+            outputs[key] = value
+    summary = (tmp_path / "summary").read_text(encoding="utf-8") if (tmp_path / "summary").exists() else ""
+    argv = json.loads((tmp_path / "argv.json").read_text()) if (tmp_path / "argv.json").exists() else []
+    assert proc.stdout == (stdout if argv else "")  # the report is passed through to the log
+    return proc.returncode, outputs, summary, argv
+
+
+def test_run_ok_outputs_summary_and_report_file(tmp_path: Path) -> None:
+    code, outputs, summary, argv = run_step(
+        tmp_path, json.dumps(REPORT), 0, command="run", workspace="ws", model="openai/x", args="--max-batches 2"
+    )
+    assert code == 0
+    assert argv[1:] == ["--workspace", str(Path.cwd() / "ws"), "--model", "openai/x", "--max-batches", "2"]
+    assert Path(argv[0]).name == "dream-run"
+    assert outputs["status"] == "ok"
+    assert outputs["changed"] == "true"
+    assert json.loads(outputs["commits"]) == [SHA1, SHA2]
+    assert outputs["exit-code"] == "0"
+    assert json.loads(Path(outputs["report"]).read_text()) == REPORT
+    assert Path(outputs["summary"]).read_text() == summary
+    assert summary.startswith("### dream run: ok (exit 0)")
+    for fragment in (
+        "| facts | 3 |",
+        "| tokens | 1050 total: 1000 prompt, 50 completion, 4 LLM calls |",
+        "| cost | $0.0021 |",
+        "| entries processed | 6 (cursor 3 → 9) |",
+        f"[`{SHA1[:10]}`](https://git.example.invalid/me/memory/commit/{SHA1}) cursors 4..6, 2 facts",
+        "| `USER.md` | 4 | 1 |",
+        "| `a\\|b.md` | 1 | 0 |",
+        "`h1` cursors 10..12: deletes SOUL.md",
+        "github_token: 1",
+    ):
+        assert fragment in summary, fragment
+
+
+@pytest.mark.parametrize(("code", "status"), [(1, "failed"), (75, "locked"), (2, "usage_error")])
+def test_exit_codes_pass_through_without_a_report(tmp_path: Path, code: int, status: str) -> None:
+    """A command that printed no JSON still gets outputs; its exit code is the step's."""
+    rc, outputs, summary, _ = run_step(tmp_path, "not json\n", code)
+    assert rc == code
+    assert outputs["status"] == status
+    assert outputs["changed"] == "false"
+    assert outputs["commits"] == "[]"
+    assert outputs["exit-code"] == str(code)
+    assert f"### dream run: {status} (exit {code})" in summary
+    assert "not json" in summary
+
+
+def test_a_report_status_wins_over_the_exit_code(tmp_path: Path) -> None:
+    report = {**REPORT, "status": "locked", "commits": [], "changed": False}
+    rc, outputs, _, _ = run_step(tmp_path, json.dumps(report), 75)
+    assert (rc, outputs["status"], outputs["commits"]) == (75, "locked", "[]")
+
+
+def test_consolidate_and_restore(tmp_path: Path) -> None:
+    rc, outputs, summary, argv = run_step(
+        tmp_path, json.dumps({"status": "ok", "sessions": []}), 0, command="consolidate", model="m", args="--all"
+    )
+    assert rc == 0
+    assert Path(argv[0]).name == "dream-consolidate"
+    assert argv[-3:] == ["--model", "m", "--all"]
+    assert outputs["status"] == "ok"
+    assert "```json" in summary
+
+
+def test_restore_ignores_model(tmp_path: Path) -> None:
+    rc, _, _, argv = run_step(tmp_path, "", 0, command="restore", model="m", args="abcd1234 --force")
+    assert rc == 0
+    assert Path(argv[0]).name == "dream-restore"
+    assert "--model" not in argv
+    assert argv[-2:] == ["abcd1234", "--force"]
+
+
+@pytest.mark.parametrize(
+    ("inputs", "fragment"),
+    [({"command": "serve"}, "input 'command' must be one of"), ({"args": "'unclosed"}, "cannot be split")],
+)
+def test_bad_inputs_are_exit_2(tmp_path: Path, inputs: dict[str, str], fragment: str) -> None:
+    rc, outputs, _, argv = run_step(tmp_path, "", 0, **inputs)
+    assert rc == 2
+    assert argv == []  # nothing ran
+    assert outputs["status"] == "usage_error"
+
+
+def test_args_are_never_shell_expanded(tmp_path: Path) -> None:
+    rc, _, _, argv = run_step(tmp_path, "", 0, args='--branch "$(touch pwned)" `id` ; rm -rf /')
+    assert rc == 0
+    assert argv[-7:] == ["--branch", "$(touch pwned)", "`id`", ";", "rm", "-rf", "/"]
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_summary_without_links_when_repository_unknown() -> None:
+    text = action.render_summary("run", REPORT, 0)
+    assert f"`{SHA1[:10]}` cursors 4..6" in text
+    assert "](" not in text

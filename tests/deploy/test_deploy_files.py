@@ -1,0 +1,293 @@
+"""The shipped deployment files agree with the contract, with each other and with the docs.
+
+The validators themselves (hadolint, check-jsonschema, actionlint, zizmor, kubernetes-validate,
+yamllint) run in ci/steps/50-validators.sh; these tests check the meaning they cannot.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from deploy_helpers import REPO
+
+SHA_PIN = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
+ACTION_INPUTS = {"command", "workspace", "model", "args", "python-version"}
+ACTION_OUTPUTS = {"report", "summary", "changed", "commits", "status", "exit-code", "bin-dir"}
+# Registry hosts must never be written in the repository's deployment files.
+REGISTRY_HOSTS = re.compile(
+    r"(registry-1\.docker\.io|index\.docker\.io|hub\.docker\.com|docker\.io/|ghcr\.io|quay\.io|gcr\.io|"
+    r"pypi\.org|files\.pythonhosted\.org|deb\.debian\.org|registry\.npmjs\.org|mcr\.microsoft\.com)"
+)
+OWNED = [
+    "Dockerfile",
+    ".dockerignore",
+    "action.yml",
+    "docs/deploy-docker.md",
+    "docs/deploy-github-actions.md",
+    "docs/deploy-kubernetes.md",
+    "docs/examples/dream-pr.yml",
+    "docs/examples/dream-direct.yml",
+    *(str(p.relative_to(REPO)) for p in sorted((REPO / "deploy").rglob("*")) if p.is_file()),
+    *(str(p.relative_to(REPO)) for p in sorted((REPO / "ci/docker").rglob("*")) if p.is_file()),
+    "ci/steps/50-validators.sh",
+    "ci/steps/60-container.sh",
+    "ci/steps/70-action.sh",
+]
+
+
+def load_all(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")) if doc]
+
+
+def read(rel: str) -> str:
+    return (REPO / rel).read_text(encoding="utf-8")
+
+
+# ---- Dockerfile ---------------------------------------------------------------------------------
+
+
+def stages(dockerfile: str) -> list[list[str]]:
+    """Instructions per stage, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", dockerfile)
+    out: list[list[str]] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.upper().startswith("FROM "):
+            out.append([])
+        if out:
+            out[-1].append(line)
+    return out
+
+
+def test_dockerfile_final_stage_is_the_contract() -> None:
+    """Default target: non-root numeric user, ENTRYPOINT dream-run, /workspace, offline cost map."""
+    text = read("Dockerfile")
+    final = stages(text)[-1]
+    assert final[0].startswith("FROM runtime-base AS runtime")
+    assert 'ENTRYPOINT ["dream-run"]' in final
+    assert "USER 10001:10001" in final
+    common = " ".join(stages(text)[1])
+    assert "DREAM_WORKSPACE=/workspace" in common
+    assert "LITELLM_LOCAL_MODEL_COST_MAP=True" in common
+    assert "WORKDIR /workspace" in common
+    assert len(stages(text)) >= 3  # multi-stage: builder, runtime(s)
+
+
+def test_dockerfile_has_no_secret_or_registry() -> None:
+    text = read("Dockerfile")
+    for line in text.splitlines():
+        if line.startswith(("ENV", "ARG", "    ")):
+            assert not re.search(r"(API_KEY|TOKEN|SECRET|PASSWORD)\s*=", line), line
+    base = re.search(r"^ARG BASE_IMAGE=(\S+)$", text, re.M)
+    assert base is not None
+    assert "." not in base.group(1).split("/")[0]  # a local name, no registry host
+    assert all(
+        line.startswith("FROM ${BASE_IMAGE}") or " AS " in line for line in text.splitlines() if line.startswith("FROM")
+    )
+
+
+def test_dockerignore_keeps_the_context_to_the_package() -> None:
+    lines = [line for line in read(".dockerignore").splitlines() if line and not line.startswith("#")]
+    assert lines[0] == "*"
+    included = {line[1:] for line in lines if line.startswith("!")}
+    assert included == {"pyproject.toml", "README.md", "src/", "deploy/kubernetes/dream-git-sync.sh"}
+    copied = set(re.findall(r"^COPY (?!--from)(\S+)", read("Dockerfile"), re.M))
+    assert copied <= {"pyproject.toml", "src", "deploy/kubernetes/dream-git-sync.sh"}
+
+
+def test_git_sync_script_is_executable() -> None:
+    assert os.access(REPO / "deploy/kubernetes/dream-git-sync.sh", os.X_OK)
+
+
+# ---- action.yml ---------------------------------------------------------------------------------
+
+
+def test_action_inputs_outputs_and_composite() -> None:
+    action = yaml.safe_load(read("action.yml"))
+    assert set(action["inputs"]) == ACTION_INPUTS
+    assert set(action["outputs"]) == ACTION_OUTPUTS
+    assert action["runs"]["using"] == "composite"
+    assert not any(re.search("key|token|secret|password", name, re.I) for name in action["inputs"])
+    steps = action["runs"]["steps"]
+    assert all("uses" not in step for step in steps)  # nothing fetched from elsewhere at run time
+    install = next(step for step in steps if step.get("id") == "install")
+    assert 'pip install --quiet --disable-pip-version-check "$GITHUB_ACTION_PATH"' in install["run"]
+    for step in steps:
+        assert "${{" not in step.get("run", ""), "inputs reach shells only through env"
+    for name, output in action["outputs"].items():
+        step_id = re.match(r"\$\{\{ steps\.(\w+)\.outputs\.([\w-]+) \}\}", output["value"])
+        assert step_id is not None, name
+        assert step_id.group(2) == name
+
+
+def test_action_env_matches_the_run_script() -> None:
+    action = yaml.safe_load(read("action.yml"))
+    run_step = next(step for step in action["runs"]["steps"] if step.get("id") == "dream")
+    script = read("deploy/github-action/dream_action.py")
+    used = set(re.findall(r'"(DREAM_ACTION_[A-Z_]+)"', script))
+    assert used == {k for k in run_step["env"] if k.startswith("DREAM_ACTION_")}
+    for key in ("DREAM_ACTION_COMMAND", "DREAM_ACTION_WORKSPACE", "DREAM_ACTION_MODEL", "DREAM_ACTION_ARGS"):
+        assert run_step["env"][key].startswith("${{ inputs.")
+    written = set(re.findall(r'"([a-z-]+)": ', script.split("def outputs_for", 1)[1].split("def _cell", 1)[0]))
+    assert written | {"report", "summary"} == ACTION_OUTPUTS - {"bin-dir"}
+
+
+def _doc_table_names(doc: str, heading: str) -> set[str]:
+    section = doc.split(heading, 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
+    return set(re.findall(r"^\| `([\w-]+)` \|", section, re.M))
+
+
+def test_action_docs_list_every_input_and_output() -> None:
+    doc = read("docs/deploy-github-actions.md")
+    assert _doc_table_names(doc, "### Inputs") == ACTION_INPUTS
+    assert _doc_table_names(doc, "### Outputs") == ACTION_OUTPUTS
+
+
+# ---- example workflows ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["dream-pr.yml", "dream-direct.yml"])
+def test_examples_least_privilege_and_pinned(name: str) -> None:
+    flow = yaml.safe_load(read(f"docs/examples/{name}"))
+    on = flow[True] if True in flow else flow["on"]  # PyYAML reads `on:` as a boolean
+    assert set(on) == {"schedule", "workflow_dispatch"}
+    assert flow["permissions"] == {}
+    job = flow["jobs"]["dream"]
+    expected = {"contents": "write"} | ({"pull-requests": "write"} if name == "dream-pr.yml" else {})
+    assert job["permissions"] == expected
+    assert job["environment"] == "dream"
+    for step in job["steps"]:
+        uses = step.get("uses")
+        if uses and not uses.startswith("dream-memory/"):
+            assert SHA_PIN.match(uses), uses
+        if "actions/checkout" in (uses or ""):
+            assert step["with"]["persist-credentials"] is False
+        assert "secrets." not in step.get("run", "")
+    dream_step = next(s for s in job["steps"] if s.get("id") == "dream")
+    assert "DREAM_API_KEY" in dream_step["env"]
+    assert not any("key" in k.lower() for k in dream_step.get("with", {}))
+
+
+def test_pr_example_opens_one_pr_from_a_fixed_branch() -> None:
+    flow = yaml.safe_load(read("docs/examples/dream-pr.yml"))
+    steps = flow["jobs"]["dream"]["steps"]
+    pr = next(s for s in steps if "create-pull-request" in s.get("uses", ""))
+    assert pr["if"] == "steps.dream.outputs.changed == 'true'"
+    assert pr["with"]["branch"] == "dream/memory"
+    assert pr["with"]["body-path"] == "${{ steps.dream.outputs.summary }}"
+    assert flow["concurrency"]["cancel-in-progress"] is False
+
+
+# ---- Kubernetes ---------------------------------------------------------------------------------
+
+
+def pod_spec(cronjob: dict[str, Any]) -> dict[str, Any]:
+    return cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize("name", ["cronjob-pvc.yaml", "cronjob-git.yaml", "indexed-job.yaml"])
+def test_cronjobs_are_locked_down(name: str) -> None:
+    docs = load_all(REPO / "deploy/kubernetes" / name)
+    (cron,) = [d for d in docs if d["kind"] == "CronJob"]
+    spec = cron["spec"]
+    assert spec["concurrencyPolicy"] == "Forbid"
+    assert spec["startingDeadlineSeconds"] > 0
+    job = spec["jobTemplate"]["spec"]
+    assert "backoffLimit" in job or "backoffLimitPerIndex" in job
+    pod = pod_spec(cron)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 10001
+    assert pod["automountServiceAccountToken"] is False
+    tmp_volumes = {v["name"] for v in pod["volumes"] if "emptyDir" in v}
+    for container in pod.get("initContainers", []) + pod["containers"]:
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+        assert set(container["resources"]) == {"requests", "limits"}
+        mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+        assert mounts["/tmp"] in tmp_volumes
+    dream = next(c for c in pod["containers"] if c["name"] == "dream")
+    key = next(e for e in dream["env"] if e["name"] == "DREAM_API_KEY")
+    assert "secretKeyRef" in key["valueFrom"]
+    assert not any("value" in e and re.search("key|token", e["name"], re.I) for e in dream["env"])
+
+
+def test_git_variant_clones_then_runs_and_pushes() -> None:
+    (cron,) = load_all(REPO / "deploy/kubernetes/cronjob-git.yaml")
+    pod = pod_spec(cron)
+    (clone,) = pod["initContainers"]
+    (dream,) = pod["containers"]
+    assert clone["args"] == ["clone"]
+    assert dream["args"] == ["run"]
+    assert clone["image"] == dream["image"]
+    assert dream["image"].endswith("-git")
+    token = next(e for e in dream["env"] if e["name"] == "GIT_TOKEN")
+    assert "secretKeyRef" in token["valueFrom"]
+    assert next(v for v in pod["volumes"] if v["name"] == "workspace").get("emptyDir") is not None
+
+
+def test_indexed_job_picks_a_workspace_per_index() -> None:
+    docs = load_all(REPO / "deploy/kubernetes/indexed-job.yaml")
+    config = next(d for d in docs if d["kind"] == "ConfigMap")
+    cron = next(d for d in docs if d["kind"] == "CronJob")
+    job = cron["spec"]["jobTemplate"]["spec"]
+    names = config["data"]["workspaces"].split()
+    assert job["completionMode"] == "Indexed"
+    assert job["completions"] == len(names)
+    script = pod_spec(cron)["containers"][0]["args"][0]
+    assert "JOB_COMPLETION_INDEX" in script
+    assert 'exec dream-run --workspace "/workspaces/$name"' in script
+
+
+def test_indexed_job_selection_script(tmp_path: Path) -> None:
+    """The container's selection script, run for each index against the ConfigMap's list."""
+    import subprocess
+
+    docs = load_all(REPO / "deploy/kubernetes/indexed-job.yaml")
+    config = next(d for d in docs if d["kind"] == "ConfigMap")
+    cron = next(d for d in docs if d["kind"] == "CronJob")
+    script = pod_spec(cron)["containers"][0]["args"][0]
+    listing = tmp_path / "workspaces"
+    listing.write_text(config["data"]["workspaces"], encoding="utf-8")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "dream-run").write_text('#!/bin/sh\necho "ran $*"\n', encoding="utf-8")
+    (fake / "dream-run").chmod(0o755)
+    script = script.replace("/etc/dream/workspaces", str(listing))
+    names = config["data"]["workspaces"].split()
+    for index, name in enumerate([*names, None]):
+        proc = subprocess.run(
+            ["/bin/sh", "-c", script],
+            env={"PATH": f"{fake}:/usr/bin:/bin", "JOB_COMPLETION_INDEX": str(index)},
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if name is None:
+            assert proc.returncode == 2
+            assert "no workspace on line" in proc.stderr
+        else:
+            assert proc.returncode == 0, proc.stderr
+            assert proc.stdout == f"ran --workspace /workspaces/{name}\n"
+
+
+# ---- hygiene --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rel", OWNED)
+def test_no_registry_host_is_written(rel: str) -> None:
+    text = read(rel)
+    assert not REGISTRY_HOSTS.search(text), f"{rel}: {REGISTRY_HOSTS.search(text)}"
+
+
+def test_ci_steps_are_executable_scripts() -> None:
+    for name in ("50-validators.sh", "60-container.sh", "70-action.sh"):
+        path = REPO / "ci/steps" / name
+        assert os.access(path, os.X_OK)
+        assert path.read_text(encoding="utf-8").startswith("#!/usr/bin/env bash\n")

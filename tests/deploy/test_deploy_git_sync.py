@@ -1,0 +1,161 @@
+"""deploy/kubernetes/dream-git-sync.sh, simulated locally against a bare repository.
+
+The Kubernetes git variant: `clone` (init container), then `run` (Dream, then push back). When the
+remote moved meanwhile, the push is rejected and the script fetches, resets to the new head and
+runs Dream again, a bounded number of times. Real `dream-run` with the offline engine throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from deploy_helpers import BIN, REPO, agent_append, checkout, fact_counts, git, make_remote
+
+SCRIPT = REPO / "deploy/kubernetes/dream-git-sync.sh"
+
+
+def sync(env: dict[str, str], *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], env={**env, **extra}, capture_output=True, text=True, timeout=240, check=False
+    )
+
+
+@pytest.fixture
+def sync_env(tmp_path: Path, run_env: dict[str, str]) -> dict[str, str]:
+    remote = make_remote(tmp_path, run_env, range(1, 4))
+    return {
+        **run_env,
+        "DREAM_GIT_URL": str(remote),
+        "DREAM_GIT_DIR": str(tmp_path / "pod" / "repo"),
+        "DREAM_MODEL": "offline",
+        "GIT_AUTHOR_NAME": "x",
+        "GIT_AUTHOR_EMAIL": "x@localhost",
+        "GIT_COMMITTER_NAME": "x",
+        "GIT_COMMITTER_EMAIL": "x@localhost",
+    }
+
+
+def remote_of(env: dict[str, str]) -> Path:
+    return Path(env["DREAM_GIT_URL"])
+
+
+def test_clone_run_push(tmp_path: Path, sync_env: dict[str, str]) -> None:
+    """The plain path: clone main, Dream commits, the commits reach the remote's main."""
+    assert sync(sync_env, "clone").returncode == 0
+    proc = sync(sync_env, "run")
+    assert proc.returncode == 0, proc.stderr
+    assert "pushed" in proc.stderr
+    tree = checkout(tmp_path, remote_of(sync_env), "main", "check")
+    assert (tree / "memory/.dream_cursor").read_text().strip() == "3"
+    assert fact_counts(tree, range(1, 4)) == {1: 1, 2: 1, 3: 1}
+    assert git(tree, "log", "-1", "--format=%s").startswith("dream: ")
+    # A second run has nothing new: no commit, nothing pushed, exit 0.
+    again = sync(sync_env, "run")
+    assert again.returncode == 0, again.stderr
+    assert git(tree, "ls-remote", str(remote_of(sync_env)), "refs/heads/main").split()[0] == git(
+        tree, "rev-parse", "HEAD"
+    )
+
+
+def wrapper(tmp_path: Path, body: str) -> str:
+    """A DREAM_RUN stand-in: runs BODY (bash) and then the real dream-run."""
+    path = tmp_path / "dream-run-wrapper"
+    path.write_text(f'#!/usr/bin/env bash\nset -e\n{body}\nexec "{BIN / "dream-run"}" "$@"\n', encoding="utf-8")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_moved_remote_is_fetched_and_redone(tmp_path: Path, sync_env: dict[str, str], run_env: dict[str, str]) -> None:
+    """The agent pushes new history while Dream runs: the first push is rejected; the second attempt
+    runs on the new head, so entry 4 is dreamt too (no history missed, no fact twice)."""
+    assert sync(sync_env, "clone").returncode == 0
+    marker = tmp_path / "moved-once"
+    helper = tmp_path / "agent.py"
+    helper.write_text(
+        "import sys, pathlib\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from deploy_helpers import agent_append\n"
+        f"agent_append(pathlib.Path({str(tmp_path)!r}), pathlib.Path(sys.argv[1]), "
+        f"__import__('json').loads(sys.argv[2]), range(int(sys.argv[3]), int(sys.argv[3]) + 1))\n",
+        encoding="utf-8",
+    )
+    body = (
+        f'if [ ! -e "{marker}" ]; then touch "{marker}"; '
+        f"{BIN / 'python'} {helper} {remote_of(sync_env)} '{json.dumps(run_env)}' 4; fi"
+    )
+    proc = sync(sync_env, "run", DREAM_RUN=wrapper(tmp_path, body))
+    assert proc.returncode == 0, proc.stderr
+    assert "push rejected" in proc.stderr
+    assert "attempt 2/3" in proc.stderr
+    tree = checkout(tmp_path, remote_of(sync_env), "main", "check")
+    assert (tree / "memory/.dream_cursor").read_text().strip() == "4"
+    assert fact_counts(tree, range(1, 5)) == {1: 1, 2: 1, 3: 1, 4: 1}
+    subjects = git(tree, "log", "--format=%s").splitlines()
+    assert subjects[1].startswith("agent: history 4..4")  # Dream's commit sits on the agent's
+    assert git(tree, "status", "--porcelain", "--untracked-files=no") == ""
+
+
+def test_gives_up_after_the_bounded_attempts(tmp_path: Path, sync_env: dict[str, str], run_env: dict[str, str]) -> None:
+    """A remote that moves on every attempt: exit 1 after DREAM_GIT_ATTEMPTS, nothing of Dream pushed."""
+    assert sync(sync_env, "clone").returncode == 0
+    counter = tmp_path / "n"
+    counter.write_text("10")
+    body = (
+        f'n=$(cat "{counter}"); echo $((n + 1)) > "{counter}"; '
+        f"{BIN / 'python'} -c \"import sys, pathlib, json; sys.path.insert(0, '{Path(__file__).parent}'); "
+        f"from deploy_helpers import agent_append; "
+        f"agent_append(pathlib.Path('{tmp_path}'), pathlib.Path('{remote_of(sync_env)}'), "
+        f"json.loads(sys.argv[1]), range($n, $n + 1))\" '{json.dumps(run_env)}'"
+    )
+    proc = sync(sync_env, "run", DREAM_RUN=wrapper(tmp_path, body), DREAM_GIT_ATTEMPTS="2")
+    assert proc.returncode == 1
+    assert "giving up after 2 attempts" in proc.stderr
+    tree = checkout(tmp_path, remote_of(sync_env), "main", "check")
+    assert not any(s.startswith("dream: ") for s in git(tree, "log", "--format=%s").splitlines())
+
+
+def test_review_branch_is_rebuilt_from_main(tmp_path: Path, sync_env: dict[str, str], run_env: dict[str, str]) -> None:
+    """DREAM_PUSH_BRANCH=dream/memory: main is untouched; the review branch is main + this run's
+    commits, rebuilt on every run, so a second run before merge doubles nothing and misses nothing."""
+    env = {**sync_env, "DREAM_PUSH_BRANCH": "dream/memory"}
+    remote = remote_of(sync_env)
+    main_before = git(tmp_path, "--git-dir", str(remote), "rev-parse", "main")
+    assert sync(env, "clone").returncode == 0
+    first = sync(env, "run")
+    assert first.returncode == 0, first.stderr
+    assert git(tmp_path, "--git-dir", str(remote), "rev-parse", "main") == main_before
+    agent_append(tmp_path, remote, run_env, range(4, 6))
+    # A new pod: fresh clone of main.
+    env["DREAM_GIT_DIR"] = str(tmp_path / "pod2" / "repo")
+    assert sync(env, "clone").returncode == 0
+    second = sync(env, "run")
+    assert second.returncode == 0, second.stderr
+    tree = checkout(tmp_path, remote, "origin/dream/memory", "review")
+    main_tip = git(tmp_path, "--git-dir", str(remote), "rev-parse", "main")
+    assert git(tree, "merge-base", "--is-ancestor", main_tip, "HEAD", check=False) == ""
+    assert (tree / "memory/.dream_cursor").read_text().strip() == "5"
+    assert fact_counts(tree, range(1, 6)) == dict.fromkeys(range(1, 6), 1)
+
+
+def test_lock_held_is_exit_75_and_nothing_pushed(tmp_path: Path, sync_env: dict[str, str]) -> None:
+    assert sync(sync_env, "clone").returncode == 0
+    lock = Path(sync_env["DREAM_GIT_DIR"]) / "memory/.dream.lock"
+    holder = subprocess.Popen(["flock", str(lock), "sleep", "30"])
+    try:
+        for _ in range(50):
+            if subprocess.run(["flock", "-n", str(lock), "true"], check=False).returncode != 0:
+                break
+            subprocess.run(["sleep", "0.1"], check=False)
+        proc = sync(sync_env, "run")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert proc.returncode == 75
+    assert "nothing is pushed" in proc.stderr
+
+
+def test_usage() -> None:
+    assert subprocess.run(["bash", str(SCRIPT)], capture_output=True, check=False).returncode == 2
