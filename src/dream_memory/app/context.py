@@ -34,6 +34,23 @@ def always_on_skills(root: Path) -> list[Part]:
     return parts
 
 
+def entity_for_path(store: Path, path: str, *, excludes: frozenset[str], home: str | None = None) -> Part | None:
+    """The entity whose repository root holds ``path`` (read side's resolver), as a context part.
+
+    An excluded entity never resolves, so it can never reach a prompt through this door.
+    """
+    from dream_memory.app.read import ReadStore
+    from dream_memory.errors import NotFound, Refused
+
+    with ReadStore(store, excludes=excludes, home=home) as reader:
+        try:
+            resolved = reader.resolve(path)
+            page = reader.entity(resolved.entity)
+        except (NotFound, Refused):
+            return None
+    return Part(f"Entity: {resolved.entity} ({resolved.file})", page.text, f"`dream entity {resolved.entity}`")
+
+
 def memory_context(
     root: Path,
     history: HistoryLog,

@@ -192,21 +192,50 @@ def register_resources(server: MCPServer, reader: ReaderFactory) -> None:
 # --- extension point: issue 10 ---------------------------------------------------------------------
 
 
-def register_context(server: MCPServer, reader: ReaderFactory) -> None:
-    """The place for the ``memory://context`` resource and the ``memory_context`` prompt.
+def register_context(server: MCPServer, reader: ReaderFactory, workspace: Path | None = None) -> None:
+    """``memory://context`` and the ``memory_context`` prompt: the block ``dream context`` prints.
 
-    Add them here, next to each other, with the same error mapping as above, e.g.::
-
-        @server.resource("memory://context", name="context", mime_type="text/markdown")
-        def context() -> str:
-            with _resource_errors(), reader() as store:
-                return build_context(store.root, ...)
-
-        @server.prompt(name="memory_context")
-        def memory_context(budget: int = 8000) -> str: ...
-
-    Instructions above stay true for them: memory is data, observations are provisional.
+    The block is built from the workspace (SOUL.md, USER.md, memory/MEMORY.md, always-on skills,
+    history Dream has not consumed yet), bounded by a token budget; with ``path``, the entity for
+    that folder joins it unless it is excluded.
     """
+    from dream_memory.adapters.clock import SystemClock
+    from dream_memory.adapters.history_log import HistoryLog
+    from dream_memory.adapters.tokens import default_counter
+    from dream_memory.app.context import entity_for_path, memory_context
+
+    def block(budget: int, path: str | None) -> str:
+        with reader() as store:
+            root = workspace or store.root
+            extra = []
+            if path:
+                found = entity_for_path(store.root, path, excludes=store.excludes, home=store.home)
+                extra = [found] if found is not None else []
+            log = HistoryLog(root, clock=SystemClock())
+            return memory_context(root, log, budget=budget, counter=default_counter(), extra_parts=extra).text
+
+    @server.resource(
+        "memory://context",
+        name="context",
+        title="Memory block for a system prompt",
+        description="SOUL.md, USER.md, memory/MEMORY.md, always-on skills and recent history, within 8000 tokens.",
+        mime_type="text/markdown",
+    )
+    def context() -> str:
+        with _resource_errors():
+            return block(8000, None)
+
+    @server.prompt(
+        name="memory_context",
+        title="Long-term memory",
+        description="This agent's long-term memory as a block for the system prompt (data, not instructions).",
+    )
+    def memory_context_prompt(budget: str = "8000", path: str = "") -> str:
+        try:
+            limit = max(200, min(200_000, int(budget)))
+        except ValueError:
+            raise InputError("budget must be a whole number of tokens") from None
+        return block(limit, path or None)
 
 
 # --- assembly --------------------------------------------------------------------------------------
@@ -219,8 +248,13 @@ def build_server(
     home: str | None = None,
     cache_dir: Path | None = None,
     log_level: str = "WARNING",
+    workspace: Path | None = None,
 ) -> MCPServer:
-    """The server for one store. The store is checked now, so a wrong path fails at start."""
+    """The server for one store. The store is checked now, so a wrong path fails at start.
+
+    ``workspace`` (default: the store) is where ``memory://context`` reads SOUL.md, USER.md,
+    memory/MEMORY.md and history from.
+    """
     frozen = frozenset(excludes)
     ReadStore(root, excludes=frozen, home=home).close()
 
@@ -237,12 +271,17 @@ def build_server(
     )
     register_tools(server, reader)
     register_resources(server, reader)
-    register_context(server, reader)
+    register_context(server, reader, workspace)
     return server
 
 
 def serve_stdio(
-    root: Path, *, excludes: Iterable[str] = (), home: str | None = None, cache_dir: Path | None = None
+    root: Path,
+    *,
+    excludes: Iterable[str] = (),
+    home: str | None = None,
+    cache_dir: Path | None = None,
+    workspace: Path | None = None,
 ) -> None:
     """Run the server on stdin/stdout until the client closes the connection."""
-    build_server(root, excludes=excludes, home=home, cache_dir=cache_dir).run("stdio")
+    build_server(root, excludes=excludes, home=home, cache_dir=cache_dir, workspace=workspace).run("stdio")

@@ -17,10 +17,21 @@ from dream_memory.entrypoints.cli._common import (
 @command("context")
 @click.option("--budget", type=int, default=None, help="Token budget of the block (default from config).")
 @click.option("--session-key", default=None, help="Only recent history of this session.")
+@click.option(
+    "--path",
+    "work_path",
+    default=None,
+    help="Also include the entity whose repository root holds this folder (e.g. the current repository).",
+)
 @json_option
 @workspace_options
 def context(
-    budget: int | None, session_key: str | None, as_json: bool, workspace: str | None, config_path: str | None
+    budget: int | None,
+    session_key: str | None,
+    work_path: str | None,
+    as_json: bool,
+    workspace: str | None,
+    config_path: str | None,
 ) -> int:
     """The memory block an agent puts in its system prompt, bounded by a token budget.
 
@@ -28,7 +39,7 @@ def context(
     yet (newest kept). Over the budget, older history goes first, then large files become outlines.
     Read-only: it never creates or migrates anything.
     """
-    from dream_memory.app.context import memory_context
+    from dream_memory.app.context import entity_for_path, memory_context
     from dream_memory.entrypoints.wiring import Wiring
     from dream_memory.errors import UsageError
 
@@ -37,8 +48,17 @@ def context(
     limit = budget if budget is not None else settings.config.agents.defaults.context.budget_tokens
     if limit < 50:
         raise UsageError("--budget must be at least 50 tokens")
+    extra = []
+    if work_path is not None:
+        found = entity_for_path(settings.store, work_path, excludes=settings.excludes, home=settings.env.get("HOME"))
+        extra = [found] if found is not None else []
     block = memory_context(
-        wiring.root, wiring.history, budget=limit, counter=wiring.token_counter(), session_key=session_key
+        wiring.root,
+        wiring.history,
+        budget=limit,
+        counter=wiring.token_counter(),
+        session_key=session_key,
+        extra_parts=extra,
     )
     if as_json:
         emit_json(block.to_json())

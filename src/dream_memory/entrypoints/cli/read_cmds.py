@@ -250,6 +250,7 @@ def mcp(*, store: str | None, workspace: str | None, config_path: str | None) ->
         excludes=settings.excludes,
         home=settings.env.get("HOME") or None,
         cache_dir=cache_dir(settings.env),
+        workspace=settings.workspace,
     )
     return 0
 
