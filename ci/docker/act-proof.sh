@@ -68,3 +68,6 @@ fi
 grep -q "dummy-key-for-the-scripted-server" "$work/act.log" && die "the API key secret appeared in the log"
 log "act run passed in $(( $(date +%s) - t0 )) s; $(wc -l <"$work/requests.jsonl") requests reached the scripted server"
 grep -E "outputs: status=|locked run:|report ok:|Job succeeded" "$work/act.log" | sed 's/^/  /'
+echo "  --- the step summary the action wrote (from the job log) ---"
+sed -n '/--- step summary/,/Success - Main Check the outputs/p' "$work/act.log" \
+  | sed -e '1d;$d' -e 's/^\[[^]]*\] *| \{0,1\}//' | sed 's/^/  /'

@@ -38,7 +38,7 @@ DOCKER_BUILDKIT=1 "$DOCKER" build --network host -t "$IMAGE" . >"$work/build.log
 t1=$(now)
 size_bytes=$("$DOCKER" image inspect --format '{{.Size}}' "$IMAGE")
 base_bytes=$("$DOCKER" image inspect --format '{{.Size}}' "$(base_image_name)")
-record "- build: $(elapsed "$t0" "$t1") s (docker build --network host, BuildKit, vfs storage)"
+record "- build: $(elapsed "$t0" "$t1") s (docker build --network host, BuildKit, storage $("$DOCKER" info --format '{{.Driver}}'))"
 record "- image size: $(( size_bytes / 1000000 )) MB ($size_bytes bytes; base image $(( base_bytes / 1000000 )) MB)"
 user_line=$("$DOCKER" image inspect --format 'user={{.Config.User}} entrypoint={{json .Config.Entrypoint}} workdir={{.Config.WorkingDir}}' "$IMAGE")
 record "- image config: $user_line"
@@ -48,20 +48,27 @@ grep -qx 'LITELLM_LOCAL_MODEL_COST_MAP=True' "$work/env.txt" || die "LITELLM_LOC
 if grep -Eiq '(KEY|TOKEN|SECRET|PASSWORD)=' "$work/env.txt"; then die "the image environment holds a secret-like variable"; fi
 [ "$("$DOCKER" run --rm --entrypoint id "$IMAGE" -u)" = 10001 ] || die "the image does not run as uid 10001"
 
-# ---- cold start ----------------------------------------------------------------------------------
-t0=$(now); "$DOCKER" run --rm --network host "$IMAGE" --help >"$work/help.txt"; t1=$(now)
-grep -q "Usage: dream-run" "$work/help.txt" || die "dream-run --help printed no usage"
-run_s=$(elapsed "$t0" "$t1")
-cid=$("$DOCKER" create --network host "$IMAGE" --help)
-t0=$(now); "$DOCKER" start -a "$cid" >/dev/null; t1=$(now)
-"$DOCKER" rm "$cid" >/dev/null
-start_s=$(elapsed "$t0" "$t1")
-proc_s=$("$DOCKER" run --rm --network host --read-only --entrypoint python3 "$IMAGE" -c '
+# ---- cold start (5 times each; min / median / max) ----------------------------------------------
+stats() { sort -n | awk '{ v[NR] = $1 } END { printf "%.2f / %.2f / %.2f s", v[1], v[int((NR + 1) / 2)], v[NR] }'; }
+: >"$work/run.t"; : >"$work/start.t"; : >"$work/proc.t"
+for _ in 1 2 3 4 5; do
+  t0=$(now); "$DOCKER" run --rm --network host "$IMAGE" --help >"$work/help.txt"; t1=$(now)
+  elapsed "$t0" "$t1" >>"$work/run.t"; echo >>"$work/run.t"
+  cid=$("$DOCKER" create --network host "$IMAGE" --help)
+  t0=$(now); "$DOCKER" start -a "$cid" >/dev/null; t1=$(now)
+  "$DOCKER" rm "$cid" >/dev/null
+  elapsed "$t0" "$t1" >>"$work/start.t"; echo >>"$work/start.t"
+  "$DOCKER" run --rm --network host --read-only --entrypoint python3 "$IMAGE" -c '
 import subprocess, time
 t = time.perf_counter()
 subprocess.run(["dream-run", "--help"], stdout=subprocess.DEVNULL, check=True)
-print(f"{time.perf_counter() - t:.2f}")')
-record "- cold start of dream-run --help: docker run (create+start+remove) $run_s s; docker start -a of a created container $start_s s; the dream-run process inside $proc_s s"
+print(f"{time.perf_counter() - t:.3f}")' >>"$work/proc.t"
+done
+grep -q "Usage: dream-run" "$work/help.txt" || die "dream-run --help printed no usage"
+record "- cold start of dream-run --help, min / median / max of 5:"
+record "  - docker run --rm IMAGE --help (create, start, exit, remove): $(stats <"$work/run.t")"
+record "  - docker start -a of an already created container: $(stats <"$work/start.t")"
+record "  - the dream-run --help process inside the container: $(stats <"$work/proc.t")"
 
 # ---- sample workspace and the scripted LLM server on the host network ----------------------------
 make_workspace() {  # make_workspace DIR OWNER

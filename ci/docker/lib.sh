@@ -22,11 +22,23 @@ RUNNER_IMAGE="${DREAM_RUNNER_IMAGE:-dream-memory-runner:ci}"
 
 log() { printf '[%s] %s\n' "$(basename "$0")" "$*" >&2; }
 die() { printf '[%s] FAILED: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
-# A skip is loud: the reason is printed on stdout and stderr so the CI log shows it.
+# A skip is loud: the reason is printed on stdout and stderr so the CI log shows it. A helper
+# script run by a ci/steps script exits $DREAM_SKIP_EXIT (set to 3 there), so that the step stops
+# and reports the skip instead of carrying on; run on its own, a skip exits 0.
 skip() {
   printf 'SKIPPED %s: %s\n' "$(basename "$0")" "$*"
   printf 'SKIPPED %s: %s\n' "$(basename "$0")" "$*" >&2
-  exit 0
+  exit "${DREAM_SKIP_EXIT:-0}"
+}
+# In a ci/steps script: run a helper; a skip inside it ends the step with exit 0 (already printed).
+step_run() {
+  local rc=0
+  DREAM_SKIP_EXIT=3 bash "$@" || rc=$?
+  if [ "$rc" -eq 3 ]; then
+    printf 'SKIPPED %s: the machine cannot run this proof (reason above)\n' "$(basename "$0")"
+    exit 0
+  fi
+  return "$rc"
 }
 
 need_root() {
@@ -42,8 +54,9 @@ apt_install() {  # apt_install PACKAGE... : install the Debian packages that are
   [ "${#missing[@]}" -eq 0 ] && return 0
   command -v apt-get >/dev/null || skip "apt-get is not available to install: ${missing[*]}"
   log "apt-get install ${missing[*]}"
-  apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt-get update -qq >/dev/null 2>&1 || log "apt-get update failed; trying the lists at hand"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null \
+    || skip "apt-get install ${missing[*]} failed: no package source for them on this machine"
 }
 
 # The validators and act, from PyPI, in their own venv (never in the package's .venv).

@@ -15,7 +15,7 @@ need_root
 # keeps the debootstrapped rootfs tarball).
 bash ci/docker/dockerd-stop.sh --purge
 trap 'bash ci/docker/dockerd-stop.sh' EXIT
-bash ci/docker/dockerd-start.sh
-bash ci/docker/base-image.sh
-bash ci/docker/container-proof.sh
+step_run ci/docker/dockerd-start.sh
+step_run ci/docker/base-image.sh
+step_run ci/docker/container-proof.sh
 echo "60-container.sh: passed in $(( $(date +%s) - t0 )) s"

@@ -10,9 +10,9 @@ cd "$(dirname "$0")/../.."
 t0=$(date +%s)
 need_root
 trap 'bash ci/docker/dockerd-stop.sh --purge' EXIT
-bash ci/docker/dockerd-start.sh
+step_run ci/docker/dockerd-start.sh
 if ! "$DOCKER" image inspect "$(base_image_name)" >/dev/null 2>&1; then
-  bash ci/docker/base-image.sh
+  step_run ci/docker/base-image.sh
 fi
-bash ci/docker/act-proof.sh
+step_run ci/docker/act-proof.sh
 echo "70-action.sh: passed in $(( $(date +%s) - t0 )) s"

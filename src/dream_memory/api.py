@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from dream_memory.core.context import ContextBlock
     from dream_memory.core.history import HistoryEntry
     from dream_memory.core.ports import ChatModel, Clock
+    from dream_memory.settings import ResolvedModel
 
 
 class Workspace:
@@ -86,18 +87,15 @@ class Workspace:
 
     # --- Dream and the Consolidator -----------------------------------------------------------
 
-    def _model(self, model: str | ChatModel | None, *, default_offline: bool = False) -> ChatModel:
+    def _resolve(self, model: str | ChatModel | None) -> tuple[ChatModel, ResolvedModel | None]:
         from dream_memory.errors import ConfigError
-        from dream_memory.settings import OFFLINE_MODEL, ResolvedModel
 
         if model is not None and not isinstance(model, str):
-            return model
+            return model, None
         resolved = self.settings.model(model)
         if resolved is None:
-            if not default_offline:
-                raise ConfigError("no model is configured", hint="pass model='offline' or a preset / litellm id")
-            resolved = ResolvedModel(name=OFFLINE_MODEL, source="default")
-        return self._wiring.chat_model(resolved)
+            raise ConfigError("no model is configured", hint="pass model='offline' or a preset / litellm id")
+        return self._wiring.chat_model(resolved), resolved
 
     def dream(
         self,
@@ -118,7 +116,7 @@ class Workspace:
         options = self._wiring.dream_options(
             batch_size=batch_size, max_batches=max_batches, dry_run=dry_run, branch=branch
         )
-        report = run_dream(self._wiring.dream_context(self._model(model), options))
+        report = run_dream(self._wiring.dream_context(self._resolve(model)[0], options))
         return report.to_json()
 
     def consolidate(
@@ -131,16 +129,21 @@ class Workspace:
         dry_run: bool = False,
     ) -> dict[str, Any]:
         """Consolidate sessions (all of ``sessions/`` when ``sessions`` is None); returns the report."""
-        from dream_memory.app.consolidate import consolidate_workspace
+        from dream_memory.app.consolidate import consolidate_sessions, select_sessions
 
-        return consolidate_workspace(
-            self._wiring,
-            self._model(model),
-            sessions=[Path(s) for s in sessions] if sessions is not None else None,
+        chat, resolved = self._resolve(model)
+        paths = select_sessions(self.path, [str(s) for s in sessions or ()], sessions is None, self.path)
+        if not dry_run:
+            self._wiring.ensure_workspace()
+        ctx = self._wiring.consolidate_context(
+            chat,
             budget=budget,
             force=force,
             dry_run=dry_run,
+            context_window=resolved.context_window if resolved else None,
+            max_tokens=resolved.max_tokens if resolved else 4096,
         )
+        return consolidate_sessions(ctx, paths).to_json()
 
     # --- reading --------------------------------------------------------------------------------
 

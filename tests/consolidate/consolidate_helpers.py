@@ -183,6 +183,17 @@ def markers(text: str) -> list[str]:
     return _MARKER.findall(text)
 
 
+def spoken_markers(messages: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Markers of what the user and the assistant said, not of tool calls and tool results: the
+    offline engine leaves machine output out of its summaries."""
+    return [
+        mk
+        for m in messages
+        if m.get("role") in ("user", "assistant") and m.get("content")
+        for mk in markers(str(m["content"]))
+    ]
+
+
 def echo_responder(request: dict[str, Any]) -> Step:
     """A model that "summarizes" by repeating every transcript line as a bullet: what it was
     sent becomes visible in history."""

@@ -463,3 +463,19 @@ def test_a_full_disk_fails_the_run_and_the_next_run_finishes_the_slice(
     text = "\n".join(e["content"] for e in history(isolated.workspace))
     for mk in markers(json.dumps(first[:-2])):
         assert text.count(mk) == 1, mk
+
+
+def test_a_rejected_key_stops_the_run_and_archives_nothing(isolated: Cli) -> None:
+    """A 401 is a configuration problem every session would hit: the run stops with exit 1, no
+    [RAW] copies are written, no progress moves, and the sessions wait for a working model."""
+    with ScriptedLLMServer(responder=lambda request: Fail(401, "invalid api key")) as server:
+        use_server(isolated, server, retries=1)
+        session(isolated, "cli:direct", turns(6))
+        session(isolated, "tg:1", turns(6))
+        code, report = isolated.consolidate("--all", "--force")
+        assert len(server.completion_requests()) == 1
+    assert code == 1 and report["status"] == "failed", report
+    outcomes = sorted(s["outcome"] for s in report["sessions"])
+    assert outcomes == ["failed", "not_attempted"]
+    assert history(isolated.workspace) == []
+    assert all(not s["raw_fallback"] for s in report["sessions"])

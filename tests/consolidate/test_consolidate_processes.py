@@ -12,7 +12,18 @@ import time
 from collections import Counter
 
 import pytest
-from consolidate_helpers import Cli, echo_responder, history, markers, progress, session, turn, turns, use_server
+from consolidate_helpers import (
+    Cli,
+    echo_responder,
+    history,
+    markers,
+    progress,
+    session,
+    spoken_markers,
+    turn,
+    turns,
+    use_server,
+)
 
 from dream_memory.testing.llm_server import ScriptedLLMServer
 
@@ -41,7 +52,11 @@ def test_sigkill_at_any_step_of_an_archive_then_a_rerun_leaves_exactly_one_copy(
     once; a slice already planned is finished without calling the model again."""
     messages = turns(6, tools=1, keep=True)
     tail = len(turn(5, tools=1))
-    slice_markers = [mk for m in messages[:-tail] for mk in markers(json.dumps(m))]
+    # The echoing server shows every line of the slice; the offline engine only what was said.
+    if through_server:
+        slice_markers = [mk for m in messages[:-tail] for mk in markers(json.dumps(m))]
+    else:
+        slice_markers = spoken_markers(messages[:-tail])
     model = [] if through_server else ["--model", "offline"]
     with ScriptedLLMServer(responder=echo_responder) as server:
         if through_server:

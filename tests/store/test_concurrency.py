@@ -44,7 +44,7 @@ while not stop.exists():
     result = log.compact(dream_cursor=max(top - 20, 0), max_entries=40)
     runs += 1
     archived += result.archived
-    time.sleep(0.005)
+    time.sleep(0.02)
 print(json.dumps({"runs": runs, "archived": archived}))
 """
 

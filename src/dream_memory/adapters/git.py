@@ -44,13 +44,13 @@ HEADS = b"refs/heads/"
 # markers, temp files of atomic writes): never versioned, and kept out of an enclosing
 # repository's `git status` through its local .git/info/exclude.
 RUNTIME_PATTERNS: tuple[str, ...] = (
-    layout.HISTORY_LOCK,
-    layout.DREAM_LOCK,
+    "memory/.*.lock",  # .history.lock, .dream.lock and any lock a later version adds
     layout.DREAM_JOURNAL,
     layout.MIGRATION_MARKER,
     f"{layout.ARCHIVE_DIR}/.pending.json",
     "memory/.*.tmp",
-    "memory/archive/.*.tmp",
+    f"{layout.ARCHIVE_DIR}/.*.tmp",
+    f"{layout.SESSIONS_DIR}/*.lock",  # taken by `dream consolidate --update-sessions`
 )
 
 

@@ -99,6 +99,10 @@ _SUPERSEDES = (
     re.compile(r"\bno longer\s+(?P<old>[^,.;]+)", re.IGNORECASE),
     re.compile(r"\bchanged from\s+(?P<old>.+?)\s+to\b", re.IGNORECASE),
 )
+# "[2026-04-03 00:02] user: text" / "assistant: (tool call) name(args)" / "tool (name): result"
+_TURN = re.compile(
+    r"^\s*(?:\[[^\]]*\]\s*)?(?P<speaker>user|assistant|system|tool(?:\s*\([^)]*\))?)\s*:\s?(?P<rest>.*)$", re.I
+)
 _ABS_PATH = re.compile(r"(?<![\w.~])(/(?:[\w.@-]+/)*[\w.@-]+)")
 
 SECTION_RULES: dict[str, list[tuple[str, re.Pattern[str]]]] = {
@@ -530,9 +534,19 @@ class OfflineModel:
         body = _after(prompt, CONSOLIDATION_MARKER).partition("\n")[2]
         kept: list[str] = []
         seen: set[str] = set()
+        speaker = ""
         for raw in body.splitlines():
-            line = re.sub(r"^\s*\[[^\]]*\d{2}:\d{2}[^\]]*\]\s*", "", raw)
-            line = re.sub(r"^(?:user|assistant|tool(?:\s*\([^)]*\))?)\s*:\s*", "", line, flags=re.IGNORECASE)
+            turn = _TURN.match(raw)
+            if turn:
+                speaker = turn["speaker"].casefold()
+                line = turn["rest"]
+                if line.startswith("(tool call)"):
+                    speaker = "tool call"
+            else:
+                line = raw  # a continuation line of the same message
+            # Tool calls and tool results are machine output: a keyword inside them is not a fact.
+            if speaker.startswith("tool"):
+                continue
             item = classify(line)
             if item is None or item.tag == "OBSERVATION":
                 continue

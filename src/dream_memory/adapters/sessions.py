@@ -29,7 +29,7 @@ from dream_memory.core.history import max_cursor_bound
 from dream_memory.core.sessions import ParsedSession, parse_session, with_last_consolidated
 from dream_memory.errors import InputError, LockBusy, WorkspaceError
 
-CONSOLIDATION_LOCK = "memory/.consolidation.lock"
+CONSOLIDATION_LOCK = layout.CONSOLIDATION_LOCK
 STATE_VERSION = 1
 SESSION_LOCK_TIMEOUT = 10.0
 SITE_PENDING = "consolidation.pending"

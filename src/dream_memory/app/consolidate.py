@@ -125,6 +125,7 @@ class SessionReport:
     messages_archived: int = 0
     entries: list[int] = field(default_factory=list)
     raw_fallback: bool = False
+    stops_run: bool = False  # a failure every later session would repeat (bad key, bad model name)
     tokens_before: int = 0
     tokens_after: int = 0
     lines: tuple[int, int] | None = None
@@ -198,6 +199,10 @@ class ConsolidateReport:
         }
 
 
+# Model failures that no retry or later slice will fix: the run stops, nothing is archived.
+_CONFIGURATION_FAILURES = frozenset({"auth", "bad_request"})
+
+
 class _StopRun(Exception):
     """A write failed after a slice's pending record may have reached the disk: no other slice
     may start (its pending record would replace this one); the next run finishes this one."""
@@ -265,12 +270,13 @@ def consolidate_sessions(ctx: ConsolidateContext, paths: Sequence[Path]) -> Cons
                     for path in paths:
                         report.sessions.append(_one_session(ctx, state, store, path, report))
                         done += 1
-                        if report.sessions[-1].outcome == OUTCOME_FAILED and state.pending is not None:
+                        last = report.sessions[-1]
+                        if last.outcome == OUTCOME_FAILED and (state.pending is not None or last.stops_run):
                             raise _StopRun
                 except _StopRun:
                     for rest in paths[done:]:
                         skipped = SessionReport(path=progress_key(ctx.root, rest), outcome=OUTCOME_NOT_ATTEMPTED)
-                        skipped.reason = "not attempted: an earlier slice could not be finished (see errors)"
+                        skipped.reason = "not attempted: an earlier session failed in a way every session would (see errors)"
                         report.sessions.append(skipped)
         except LockBusy as exc:
             report.status = STATUS_LOCKED
@@ -420,6 +426,7 @@ def _one_session(
     except DreamError as exc:
         result.outcome = OUTCOME_FAILED
         result.error = str(exc)
+        result.stops_run = isinstance(exc, ModelError) and exc.kind in _CONFIGURATION_FAILURES
         report.errors.append(f"{rel}: {exc.message}")
     return result
 
@@ -520,6 +527,10 @@ def _entry_texts(
             if not is_nothing(text):
                 summaries.append(text)
     except ModelError as exc:
+        if exc.kind in _CONFIGURATION_FAILURES:
+            # A wrong key or model name fails every slice alike: archiving each one raw would fill
+            # history with [RAW] copies of conversations a working model should summarize.
+            raise
         result.raw_fallback = True
         result.notes.append(f"the model could not summarize the slice ({exc.message}); archived raw")
         report.errors.append(f"{result.path}: model failed ({exc.kind}): {exc.message}; the slice was archived raw")

@@ -18,6 +18,7 @@ from dream_memory.settings import Settings
 if TYPE_CHECKING:
     from dream_memory.adapters.git import GitStore
     from dream_memory.adapters.history_log import HistoryLog, MigrationResult
+    from dream_memory.app.consolidate import ConsolidateContext
     from dream_memory.app.dream import DreamContext, DreamOptions
     from dream_memory.core.ports import ChatModel, Clock, Redactor, TokenCounter
     from dream_memory.settings import ResolvedModel
@@ -132,6 +133,40 @@ class Wiring:
             counter=self.token_counter(),
             options=options,
             open_git=lambda create: self.git(create=create),
+            redactor=self.redactor(),
+            log=self.log,
+        )
+
+    def consolidate_context(
+        self,
+        model: ChatModel,
+        *,
+        budget: int | None = None,
+        force: bool = False,
+        dry_run: bool = False,
+        update_sessions: bool = False,
+        context_window: int | None = None,
+        max_tokens: int = 4096,
+    ) -> ConsolidateContext:
+        from dream_memory.app.consolidate import ConsolidateContext, ConsolidateOptions
+        from dream_memory.core.consolidation import resolve_budget
+
+        configured = self.settings.config.agents.defaults.consolidate.budget_tokens
+        options = ConsolidateOptions(
+            budget=resolve_budget(budget, configured, context_window, max_tokens),
+            force=force,
+            dry_run=dry_run,
+            update_sessions=update_sessions,
+            context_window=context_window,
+            max_tokens=max_tokens,
+        )
+        return ConsolidateContext(
+            root=self.root,
+            model=model,
+            history=self.history,
+            clock=self.clock,
+            counter=self.token_counter(),
+            options=options,
             redactor=self.redactor(),
             log=self.log,
         )

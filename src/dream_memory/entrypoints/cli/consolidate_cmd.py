@@ -79,13 +79,7 @@ def consolidate(
     Exit codes: 0 done or nothing to do, 1 a session failed and nothing of it was archived,
     2 bad usage or config, 75 another consolidation holds the workspace.
     """
-    from dream_memory.app.consolidate import (
-        ConsolidateContext,
-        ConsolidateOptions,
-        consolidate_sessions,
-        select_sessions,
-    )
-    from dream_memory.core.consolidation import resolve_budget
+    from dream_memory.app.consolidate import consolidate_sessions, select_sessions
     from dream_memory.entrypoints.wiring import Wiring
     from dream_memory.errors import ConfigError
 
@@ -97,24 +91,14 @@ def consolidate(
     paths = select_sessions(settings.workspace, sessions, all_sessions, Path.cwd())
     if not dry_run:
         wiring.ensure_workspace()
-    configured = settings.config.agents.defaults.consolidate.budget_tokens
-    options = ConsolidateOptions(
-        budget=resolve_budget(budget, configured, resolved.context_window, resolved.max_tokens),
+    ctx = wiring.consolidate_context(
+        wiring.chat_model(resolved),
+        budget=budget,
         force=force,
         dry_run=dry_run,
         update_sessions=update_sessions,
         context_window=resolved.context_window,
         max_tokens=resolved.max_tokens,
-    )
-    ctx = ConsolidateContext(
-        root=settings.workspace,
-        model=wiring.chat_model(resolved),
-        history=wiring.history,
-        clock=wiring.clock,
-        counter=wiring.token_counter(),
-        options=options,
-        redactor=wiring.redactor(),
-        log=wiring.log,
     )
     report = consolidate_sessions(ctx, paths).to_json()
     del as_json  # the report is JSON either way (CONTRACT section 5)
