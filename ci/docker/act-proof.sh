@@ -65,6 +65,9 @@ if [ "$rc" -ne 0 ] || ! grep -q "ACT-PROOF-OK" "$work/act.log"; then
   tail -n 80 "$work/act.log" >&2
   die "the action under act failed (act exit $rc; full log in $DREAM_CI_ROOT/act.log)"
 fi
+# act reports what a step appended to $GITHUB_STEP_SUMMARY as "Summary - ...".
+grep -q "Summary - ### dream run: ok (exit 0)" "$work/act.log" || die "the action wrote no job summary"
+grep -q "Summary - ### dream run: locked (exit 75)" "$work/act.log" || die "no job summary for the locked run"
 grep -q "dummy-key-for-the-scripted-server" "$work/act.log" && die "the API key secret appeared in the log"
 log "act run passed in $(( $(date +%s) - t0 )) s; $(wc -l <"$work/requests.jsonl") requests reached the scripted server"
 grep -E "outputs: status=|locked run:|report ok:|Job succeeded" "$work/act.log" | sed 's/^/  /'

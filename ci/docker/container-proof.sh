@@ -7,7 +7,9 @@
 #     commits, those commits in the mounted workspace's git log, files owned by the container user;
 #     the same with `--user UID:GID` on a workspace owned by that uid;
 #   - exit 75 while another process on the host holds memory/.dream.lock (flock);
-#   - `--entrypoint dream-consolidate` and `--entrypoint dream-restore` reachable (--help).
+#   - `--entrypoint dream-consolidate` and `--entrypoint dream-restore` reachable (--help);
+#   - the `git` target (Kubernetes git variant): `clone` then `run` as two containers sharing a
+#     folder, pushing Dream's commit to a bare repository.
 # Needs a running private dockerd (dockerd-start.sh) and the base image (base-image.sh).
 # Results (for docs/deploy-docker.md) go to $DREAM_CI_ROOT/container-proof.md.
 set -euo pipefail
@@ -164,5 +166,39 @@ for ep in dream-consolidate dream-restore; do
   grep -q "Usage: $ep" "$work/$ep.txt" || die "--entrypoint $ep --help printed no usage"
   record "- docker run --entrypoint $ep IMAGE --help: exit 0 ($(grep -m1 'Usage:' "$work/$ep.txt"))"
 done
+# 5) the `git` target: the Kubernetes git variant's two containers, as two docker runs sharing a
+#    folder (the pod's emptyDir): `clone`, then `run` (Dream, push back to the remote).
+t0=$(now)
+DOCKER_BUILDKIT=1 "$DOCKER" build --network host --target git -t "$IMAGE-git" . >"$work/build-git.log" 2>&1 \
+  || { tail -n 30 "$work/build-git.log" >&2; die "docker build --target git failed"; }
+t1=$(now)
+git_size=$("$DOCKER" image inspect --format '{{.Size}}' "$IMAGE-git")
+record "- docker build --target git: $(elapsed "$t0" "$t1") s, $(( git_size / 1000000 )) MB"
+remote="$work/remote.git"
+seed="$work/seed"
+git init -q --bare -b main "$remote"
+git clone -q "$remote" "$seed" 2>/dev/null
+make_workspace "$seed" 0:0
+git -C "$seed" add -A -- . ':!memory/*.lock'
+git -C "$seed" -c user.name=agent -c user.email=agent@localhost commit -q -m "agent: workspace and history"
+git -C "$seed" push -q origin HEAD:refs/heads/main
+chown -R 10001:10001 "$remote"
+pod="$work/pod"
+install -d -o 10001 -g 10001 "$pod"
+git_env=(-e DREAM_GIT_URL=/remote -e DREAM_GIT_BRANCH=main -e DREAM_GIT_DIR=/workspace/repo -e HOME=/tmp)
+"$DOCKER" run --rm --network host --read-only --tmpfs /tmp -v "$remote:/remote" -v "$pod:/workspace" \
+  "${git_env[@]}" "$IMAGE-git" clone 2>"$work/clone.err" || { cat "$work/clone.err" >&2; die "dream-git-sync clone failed"; }
+set +e
+"$DOCKER" run --rm --network host --read-only --tmpfs /tmp -v "$remote:/remote" -v "$pod:/workspace" \
+  "${git_env[@]}" -e DREAM_WORKSPACE=/workspace/repo "${llm_env[@]}" "$IMAGE-git" run \
+  >"$work/report-git.json" 2>"$work/run-git.err"
+rc=$?
+set -e
+[ "$rc" -eq 0 ] || { cat "$work/run-git.err" >&2; die "dream-git-sync run exited $rc"; }
+grep -q "pushed" "$work/run-git.err" || { cat "$work/run-git.err" >&2; die "dream-git-sync pushed nothing"; }
+subject=$(git -c safe.directory='*' --git-dir "$remote" log -1 --format=%s main)
+case "$subject" in dream:*) ;; *) die "the remote's main does not end with a Dream commit ($subject)";; esac
+record "- git target, init container \`clone\` then \`run\` (read-only root, uid 10001): exit 0; remote main now ends with \"$subject\""
+
 record "- scripted LLM server received $(wc -l <"$work/requests.jsonl") requests"
 log "all container checks passed"

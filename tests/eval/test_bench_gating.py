@@ -19,7 +19,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 RUN = REPO / "bench" / "run"
 
-FAKE_MODULE = '''
+FAKE_MODULE = """
 import json, os, time
 from harness import Section
 
@@ -38,7 +38,7 @@ def run(quick):
     return [Section(key="{name}.figures", title="{name} figures", columns=["figure", "value"],
                     rows=[[k, v] for k, v in det.items()], command="python bench/bench_{name}.py",
                     deterministic=det, ratios=ratios)]
-'''
+"""
 
 
 def _load_driver() -> ModuleType:
@@ -46,6 +46,7 @@ def _load_driver() -> ModuleType:
     spec = importlib.util.spec_from_loader("bench_run_driver", loader)
     assert spec is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_run_driver"] = module  # dataclasses look their module up while it loads
     loader.exec_module(module)
     return module
 
@@ -116,7 +117,12 @@ def test_compare_gates_deterministic_figures_and_same_run_ratios_only() -> None:
         deterministic={"prompt_1kb": 2100.0, "facts_lost": 0.0, "fresh": 3.0},
         ratios={"ours_over_grep": 2.5},
     )
-    baseline = {"x.tokens": {"deterministic": {"prompt_1kb": 1000, "facts_lost": 0, "gone": 1}, "ratios": {"ours_over_grep": 1.2}}}
+    baseline = {
+        "x.tokens": {
+            "deterministic": {"prompt_1kb": 1000, "facts_lost": 0, "gone": 1},
+            "ratios": {"ours_over_grep": 1.2},
+        }
+    }
     comparisons, missing = driver.compare([section], baseline)
     verdicts = {c.name: c.verdict for c in comparisons}
     assert verdicts == {"prompt_1kb": "regressed", "facts_lost": "ok", "fresh": "new", "ours_over_grep": "regressed"}

@@ -91,7 +91,12 @@ def test_engine_that_drops_every_fact_scores_below_threshold_and_exits_1(dream, 
     missing, nothing superseded was ever committed, and the exit code is 1."""
     with ScriptedLLMServer(responder=_forgetful) as server:
         config = tmp_path / "dream.json"
-        preset = {"model": "openai/forgetful", "apiBase": server.base_url, "apiKeyEnv": "FORGETFUL_KEY", "maxRetries": 0}
+        preset = {
+            "model": "openai/forgetful",
+            "apiBase": server.base_url,
+            "apiKeyEnv": "FORGETFUL_KEY",
+            "maxRetries": 0,
+        }
         config.write_text(
             json.dumps({"agents": {"defaults": {"model": "forgetful"}}, "modelPresets": {"forgetful": preset}}),
             encoding="utf-8",

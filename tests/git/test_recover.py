@@ -87,3 +87,50 @@ def test_status_and_init_after_a_kill(tmp_path: Path, dream, git, clean_env: dic
     assert dream("init", "--workspace", str(ws)).returncode == 0
     assert git(ws, "status", "--porcelain") == ""
     assert git(ws, "log", "--format=%s").splitlines() == ["dream: two facts", "memory: init"]
+
+
+@pytest.mark.parametrize(("site", "lock"), [("git.index", ".git/index.lock"), ("git.ref", ".git/refs/heads/main.lock")])
+def test_a_git_lock_left_by_the_kill_does_not_block_forever(
+    tmp_path: Path, dream, git, clean_env: dict[str, str], site: str, lock: str
+) -> None:
+    """Killed inside the write of the index or of the branch ref, the process leaves git's
+    index.lock or main.lock behind, which would block every later commit (and git itself). The
+    next command sees the interrupted change's journal, waits a moment, removes the lock and
+    finishes (or rolls back) the change."""
+    ws = tmp_path / "ws"
+    assert dream("init", "--workspace", str(ws)).returncode == 0
+    proc = subprocess.run([sys.executable, "-c", KILLER, site, "1", str(ws)], capture_output=True, env=clean_env)
+    assert proc.returncode == -signal.SIGKILL
+    (ws / lock).write_bytes(b"what the killed process had half written")  # as dulwich leaves it
+    appended = dream("append", "- next", "--workspace", str(ws))  # does not touch git
+    assert appended.returncode == 0
+    init = dream("init", "--workspace", str(ws))
+    assert init.returncode == 0, init.stderr
+    assert not (ws / lock).exists()
+    assert git(ws, "status", "--porcelain") == ""
+    subjects = git(ws, "log", "--format=%s").splitlines()
+    assert subjects == (["dream: two facts", "memory: init"] if site == "git.index" else ["memory: init"])
+
+
+def test_a_change_still_being_made_is_not_recovered(tmp_path: Path, dream, store, clean_env: dict[str, str]) -> None:
+    """A journal whose writer is alive belongs to a change in progress: recover leaves it alone."""
+    from dream_memory.app.versioning import recover
+
+    ws = tmp_path / "ws"
+    assert dream("init", "--workspace", str(ws)).returncode == 0
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        import json
+        import socket
+
+        journal = ws / "memory/.dream_journal.json"
+        journal.write_text(json.dumps({"commit": "0" * 40, "base": None, "paths": ["USER.md"], "pid": sleeper.pid, "host": socket.gethostname()}))
+        with store(ws) as s:
+            assert recover(s) is None
+        assert journal.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    with store(ws) as s:
+        assert recover(s) is not None  # its writer is gone now: abandoned (HEAD is neither)
+    assert not journal.exists()

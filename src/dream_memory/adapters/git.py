@@ -39,6 +39,7 @@ EXCLUDE_BEGIN = "# >>> dream-memory runtime files of"
 FILE_MODE = 0o100644
 EXEC_MODE = 0o100755
 HEADS = b"refs/heads/"
+_STALE_LOCK_WAIT_SECONDS = 2.0
 
 # Files a workspace holds while it works (locks, the commit journal, migration and compaction
 # markers, temp files of atomic writes): never versioned, and kept out of an enclosing
@@ -275,7 +276,9 @@ class GitStore:
         so nothing in the user's work tree or history changes."""
         if self.created:
             return False
-        base = f"/{self.prefix}/" if self.prefix else "/"
+        # the workspace's own path is literal: escape what gitignore would read as a pattern
+        literal = "".join("\\" + c if c in "\\*?[" else c for c in self.prefix)
+        base = f"/{literal}/" if literal else "/"
         path = Path(self.repo.commondir()) / "info" / "exclude"
         begin = f"{EXCLUDE_BEGIN} {base}"
         merged = merge_block(fsutil.read_text(path), begin, GITIGNORE_END, [base + p for p in RUNTIME_PATTERNS])
@@ -691,6 +694,34 @@ class GitStore:
             return new != (head_files[rel][1] if rel in head_files else None)
 
         return {rel: data for rel, data in changes.items() if differs(rel, data)}
+
+    def clear_stale_locks(self, *, since: float, wait: float = _STALE_LOCK_WAIT_SECONDS) -> list[str]:
+        """Remove index.lock and the checked-out branch's ref lock when a process killed while
+        writing them left them behind (they would block every later commit, as they block git).
+
+        Only for a change known to be interrupted (its journal, written at ``since``, outlived
+        its writer): a lock older than that is not judged, and a younger one is first given
+        ``wait`` seconds to go away, as a live git's would within milliseconds.
+        """
+        control = Path(self.repo.controldir())
+        candidates = [Path(os.fsdecode(self.repo.index_path()) + ".lock"), control / "HEAD.lock"]
+        chain, _ = self.repo.refs.follow(Ref(b"HEAD"))
+        if chain and chain[-1] != b"HEAD":
+            candidates.append(control / (os.fsdecode(chain[-1]) + ".lock"))
+        removed: list[str] = []
+        for lock in candidates:
+            try:
+                if lock.stat().st_mtime < since - 1:
+                    continue
+            except FileNotFoundError:
+                continue
+            deadline = time.monotonic() + wait
+            while lock.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if lock.exists():
+                fsutil.remove(lock, site="git.stale_lock")
+                removed.append(lock.relative_to(control).as_posix())
+        return removed
 
     def commit(self, changes: dict[str, bytes | None], message: str) -> str | None:
         """Commit the given contents (None deletes) as they already are on disk; None if no change."""

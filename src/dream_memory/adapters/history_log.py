@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -135,6 +136,7 @@ class HistoryLog:
         self._on_problem = on_problem
         self._reported = _Reported()
         self._lock_depth = 0
+        self._lock_owner: int | None = None  # the thread holding the lock through this object
 
     # --- locking -----------------------------------------------------------------------------
 
@@ -142,10 +144,11 @@ class HistoryLog:
     def lock(self) -> Iterator[None]:
         """Hold memory/.history.lock for the block, waiting at most ``lock_timeout`` seconds.
 
-        Re-entrant for this object: a caller that already holds it (to read and append as one
-        step, say) may call ``append`` inside without waiting on itself.
+        Re-entrant for the thread holding it through this object: a caller that already holds it
+        (to read and append as one step, say) may call ``append`` inside without waiting on
+        itself; another thread waits like another process.
         """
-        if self._lock_depth:
+        if self._lock_depth and self._lock_owner == threading.get_ident():
             self._lock_depth += 1
             try:
                 yield
@@ -163,11 +166,11 @@ class HistoryLog:
                 f"{layout.HISTORY_LOCK} is held by another writer for more than {self.lock_timeout:g} s",
                 hint="another append, consolidation or compaction is running; try again",
             ) from None
-        self._lock_depth = 1
+        self._lock_depth, self._lock_owner = 1, threading.get_ident()
         try:
             yield
         finally:
-            self._lock_depth = 0
+            self._lock_depth, self._lock_owner = 0, None
             lock.release()
 
     # --- reading -----------------------------------------------------------------------------

@@ -7,7 +7,8 @@ message up to the last user turn, which stays in the session like a live agent's
 Dreamt, exactly as a nightly job would. Then the memory is checked, deterministically, with no
 model in the loop:
 
-- ``runs``: every consolidation and Dream run finished (not failed, locked or held);
+- ``runs``: every consolidation and Dream run finished cleanly (not failed, locked, held, set aside,
+  and no slice archived raw because the model could not summarize it);
 - ``kept``: each expected answer is in the memory files;
 - ``right_file``: ... in the file it belongs to (USER.md, SOUL.md or memory/MEMORY.md);
 - ``no_duplicates``: ... on exactly one line;
@@ -108,7 +109,7 @@ def _need(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: 
     if key not in data:
         raise InputError(f"{where}: '{key}' is missing")
     value = data[key]
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise InputError(f"{where}: '{key}' has the wrong type ({type(value).__name__})")
     return value
 
@@ -543,7 +544,12 @@ class GitHistory:
 
 
 def _lines_with(files: dict[str, str], value: str) -> list[str]:
-    return [f"{rel}:{n}" for rel, text in files.items() for n, line in enumerate(text.splitlines(), 1) if _contains(line, value)]
+    return [
+        f"{rel}:{n}"
+        for rel, text in files.items()
+        for n, line in enumerate(text.splitlines(), 1)
+        if _contains(line, value)
+    ]
 
 
 def _where(files: dict[str, str], value: str) -> list[str]:
@@ -556,7 +562,9 @@ def check_workspace(scenario: Scenario, root: Path, runs: Sequence[Run], secrets
     history = GitHistory.read(root)
     items: list[Item] = []
     for run in runs:
-        ok = run.status in _FINISHED[run.step] and not any(e.startswith(("held", "set aside")) for e in run.errors)
+        # A consolidation that reports errors fell back to archiving raw (the model failed); a Dream
+        # run that held or set a batch aside left its facts out of memory.
+        ok = run.status in _FINISHED[run.step] and not run.errors
         detail = "" if ok else f"status {run.status}" + (f": {'; '.join(run.errors)}" if run.errors else "")
         items.append(Item("runs", f"{run.date} {run.step}", ok, detail))
     for q in scenario.questions:

@@ -10,8 +10,11 @@ so an interrupted change is never mistaken for a hand edit.
 from __future__ import annotations
 
 import json
+import os
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from dream_memory.adapters import fsutil
@@ -27,31 +30,49 @@ NOTHING_NEW_PREFIX = "dream: nothing new"
 
 # --- transactions ---------------------------------------------------------------------------------
 
-
-def _journal_path(git: GitStore) -> Any:
+def _journal_path(git: GitStore) -> Path:
     return git.workspace / layout.DREAM_JOURNAL
 
 
-def apply_commit(git: GitStore, changes: dict[str, bytes | None], message: str) -> str | None:
+def apply_commit(
+    git: GitStore, changes: dict[str, bytes | None], message: str, *, on_disk: bool = False
+) -> str | None:
     """Commit ``changes`` (workspace-relative path -> bytes, None deletes), then write them to disk.
 
-    Returns the new commit, or None when the changes equal HEAD already.
+    ``on_disk``: the files already hold ``changes`` (hand edits being committed): nothing is
+    written, and a crash is finished by bringing the index in step only. Returns the new commit,
+    or None when the changes equal HEAD already.
     """
     effective = git.effective_changes(changes)
     if not effective:
         return None
     sha, base = git.build_commit(effective, message)
     journal = _journal_path(git)
-    fsutil.atomic_write(
-        journal,
-        json.dumps({"commit": sha, "base": base, "paths": sorted(effective), "subject": message.partition("\n")[0]}),
-        site="journal.write",
-    )
-    git.move_head(sha, base, message.split("\n", 1)[0])
-    git.write_files(effective)
+    record = {
+        "commit": sha,
+        "base": base,
+        "paths": sorted(effective),
+        "subject": message.partition("\n")[0],
+        "on_disk": on_disk,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+    }
+    fsutil.atomic_write(journal, json.dumps(record), site="journal.write")
+    git.move_head(sha, base, message.partition("\n")[0])
+    if not on_disk:
+        git.write_files(effective)
     git.sync_index(effective, sha)
     fsutil.remove(journal, site="journal.remove")
     return sha
+
+
+def _commit_disk_state(git: GitStore, paths: Iterable[str], message: str) -> str | None:
+    """Commit files as they are on disk (missing ones as deletions), through the journal."""
+    changes: dict[str, bytes | None] = {}
+    for rel in paths:
+        full = git.workspace / rel
+        changes[rel] = full.read_bytes() if full.is_file() and not full.is_symlink() else None
+    return apply_commit(git, changes, message, on_disk=True)
 
 
 @dataclass(frozen=True)
@@ -61,23 +82,50 @@ class Recovery:
     subject: str
 
 
+def _writer_alive(data: dict[str, Any], journal: Path) -> bool:
+    """True when the process that wrote the journal still runs (it is mid-change, not crashed)."""
+    pid, host = data.get("pid"), data.get("host")
+    if not isinstance(pid, int) or host != socket.gethostname() or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        # a recycled pid: that process started after the journal was written
+        return Path(f"/proc/{pid}").stat().st_ctime <= journal.stat().st_mtime + 1
+    except OSError:
+        return True
+
+
 def recover(git: GitStore) -> Recovery | None:
-    """Finish or roll back a change a crash interrupted (see the module docstring)."""
+    """Finish or roll back a change a crash interrupted (see the module docstring).
+
+    None when there is nothing to recover, or when the change is still being made by a live
+    process.
+    """
     journal = _journal_path(git)
     text = fsutil.read_text(journal)
     if text is None:
         return None
     try:
         data = json.loads(text)
-        sha, base, paths = str(data["commit"]), data.get("base"), list(data["paths"])
+        sha, base, paths = str(data["commit"]), data.get("base"), [str(p) for p in data["paths"]]
         subject = str(data.get("subject", ""))
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError):
         fsutil.remove(journal, site="journal.remove")
         return Recovery("abandoned", "", "unreadable journal")
+    if _writer_alive(data, journal):
+        return None
+    # index.lock or a ref lock left by the killed writer would block this and every later commit
+    git.clear_stale_locks(since=journal.stat().st_mtime)
     head = git.head()
     if head == sha:
-        files = git.files_at(sha)
-        git.write_files({rel: git.blob(files[rel][1]) if rel in files else None for rel in paths})
+        if not data.get("on_disk"):
+            files = git.entries_at(sha, paths)
+            git.write_files({rel: git.blob(files[rel][1]) if rel in files else None for rel in paths})
         git.sync_index(paths, sha)
         action = "finished"
     elif head == base:
@@ -102,7 +150,7 @@ def ensure_versioned(git: GitStore) -> str | None:
         return None
     if not present:
         return None
-    return git.commit_paths(present, INIT_SUBJECT + "\n\nFiles: " + ", ".join(present))
+    return _commit_disk_state(git, present, INIT_SUBJECT + "\n\nFiles: " + ", ".join(present))
 
 
 def commit_manual_edits(git: GitStore) -> str | None:
@@ -113,7 +161,7 @@ def commit_manual_edits(git: GitStore) -> str | None:
     if not dirty:
         return initial
     body = "\n".join(f"- {p}" for p in dirty)
-    return git.commit_paths(dirty, f"{MANUAL_SUBJECT}\n\nEdited outside Dream:\n{body}")
+    return _commit_disk_state(git, dirty, f"{MANUAL_SUBJECT}\n\nEdited outside Dream:\n{body}")
 
 
 # --- log -------------------------------------------------------------------------------------------
@@ -296,7 +344,7 @@ def restore_commit(
     if unsaved:
         listing = "\n".join(f"- {p}" for p in unsaved)
         message = f"{MANUAL_SUBJECT}\n\nEdited outside Dream, committed before a restore of {sha[:10]}:\n{listing}"
-        saved = git.commit_paths(unsaved, message)
+        saved = _commit_disk_state(git, unsaved, message)
     if not git.effective_changes(changes):
         notes.append("its changes are already undone: every file it touched holds its content from before it")
         return RestoreResult(

@@ -33,7 +33,7 @@ from dream_memory.entrypoints.cli._common import command, emit_json, json_option
 )
 @json_option
 @workspace_options
-def schedule(  # noqa: PLR0917 (click passes every option by keyword; the order is click's)
+def schedule(
     fmt: str,
     action_ref: str | None,
     image: str | None,

@@ -23,15 +23,24 @@ from dream_memory.entrypoints.cli._common import (
 @workspace_options
 def init(as_json: bool, workspace: str | None, config_path: str | None) -> int:
     """Create a workspace with templates and start versioning it (idempotent)."""
+    from dream_memory.adapters.locks import dream_lock
     from dream_memory.app.versioning import ensure_versioned
     from dream_memory.entrypoints.wiring import Wiring
+    from dream_memory.errors import LockBusy
 
     wiring = Wiring(load_settings(workspace, config_path))
     created = wiring.ensure_workspace()
     git = wiring.git(create=True)
     assert git is not None
     with git:
-        commit = ensure_versioned(git)
+        # Commits happen under the Dream lock, like every other commit: a run in progress owns
+        # the journal, and its first step makes this same commit anyway.
+        try:
+            with dream_lock(wiring.root, now=wiring.clock.now()):
+                commit = ensure_versioned(git)
+        except LockBusy:
+            note("a Dream run holds the workspace; it commits the workspace itself")
+            commit = None
         result = {
             "workspace": str(wiring.root),
             "created": created,
