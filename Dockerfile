@@ -46,7 +46,8 @@ FROM runtime-base AS git
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends git \
- && rm -rf /var/lib/apt/lists/*
+ && apt-get clean \
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /var/log/apt /var/log/dpkg.log
 COPY deploy/kubernetes/dream-git-sync.sh /usr/local/bin/dream-git-sync
 USER 10001:10001
 ENTRYPOINT ["dream-git-sync"]

@@ -113,3 +113,31 @@ def test_an_index_dulwich_cannot_rewrite_is_left_alone(tmp_path: Path, dream, gi
     assert (repo / ".git/index").read_bytes() == index
     assert git(repo, "log", "--format=%s").splitlines() == ["a"]
     assert "A  b.txt" in git(repo, "status", "--porcelain").splitlines()
+
+
+def test_a_carried_history_snapshot_never_overwrites_later_appends(tmp_path: Path, dream, git, store) -> None:
+    """In a repository that tracks history.jsonl, a Dream commit carries a snapshot of it. An
+    append landing after the snapshot was taken is neither erased from disk by the commit nor by
+    recovering an interrupted one, and `git status` shows history.jsonl as modified."""
+    from dream_memory.adapters.history_log import HistoryLog
+    from dream_memory.app.versioning import apply_commit
+    from dream_memory.testing import FrozenClock
+
+    repo = tmp_path / "project"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    ws = repo / "bot"
+    assert dream("init", "--workspace", str(ws)).returncode == 0
+    assert dream("append", "- first", "--workspace", str(ws)).returncode == 0
+    git(repo, "add", "bot/memory/history.jsonl")
+    git(repo, "commit", "-q", "-m", "track history", identity=True)
+    snapshot = (ws / "memory/history.jsonl").read_bytes()
+    HistoryLog(ws, clock=FrozenClock()).append("- landed after the snapshot")
+    with store(ws) as s:
+        sha = apply_commit(s, {"USER.md": b"# User\n- x\n", "memory/history.jsonl": snapshot}, "dream: x")
+    assert sha is not None
+    assert b"landed after the snapshot" in (ws / "memory/history.jsonl").read_bytes()
+    assert git(repo, "show", f"{sha}:bot/memory/history.jsonl").encode() == snapshot
+    assert git(repo, "status", "--porcelain", "bot/memory/history.jsonl").strip() == "M bot/memory/history.jsonl"
+    git(repo, "add", "-u")  # git sees the append and can commit it
+    assert "landed after the snapshot" in git(repo, "diff", "--cached")

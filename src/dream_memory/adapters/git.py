@@ -11,6 +11,7 @@ may sit above the workspace (``prefix``).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
 import stat
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotGitRepository
 from dulwich.file import FileLocked
 from dulwich.index import ConflictedIndexEntry, Index, IndexEntry, index_entry_from_stat
@@ -451,12 +453,30 @@ class GitStore:
             files=files,
         )
 
+    def changed_paths(self, old: str | None, new: str | None) -> list[str]:
+        """Workspace-relative paths of the regular files that differ between two commits (None:
+        the empty tree). Only subtrees that differ are read, so this stays cheap in a large
+        repository with a long history."""
+        old_tree = self._commit(old).tree if old else None
+        new_tree = self._commit(new).tree if new else None
+        within = [self.prefix.encode("utf-8")] if self.prefix else None
+        found: set[str] = set()
+        for change in tree_changes(self.repo.object_store, old_tree, new_tree, paths=within):
+            for entry in (change.old, change.new):
+                if entry is None or entry.path is None or entry.mode is None or not stat.S_ISREG(entry.mode):
+                    continue
+                rel = self._rel(entry.path)
+                if rel is not None:
+                    found.add(rel)
+        return sorted(found)
+
     def changes(self, old: str | None, new: str | None) -> list[FileChange]:
-        """File changes between two commits (None: the empty tree / the working tree is not used)."""
-        before = self.files_at(old)
-        after = self.files_at(new)
+        """File changes between two commits (None: the empty tree; the working tree is not used)."""
+        paths = self.changed_paths(old, new)
+        before = self.entries_at(old, paths)
+        after = self.entries_at(new, paths)
         result: list[FileChange] = []
-        for path in sorted(set(before) | set(after)):
+        for path in paths:
             a, b = before.get(path), after.get(path)
             if a == b:
                 continue
@@ -552,12 +572,14 @@ class GitStore:
         return state
 
     def dirty(self, *, only: Iterable[str] | None = None) -> list[str]:
-        """Versioned paths whose content on disk differs from HEAD (added, changed or removed)."""
-        head_files = self.files_at(self.head())
-        candidates = set(self.worktree_paths()) | {p for p in head_files if self.is_versioned(p)}
+        """Versioned paths whose content on disk differs from HEAD (added, changed or removed);
+        ``only``: among those paths (then neither the work tree nor HEAD's tree is walked)."""
         if only is not None:
-            allowed = set(only)
-            candidates &= allowed
+            candidates = {p for p in only if self.is_versioned(p)}
+            head_files = self.entries_at(self.head(), candidates)
+        else:
+            head_files = self.files_at(self.head())
+            candidates = set(self.worktree_paths()) | {p for p in head_files if self.is_versioned(p)}
         state = self.worktree_state(sorted(candidates))
         return sorted(p for p in candidates if state.get(p) != (head_files[p][1] if p in head_files else None))
 
@@ -673,7 +695,14 @@ class GitStore:
             full = self.workspace / rel
             if rel in files and full.is_file() and not full.is_symlink():
                 mode, blob_id = files[rel]
-                index[key] = index_entry_from_stat(full.lstat(), _oid(blob_id), mode)
+                st = full.lstat()
+                entry = index_entry_from_stat(st, _oid(blob_id), mode)
+                if self._blob_id_of_file(full) != blob_id:
+                    # The file moved on since the commit (an append to a carried history.jsonl,
+                    # an edit): recording its stat would make git trust it as unchanged. A size
+                    # of 0 never matches, so git hashes it and shows the change.
+                    entry = dataclasses.replace(entry, size=0, mtime=(0, 0))
+                index[key] = entry
             elif key in index:
                 del index[key]
         fsutil.checkpoint("git.index", self._index_file())

@@ -185,6 +185,7 @@ def classify(line: str) -> Classified | None:
             if label not in _ROUTING_LABELS:
                 text = label_match["rest"].strip()
     soulish = bool(_SOUL.search(text)) and not re.match(r"^(?:the\s+)?user\b", text, re.IGNORECASE)
+    keep = keep or is_forget(text)
     if not text or not (keep or soulish or _KEEP_WORDS.search(text)):
         return None
     if soulish:
@@ -216,8 +217,19 @@ def _bullet_text(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+def is_forget(text: str) -> bool:
+    """A request to forget: it names what to remove with "(was ...)" (the protocol's form)."""
+    return bool(re.search(r"\bforget\b", text, re.IGNORECASE)) and superseded_value(text) is not None
+
+
 def add_fact(text: str, path: str, fact_text: str) -> str:
-    """The file text with one fact filed under its section; a superseded line is replaced."""
+    """The file text with one fact filed under its section; a superseded line is replaced, and a
+    request to forget removes the line it names and adds nothing."""
+    if is_forget(fact_text):
+        wanted = _normalize(superseded_value(fact_text) or "")
+        lines = text.splitlines(keepends=True)
+        kept = [ln for ln in lines if not (ln.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize(ln))]
+        return "".join(kept)
     bullet = f"- {_bullet_text(fact_text)}"
     if _normalize(bullet) in {_normalize(line) for line in text.splitlines()}:
         return text

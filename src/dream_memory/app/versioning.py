@@ -60,10 +60,20 @@ def apply_commit(
     fsutil.atomic_write(journal, json.dumps(record), site="journal.write")
     git.move_head(sha, base, message.partition("\n")[0])
     if not on_disk:
-        git.write_files(effective)
+        git.write_files(_memory_files(effective))
     git.sync_index(effective, sha)
     fsutil.remove(journal, site="journal.remove")
     return sha
+
+
+def _memory_files(changes: dict[str, bytes | None]) -> dict[str, bytes | None]:
+    """The part of a commit that is written to disk: never the carried history files.
+
+    history.jsonl, .cursor, the archive and .consolidation.json ride along in a commit as a
+    snapshot read from disk, but they belong to the history lock's writers: writing the snapshot
+    back (or, on recovery, a snapshot hours old) would erase every append made since.
+    """
+    return {rel: data for rel, data in changes.items() if not layout.matches_any(rel, layout.CARRIED_PATTERNS)}
 
 
 def _commit_disk_state(git: GitStore, paths: Iterable[str], message: str) -> str | None:
@@ -125,7 +135,8 @@ def recover(git: GitStore) -> Recovery | None:
     if head == sha:
         if not data.get("on_disk"):
             files = git.entries_at(sha, paths)
-            git.write_files({rel: git.blob(files[rel][1]) if rel in files else None for rel in paths})
+            contents = {rel: git.blob(files[rel][1]) if rel in files else None for rel in paths}
+            git.write_files(_memory_files(contents))
         git.sync_index(paths, sha)
         action = "finished"
     elif head == base:
@@ -297,13 +308,11 @@ def restore_commit(
     recover(git)
     sha = git.resolve(rev)
     info = git.info(sha, with_files=False)
-    before = git.files_at(info.parent)
-    after = git.files_at(sha)
-    touched = sorted(
-        p
-        for p in set(before) | set(after)
-        if before.get(p) != after.get(p) and git.is_versioned(p) and not layout.is_dream_owned(p)
-    )
+    touched = [
+        p for p in git.changed_paths(info.parent, sha) if git.is_versioned(p) and not layout.is_dream_owned(p)
+    ]
+    before = git.entries_at(info.parent, touched)
+    after = git.entries_at(sha, touched)
     notes: list[str] = []
     conflicts = _conflicts(git, touched, after)
     if conflicts and not force:

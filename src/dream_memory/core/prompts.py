@@ -36,6 +36,7 @@ Answer with one fact per line, each line starting with its tag:
 [OBSERVATION] something noticed but not confirmed
 
 A correction says what it replaces, e.g. "[USER] Timezone is CET (was PST)".
+A request to forget something says what to remove, e.g. "[USER] Forget: the home address (was 12 Oak Lane)".
 Write each fact so it stands alone. Answer [SKIP] alone when nothing is worth keeping.
 No other text."""
 
@@ -53,6 +54,8 @@ Rules:
 - Put each fact in the right file and under the right heading, as a "- " bullet line.
 - Do not add a fact the file already holds. When a fact corrects or supersedes an older one,
   replace the old line instead of adding a new one.
+- A fact starting "Forget:" asks for removal: delete the line it names (the "(was ...)" part
+  quotes it) and add nothing.
 - Keep the files' structure; never remove content the facts do not touch.
 - Files you may read and change: {ALLOWED_DESCRIPTION}. Nothing else.
 - [SKILL] facts: skills/<name>/SKILL.md starting with YAML frontmatter (name, description).

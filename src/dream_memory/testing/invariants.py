@@ -19,6 +19,8 @@ The invariants (docs/reliability.md explains why each one matters):
   most once; no two different entries share a cursor.
 - ``failed_append_absent``: an append reported as failed left no entry behind (a caller that
   retries it would otherwise store it twice).
+- ``head_on_branch``: the workspace's own repository has HEAD on a branch (a detached HEAD
+  means Dream's commits are on no branch: a push or a checkout loses them).
 - ``cursor_not_ahead``: ``memory/.dream_cursor`` on disk is never ahead of the one in HEAD.
 - ``memory_committed``: every versioned memory file on disk equals HEAD, or (while an
   interrupted change waits in ``memory/.dream_journal.json``) the content the next run finishes
@@ -234,9 +236,12 @@ def read_ledger(root: Path) -> Ledger:
 # --- the checks -----------------------------------------------------------------------------------
 
 
-def check_git_fsck(root: Path) -> list[Violation]:
-    """``git fsck --strict`` reports no error (dangling objects are not errors)."""
+def check_git_fsck(root: Path, *, settled: bool = True) -> list[Violation]:
+    """``git fsck --strict`` reports no error (dangling objects are not errors). Unsettled, a
+    repository whose creation was interrupted (no HEAD yet) is left for the next run to finish."""
     if head_sha(root) is None and not (root / ".git").exists():
+        return []
+    if not settled and (root / ".git").is_dir() and not (root / ".git" / "HEAD").is_file():
         return []
     done = git(root, "fsck", "--strict", "--no-progress", check=False)
     lines = (done.stdout + done.stderr).decode("utf-8", "replace").splitlines()
@@ -299,6 +304,18 @@ def check_failed_appends_absent(root: Path, failed: Iterable[str], *, ledger: Le
         for text in dict.fromkeys(failed)
         if text in present
     ]
+
+
+def check_head_on_branch(root: Path, *, settled: bool = True) -> list[Violation]:
+    """In the workspace's own repository (``.git`` at its root), HEAD names a branch."""
+    git_dir = root / ".git"
+    if not git_dir.is_dir() or (not settled and not (git_dir / "HEAD").is_file()):
+        return []
+    done = git(root, "symbolic-ref", "-q", "HEAD", check=False)
+    if done.returncode != 0:
+        state = "detached" if head_sha(root) else "missing or unreadable"
+        return [Violation("head_on_branch", f"HEAD is {state}, not a branch")]
+    return []
 
 
 def _cursor_value(data: bytes | None) -> int:
@@ -409,7 +426,8 @@ def check_workspace(
     """All the invariants above, for one workspace. ``settled``: the next normal command has run
     since the last fault (right after a crash, pass False)."""
     ledger = read_ledger(root)
-    problems = check_git_fsck(root)
+    problems = check_git_fsck(root, settled=settled)
+    problems += check_head_on_branch(root, settled=settled)
     problems += check_history_exactly_once(root, appended=appended, maybe=maybe, settled=settled, ledger=ledger)
     problems += check_failed_appends_absent(root, failed, ledger=ledger)
     problems += check_cursor_not_ahead(root)
@@ -422,6 +440,7 @@ def check_workspace(
 
 INVARIANTS: tuple[str, ...] = (
     "git_fsck",
+    "head_on_branch",
     "history_exactly_once",
     "failed_append_absent",
     "cursor_not_ahead",

@@ -35,26 +35,13 @@ class WiredWorkspace:
             ensure_versioned(git)
 
     def consolidate(self, sessions: Sequence[Path]) -> dict[str, Any]:
-        from dream_memory.app.consolidate import ConsolidateContext, ConsolidateOptions, consolidate_sessions
-        from dream_memory.core.consolidation import resolve_budget
+        from dream_memory.app.consolidate import consolidate_sessions
 
-        w, resolved = self.wiring, self.resolved
-        configured = w.settings.config.agents.defaults.consolidate.budget_tokens
-        options = ConsolidateOptions(
-            budget=resolve_budget(None, configured, resolved.context_window, resolved.max_tokens),
+        ctx = self.wiring.consolidate_context(
+            self.model,
             force=True,
-            context_window=resolved.context_window,
-            max_tokens=resolved.max_tokens,
-        )
-        ctx = ConsolidateContext(
-            root=w.root,
-            model=self.model,
-            history=w.history,
-            clock=w.clock,
-            counter=w.token_counter(),
-            options=options,
-            redactor=w.redactor(),
-            log=w.log,
+            context_window=self.resolved.context_window,
+            max_tokens=self.resolved.max_tokens,
         )
         return consolidate_sessions(ctx, list(sessions)).to_json()
 
@@ -103,6 +90,7 @@ def eval_(
 
     The model is --model, else the configured one, else the built-in offline engine (like
     `dream demo`). Run it with a real model before trusting that model with your memory.
+    --workspace and --config only say where the configuration is: your workspace is never touched.
 
     Exit codes: 0 every scenario met its threshold, 1 one did not, 2 bad usage, config or scenario.
     """

@@ -1,0 +1,164 @@
+"""Product bugs the fault suite found, each as the smallest failing test (xfail, strict).
+
+Each test states what a user should see. When a fix lands, its test passes, strict xfail turns
+that into a failure: remove the marker here and the bug's entry from
+``dream_memory.testing.faults.KNOWN_BUGS`` (then regenerate the figures in docs/reliability.md).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from faults_helpers import clean_env, dream, history_contents, report_of
+
+from dream_memory.testing import build_workspace, write_session
+from dream_memory.testing.canaries import CANARIES
+from dream_memory.testing.llm_server import Fail, ScriptedLLMServer
+
+FACTS = [
+    "- [durable] User prefers dark mode in every editor.",
+    "- Decided to use PostgreSQL for the event store.",
+    "- [durable] User works as a data engineer.",
+]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="git-oserror: an OSError in apply_commit / GitStore (journal, ref, memory files, index, "
+    ".gitignore) is not wrapped in a DreamError, so dream run dies with a traceback and no report",
+)
+def test_dream_run_on_a_full_disk_reports_a_failure_not_a_traceback(tmp_path: Path) -> None:
+    """`dream run` on a full disk (ENOSPC while writing a memory file after its commit) exits 1 with
+    its JSON report (status failed, the error named) on stdout and no Python traceback; the next
+    run with space finishes the batch."""
+    ws = build_workspace(tmp_path / "ws", history=FACTS)
+    env = clean_env(tmp_path / "home")
+    done = dream(env, "run", "--workspace", str(ws), "--model", "offline", fault=("enospc", "memory.write", 1))
+    assert "Traceback" not in done.stderr, done.stderr[-1500:]
+    assert done.returncode == 1
+    report = report_of(done)
+    assert report is not None, "no JSON report on stdout"
+    assert report["status"] == "failed" and report["errors"]
+    again = dream(env, "run", "--workspace", str(ws), "--model", "offline")
+    assert again.returncode == 0, again.stderr
+    assert (ws / "memory" / ".dream_cursor").read_text().strip() == "3"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="append-landed-but-failed: HistoryLog.append_many raises HistoryError when rewriting "
+    ".cursor fails although the line is already in history.jsonl",
+)
+def test_an_append_that_reports_failure_has_not_stored_the_entry(tmp_path: Path) -> None:
+    """When `dream append` fails (exit 1) the entry is not in history, so retrying it cannot store
+    it twice; when the entry is stored, the command says so (exit 0, its cursor)."""
+    ws = build_workspace(tmp_path / "ws")
+    env = clean_env(tmp_path / "home")
+    text = "- [durable] User prefers tea over coffee."
+    done = dream(env, "append", "--workspace", str(ws), text, fault=("enospc", "cursor.write", 1))
+    stored = history_contents(ws).count(text)
+    if done.returncode == 0:
+        assert stored == 1 and done.stdout.strip().isdigit()
+    else:
+        assert stored == 0, f"exit {done.returncode} ({done.stderr.strip()}) but the entry is in history.jsonl"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="git-stale-object-lock: a kill while dulwich writes a loose object leaves "
+    ".git/objects/xx/<id>.lock and every later run needing that object raises dulwich FileLocked",
+)
+def test_a_dream_run_killed_while_writing_a_git_object_is_recovered(tmp_path: Path) -> None:
+    """`dream run` killed (SIGKILL) while git's lock file of a new object exists: the next run
+    finishes the work (exit 0, every entry consumed) instead of failing on the stale lock forever."""
+    ws = build_workspace(tmp_path / "ws", history=FACTS)
+    env = clean_env(tmp_path / "home")
+    killed = dream(env, "run", "--workspace", str(ws), "--model", "offline", fault=("kill", "git.lock.object", 3))
+    assert killed.returncode == -9, killed.stderr
+    assert list((ws / ".git" / "objects").glob("*/*.lock")), "the kill should leave the object's lock behind"
+    again = dream(env, "run", "--workspace", str(ws), "--model", "offline")
+    assert "Traceback" not in again.stderr, again.stderr[-1500:]
+    assert again.returncode == 0, again.stderr
+    assert (ws / "memory" / ".dream_cursor").read_text().strip() == "3"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a ToolDenied raised while Dream builds a batch's context (a memory file that is not "
+    "UTF-8, a folder or a symlink where an entity file belongs) escapes run_dream: no report, every run",
+)
+def test_a_memory_file_dream_cannot_read_still_gives_a_report(tmp_path: Path) -> None:
+    """USER.md saved in Latin-1 by some other tool: `dream run` still prints its JSON report (naming
+    USER.md) instead of stopping with only a message on stderr, run after run."""
+    ws = build_workspace(tmp_path / "ws", history=FACTS)
+    (ws / "USER.md").write_bytes("# User\n\n- Lives in Besan\xe7on\n".encode("latin-1"))
+    env = clean_env(tmp_path / "home")
+    done = dream(env, "run", "--workspace", str(ws), "--model", "offline")
+    report = report_of(done)
+    assert report is not None, f"exit {done.returncode}, no report; stderr: {done.stderr.strip()}"
+    assert "USER.md" in json.dumps(report["errors"] + report.get("notes", []))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="git-repo-half-created: GitStore.open takes a .git without HEAD (its creation killed while "
+    "dulwich held HEAD.lock) for a repository; move_head then fails on the lock, or writes a detached HEAD",
+)
+def test_a_run_killed_while_creating_the_repository_leaves_a_branch(tmp_path: Path) -> None:
+    """The first `dream run` of a workspace killed while it creates the git repository (HEAD's lock
+    written, HEAD not yet): the next run succeeds and commits on a branch, not on a detached HEAD."""
+    ws = build_workspace(tmp_path / "ws", history=FACTS)
+    env = clean_env(tmp_path / "home")
+    killed = dream(env, "run", "--workspace", str(ws), "--model", "offline", fault=("kill", "git.lock.ref", 1))
+    assert killed.returncode == -9, killed.stderr
+    assert (ws / ".git").is_dir() and not (ws / ".git" / "HEAD").exists()
+    again = dream(env, "run", "--workspace", str(ws), "--model", "offline")
+    assert again.returncode == 0, again.stderr
+    branch = subprocess.run(
+        ["git", "-C", str(ws), "symbolic-ref", "-q", "HEAD"], capture_output=True, text=True, env=env
+    )
+    assert branch.returncode == 0 and branch.stdout.startswith("refs/heads/"), "HEAD is detached"
+    log = subprocess.run(
+        ["git", "-C", str(ws), "log", "--format=%s", branch.stdout.strip()], capture_output=True, text=True, env=env
+    )
+    assert "dream: 1..3" in log.stdout
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the model layer copies the provider's error text (adapters/llm.py, up to 300 characters) into "
+    "batch errors, the report and stderr without passing it through the secret guard",
+)
+def test_a_provider_error_quoting_a_secret_stays_out_of_reports_and_logs(tmp_path: Path) -> None:
+    """A provider whose error message quotes a secret from the request (some echo the offending
+    input): `dream run` and `dream consolidate` report the failure without the secret, on stdout
+    and on stderr."""
+    secret = CANARIES[2]  # a GitHub token
+    ws = build_workspace(tmp_path / "ws", history=FACTS)
+    write_session(
+        ws,
+        "cli:a",
+        [
+            m
+            for i in range(3)
+            for m in (
+                {"role": "user", "content": f"I prefer tea {i}", "timestamp": f"2026-04-03T10:0{i}:00"},
+                {"role": "assistant", "content": "ok", "timestamp": f"2026-04-03T10:0{i}:01"},
+            )
+        ],
+    )
+    env = clean_env(tmp_path / "home")
+    with ScriptedLLMServer(responder=lambda request: Fail(503, f"overloaded while reading: {secret.text}")) as server:
+        preset = {"model": "openai/x", "apiBase": server.base_url, "apiKeyEnv": "K", "maxRetries": 0, "timeout": 10}
+        config = tmp_path / "dream.json"
+        config.write_text(json.dumps({"agents": {"defaults": {"model": "s"}}, "modelPresets": {"s": preset}}), "utf-8")
+        env.update({"DREAM_CONFIG": str(config), "K": "test-key-not-secret"})
+        ran = dream(env, "run", "--workspace", str(ws))
+        consolidated = dream(env, "consolidate", "--all", "--force", "--workspace", str(ws))
+    assert ran.returncode == 1 and report_of(ran) is not None  # the failure itself is reported
+    for done in (ran, consolidated):
+        assert secret.value not in done.stdout, "a secret in the report"
+        assert secret.value not in done.stderr, "a secret in the log"
