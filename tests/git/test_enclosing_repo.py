@@ -4,7 +4,10 @@ are left exactly as they were."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+from dulwich.objects import Blob
 
 
 def _user_repo(root: Path, git) -> None:
@@ -131,13 +134,31 @@ def test_a_carried_history_snapshot_never_overwrites_later_appends(tmp_path: Pat
     assert dream("append", "- first", "--workspace", str(ws)).returncode == 0
     git(repo, "add", "bot/memory/history.jsonl")
     git(repo, "commit", "-q", "-m", "track history", identity=True)
+    assert dream("append", "- second, in the snapshot", "--workspace", str(ws)).returncode == 0
     snapshot = (ws / "memory/history.jsonl").read_bytes()
     HistoryLog(ws, clock=FrozenClock()).append("- landed after the snapshot")
+    history = ws / "memory/history.jsonl"
+    past = history.stat().st_mtime - 10
+    os.utime(history, (past, past))  # old enough for a stat cache to be trusted without hashing
     with store(ws) as s:
         sha = apply_commit(s, {"USER.md": b"# User\n- x\n", "memory/history.jsonl": snapshot}, "dream: x")
+        on_disk = Blob.from_string(history.read_bytes()).id
+        assert s.worktree_state(["memory/history.jsonl"]) == {"memory/history.jsonl": on_disk}
     assert sha is not None
     assert b"landed after the snapshot" in (ws / "memory/history.jsonl").read_bytes()
     assert git(repo, "show", f"{sha}:bot/memory/history.jsonl").encode() == snapshot
     assert git(repo, "status", "--porcelain", "bot/memory/history.jsonl").strip() == "M bot/memory/history.jsonl"
     git(repo, "add", "-u")  # git sees the append and can commit it
     assert "landed after the snapshot" in git(repo, "diff", "--cached")
+
+    # the same commit found interrupted by a crash, recovered after yet another append
+    import json
+
+    from dream_memory.app.versioning import recover
+
+    paths = ["USER.md", "memory/history.jsonl"]
+    (ws / "memory/.dream_journal.json").write_text(json.dumps({"commit": sha, "base": None, "paths": paths}))
+    HistoryLog(ws, clock=FrozenClock()).append("- landed before the recovery")
+    with store(ws) as s:
+        assert recover(s) is not None and recover(s) is None
+    assert b"landed before the recovery" in history.read_bytes()

@@ -1318,7 +1318,8 @@ def trial_model_http(trial: Trial) -> Injected:
     rng, tag = trial.rng, trial.tag
     fault = HTTP_FAULTS[trial.index % len(HTTP_FAULTS)]
     consolidate = trial.index % 5 == 4
-    responder = FaultyResponder(fault, rng.randint(0, 2), f"HTTPGARBLE{trial.index}Z")
+    # every dream run asks at least twice (analysis, edits); a consolidation once per slice
+    responder = FaultyResponder(fault, 0 if consolidate else rng.randint(0, 1), f"HTTPGARBLE{trial.index}Z")
     with ScriptedLLMServer(responder=responder) as server:
         ws = trial.folder / "ws"
         texts = history_texts(tag, rng.randint(2, 6), rng)
@@ -1804,7 +1805,7 @@ def render_markdown(rows: Sequence[Mapping[str, Any]], seed: int, trials: int, c
     lines = [
         f"`{command}`",
         "",
-        "| kind | faults injected | trials | faults | checks | violations | known bugs |",
+        "| kind | what is injected | trials | faults | checks | violations | known bugs |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
