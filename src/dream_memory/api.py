@@ -60,7 +60,7 @@ class Workspace:
         """Create missing template files and start versioning; returns the files created."""
         from dream_memory.app.versioning import ensure_versioned
 
-        created = self._wiring.ensure_workspace()
+        created = self._wiring.ensure_workspace(guide_notes=True)
         git = self._wiring.git(create=True)
         assert git is not None
         with git:

@@ -3,7 +3,9 @@ and the history lock, each against real files (and real processes for the lock).
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import subprocess
 import sys
 import time
@@ -160,3 +162,40 @@ def test_the_lock_is_reentrant_for_its_holder(tmp_path: Path) -> None:
     assert time.monotonic() - start < 5
     assert (first.cursor, second.cursor) == (1, 2)
     assert log.append("- after").cursor == 3
+
+
+def _raise_at(site: str, err: int):
+    def inject(name: str, path: Path) -> None:
+        if name == site:
+            raise OSError(err, os.strerror(err), str(path))
+
+    return inject
+
+
+def test_a_full_disk_never_reports_a_stored_entry_as_failed(tmp_path: Path) -> None:
+    """ENOSPC while writing the line: the append fails (exit 1 on the command line) and leaves no
+    trace, so a retry stores it once. ENOSPC while rewriting .cursor after the line is stored:
+    the append succeeds with a warning (a stale counter is harmless), so no caller retries a
+    stored entry."""
+    from dream_memory.adapters import fsutil
+
+    workspace = build_workspace(tmp_path / "ws", history=["- one"])
+    path = workspace / "memory/history.jsonl"
+    before = path.read_bytes()
+    warnings: list[str] = []
+    log = HistoryLog(workspace, clock=FrozenClock(), on_problem=warnings.append)
+    fsutil.set_fault_injector(_raise_at("history.append", errno.ENOSPC))
+    try:
+        with pytest.raises(HistoryError, match="no space left"):
+            log.append("- lost to a full disk")
+    finally:
+        fsutil.set_fault_injector(None)
+    assert path.read_bytes() == before
+    fsutil.set_fault_injector(_raise_at("cursor.write", errno.ENOSPC))
+    try:
+        entry = log.append("- stored although .cursor could not be rewritten")
+    finally:
+        fsutil.set_fault_injector(None)
+    assert entry.cursor == 2 and log.scan().entries[-1] == entry
+    assert warnings == ["memory/.cursor was not updated (no space left on the device); the entry is stored"]
+    assert log.append("- next").cursor == 3

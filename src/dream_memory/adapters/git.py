@@ -11,12 +11,15 @@ may sit above the workspace (``prefix``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import difflib
 import os
+import shutil
 import stat
+import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +29,7 @@ from dulwich.errors import NotGitRepository
 from dulwich.file import FileLocked
 from dulwich.index import ConflictedIndexEntry, Index, IndexEntry, index_entry_from_stat
 from dulwich.object_store import BaseObjectStore
-from dulwich.objects import Blob, Commit, ObjectID, Tree
+from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree, hex_to_filename
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
@@ -213,6 +216,10 @@ class GitStore:
         self.author = parse_identity(author)
         self.clock = clock
         self.created = created  # True when this repository was made for the workspace by us
+        store = repo.object_store
+        if hasattr(store, "fsync_object_files"):
+            # objects reach the disk before the ref (fsynced by dulwich) that makes them reachable
+            store.fsync_object_files = True
 
     # --- opening -----------------------------------------------------------------------------
 
@@ -231,6 +238,12 @@ class GitStore:
         is none and ``create`` is set (else None)."""
         root = cls.find_enclosing(workspace)
         try:
+            if root is not None and root == workspace.resolve() and _half_created(root / ".git"):
+                if not create:
+                    return None
+                # A creation killed before HEAD existed: nothing is in it, so it is made again.
+                shutil.rmtree(root / ".git")
+                root = None
             if root is not None:
                 repo = Repo(str(root))
                 standalone = root == workspace.resolve() and _is_ours(workspace)
@@ -238,14 +251,18 @@ class GitStore:
             if not create:
                 return None
             workspace.mkdir(parents=True, exist_ok=True)
+            # The .gitignore block first: it is what marks the repository as ours, so a crash
+            # between the two steps cannot leave a repository taken for a user's.
+            merged = merge_gitignore(fsutil.read_text(workspace / ".gitignore"))
+            if merged is not None:
+                fsutil.atomic_write(workspace / ".gitignore", merged, site="gitignore")
             repo = Repo.init(str(workspace), default_branch=b"main")
         except NotGitRepository as exc:
             raise VersionStoreError(f"{root or workspace} holds a .git that is not a usable repository") from exc
-        except OSError as exc:
-            raise VersionStoreError(f"cannot open or create a repository at {workspace}: {exc}") from exc
-        store = cls(repo, workspace, author=author, clock=clock, created=True)
-        store.ensure_gitignore()
-        return store
+        except (OSError, FileLocked) as exc:
+            reason = fsutil.describe_os_error(exc) if isinstance(exc, OSError) else "a git lock file is in the way"
+            raise VersionStoreError(f"cannot open or create a repository at {workspace}: {reason}") from exc
+        return cls(repo, workspace, author=author, clock=clock, created=True)
 
     def close(self) -> None:
         self.repo.close()
@@ -622,6 +639,36 @@ class GitStore:
         offset = now.utcoffset()
         return int(now.timestamp()), int(offset.total_seconds()) if offset else 0
 
+    def _add(self, obj: ShaFile) -> None:
+        """Store one object. A process killed while dulwich wrote this very object leaves its
+        ``objects/xx/<id>.lock``, on which dulwich would fail for ever: objects are named by
+        their content, so the object is written here the way git writes it (a temp file renamed
+        into place) and the dead writer's lock is removed."""
+        store = self.repo.object_store
+        try:
+            store.add_object(obj)
+            return
+        except FileLocked:
+            pass
+        objects = os.fspath(getattr(store, "path", Path(self.repo.commondir()) / "objects"))
+        path = Path(os.fsdecode(hex_to_filename(objects, obj.id)))
+        if not path.exists():
+            data = b"".join(obj.as_legacy_object_chunks())
+            fd, tmp = tempfile.mkstemp(prefix="tmp_obj_", dir=path.parent)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.chmod(tmp, 0o444)
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        with contextlib.suppress(FileNotFoundError):
+            path.with_name(path.name + ".lock").unlink()
+
     def build_commit(self, changes: dict[str, bytes | None], message: str) -> tuple[str, str | None]:
         """Write blobs, trees and a commit object for ``changes`` on top of HEAD; the ref is not
         moved yet. Returns (new sha, base sha)."""
@@ -635,15 +682,15 @@ class GitStore:
                 tree_changes.append((parts, 0, None))
             else:
                 blob = Blob.from_string(data)
-                store.add_object(blob)
+                self._add(blob)
                 mode = EXEC_MODE if _is_executable(self.workspace / rel) else FILE_MODE
                 tree_changes.append((parts, mode, blob.id))
         base_tree = self._commit(base).tree if base is not None else None
-        tree_id = _apply_tree_changes(store, base_tree, tree_changes)
+        tree_id = _apply_tree_changes(store, base_tree, tree_changes, self._add)
         if tree_id is None:
             # Every file deleted: a commit still needs a tree, and this one is reachable.
             empty = Tree()
-            store.add_object(empty)
+            self._add(empty)
             tree_id = empty.id
         commit = Commit()
         commit.tree = tree_id
@@ -653,7 +700,7 @@ class GitStore:
         commit.author_time = commit.commit_time = when
         commit.author_timezone = commit.commit_timezone = offset
         commit.message = (message.rstrip("\n") + "\n").encode("utf-8")
-        store.add_object(commit)
+        self._add(commit)
         return commit.id.decode("ascii"), base
 
     def move_head(self, new: str, base: str | None, subject: str) -> None:
@@ -847,6 +894,17 @@ class GitStore:
         return out
 
 
+def _half_created(git_dir: Path) -> bool:
+    """A .git folder our own creation left without HEAD, holding no object: git cannot use it,
+    and there is nothing in it to keep."""
+    if not git_dir.is_dir() or (git_dir / "HEAD").exists():
+        return False
+    objects = git_dir / "objects"
+    return not objects.is_dir() or not any(
+        p.is_file() for p in objects.rglob("*") if p.parent.name not in ("info",)
+    )
+
+
 def _is_ours(workspace: Path) -> bool:
     """A repository at the workspace root is ours when its .gitignore carries our block."""
     text = fsutil.read_text(workspace / ".gitignore")
@@ -864,7 +922,10 @@ _RACY_SECONDS = 2.0
 
 
 def _apply_tree_changes(
-    store: BaseObjectStore, tree_id: bytes | None, changes: list[tuple[list[bytes], int, ObjectID | None]]
+    store: BaseObjectStore,
+    tree_id: bytes | None,
+    changes: list[tuple[list[bytes], int, ObjectID | None]],
+    add: Callable[[ShaFile], None],
 ) -> ObjectID | None:
     """The tree ``tree_id`` with ``changes`` (path parts, mode, blob; None deletes) applied.
 
@@ -893,7 +954,7 @@ def _apply_tree_changes(
         if name in tree:
             mode, sha = tree[name]
             base = sha if stat.S_ISDIR(mode) else None
-        sub_id = _apply_tree_changes(store, base, sub)
+        sub_id = _apply_tree_changes(store, base, sub, add)
         if sub_id is None:
             if name in tree:
                 del tree[name]
@@ -901,7 +962,7 @@ def _apply_tree_changes(
             tree[name] = (stat.S_IFDIR, sub_id)
     if not len(tree):
         return None
-    store.add_object(tree)
+    add(tree)
     return tree.id
 
 

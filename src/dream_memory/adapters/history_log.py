@@ -305,11 +305,34 @@ class HistoryLog:
                 # A foreign writer left the last line unterminated; never glue onto it.
                 payload = "\n" + payload
             try:
+                size = self.path.stat().st_size
+            except FileNotFoundError:
+                size = None
+            try:
                 fsutil.append_bytes(self.path, payload.encode("utf-8"), site="history.append")
+            except OSError as exc:
+                # A full disk may have let part of the line through: take it back, so that a
+                # failed append (which the caller will retry) leaves no trace.
+                self._truncate_to(size)
+                raise HistoryError(f"cannot append to {layout.HISTORY}: {fsutil.describe_os_error(exc)}") from exc
+            try:
                 fsutil.atomic_write(self.cursor_path, f"{entries[-1].cursor}\n", site="cursor.write")
             except OSError as exc:
-                raise HistoryError(f"cannot append to {layout.HISTORY}: {fsutil.describe_os_error(exc)}") from exc
+                # The entries are stored: failing now would make a caller append them twice. The
+                # counter is only a floor (allocation reads the file too), so a stale one is safe.
+                self._note(f"{layout.CURSOR} was not updated ({fsutil.describe_os_error(exc)}); the entry is stored")
             return entries
+
+    def _truncate_to(self, size: int | None) -> None:
+        with contextlib.suppress(OSError):
+            if size is None:
+                self.path.unlink()
+            else:
+                os.truncate(self.path, size)
+
+    def _note(self, message: str) -> None:
+        if self._on_problem is not None:
+            self._on_problem(message)
 
     # --- compaction --------------------------------------------------------------------------
 

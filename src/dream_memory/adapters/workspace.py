@@ -17,18 +17,20 @@ def template_text(rel_path: str) -> str:
     return (resources.files("dream_memory") / "data" / "templates" / rel_path).read_text(encoding="utf-8")
 
 
-def init_workspace(root: Path) -> list[str]:
+def init_workspace(root: Path, *, guide_notes: bool = True) -> list[str]:
     """Create the workspace folders and any missing template file; never overwrite. Idempotent.
 
-    Returns the workspace-relative paths it created.
+    ``guide_notes`` False leaves out prompts/README.md: jobs that create a workspace on the fly
+    (Dream, append, consolidate) only need the memory files, and an unversioned README would
+    otherwise be left untracked in a user's repository. Returns the paths it created.
     """
     if root.exists() and not root.is_dir():
         raise WorkspaceError(f"workspace {root} exists and is not a folder")
     created: list[str] = []
     try:
-        for folder in ("memory", "prompts", layout.SKILLS_DIR):
+        for folder in ("memory", layout.SKILLS_DIR, *(("prompts",) if guide_notes else ())):
             (root / folder).mkdir(parents=True, exist_ok=True)
-        for rel in TEMPLATE_FILES:
+        for rel in TEMPLATE_FILES if guide_notes else layout.DURABLE_FILES:
             path = root / rel
             if not path.exists():
                 fsutil.atomic_write(path, template_text(rel), site="template")

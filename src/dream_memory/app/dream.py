@@ -279,7 +279,7 @@ def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
         if ctx.history.legacy_pending():
             report.notes.append("memory/HISTORY.md is waiting to be migrated; a dry run does not migrate")
         return ctx.open_git(False)
-    created = init_workspace(ctx.root)
+    created = init_workspace(ctx.root, guide_notes=False)
     if created:
         report.notes.append("created " + ", ".join(created))
     migrated = ctx.history.migrate_legacy()

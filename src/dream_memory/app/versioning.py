@@ -9,19 +9,43 @@ so an interrupted change is never mistaken for a hand edit.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import CommitInfo, FileChange, GitStore, unified_diff
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core import layout
-from dream_memory.errors import RestoreConflict, UsageError
+from dream_memory.errors import RestoreConflict, UsageError, VersionStoreError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _store_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """A full disk or a permission problem while committing is a VersionStoreError
+    (exit 1, a message, Dream's report) rather than a traceback. Whatever was half done is in
+    the journal, which the next command finishes or rolls back."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except OSError as exc:
+            where = f" ({exc.filename})" if exc.filename else ""
+            raise VersionStoreError(
+                f"cannot write memory to git: {fsutil.describe_os_error(exc)}{where}",
+                hint="nothing is lost: the next command finishes or undoes the interrupted change",
+            ) from exc
+
+    return wrapper
+
 
 INIT_SUBJECT = "memory: init"
 MANUAL_SUBJECT = "memory: manual edits"
@@ -34,6 +58,7 @@ def _journal_path(git: GitStore) -> Path:
     return git.workspace / layout.DREAM_JOURNAL
 
 
+@_store_errors
 def apply_commit(
     git: GitStore, changes: dict[str, bytes | None], message: str, *, on_disk: bool = False
 ) -> str | None:
@@ -110,6 +135,7 @@ def _writer_alive(data: dict[str, Any], journal: Path) -> bool:
         return True
 
 
+@_store_errors
 def recover(git: GitStore) -> Recovery | None:
     """Finish or roll back a change a crash interrupted (see the module docstring).
 
@@ -150,6 +176,7 @@ def recover(git: GitStore) -> Recovery | None:
 # --- first commit and hand edits ----------------------------------------------------------------
 
 
+@_store_errors
 def ensure_versioned(git: GitStore) -> str | None:
     """Make the ``memory: init`` commit when this workspace has nothing committed yet."""
     recover(git)
@@ -164,6 +191,7 @@ def ensure_versioned(git: GitStore) -> str | None:
     return _commit_disk_state(git, present, INIT_SUBJECT + "\n\nFiles: " + ", ".join(present))
 
 
+@_store_errors
 def commit_manual_edits(git: GitStore) -> str | None:
     """Commit hand edits of memory files as their own commit, so Dream's commits hold only Dream's
     changes. Dream's own bookkeeping files are not hand edits and are left for Dream's commit."""
@@ -286,6 +314,7 @@ def _conflicts(git: GitStore, paths: Iterable[str], expected: dict[str, tuple[in
     return sorted(p for p in current if current[p] != (expected[p][1] if p in expected else None))
 
 
+@_store_errors
 def restore_commit(
     git: GitStore,
     rev: str,

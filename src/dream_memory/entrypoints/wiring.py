@@ -55,12 +55,12 @@ class Wiring:
 
         return GitStore.open(self.root, author=self.settings.dream.git_author, clock=self.clock, create=create)
 
-    def ensure_workspace(self) -> list[str]:
+    def ensure_workspace(self, *, guide_notes: bool = False) -> list[str]:
         """What every writing command does first: templates for what is missing, then any
-        pending legacy HISTORY.md migration."""
+        pending legacy HISTORY.md migration. Only `dream init` asks for prompts/README.md."""
         from dream_memory.adapters.workspace import init_workspace
 
-        created = init_workspace(self.root)
+        created = init_workspace(self.root, guide_notes=guide_notes)
         migrated = self.history.migrate_legacy()
         if migrated is not None:
             self._report_migration(migrated)

@@ -29,7 +29,7 @@ def init(as_json: bool, workspace: str | None, config_path: str | None) -> int:
     from dream_memory.errors import LockBusy
 
     wiring = Wiring(load_settings(workspace, config_path))
-    created = wiring.ensure_workspace()
+    created = wiring.ensure_workspace(guide_notes=True)
     git = wiring.git(create=True)
     assert git is not None
     with git:
