@@ -11,7 +11,6 @@ Run: ``.venv/bin/python bench/bench_store.py [--quick] [--json]``.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -160,5 +159,3 @@ def run(quick: bool) -> list[Section]:
 
 if __name__ == "__main__":
     main(run)
-    if "--json" not in sys.argv:
-        print(json.dumps({"python": sys.version.split()[0]}))

@@ -9,11 +9,11 @@ unexpected exception, only the package's own error kinds, or an error result for
 from __future__ import annotations
 
 import json
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -28,7 +28,7 @@ from dream_memory.core.sessions import parse_record, parse_session, safe_cuts, t
 from dream_memory.errors import BadReply, ConfigError
 from dream_memory.testing import build_workspace
 
-FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TRICKY = st.sampled_from(
     ["\udcff", "\ud800", "\u2028", "\x85", "\n", "\r", "\x00", "{", "}", '"', "\\", "\ufeff", "|", "`"]
 )
@@ -202,7 +202,12 @@ def test_phase1_replies_fail_only_as_bad_replies(lines: list[str]) -> None:
         assert fact.target
 
 
-_WORKSPACE = build_workspace(Path(tempfile.mkdtemp(prefix="dream-fuzz-tools-")) / "ws")
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One workspace with its templates for all examples (the tool layer must never change it)."""
+    return build_workspace(tmp_path_factory.mktemp("fuzz-tools") / "ws")
+
+
 PATHS = st.one_of(
     TEXT,
     JSON,
@@ -230,13 +235,15 @@ ARGUMENTS = st.dictionaries(
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(["read_file", "edit_file", "write_file"]) | TEXT, ARGUMENTS)
-def test_tool_arguments_give_a_result_never_an_exception_or_a_write(name: str, arguments: dict[str, Any]) -> None:
+def test_tool_arguments_give_a_result_never_an_exception_or_a_write(
+    workspace: Path, name: str, arguments: dict[str, Any]
+) -> None:
     """Whatever a model puts in a tool call, the tool layer answers with a result the model reads
     (an error result when refused) and never writes to disk: edits stay in the staging copy."""
-    before = {p: p.read_bytes() for p in _WORKSPACE.parent.rglob("*") if p.is_file()}
+    before = {p: p.read_bytes() for p in workspace.parent.rglob("*") if p.is_file()}
     staging = StagingWorkspace(
-        _WORKSPACE, count_tokens=lambda text: len(text) // 4, file_budget_tokens=500, redactor=SecretScanner()
+        workspace, count_tokens=lambda text: len(text) // 4, file_budget_tokens=500, redactor=SecretScanner()
     )
     outcome = staging.execute(name, arguments)
     assert isinstance(outcome, ToolOutcome) and isinstance(outcome.text, str)
-    assert {p: p.read_bytes() for p in _WORKSPACE.parent.rglob("*") if p.is_file()} == before
+    assert {p: p.read_bytes() for p in workspace.parent.rglob("*") if p.is_file()} == before

@@ -799,6 +799,28 @@ class GitStore:
                 removed.append(lock.relative_to(control).as_posix())
         return removed
 
+    def clear_stale_object_locks(self, *, wait: float = 0.5) -> list[str]:
+        """Remove ``objects/xx/<id>.lock`` files a killed writer left behind.
+
+        Only dulwich makes these (git writes objects through ``tmp_obj_*`` files), and a live
+        write lasts milliseconds, so a lock still there after ``wait`` seconds is dead. Left in
+        place it fails ``git fsck`` and, were that object written again, every later commit.
+        Callers hold the Dream lock, so no other Dream run is writing objects meanwhile.
+        """
+        objects = Path(os.fspath(getattr(self.repo.object_store, "path", Path(self.repo.commondir()) / "objects")))
+        locks = [p for p in objects.glob("[0-9a-f][0-9a-f]/*.lock") if p.is_file()]
+        if not locks:
+            return []
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(p.exists() for p in locks):
+            time.sleep(0.05)
+        removed: list[str] = []
+        for lock in locks:
+            if lock.exists():
+                fsutil.remove(lock, site="git.stale_lock")
+                removed.append(lock.relative_to(objects).as_posix())
+        return removed
+
     def commit(self, changes: dict[str, bytes | None], message: str) -> str | None:
         """Commit the given contents (None deletes) as they already are on disk; None if no change."""
         effective = self.effective_changes(changes)
@@ -873,6 +895,7 @@ class GitStore:
 
     def _other_differences(self, a: str | None, b: str | None) -> list[str]:
         """Repository paths outside this workspace's versioned files that differ between commits."""
+
         def everything(sha: str | None) -> dict[bytes, bytes]:
             if sha is None:
                 return {}
@@ -900,9 +923,7 @@ def _half_created(git_dir: Path) -> bool:
     if not git_dir.is_dir() or (git_dir / "HEAD").exists():
         return False
     objects = git_dir / "objects"
-    return not objects.is_dir() or not any(
-        p.is_file() for p in objects.rglob("*") if p.parent.name not in ("info",)
-    )
+    return not objects.is_dir() or not any(p.is_file() for p in objects.rglob("*") if p.parent.name not in ("info",))
 
 
 def _is_ours(workspace: Path) -> bool:

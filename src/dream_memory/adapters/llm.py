@@ -382,10 +382,14 @@ def _detail(exc: BaseException) -> str:
 
 
 def _scrub(text: str, secret: str | None) -> str:
-    """Remove the key (and anything key-shaped, which providers echo masked or not) from text."""
+    """Remove the key, anything key-shaped (providers echo keys masked or not) and anything the
+    secret guard recognizes (an error may quote the request) from text headed for reports and logs."""
+    from dream_memory.adapters.secrets import SecretScanner
+
     if secret and len(secret) >= 4:
         text = text.replace(secret, "[redacted]")
-    return _KEY_SHAPES.sub("[redacted]", text)
+    text = _KEY_SHAPES.sub("[redacted]", text)
+    return SecretScanner().redact(text)[0]
 
 
 def _safe_url(url: str | None) -> str | None:

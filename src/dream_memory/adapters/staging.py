@@ -37,6 +37,7 @@ class StagingWorkspace:
         self.overlay: dict[str, str] = {}
         self._disk_cache: dict[str, str | None] = {}
         self.redactions: dict[str, int] = {}
+        self.unreadable: dict[str, str] = {}  # memory files Dream could not read, and why
 
     # --- reading -----------------------------------------------------------------------------
 

@@ -50,7 +50,7 @@ from dream_memory.core.prompts import (
     render_entry,
 )
 from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldBatch, SetAside
-from dream_memory.errors import BadReply, ModelError
+from dream_memory.errors import BadReply, DreamError, EditRejected, ModelError
 
 STATUS_OK = "ok"
 STATUS_NOTHING = "nothing_to_do"
@@ -260,17 +260,33 @@ def run_dream(ctx: DreamContext) -> DreamReport:
     with dream_lock(ctx.root, now=ctx.clock.now()) as stale:
         if stale is not None and stale.pid is not None:
             ctx.log(f"took over a stale Dream lock ({stale.describe()})")
-        git = _prepare(ctx, report)
+        git: GitStore | None = None
         try:
+            git = _prepare(ctx, report)
             _run_batches(ctx, git, metered, report)
             if not ctx.options.dry_run and report.status not in (STATUS_FAILED,):
                 _compact(ctx, git, report)
+        except (DreamError, OSError) as exc:
+            # A disk that fills up, a repository that cannot be written: the run stops where it
+            # is (the journal lets the next run finish or roll back), and the report still says so.
+            _fail_run(report, exc)
         finally:
             if git is not None:
                 git.close()
     report.usage = metered.usage
     report.duration_s = ctx.clock.monotonic() - started
     return report
+
+
+def _fail_run(report: DreamReport, exc: DreamError | OSError) -> None:
+    message = exc.message if isinstance(exc, DreamError) else f"{exc.strerror or exc} ({getattr(exc, 'filename', '')})"
+    open_batch = next((b for b in reversed(report.batches) if not b.outcome), None)
+    if open_batch is not None:
+        open_batch.outcome, open_batch.error = "failed", message
+        report.errors.append(f"batch {open_batch.cursor_from}..{open_batch.cursor_to}: {message}")
+    else:
+        report.errors.append(message)
+    report.status = STATUS_FAILED
 
 
 def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
@@ -362,6 +378,10 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
         for kind, count in staging.redactions.items():
             report.redactions[kind] = report.redactions.get(kind, 0) + count
         staging.redactions.clear()
+        for path, reason in staging.unreadable.items():
+            note = f"{path} was left alone: {reason}"
+            if note not in report.notes:
+                report.notes.append(note)
         if ctx.options.dry_run:
             record.outcome = "dry_run"
             record.files_changed = [unified_diff(p, _b(b), _b(a)) for p, (b, a) in staging.changes().items()]
@@ -407,7 +427,11 @@ def _new_staging(ctx: DreamContext) -> StagingWorkspace:
 
 def _file_context(ctx: DreamContext, staging: StagingWorkspace, path: str, query: Sequence[str]) -> FileContext:
     """A file as the model sees it: whole, or (when over budget) outline plus relevant sections."""
-    text = staging.read(path)
+    try:
+        text = staging.read(path)
+    except EditRejected as exc:  # not UTF-8, a folder, a symlink: shown as such, never read
+        staging.unreadable[path] = exc.message
+        return FileContext(path, None, "", unreadable=exc.message)
     if text is None:
         return FileContext(path, None, "")
     budget = ctx.options.file_context_tokens

@@ -54,14 +54,13 @@ NOTHING_NEW_PREFIX = "dream: nothing new"
 
 # --- transactions ---------------------------------------------------------------------------------
 
+
 def _journal_path(git: GitStore) -> Path:
     return git.workspace / layout.DREAM_JOURNAL
 
 
 @_store_errors
-def apply_commit(
-    git: GitStore, changes: dict[str, bytes | None], message: str, *, on_disk: bool = False
-) -> str | None:
+def apply_commit(git: GitStore, changes: dict[str, bytes | None], message: str, *, on_disk: bool = False) -> str | None:
     """Commit ``changes`` (workspace-relative path -> bytes, None deletes), then write them to disk.
 
     ``on_disk``: the files already hold ``changes`` (hand edits being committed): nothing is
@@ -142,6 +141,8 @@ def recover(git: GitStore) -> Recovery | None:
     None when there is nothing to recover, or when the change is still being made by a live
     process.
     """
+    # Objects are written before the journal: a kill among them leaves only their locks.
+    git.clear_stale_object_locks()
     journal = _journal_path(git)
     text = fsutil.read_text(journal)
     if text is None:
@@ -337,9 +338,7 @@ def restore_commit(
     recover(git)
     sha = git.resolve(rev)
     info = git.info(sha, with_files=False)
-    touched = [
-        p for p in git.changed_paths(info.parent, sha) if git.is_versioned(p) and not layout.is_dream_owned(p)
-    ]
+    touched = [p for p in git.changed_paths(info.parent, sha) if git.is_versioned(p) and not layout.is_dream_owned(p)]
     before = git.entries_at(info.parent, touched)
     after = git.entries_at(sha, touched)
     notes: list[str] = []

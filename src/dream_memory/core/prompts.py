@@ -72,6 +72,7 @@ class FileContext:
     text: str | None  # None: the file does not exist yet
     shown: str  # what the model sees: the whole text, or outline plus relevant sections
     partial: bool = False
+    unreadable: str | None = None  # why Dream cannot read it (then it must be left alone)
 
 
 def render_entry(entry: HistoryEntry, part: tuple[int, int] | None = None, text: str | None = None) -> str:
@@ -85,6 +86,8 @@ def render_entry(entry: HistoryEntry, part: tuple[int, int] | None = None, text:
 
 
 def render_file(ctx: FileContext) -> str:
+    if ctx.unreadable is not None:
+        return f"{FILE_PREFIX}{ctx.path}\n(cannot be read: {ctx.unreadable}; leave it alone)\n"
     if ctx.text is None:
         return f"{FILE_PREFIX}{ctx.path}\n(does not exist yet)\n"
     note = " (large file: outline and the relevant sections; read_file fetches any section)" if ctx.partial else ""

@@ -1,8 +1,9 @@
-"""Product bugs the fault suite found, each as the smallest failing test (xfail, strict).
+"""Product bugs the fault suite found, each as the smallest test of what a user should see.
 
-Each test states what a user should see. When a fix lands, its test passes, strict xfail turns
-that into a failure: remove the marker here and the bug's entry from
-``dream_memory.testing.faults.KNOWN_BUGS`` (then regenerate the figures in docs/reliability.md).
+Open bugs are marked ``xfail(strict=True)``: when a fix lands the test passes, strict xfail turns
+that into a failure, and the marker is removed here (with the bug's entry in
+``dream_memory.testing.faults.KNOWN_BUGS`` when it has one; then regenerate the figures in
+docs/reliability.md). Fixed bugs keep their test, unmarked, so they do not come back.
 """
 
 from __future__ import annotations
@@ -25,23 +26,15 @@ FACTS = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="git-oserror: an OSError in apply_commit / GitStore (journal, ref, memory files, index, "
-    ".gitignore) is not wrapped in a DreamError, so dream run dies with a traceback and no report",
-)
-def test_dream_run_on_a_full_disk_reports_a_failure_not_a_traceback(tmp_path: Path) -> None:
-    """`dream run` on a full disk (ENOSPC while writing a memory file after its commit) exits 1 with
-    its JSON report (status failed, the error named) on stdout and no Python traceback; the next
-    run with space finishes the batch."""
+def test_dream_run_on_a_full_disk_fails_with_a_message_not_a_traceback(tmp_path: Path) -> None:
+    """`dream run` on a full disk (ENOSPC while writing a memory file after its commit landed)
+    exits 1 with a message naming the cause, never a Python traceback; the next run with space
+    finishes the batch. (Found by the suite's disk-full trials; fixed.)"""
     ws = build_workspace(tmp_path / "ws", history=FACTS)
     env = clean_env(tmp_path / "home")
     done = dream(env, "run", "--workspace", str(ws), "--model", "offline", fault=("enospc", "memory.write", 1))
     assert "Traceback" not in done.stderr, done.stderr[-1500:]
-    assert done.returncode == 1
-    report = report_of(done)
-    assert report is not None, "no JSON report on stdout"
-    assert report["status"] == "failed" and report["errors"]
+    assert done.returncode == 1 and "no space left" in done.stderr
     again = dream(env, "run", "--workspace", str(ws), "--model", "offline")
     assert again.returncode == 0, again.stderr
     assert (ws / "memory" / ".dream_cursor").read_text().strip() == "3"
@@ -49,16 +42,30 @@ def test_dream_run_on_a_full_disk_reports_a_failure_not_a_traceback(tmp_path: Pa
 
 @pytest.mark.xfail(
     strict=True,
-    reason="append-landed-but-failed: HistoryLog.append_many raises HistoryError when rewriting "
-    ".cursor fails although the line is already in history.jsonl",
+    reason="a DreamError escaping run_dream (here a VersionStoreError for the full disk) ends dream run "
+    "with a message on stderr and nothing on stdout: no JSON report with status failed",
 )
-def test_an_append_that_reports_failure_has_not_stored_the_entry(tmp_path: Path) -> None:
+def test_dream_run_on_a_full_disk_still_prints_its_report(tmp_path: Path) -> None:
+    """A scheduler reading `dream run`'s stdout gets the JSON report even when the run fails on a
+    full disk: status failed, the error named (CONTRACT section 6)."""
+    ws = build_workspace(tmp_path / "ws", history=FACTS)
+    env = clean_env(tmp_path / "home")
+    done = dream(env, "run", "--workspace", str(ws), "--model", "offline", fault=("enospc", "memory.write", 1))
+    assert done.returncode == 1
+    report = report_of(done)
+    assert report is not None, f"no JSON report on stdout; stderr: {done.stderr.strip()}"
+    assert report["status"] == "failed" and report["errors"]
+
+
+@pytest.mark.parametrize("site", ["history.append", "cursor.write"])
+def test_an_append_that_reports_failure_has_not_stored_the_entry(tmp_path: Path, site: str) -> None:
     """When `dream append` fails (exit 1) the entry is not in history, so retrying it cannot store
-    it twice; when the entry is stored, the command says so (exit 0, its cursor)."""
+    it twice; when the entry is stored, the command says so (exit 0, its cursor). (Found by the
+    suite's disk-full trials at cursor.write; fixed.)"""
     ws = build_workspace(tmp_path / "ws")
     env = clean_env(tmp_path / "home")
     text = "- [durable] User prefers tea over coffee."
-    done = dream(env, "append", "--workspace", str(ws), text, fault=("enospc", "cursor.write", 1))
+    done = dream(env, "append", "--workspace", str(ws), text, fault=("enospc", site, 1))
     stored = history_contents(ws).count(text)
     if done.returncode == 0:
         assert stored == 1 and done.stdout.strip().isdigit()
@@ -66,14 +73,10 @@ def test_an_append_that_reports_failure_has_not_stored_the_entry(tmp_path: Path)
         assert stored == 0, f"exit {done.returncode} ({done.stderr.strip()}) but the entry is in history.jsonl"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="git-stale-object-lock: a kill while dulwich writes a loose object leaves "
-    ".git/objects/xx/<id>.lock and every later run needing that object raises dulwich FileLocked",
-)
 def test_a_dream_run_killed_while_writing_a_git_object_is_recovered(tmp_path: Path) -> None:
     """`dream run` killed (SIGKILL) while git's lock file of a new object exists: the next run
-    finishes the work (exit 0, every entry consumed) instead of failing on the stale lock forever."""
+    finishes the work (exit 0, every entry consumed) instead of failing on the stale lock forever.
+    (Found by the suite's sigkill trials; fixed.)"""
     ws = build_workspace(tmp_path / "ws", history=FACTS)
     env = clean_env(tmp_path / "home")
     killed = dream(env, "run", "--workspace", str(ws), "--model", "offline", fault=("kill", "git.lock.object", 3))
@@ -102,14 +105,10 @@ def test_a_memory_file_dream_cannot_read_still_gives_a_report(tmp_path: Path) ->
     assert "USER.md" in json.dumps(report["errors"] + report.get("notes", []))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="git-repo-half-created: GitStore.open takes a .git without HEAD (its creation killed while "
-    "dulwich held HEAD.lock) for a repository; move_head then fails on the lock, or writes a detached HEAD",
-)
 def test_a_run_killed_while_creating_the_repository_leaves_a_branch(tmp_path: Path) -> None:
     """The first `dream run` of a workspace killed while it creates the git repository (HEAD's lock
-    written, HEAD not yet): the next run succeeds and commits on a branch, not on a detached HEAD."""
+    written, HEAD not yet): the next run succeeds and commits on a branch, not on a detached HEAD.
+    (Found by the suite's sigkill trials; fixed.)"""
     ws = build_workspace(tmp_path / "ws", history=FACTS)
     env = clean_env(tmp_path / "home")
     killed = dream(env, "run", "--workspace", str(ws), "--model", "offline", fault=("kill", "git.lock.ref", 1))
@@ -162,3 +161,25 @@ def test_a_provider_error_quoting_a_secret_stays_out_of_reports_and_logs(tmp_pat
     for done in (ran, consolidated):
         assert secret.value not in done.stdout, "a secret in the report"
         assert secret.value not in done.stderr, "a secret in the log"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="GitStore._add removes a dead writer's objects/xx/<id>.lock only when it writes that same "
+    "object again; a next run writing other objects leaves it, and git fsck reports 'bad sha1 file'",
+)
+def test_a_stale_object_lock_does_not_outlive_the_next_run(tmp_path: Path) -> None:
+    """After a kill while git's lock of a new object existed, the next successful run leaves
+    `git fsck --strict` silent, even when new history changed what it commits."""
+    ws = build_workspace(tmp_path / "ws", history=FACTS)
+    env = clean_env(tmp_path / "home")
+    assert dream(env, "init", "--workspace", str(ws)).returncode == 0
+    # the first object of the first batch: a memory file holding the three facts
+    killed = dream(env, "run", "--workspace", str(ws), "--model", "offline", fault=("kill", "git.lock.object", 1))
+    assert killed.returncode == -9, killed.stderr
+    assert list((ws / ".git" / "objects").glob("*/*.lock"))
+    assert dream(env, "append", "--workspace", str(ws), "- [durable] User works as a pilot.").returncode == 0
+    again = dream(env, "run", "--workspace", str(ws), "--model", "offline", "--batch-size", "20")
+    assert again.returncode == 0, again.stderr
+    fsck = subprocess.run(["git", "-C", str(ws), "fsck", "--strict"], capture_output=True, text=True, env=env)
+    assert fsck.returncode == 0 and fsck.stdout + fsck.stderr == "", fsck.stderr
