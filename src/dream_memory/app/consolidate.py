@@ -276,7 +276,9 @@ def consolidate_sessions(ctx: ConsolidateContext, paths: Sequence[Path]) -> Cons
                 except _StopRun:
                     for rest in paths[done:]:
                         skipped = SessionReport(path=progress_key(ctx.root, rest), outcome=OUTCOME_NOT_ATTEMPTED)
-                        skipped.reason = "not attempted: an earlier session failed in a way every session would (see errors)"
+                        skipped.reason = (
+                            "not attempted: an earlier session failed in a way every session would (see errors)"
+                        )
                         report.sessions.append(skipped)
         except LockBusy as exc:
             report.status = STATUS_LOCKED
