@@ -17,11 +17,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import Section, main  # noqa: E402
+from harness import Section, main
 
-from dream_memory.adapters.offline import OfflineModel  # noqa: E402
-from dream_memory.testing import build_workspace  # noqa: E402
-from dream_memory.testing.llm_server import ScriptedLLMServer, from_chat_model  # noqa: E402
+from dream_memory.adapters.offline import OfflineModel
+from dream_memory.testing import build_workspace
+from dream_memory.testing.llm_server import ScriptedLLMServer, from_chat_model
 
 BIN = Path(sys.executable).parent
 # Runs the command and prints its peak RSS (KiB) on stderr's last line: RUSAGE_CHILDREN of a
@@ -67,7 +67,11 @@ def measure(n: int) -> dict[str, float]:
         }
         started = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-c", _RSS_WRAPPER, str(BIN / "dream-run")], env=env, capture_output=True, text=True
+            [sys.executable, "-c", _RSS_WRAPPER, str(BIN / "dream-run")],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
         )
         wall = time.perf_counter() - started
         if done.returncode != 0:

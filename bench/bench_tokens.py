@@ -16,15 +16,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import Section, main  # noqa: E402
+from harness import Section, main
 
-from dream_memory.adapters.history_log import HistoryLog  # noqa: E402
-from dream_memory.adapters.offline import OfflineModel  # noqa: E402
-from dream_memory.adapters.tokens import default_counter  # noqa: E402
-from dream_memory.app.dream import DreamContext, DreamOptions, run_dream  # noqa: E402
-from dream_memory.core.chat import ChatReply, Message, ToolSpec, Usage  # noqa: E402
-from dream_memory.core.markdown import find_section  # noqa: E402
-from dream_memory.testing import FrozenClock, build_workspace  # noqa: E402
+from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.adapters.offline import OfflineModel
+from dream_memory.adapters.tokens import default_counter
+from dream_memory.app.dream import DreamContext, DreamOptions, run_dream
+from dream_memory.core.chat import ChatReply, Message, ToolSpec, Usage
+from dream_memory.core.markdown import find_section
+from dream_memory.testing import FrozenClock, build_workspace
 
 SIZES_KB = (1, 10, 100, 500)
 BATCH = [
@@ -75,7 +75,10 @@ class CountingModel:
 
 def memory_of(size_kb: int) -> str:
     head = "# Memory\n\nProject facts, decisions and durable context.\n\n"
-    core = "## Project Facts\n\n- The product is a ledger.\n\n## Decisions\n\n- Use PostgreSQL.\n\n## Solutions\n\n- Restart fixes it.\n\n## Environment\n\n- Linux hosts.\n\n"
+    core = (
+        "## Project Facts\n\n- The product is a ledger.\n\n## Decisions\n\n- Use PostgreSQL.\n\n"
+        "## Solutions\n\n- Restart fixes it.\n\n## Environment\n\n- Linux hosts.\n\n"
+    )
     body = []
     i = 0
     while len((head + core + "".join(body)).encode()) < size_kb * 1024:
@@ -163,9 +166,9 @@ def run(quick: bool) -> list[Section]:
             rows=rows,
             command=f"python bench/bench_tokens.py{' --quick' if quick else ''}",
             notes=[
-                f"Dream's completion tokens go from {first['completion']} to {last['completion']} while the file grows "
-                f"{last['size_kb'] / first['size_kb']:.0f}x; a full rewrite's completion grows with the file. Prompt tokens are "
-                "bounded by fileContextTokens per file (default 6000) plus the batch.",
+                f"Dream's completion tokens go from {first['completion']} to {last['completion']} while the file "
+                f"grows {last['size_kb'] / first['size_kb']:.0f}x; a full rewrite's completion grows with the file. "
+                "Prompt tokens are bounded by fileContextTokens per file (default 6000) plus the batch.",
                 "Counted with the cl100k tokenizer on every message sent and every reply; the engine is the offline "
                 "engine, so the figures are exact and repeatable.",
             ],

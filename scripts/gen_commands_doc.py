@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Write docs/commands.md from the CLI's own --help texts, so the reference cannot drift.
 
-    .venv/bin/python scripts/gen_commands_doc.py          # rewrite docs/commands.md
-    .venv/bin/python scripts/gen_commands_doc.py --check  # exit 1 if it is out of date
+.venv/bin/python scripts/gen_commands_doc.py          # rewrite docs/commands.md
+.venv/bin/python scripts/gen_commands_doc.py --check  # exit 1 if it is out of date
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ This page is generated from the commands' own help (`scripts/gen_commands_doc.py
 
 def render() -> str:
     runner = CliRunner()
-    parts = [INTRO, "## dream\n", "```text", runner.invoke(cli, ["--help"], terminal_width=100, prog_name="dream").output.rstrip(), "```\n"]
+    top = runner.invoke(cli, ["--help"], terminal_width=100, prog_name="dream").output.rstrip()
+    parts = [INTRO, "## dream\n", "```text", top, "```\n"]
     group = cli
     assert isinstance(group, click.Group)
     for name in sorted(group.commands):
