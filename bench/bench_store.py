@@ -74,9 +74,7 @@ def bench_appends(tmp: Path, quick: bool) -> Section:
 
     ws8 = build_workspace(tmp / "append-eight")
     go = tmp / "go"
-    procs = [
-        subprocess.Popen([sys.executable, "-c", WRITER, str(ws8), str(per_writer), str(go)]) for _ in range(8)
-    ]
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(ws8), str(per_writer), str(go)]) for _ in range(8)]
     time.sleep(1.5)  # let the interpreters start; the clock starts when all may go
     start = time.perf_counter()
     go.touch()

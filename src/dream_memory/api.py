@@ -72,7 +72,7 @@ class Workspace:
         from dream_memory.app.history import append_entry
 
         self._wiring.ensure_workspace()
-        return append_entry(self._wiring.history, text, session_key=session_key)
+        return append_entry(self._wiring.history, text, session_key=session_key, redactor=self._wiring.redactor()).entry
 
     def status(self) -> dict[str, Any]:
         """The same mapping as ``dream status --json``."""

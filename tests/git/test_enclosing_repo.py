@@ -24,7 +24,9 @@ def _user_repo(root: Path, git) -> None:
     (root / "notes.txt").write_text("untracked\n", encoding="utf-8")
 
 
-def test_only_memory_paths_are_committed_and_user_work_is_untouched(tmp_path: Path, dream, git, store, dream_commit) -> None:
+def test_only_memory_paths_are_committed_and_user_work_is_untouched(
+    tmp_path: Path, dream, git, store, dream_commit
+) -> None:
     """`dream init`, a Dream commit and a restore in agents/bot/: the user's staged change stays
     staged, the unstaged one unstaged, the untracked file untracked, their bytes unchanged; our
     commits hold only agents/bot/ paths; fsck is clean; the workspace's lock and journal files
@@ -49,7 +51,10 @@ def test_only_memory_paths_are_committed_and_user_work_is_untouched(tmp_path: Pa
         files = git(repo, "show", "--format=", "--name-only", commit).split()
         assert files and all(f.startswith("agents/bot/") for f in files), files
     assert git(repo, "log", "--format=%s").splitlines() == [
-        f"dream: revert {sha[:10]} (dream: a fact)", "dream: a fact", "memory: init", "project",
+        f"dream: revert {sha[:10]} (dream: a fact)",
+        "dream: a fact",
+        "memory: init",
+        "project",
     ]
     assert git(repo, "diff", "--cached") == before_cached
     assert {n: (repo / n).read_bytes() for n in before_bytes} == before_bytes
@@ -69,7 +74,9 @@ def test_only_memory_paths_are_committed_and_user_work_is_untouched(tmp_path: Pa
     # the user commits their staged work with git afterwards: our memory commit is not undone
     git(repo, "commit", "-q", "-m", "user work", identity=True)
     assert git(repo, "show", "HEAD:app.py") == "print('v2, staged')\n"
-    assert git(repo, "show", "HEAD:agents/bot/memory/MEMORY.md") == (ws / "memory/MEMORY.md").read_text(encoding="utf-8")
+    assert git(repo, "show", "HEAD:agents/bot/memory/MEMORY.md") == (ws / "memory/MEMORY.md").read_text(
+        encoding="utf-8"
+    )
     assert git(repo, "status", "--porcelain", "--untracked-files=all").splitlines() == [
         " M README.md",
         "?? agents/bot/memory/.cursor",
@@ -85,7 +92,9 @@ def test_a_user_repository_at_the_workspace_root_is_not_taken_over(tmp_path: Pat
     ws = tmp_path / "ws"
     ws.mkdir()
     git(ws, "init", "-q")
-    (ws / ".gitignore").write_text("/*\n!memory/\n!SOUL.md\n!USER.md\n!memory/MEMORY.md\n!.gitignore\n", encoding="utf-8")
+    (ws / ".gitignore").write_text(
+        "/*\n!memory/\n!SOUL.md\n!USER.md\n!memory/MEMORY.md\n!.gitignore\n", encoding="utf-8"
+    )
     (ws / "AGENTS.md").write_text("instructions\n", encoding="utf-8")
     git(ws, "add", ".gitignore")
     git(ws, "commit", "-q", "-m", "nanobot", identity=True)

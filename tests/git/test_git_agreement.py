@@ -39,9 +39,22 @@ def test_git_agrees_through_the_whole_lifecycle(tmp_path: Path, dream, git, stor
     head = git(ws, "rev-parse", "HEAD").strip()
     assert len(head) == 40 and f"committed {head[:10]} memory: init" in init.stdout
     assert _check_agreement(ws, git, store) == ["memory: init"]
-    assert git(ws, "show", "--format=", "--name-only", "HEAD").split() == [".gitignore", "SOUL.md", "USER.md", "memory/MEMORY.md"]
+    assert git(ws, "show", "--format=", "--name-only", "HEAD").split() == [
+        ".gitignore",
+        "SOUL.md",
+        "USER.md",
+        "memory/MEMORY.md",
+    ]
 
-    first = dream_commit(ws, {"memory/MEMORY.md": "# Memory\n- Uses PostgreSQL\n", "skills/sql/SKILL.md": "---\nname: sql\n---\nQuery tips.\n"}, "add a decision and a skill", (1, 3))
+    first = dream_commit(
+        ws,
+        {
+            "memory/MEMORY.md": "# Memory\n- Uses PostgreSQL\n",
+            "skills/sql/SKILL.md": "---\nname: sql\n---\nQuery tips.\n",
+        },
+        "add a decision and a skill",
+        (1, 3),
+    )
     second = dream_commit(ws, {"USER.md": "# User\n- Prefers dark mode\n"}, "user preference", (4, 5))
     assert git(ws, "rev-parse", "HEAD").strip() == second
     _check_agreement(ws, git, store)

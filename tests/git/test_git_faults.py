@@ -37,7 +37,9 @@ def test_a_full_disk_during_a_restore_is_a_message_and_the_next_command_finishes
     sha = dream_commit(ws, {"USER.md": "# User\n- tea\n"}, "tea", (1, 1))
     proc = subprocess.run(
         [sys.executable, "-c", FULL_DISK, "memory.write", "1", "restore", sha, "--workspace", str(ws)],
-        capture_output=True, text=True, env=clean_env,
+        capture_output=True,
+        text=True,
+        env=clean_env,
     )
     assert proc.returncode == 1, proc.stderr
     assert "Traceback" not in proc.stderr

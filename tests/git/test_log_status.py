@@ -11,11 +11,17 @@ def test_log_when_there_is_nothing_to_show(tmp_path: Path, dream) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     proc = dream("log", "--workspace", str(ws))
-    assert (proc.returncode, proc.stdout) == (0, "No memory versions yet: Dream has not committed anything in this workspace.\n")
+    assert (proc.returncode, proc.stdout) == (
+        0,
+        "No memory versions yet: Dream has not committed anything in this workspace.\n",
+    )
     assert not (ws / ".git").exists()
     assert dream("init", "--workspace", str(ws)).returncode == 0
     proc = dream("log", "--workspace", str(ws))
-    assert (proc.returncode, proc.stdout) == (0, "No Dream change yet: the repository holds only commits made outside Dream.\n")
+    assert (proc.returncode, proc.stdout) == (
+        0,
+        "No Dream change yet: the repository holds only commits made outside Dream.\n",
+    )
     proc = dream("log", "--json", "--workspace", str(ws))
     assert (proc.returncode, json.loads(proc.stdout)) == (0, None)
 
@@ -41,7 +47,11 @@ def test_log_latest_sha_and_range(tmp_path: Path, dream, git, dream_commit) -> N
     assert "memory/.dream_cursor" in latest.stdout  # the cursor moved in the same commit
 
     shown = json.loads(dream("log", first[:6], "--json", "--workspace", str(ws)).stdout)
-    assert (shown["commit"], shown["subject"], shown["parent"]) == (first, "dream: decision", git(ws, "rev-parse", f"{first}~1").strip())
+    assert (shown["commit"], shown["subject"], shown["parent"]) == (
+        first,
+        "dream: decision",
+        git(ws, "rev-parse", f"{first}~1").strip(),
+    )
     memory = next(f for f in shown["files"] if f["path"] == "memory/MEMORY.md")
     assert memory["status"] == "modified" and "+- Uses PostgreSQL" in memory["diff"]
 
@@ -56,7 +66,10 @@ def test_log_latest_sha_and_range(tmp_path: Path, dream, git, dream_commit) -> N
     data = json.loads(dream("log", f"{first}..{second}", "--json", "--workspace", str(ws)).stdout)
     assert [c["commit"] for c in data["commits"]] == [second]
     assert sorted(f["path"] for f in data["files"]) == ["USER.md", "memory/.dream_cursor"]
-    assert dream("log", "HEAD~1", "--json", "--workspace", str(ws)).stdout == dream("log", second, "--json", "--workspace", str(ws)).stdout
+    assert (
+        dream("log", "HEAD~1", "--json", "--workspace", str(ws)).stdout
+        == dream("log", second, "--json", "--workspace", str(ws)).stdout
+    )
 
 
 def test_status_shows_the_last_dream_commit_and_unsaved_edits(tmp_path: Path, dream, dream_commit) -> None:

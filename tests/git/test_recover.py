@@ -53,7 +53,9 @@ def test_a_killed_commit_is_finished_or_rolled_back_never_taken_for_hand_edits(
     assert dream("init", "--workspace", str(ws)).returncode == 0
     init = git(ws, "rev-parse", "HEAD").strip()
     before = {rel: (ws / rel).read_text(encoding="utf-8") for rel in ("memory/MEMORY.md", "USER.md")}
-    proc = subprocess.run([sys.executable, "-c", KILLER, site, str(nth), str(ws)], capture_output=True, text=True, env=clean_env)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLER, site, str(nth), str(ws)], capture_output=True, text=True, env=clean_env
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert (ws / "memory/.dream_journal.json").exists()
 
@@ -82,7 +84,9 @@ def test_status_and_init_after_a_kill(tmp_path: Path, dream, git, clean_env: dic
     """`dream init`, a writing command, also finishes an interrupted change."""
     ws = tmp_path / "ws"
     assert dream("init", "--workspace", str(ws)).returncode == 0
-    proc = subprocess.run([sys.executable, "-c", KILLER, "memory.write", "1", str(ws)], capture_output=True, env=clean_env)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLER, "memory.write", "1", str(ws)], capture_output=True, env=clean_env
+    )
     assert proc.returncode == -signal.SIGKILL
     assert dream("init", "--workspace", str(ws)).returncode == 0
     assert git(ws, "status", "--porcelain") == ""
@@ -124,7 +128,17 @@ def test_a_change_still_being_made_is_not_recovered(tmp_path: Path, dream, store
         import socket
 
         journal = ws / "memory/.dream_journal.json"
-        journal.write_text(json.dumps({"commit": "0" * 40, "base": None, "paths": ["USER.md"], "pid": sleeper.pid, "host": socket.gethostname()}))
+        journal.write_text(
+            json.dumps(
+                {
+                    "commit": "0" * 40,
+                    "base": None,
+                    "paths": ["USER.md"],
+                    "pid": sleeper.pid,
+                    "host": socket.gethostname(),
+                }
+            )
+        )
         with store(ws) as s:
             assert recover(s) is None
         assert journal.exists()

@@ -32,11 +32,24 @@ def test_gitignore_merge_keeps_user_lines_and_stays_in_step(tmp_path: Path, drea
     ours = "\n".join([GITIGNORE_BEGIN, *gitignore_lines(), GITIGNORE_END]).encode() + b"\n"
     assert text == user_lines + ours + b"after-our-block\n"
 
-    for rel in ("SOUL.md", "memory/MEMORY.md", "memory/.dream_cursor", "skills/a/SKILL.md", "entities/x.md", "index.md"):
+    for rel in (
+        "SOUL.md",
+        "memory/MEMORY.md",
+        "memory/.dream_cursor",
+        "skills/a/SKILL.md",
+        "entities/x.md",
+        "index.md",
+    ):
         assert not _ignored(git, ws, rel), f"{rel} must not be ignored"
     ignored = (
-        "memory/history.jsonl", "memory/.cursor", "memory/.history.lock", "memory/archive/history-2026-04.jsonl",
-        "prompts/dream.md", "sessions/a.jsonl", "AGENTS.md", "debug.log",
+        "memory/history.jsonl",
+        "memory/.cursor",
+        "memory/.history.lock",
+        "memory/archive/history-2026-04.jsonl",
+        "prompts/dream.md",
+        "sessions/a.jsonl",
+        "AGENTS.md",
+        "debug.log",
     )
     for rel in ignored:
         assert _ignored(git, ws, rel), f"{rel} must be ignored"
@@ -88,6 +101,11 @@ def test_a_configured_author_is_used(tmp_path: Path, dream, git) -> None:
     """agents.defaults.dream.gitAuthor names the author and committer of our commits."""
     ws = tmp_path / "ws"
     ws.mkdir()
-    (ws / "dream.json").write_text('{"agents": {"defaults": {"dream": {"gitAuthor": "Memory Bot <bot@example.org>"}}}}', encoding="utf-8")
+    (ws / "dream.json").write_text(
+        '{"agents": {"defaults": {"dream": {"gitAuthor": "Memory Bot <bot@example.org>"}}}}', encoding="utf-8"
+    )
     assert dream("init", "--workspace", str(ws)).returncode == 0
-    assert git(ws, "log", "--format=%an <%ae>|%cn <%ce>").strip() == "Memory Bot <bot@example.org>|Memory Bot <bot@example.org>"
+    assert (
+        git(ws, "log", "--format=%an <%ae>|%cn <%ce>").strip()
+        == "Memory Bot <bot@example.org>|Memory Bot <bot@example.org>"
+    )

@@ -31,7 +31,12 @@ def test_restore_undoes_one_commit_and_a_restore_of_it_redoes_it(tmp_path: Path,
     Restoring the revert brings the original change back."""
     ws = _init(tmp_path, dream)
     template = _read(ws, "memory/MEMORY.md")
-    old = dream_commit(ws, {"memory/MEMORY.md": "# Memory\n- Uses PostgreSQL\n", "skills/sql/SKILL.md": "sql tips\n"}, "decision", (1, 2))
+    old = dream_commit(
+        ws,
+        {"memory/MEMORY.md": "# Memory\n- Uses PostgreSQL\n", "skills/sql/SKILL.md": "sql tips\n"},
+        "decision",
+        (1, 2),
+    )
     dream_commit(ws, {"USER.md": "# User\n- Prefers dark mode\n", "entities/db.md": "# db\n"}, "preference", (3, 4))
     removal = dream_commit(ws, {"entities/db.md": None}, "drop entity", (5, 5))
 
@@ -56,16 +61,27 @@ def test_restore_undoes_one_commit_and_a_restore_of_it_redoes_it(tmp_path: Path,
     assert _read(ws, "entities/db.md") == "# db\n"
     assert git(ws, "status", "--porcelain") == ""
     listing = dream("restore", "--workspace", str(ws)).stdout
-    assert listing.index(f"revert {removal[:10]}") < listing.index(f"revert {revert[:10]}") < listing.index(f"revert {old[:10]}")
+    assert (
+        listing.index(f"revert {removal[:10]}")
+        < listing.index(f"revert {revert[:10]}")
+        < listing.index(f"revert {old[:10]}")
+    )
 
 
-def test_a_conflict_changes_nothing_and_force_says_what_it_threw_away(tmp_path: Path, dream, git, dream_commit, snapshot) -> None:
+def test_a_conflict_changes_nothing_and_force_says_what_it_threw_away(
+    tmp_path: Path, dream, git, dream_commit, snapshot
+) -> None:
     """When files the commit touched changed since (by a later commit, or by hand), the restore
     refuses with exit 1 naming every one of them and leaves every file, the index and HEAD as
     they were. --force puts them back, names what it threw away, and the hand edit stays
     reachable in git history as a `memory: manual edits` commit."""
     ws = _init(tmp_path, dream)
-    target = dream_commit(ws, {"memory/MEMORY.md": "# Memory\n- A\n", "USER.md": "# User\n- B\n", "SOUL.md": "# Soul\n- C\n"}, "three files", (1, 3))
+    target = dream_commit(
+        ws,
+        {"memory/MEMORY.md": "# Memory\n- A\n", "USER.md": "# User\n- B\n", "SOUL.md": "# Soul\n- C\n"},
+        "three files",
+        (1, 3),
+    )
     dream_commit(ws, {"memory/MEMORY.md": "# Memory\n- A\n- later fact\n"}, "later", (4, 4))
     (ws / "USER.md").write_text("# User\n- B\n- my own note\n", encoding="utf-8")
     before = snapshot(ws)
@@ -97,7 +113,12 @@ def test_cursor_and_state_are_left_alone_unless_replay(tmp_path: Path, dream, gi
     the commit's range, in the revert commit, and says how many entries the next run reads."""
     history = [HistoryEntry(c, "2026-04-03 00:02", f"- fact {c}") for c in range(1, 10)]
     ws = _init(tmp_path, dream, history=history)
-    first = dream_commit(ws, {"memory/MEMORY.md": "# Memory\n- from 1..5\n", "memory/.dream_state.json": '{"version": 1}\n'}, "first", (1, 5))
+    first = dream_commit(
+        ws,
+        {"memory/MEMORY.md": "# Memory\n- from 1..5\n", "memory/.dream_state.json": '{"version": 1}\n'},
+        "first",
+        (1, 5),
+    )
     second = dream_commit(ws, {"USER.md": "# User\n- from 6..9\n"}, "second", (6, 9))
     # Dream has moved on since (its own files differ from every commit, uncommitted)
     (ws / "memory/.dream_cursor").write_text("9\n", encoding="utf-8")
@@ -137,7 +158,10 @@ def test_replay_reads_the_archive_when_compaction_moved_the_range(tmp_path: Path
     proc = dream("restore", old, "--replay", "--workspace", str(ws))
     assert proc.returncode == 0, proc.stderr
     assert "--replay: the Dream cursor moved from 50 to 10" in proc.stdout
-    assert "--replay: the next Dream run reads 50 entries from cursor 11 on, 40 of them from memory/archive/" in proc.stdout
+    assert (
+        "--replay: the next Dream run reads 50 entries from cursor 11 on, 40 of them from memory/archive/"
+        in proc.stdout
+    )
     pending = HistoryLog(ws, clock=FrozenClock()).entries_after(10)
     assert [e.cursor for e in pending] == list(range(11, 61))
     assert pending[0].content == "- fact 11"

@@ -275,8 +275,7 @@ def test_no_canary_reaches_a_commit_a_written_entry_a_report_or_a_log(tmp_path: 
     )
     assert all(line in all_lines for line in agent_lines)
 
-    # `dream append` entries (last: the door the lead is adding).
+    # `dream append` entries: redacted at the door, before the line is written.
     appended = [e for e in ledger.entries if e.cursor in appended_cursors]
     assert len(appended) == len(APPENDED)
-    if any(leaked(e.content) for e in appended):
-        pytest.xfail("append redaction pending (lead)")
+    assert not any(leaked(e.content) for e in appended)

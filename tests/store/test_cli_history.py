@@ -56,7 +56,12 @@ def test_append_prints_the_cursor_and_reads_stdin(tmp_path: Path, dream) -> None
 def test_empty_text_is_exit_2_and_creates_nothing(tmp_path: Path, dream) -> None:
     """An empty or blank entry is bad input: exit 2, a message on stderr, no workspace made."""
     ws = tmp_path / "ws"
-    for args, stdin in ((["append", ""], None), (["append", "  \t "], None), (["append", "-"], ""), (["append", "-"], "\n\n")):
+    for args, stdin in (
+        (["append", ""], None),
+        (["append", "  \t "], None),
+        (["append", "-"], ""),
+        (["append", "-"], "\n\n"),
+    ):
         proc = dream(*args, "--workspace", str(ws), input=stdin)
         assert proc.returncode == 2, (args, proc.stderr)
         assert "nothing to append" in proc.stderr and proc.stdout == ""
@@ -117,10 +122,25 @@ def test_status_reports_and_never_migrates(tmp_path: Path, dream) -> None:
     proc = dream("status", "--json", "--workspace", str(ws))
     assert proc.returncode == 0, proc.stderr
     status = json.loads(proc.stdout)
-    required = {"cursor", "dream_cursor", "pending", "malformed", "lock", "last_dream_commit", "dirty", "held", "pending_migration"}
+    required = {
+        "cursor",
+        "dream_cursor",
+        "pending",
+        "malformed",
+        "lock",
+        "last_dream_commit",
+        "dirty",
+        "held",
+        "pending_migration",
+    }
     assert required <= set(status)
     assert {k: status[k] for k in ("cursor", "dream_cursor", "pending", "malformed", "lock", "pending_migration")} == {
-        "cursor": 9, "dream_cursor": 4, "pending": 1, "malformed": 1, "lock": None, "pending_migration": True,
+        "cursor": 9,
+        "dream_cursor": 4,
+        "pending": 1,
+        "malformed": 1,
+        "lock": None,
+        "pending_migration": True,
     }
     assert "memory/history.jsonl line 4: malformed" in proc.stderr
     assert (ws / "memory/HISTORY.md").exists()

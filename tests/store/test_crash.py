@@ -45,7 +45,9 @@ print("NOT KILLED", file=sys.stderr)
 
 
 def _kill_at(site: str, nth: int, *args: str, env: dict[str, str]) -> None:
-    proc = subprocess.run([sys.executable, "-c", KILLER, site, str(nth), *args], capture_output=True, text=True, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLER, site, str(nth), *args], capture_output=True, text=True, env=env
+    )
     assert proc.returncode == -signal.SIGKILL, f"{site}#{nth} was never reached: {proc.stderr}"
 
 
@@ -108,17 +110,34 @@ def test_sigkill_during_compaction(tmp_path: Path, dream, clean_env: dict[str, s
     assert [e.cursor for e in log.archive_entries()] == list(range(1, 31))
 
 
-LEGACY = "[2026-03-01 10:00] first old entry\n\n[2026-03-02 11:00-12:00] second\n- with a bullet\n\n[2026-03-03] third\n"
+LEGACY = (
+    "[2026-03-01 10:00] first old entry\n\n[2026-03-02 11:00-12:00] second\n- with a bullet\n\n[2026-03-03] third\n"
+)
 MIGRATION_SITES = {
-    "initial": [("migration.marker", 1), ("history.rewrite", 1), ("cursor.write", 1), ("dream_cursor.write", 1), ("migration.rename", 1), ("migration.marker", 2)],
-    "append": [("migration.marker", 1), ("history.rewrite", 1), ("cursor.write", 1), ("migration.rename", 1), ("migration.marker", 2)],
+    "initial": [
+        ("migration.marker", 1),
+        ("history.rewrite", 1),
+        ("cursor.write", 1),
+        ("dream_cursor.write", 1),
+        ("migration.rename", 1),
+        ("migration.marker", 2),
+    ],
+    "append": [
+        ("migration.marker", 1),
+        ("history.rewrite", 1),
+        ("cursor.write", 1),
+        ("migration.rename", 1),
+        ("migration.marker", 2),
+    ],
 }
 
 
 @pytest.mark.parametrize(
     ("mode", "site", "nth"), [(mode, site, nth) for mode, sites in MIGRATION_SITES.items() for site, nth in sites]
 )
-def test_sigkill_during_migration(tmp_path: Path, dream, clean_env: dict[str, str], mode: str, site: str, nth: int) -> None:
+def test_sigkill_during_migration(
+    tmp_path: Path, dream, clean_env: dict[str, str], mode: str, site: str, nth: int
+) -> None:
     """A migration killed at any step is finished by the next writing command: the three legacy
     entries are in history.jsonl once, HISTORY.md is renamed HISTORY.md.bak (one backup), the
     cursors are what an uninterrupted migration sets."""
@@ -132,7 +151,11 @@ def test_sigkill_during_migration(tmp_path: Path, dream, clean_env: dict[str, st
     legacy = ["first old entry", "second\n- with a bullet", "third"]
     assert [e.content for e in entries] == [*existing, *legacy, "- after the crash"]
     assert [e.cursor for e in entries] == list(range(1, len(entries) + 1))
-    assert [e.timestamp for e in entries[len(existing) : -1]] == ["2026-03-01 10:00", "2026-03-02 11:00", "2026-03-03 00:00"]
+    assert [e.timestamp for e in entries[len(existing) : -1]] == [
+        "2026-03-01 10:00",
+        "2026-03-02 11:00",
+        "2026-03-03 00:00",
+    ]
     log = HistoryLog(ws, clock=FrozenClock())
     last_legacy = len(existing) + 3
     assert log.read_dream_cursor() == (last_legacy if mode == "initial" else None)
@@ -142,7 +165,9 @@ def test_sigkill_during_migration(tmp_path: Path, dream, clean_env: dict[str, st
     assert _leftovers(ws) == []
 
 
-def test_agent_appending_to_history_md_between_crash_and_recovery(tmp_path: Path, dream, clean_env: dict[str, str]) -> None:
+def test_agent_appending_to_history_md_between_crash_and_recovery(
+    tmp_path: Path, dream, clean_env: dict[str, str]
+) -> None:
     """Killed after history.jsonl took the legacy entries, then the agent appended to HISTORY.md
     before the next command: the migrated part becomes the backup, only the new tail is migrated
     (as new entries), nothing twice."""
@@ -154,7 +179,13 @@ def test_agent_appending_to_history_md_between_crash_and_recovery(tmp_path: Path
     proc = dream("append", "- after", "--workspace", str(ws))
     assert proc.returncode == 0, proc.stderr
     contents = [e.content for e in _all_entries(ws)]
-    assert contents == ["first old entry", "second\n- with a bullet", "third", "written by the agent after the crash", "- after"]
+    assert contents == [
+        "first old entry",
+        "second\n- with a bullet",
+        "third",
+        "written by the agent after the crash",
+        "- after",
+    ]
     assert sorted(p.name for p in (ws / "memory").glob("HISTORY.md*")) == ["HISTORY.md.bak", "HISTORY.md.bak.2"]
     assert (ws / "memory/HISTORY.md.bak").read_text(encoding="utf-8") == LEGACY
     assert HistoryLog(ws, clock=FrozenClock()).read_dream_cursor() == 3  # the tail is for Dream
@@ -188,7 +219,9 @@ def test_sigkill_at_random_moments_of_a_busy_writer(tmp_path: Path) -> None:
     acknowledged: dict[str, int] = {}
     in_flight: set[str] = set()
     for round_no in range(12):
-        proc = subprocess.Popen([sys.executable, "-c", BUSY, str(ws), f"r{round_no}"], stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", BUSY, str(ws), f"r{round_no}"], stdout=subprocess.PIPE, text=True
+        )
         time.sleep(0.4 + rng.random() * 0.6)  # past interpreter start, into the loop
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate()

@@ -40,7 +40,9 @@ def test_a_malformed_line_is_reported_once_with_its_line_number_and_never_remove
     reported: list[str] = []
     log = HistoryLog(workspace, clock=FrozenClock(), on_problem=reported.append)
     assert len(log.scan().entries) == 29
-    assert reported == [reported[0]] and reported[0].startswith("memory/history.jsonl line 3: malformed: not valid JSON")
+    assert reported == [reported[0]] and reported[0].startswith(
+        "memory/history.jsonl line 3: malformed: not valid JSON"
+    )
     log.compact(dream_cursor=30, max_entries=10)
     log.compact(dream_cursor=30, max_entries=10)
     log.scan()
@@ -64,7 +66,9 @@ def test_compaction_never_moves_what_dream_has_not_consumed(tmp_path: Path) -> N
     assert result.archived == 25 and result.kept == 15
     assert sorted(p.name for p in log.archive_files()) == ["history-2026-03.jsonl", "history-2026-04.jsonl"]
     assert [e.cursor for e in log.scan().entries] == list(range(26, 41))
-    assert [json.loads(x)["cursor"] for x in _lines(workspace / "memory/archive/history-2026-04.jsonl")] == list(range(21, 26))
+    assert [json.loads(x)["cursor"] for x in _lines(workspace / "memory/archive/history-2026-04.jsonl")] == list(
+        range(21, 26)
+    )
     assert log.compact(dream_cursor=25, max_entries=10).archived == 0  # nothing more may move
     assert log.compact(dream_cursor=40, max_entries=10).archived == 5
     assert [e.cursor for e in log.scan().entries] == list(range(31, 41))

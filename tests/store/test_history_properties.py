@@ -79,7 +79,9 @@ def test_to_json_line_round_trips(entry: HistoryEntry) -> None:
 
 
 @settings(max_examples=150)
-@given(st.lists(ENTRIES, min_size=1, max_size=5), st.lists(st.sampled_from(["", " ", "\t", "  "]), min_size=5, max_size=5))
+@given(
+    st.lists(ENTRIES, min_size=1, max_size=5), st.lists(st.sampled_from(["", " ", "\t", "  "]), min_size=5, max_size=5)
+)
 def test_glued_objects_each_become_an_entry(entries: list[HistoryEntry], gaps: list[str]) -> None:
     """Several objects on one line (a writer that forgot the newline) are each read, in order,
     and the line is reported as repaired, never as lost."""
@@ -103,7 +105,11 @@ def test_a_torn_line_never_yields_a_wrong_entry(entry: HistoryEntry, data: st.Da
     assert parsed.problem is not None and parsed.problem.kind == "malformed"
 
 
-@given(st.none() | st.integers(0, MAX_CURSOR - 1), st.none() | st.integers(0, MAX_CURSOR - 1), st.lists(st.integers(0, MAX_CURSOR - 2)))
+@given(
+    st.none() | st.integers(0, MAX_CURSOR - 1),
+    st.none() | st.integers(0, MAX_CURSOR - 1),
+    st.lists(st.integers(0, MAX_CURSOR - 2)),
+)
 def test_next_cursor_is_above_every_input(counter: int | None, dream: int | None, seen: list[int]) -> None:
     """A new cursor is above the counter, Dream's cursor and every cursor seen."""
     new = next_cursor(counter, dream, seen)
@@ -138,7 +144,9 @@ def test_the_fast_cursor_bound_covers_every_entry(lines: list[str]) -> None:
     """The byte-level bound used under the lock is never below a cursor the parser reads."""
     text = "\n".join(lines)
     data = text.encode("utf-8", errors="surrogatepass")
-    cursors = [e.cursor for p in parse_lines(split_physical_lines(data.decode("utf-8", errors="replace"))) for e in p.entries]
+    cursors = [
+        e.cursor for p in parse_lines(split_physical_lines(data.decode("utf-8", errors="replace"))) for e in p.entries
+    ]
     assert max_cursor_bound(data) >= max(cursors, default=0)
 
 

@@ -23,7 +23,11 @@ def test_into_an_empty_history_the_entries_arrive_already_consolidated(tmp_path:
     (ws / "memory/history.jsonl").write_text("", encoding="utf-8")
     (ws / "memory/HISTORY.md").write_text(LEGACY, encoding="utf-8")
     result = _log(ws).migrate_legacy()
-    assert result is not None and (result.mode, result.entries, result.backup) == ("initial", 2, "memory/HISTORY.md.bak")
+    assert result is not None and (result.mode, result.entries, result.backup) == (
+        "initial",
+        2,
+        "memory/HISTORY.md.bak",
+    )
     entries = _log(ws).scan().entries
     assert [(e.cursor, e.timestamp, e.content) for e in entries] == [
         (1, "2026-03-01 10:00", "first"),
@@ -56,7 +60,9 @@ def test_backups_are_numbered_and_never_overwritten(tmp_path: Path) -> None:
         (ws / "memory/HISTORY.md").write_text(text, encoding="utf-8")
         assert _log(ws).migrate_legacy() is not None
     memory = ws / "memory"
-    assert [(memory / n).read_text(encoding="utf-8") for n in ("HISTORY.md.bak", "HISTORY.md.bak.2", "HISTORY.md.bak.3")] == texts
+    assert [
+        (memory / n).read_text(encoding="utf-8") for n in ("HISTORY.md.bak", "HISTORY.md.bak.2", "HISTORY.md.bak.3")
+    ] == texts
     assert [(e.cursor, e.content) for e in _log(ws).scan().entries] == [(1, "one"), (2, "two"), (3, "three")]
     assert _log(ws).read_dream_cursor() == 1  # only the first arrived into an empty history
     assert not (memory / "HISTORY.md").exists()

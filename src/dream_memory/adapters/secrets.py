@@ -34,7 +34,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("aws_access_key", re.compile(r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA)[0-9A-Z]{16}\b")),
     (
         "aws_secret_key",
-        re.compile(r"(?i)aws.{0,24}?(?:secret|private).{0,24}?[=:]\s*['\"]?(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"),
+        re.compile(
+            r"(?i)aws.{0,24}?(?:secret|private).{0,24}?[=:]\s*['\"]?(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
+        ),
     ),
     ("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b")),
     ("gitlab_token", re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}\b")),

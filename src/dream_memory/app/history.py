@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.locks import current_holder
 from dream_memory.core import layout
 from dream_memory.core.history import HistoryEntry
+from dream_memory.core.ports import NoRedaction, Redactor
 from dream_memory.core.state import DreamState
 from dream_memory.errors import InputError
 
@@ -26,9 +28,19 @@ def check_entry(text: str, session_key: str | None = None) -> str:
     return content
 
 
-def append_entry(history: HistoryLog, text: str, *, session_key: str | None = None) -> HistoryEntry:
-    """Append one entry under the history lock; the text is stored as given (trailing space trimmed)."""
-    return history.append(check_entry(text, session_key), session_key=session_key)
+@dataclass(frozen=True)
+class Appended:
+    entry: HistoryEntry
+    redactions: dict[str, int]  # secrets removed before the entry was written, per kind
+
+
+def append_entry(
+    history: HistoryLog, text: str, *, session_key: str | None = None, redactor: Redactor | None = None
+) -> Appended:
+    """Append one entry under the history lock: the text as given (trailing space trimmed), with
+    anything secret-shaped replaced by ``[REDACTED:<kind>]`` before it reaches the disk."""
+    content, counts = (redactor or NoRedaction()).redact(check_entry(text, session_key))
+    return Appended(history.append(content, session_key=session_key), counts)
 
 
 def last_dream_commit(git: GitStore | None) -> dict[str, Any] | None:

@@ -47,7 +47,8 @@ class Query:
     @cached_property
     def folded_terms(self) -> tuple[bytes, ...]:
         """The terms as UTF-8 bytes, for matching text folded by ``fold_bytes``."""
-        return tuple(t.encode("utf-8") for t in self.terms)
+        # surrogateescape: a query from argv bytes that are not UTF-8 holds lone surrogates
+        return tuple(t.encode("utf-8", errors="surrogateescape") for t in self.terms)
 
     @cached_property
     def byte_terms(self) -> tuple[bytes, ...] | None:

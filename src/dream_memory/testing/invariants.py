@@ -16,7 +16,8 @@ The invariants (docs/reliability.md explains why each one matters):
   change leaves its unreferenced commit behind).
 - ``history_exactly_once``: every entry known to be appended is in history.jsonl or
   memory/archive/ exactly once, whole; an entry whose append failed or was killed is there at
-  most once; no two different entries share a cursor.
+  most once; no two different entries share a cursor; no line is half written (lines another
+  program wrote can be named as ``foreign``).
 - ``failed_append_absent``: an append reported as failed left no entry behind (a caller that
   retries it would otherwise store it twice).
 - ``head_on_branch``: the workspace's own repository has HEAD on a branch (a detached HEAD
@@ -238,7 +239,8 @@ def read_ledger(root: Path) -> Ledger:
 
 def check_git_fsck(root: Path, *, settled: bool = True) -> list[Violation]:
     """``git fsck --strict`` reports no error (dangling objects are not errors). Unsettled, a
-    repository whose creation was interrupted (no HEAD yet) is left for the next run to finish."""
+    repository whose creation was interrupted (no HEAD yet) and the lock file of an object a
+    killed process was writing are left for the next run to clear."""
     if head_sha(root) is None and not (root / ".git").exists():
         return []
     if not settled and (root / ".git").is_dir() and not (root / ".git" / "HEAD").is_file():
@@ -259,11 +261,14 @@ def check_history_exactly_once(
     *,
     appended: Iterable[str] = (),
     maybe: Iterable[str] = (),
+    foreign: Iterable[str] = (),
     settled: bool = True,
     ledger: Ledger | None = None,
 ) -> list[Violation]:
     """Every text in ``appended`` is the content of exactly one entry across history.jsonl and
     the archive; every text in ``maybe`` (an append that failed or was killed) of at most one.
+    Every line holds whole entries, except the ``foreign`` lines another program wrote: a line
+    nothing can read is a half-written entry.
 
     Unsettled (right after a crash), an entry may sit in both history.jsonl and the archive
     while a compaction waits to be finished; the next writer removes the copy.
@@ -295,6 +300,11 @@ def check_history_exactly_once(
     shared = sorted(c for c, values in by_cursor.items() if len(values) > 1)
     if shared:
         problems.append(Violation("history_exactly_once", f"different entries share cursor(s) {shared[:5]}"))
+    allowed = set(foreign)
+    torn = [(source, number) for source, number, raw in ledger.unreadable if raw not in allowed]
+    if torn:
+        where = ", ".join(f"{source} line {number}" for source, number in torn[:3])
+        problems.append(Violation("history_exactly_once", f"{len(torn)} unreadable line(s): {where}"))
     return problems
 
 
@@ -422,6 +432,7 @@ def check_workspace(
     appended: Iterable[str] = (),
     maybe: Iterable[str] = (),
     failed: Iterable[str] = (),
+    foreign: Iterable[str] = (),
     secrets: Iterable[str] = (),
     settled: bool = True,
     edited_by_hand: bool = False,
@@ -431,7 +442,9 @@ def check_workspace(
     ledger = read_ledger(root)
     problems = check_git_fsck(root, settled=settled)
     problems += check_head_on_branch(root, settled=settled)
-    problems += check_history_exactly_once(root, appended=appended, maybe=maybe, settled=settled, ledger=ledger)
+    problems += check_history_exactly_once(
+        root, appended=appended, maybe=maybe, foreign=foreign, settled=settled, ledger=ledger
+    )
     problems += check_failed_appends_absent(root, failed, ledger=ledger)
     problems += check_cursor_not_ahead(root)
     problems += check_memory_committed(root, settled=settled)

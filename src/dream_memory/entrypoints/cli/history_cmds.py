@@ -102,8 +102,11 @@ def append(text: str | None, session_key: str | None, workspace: str | None, con
     check_entry(text, session_key)  # empty text is exit 2 before any file is created
     wiring = Wiring(load_settings(workspace, config_path))
     wiring.ensure_workspace()
-    entry = append_entry(wiring.history, text, session_key=session_key)
-    click.echo(str(entry.cursor))
+    appended = append_entry(wiring.history, text, session_key=session_key, redactor=wiring.redactor())
+    if appended.redactions:
+        kinds = ", ".join(f"{kind} x{n}" for kind, n in sorted(appended.redactions.items()))
+        note(f"dream: redacted before storing: {kinds}")
+    click.echo(str(appended.entry.cursor))
     return 0
 
 
