@@ -22,8 +22,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from dream_memory.adapters.offline import OfflineModel
 from dream_memory.core.history import HistoryEntry
 from dream_memory.core.prompts import CONSOLIDATION_MARKER, HISTORY_MARKER
