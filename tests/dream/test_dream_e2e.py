@@ -11,8 +11,8 @@ import re
 from pathlib import Path
 
 import pytest
+from dream_helpers import Cli, git, make_workspace, sample_entries, use_server
 
-from conftest import Cli, git, make_workspace, sample_entries, use_server
 from dream_memory.adapters.offline import OfflineModel
 from dream_memory.testing.llm_server import Fail, Reply, ScriptedLLMServer, from_chat_model, tool_call
 

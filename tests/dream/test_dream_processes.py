@@ -11,7 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import BIN, Cli, git, sample_entries, use_server
+from dream_helpers import BIN, Cli, git, sample_entries, use_server
+
 from dream_memory.adapters.offline import OfflineModel
 from dream_memory.testing import build_workspace
 from dream_memory.testing.llm_server import Hang, ScriptedLLMServer, from_chat_model

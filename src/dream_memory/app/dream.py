@@ -39,7 +39,7 @@ from dream_memory.core.chat import ChatReply, Message, ToolSpec, Usage, check_re
 from dream_memory.core.facts import Facts, parse_facts
 from dream_memory.core.guards import GuardSettings, hold_reasons
 from dream_memory.core.history import Batch, format_timestamp, plan_batches, split_text
-from dream_memory.core.markdown import outline, query_terms, relevant_sections
+from dream_memory.core.markdown import outline, query_terms
 from dream_memory.core.ports import ChatModel, Clock, NoRedaction, Redactor, TokenCounter
 from dream_memory.core.prompts import (
     FileContext,
@@ -49,6 +49,7 @@ from dream_memory.core.prompts import (
     phase2_messages,
     render_entry,
 )
+from dream_memory.core.search import relevant_sections
 from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldBatch, SetAside
 from dream_memory.errors import BadReply, DreamError, EditRejected, ModelError
 
@@ -438,8 +439,13 @@ def _file_context(ctx: DreamContext, staging: StagingWorkspace, path: str, query
     if ctx.counter.count(text) <= budget:
         return FileContext(path, text, text)
     parts = [f"Outline of {path}:", outline(text), "", "Relevant sections:"]
-    for section in relevant_sections(text, query, budget_tokens=budget // 2, count_tokens=ctx.counter.count):
-        parts.append(section.text.rstrip())
+    # The read side's ranking picks the sections; the budget decides how many fit.
+    room = budget // 2
+    for section in relevant_sections(text, " ".join(query)):
+        cost = ctx.counter.count(section.text)
+        if cost <= room:
+            parts.append(section.text.rstrip())
+            room -= cost
     return FileContext(path, text, "\n".join(parts), partial=True)
 
 
@@ -475,7 +481,7 @@ def _entities_listing(root: Path) -> list[str]:
 
 def _phase1(ctx: DreamContext, model: ChatModel, batch: Batch, staging: StagingWorkspace) -> Facts:
     guide, _ = guide_in_use(ctx.root)
-    query = query_terms("\n".join(e.content for e in batch.entries))
+    query = query_terms("\n".join(e.content for e in batch.entries), limit=16)
     files = [_file_context(ctx, staging, path, query) for path in layout.DURABLE_FILES]
     collected: list[Facts] = []
     for blocks in _history_blocks(ctx, batch):
@@ -511,7 +517,7 @@ def _dream_batch(
     facts = _phase1(ctx, model, batch, staging)
     if facts.nothing_to_add:
         return facts, None
-    query = query_terms("\n".join(f.text for f in facts.facts))
+    query = query_terms("\n".join(f.text for f in facts.facts), limit=16)
     targets = list(dict.fromkeys(f.target for f in facts.facts))
     if any(f.tag == "ENTITY" for f in facts.facts):
         targets.append(layout.INDEX)

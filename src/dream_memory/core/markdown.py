@@ -8,11 +8,11 @@ demand. Edits still apply to the whole file.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-_FENCE = re.compile(r"^\s*(```|~~~)")
+from dream_memory.core.search import split_sections as search_split
+
+_LINE_ENDS = re.compile(r"(?<=\n)|(?<=\r)(?!\n)")
 
 
 @dataclass(frozen=True)
@@ -21,7 +21,7 @@ class MdSection:
     level: int  # 0 for the preamble
     start: int  # first line, 1-based
     end: int  # last line, inclusive
-    text: str
+    text: str  # exactly as in the file (line ends kept), so it can be quoted in an edit
 
     @property
     def lines(self) -> int:
@@ -29,28 +29,13 @@ class MdSection:
 
 
 def split_sections(text: str) -> list[MdSection]:
-    """Sections delimited by headings (any level); fenced code is never split."""
-    lines = text.splitlines(keepends=True)
-    starts: list[tuple[int, int, str]] = []  # (index, level, title)
-    fenced = False
-    for i, line in enumerate(lines):
-        if _FENCE.match(line):
-            fenced = not fenced
-            continue
-        if fenced:
-            continue
-        match = _HEADING.match(line.rstrip("\n"))
-        if match:
-            starts.append((i, len(match.group(1)), match.group(2).strip()))
-    sections: list[MdSection] = []
-    if not starts or starts[0][0] > 0:
-        first = starts[0][0] if starts else len(lines)
-        if first > 0:
-            sections.append(MdSection("", 0, 1, first, "".join(lines[:first])))
-    for n, (index, level, title) in enumerate(starts):
-        stop = starts[n + 1][0] if n + 1 < len(starts) else len(lines)
-        sections.append(MdSection(title, level, index + 1, stop, "".join(lines[index:stop])))
-    return sections
+    """Sections delimited by headings (any level), as the read side's search splits them
+    (``core.search.split_sections``: one rule for both), with each section's exact text."""
+    lines = [line for line in _LINE_ENDS.split(text) if line]
+    return [
+        MdSection(s.heading, s.level, s.start_line, s.end_line, "".join(lines[s.start_line - 1 : s.end_line]))
+        for s in search_split(text)
+    ]
 
 
 def outline(text: str, *, max_rows: int = 60) -> str:
@@ -95,29 +80,6 @@ def find_section(text: str, title: str) -> MdSection | None:
         if section.title.casefold() == wanted:
             return section
     return None
-
-
-def relevant_sections(
-    text: str, query_terms: Sequence[str], *, budget_tokens: int, count_tokens: Callable[[str], int]
-) -> list[MdSection]:
-    """Sections that mention the most query terms, best first, within ``budget_tokens``."""
-    terms = [t.casefold() for t in query_terms if len(t) >= 3]
-    scored: list[tuple[int, int, MdSection]] = []
-    for section in split_sections(text):
-        body = section.text.casefold()
-        hits = sum(1 for t in terms if t in body)
-        if hits:
-            scored.append((hits, -section.start, section))
-    scored.sort(key=lambda item: (-item[0], -item[1]))
-    chosen: list[MdSection] = []
-    used = 0
-    for _, _, section in scored:
-        cost = count_tokens(section.text)
-        if used + cost > budget_tokens:
-            continue
-        chosen.append(section)
-        used += cost
-    return sorted(chosen, key=lambda s: s.start)
 
 
 _WORD = re.compile(r"[\w][\w'-]{2,}", re.UNICODE)

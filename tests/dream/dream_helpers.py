@@ -1,0 +1,79 @@
+"""Helpers for Dream tests: a CLI runner that drives `dream` in-process with an isolated
+environment (HOME, config, model), a scripted model server, workspaces. (Fixtures: conftest.py.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from dream_memory.entrypoints.cli import cli
+from dream_memory.testing import build_workspace
+from dream_memory.testing.llm_server import ScriptedLLMServer
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+def sample_entries(n: int) -> list[str]:
+    """n history entries, each carrying one durable fact the offline engine files."""
+    return [f"- [durable] User fact number {i}: prefers option {i} for setting {i}." for i in range(1, n + 1)]
+
+
+@dataclass
+class Cli:
+    home: Path
+    workspace: Path
+    env: dict[str, str]
+
+    def run(self, *args: str, env: Mapping[str, str] | None = None) -> Any:
+        runner = CliRunner()
+        merged = {**self.env, **(env or {})}
+        return runner.invoke(cli, list(args), env=merged, catch_exceptions=False)
+
+    def run_json(self, *args: str, env: Mapping[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+        result = self.run(*args, env=env)
+        return result.exit_code, json.loads(result.stdout)
+
+    def subprocess(
+        self, *args: str, env: Mapping[str, str] | None = None, **kwargs: Any
+    ) -> subprocess.CompletedProcess[str]:
+        merged = {**os.environ, **self.env, **(env or {})}
+        return subprocess.run([str(BIN / args[0]), *args[1:]], env=merged, capture_output=True, text=True, **kwargs)
+
+
+def use_server(cli_env: Cli, server: ScriptedLLMServer, *, retries: int = 2) -> Path:
+    """Write a config whose default model is a preset pointing at ``server``; returns its path."""
+    config = {
+        "agents": {"defaults": {"model": "scripted"}},
+        "modelPresets": {
+            "scripted": {
+                "model": "openai/scripted-model",
+                "apiBase": server.base_url,
+                "apiKeyEnv": "SCRIPTED_API_KEY",
+                "maxRetries": retries,
+                "retryBaseSeconds": 0.01,
+                "timeout": 5,
+            }
+        },
+    }
+    path = cli_env.home / "dream.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    cli_env.env["DREAM_CONFIG"] = str(path)
+    cli_env.env["SCRIPTED_API_KEY"] = "test-key-not-secret"
+    return path
+
+
+def make_workspace(cli_env: Cli, entries: list[str], **kwargs: Any) -> Path:
+    return build_workspace(cli_env.workspace, history=entries, **kwargs)
+
+
+def git(workspace: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(workspace), *args], capture_output=True, text=True, check=True).stdout
