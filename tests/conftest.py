@@ -3,7 +3,6 @@ the environment of a clean machine for subprocesses (an empty HOME, no DREAM_* v
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from dream_memory.testing import build_workspace
+from dream_memory.testing import clean_env as make_clean_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 FIXTURES_ROOT = REPO_ROOT.parent / "shared" / "fixtures" / "real-workspaces"
@@ -42,19 +42,7 @@ def fixtures_root() -> Path:
 def clean_env(tmp_path: Path) -> dict[str, str]:
     """A machine with no configuration at all: HOME is an empty folder (so no git identity and
     no ~/.nanoinfra), no system git config, no DREAM_* variables."""
-    home = tmp_path / "home"
-    home.mkdir(exist_ok=True)
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(home),
-        "LANG": "C.UTF-8",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-    if "PYTHONPATH" in os.environ:
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    return env
+    return make_clean_env(tmp_path / "home")
 
 
 @pytest.fixture

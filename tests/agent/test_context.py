@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.tokens import default_counter
 from dream_memory.app.context import memory_context
-from dream_memory.core.context import HistoryLine, Part, build_context
+from dream_memory.core.context import Part, build_context
 from dream_memory.core.history import HistoryEntry
 from dream_memory.entrypoints.cli import cli
 from dream_memory.testing import FrozenClock, build_workspace
@@ -92,7 +92,7 @@ def test_budget_holds_with_a_huge_memory_and_a_stuck_dream(tmp_path: Path) -> No
 def test_tiny_budget_still_bounded() -> None:
     """Even when outlines do not fit, the block is cut at a line boundary within the budget."""
     parts = [Part("memory/MEMORY.md", "".join(f"# H{i}\n\ntext\n" for i in range(300)))]
-    history = [HistoryLine(i, "", f"h{i}") for i in range(10)]
+    history = [HistoryEntry(i, "", f"h{i}") for i in range(1, 11)]
     block = build_context(parts, history, budget=120, count_tokens=lambda t: len(t) // 4)
     assert block.tokens <= 120 and block.text.endswith("[truncated to fit the token budget]\n")
 

@@ -4,7 +4,6 @@ fault placed at one write site (a SIGKILL or ENOSPC just before the N-th write a
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -34,22 +33,6 @@ with fault_hook(inject):
     sys.argv = ["dream", *sys.argv[4:]]
     main()
 """
-
-
-def clean_env(home: Path) -> dict[str, str]:
-    """A machine with no configuration: an empty HOME, no DREAM_* variables, no git identity."""
-    home.mkdir(parents=True, exist_ok=True)
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(home),
-        "LANG": "C.UTF-8",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-    if "PYTHONPATH" in os.environ:
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    return env
 
 
 def dream(

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from faults_helpers import DOCS, clean_env
+from faults_helpers import DOCS
+
+from dream_memory.testing import clean_env
 
 TRIALS, SEED, SHARDS = 300, 1, 2
 MATCHED = ("trials", "faults", "violations")

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from faults_helpers import RUNNER, clean_env, dream, history_contents, report_of
+from faults_helpers import RUNNER, dream, history_contents, report_of
 
-from dream_memory.testing import build_workspace, write_session
+from dream_memory.testing import build_workspace, clean_env, write_session
 from dream_memory.testing.canaries import CANARIES
 from dream_memory.testing.llm_server import Fail, ScriptedLLMServer
 

@@ -15,7 +15,6 @@ they are.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -25,7 +24,7 @@ from typing import Any
 from dream_memory.adapters.offline import OfflineModel
 from dream_memory.core.history import HistoryEntry
 from dream_memory.core.prompts import CONSOLIDATION_MARKER, HISTORY_MARKER
-from dream_memory.testing import build_workspace, write_session
+from dream_memory.testing import build_workspace, clean_env, write_session
 from dream_memory.testing.canaries import CANARIES, Canary
 from dream_memory.testing.invariants import read_ledger, versioned_on_disk
 from dream_memory.testing.llm_server import Fail, Reply, ScriptedLLMServer, ScriptedToolCall, from_chat_model
@@ -185,16 +184,12 @@ def test_no_canary_reaches_a_commit_a_written_entry_a_report_or_a_log(tmp_path: 
             },
         }
         (home / "dream.json").write_text(json.dumps(config), encoding="utf-8")
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(home),
-            "LANG": "C.UTF-8",
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-            "DREAM_WORKSPACE": str(ws),
-            "DREAM_CONFIG": str(home / "dream.json"),
-            "SCRIPTED_API_KEY": "test-key-not-secret",
-        }
+        env = clean_env(
+            home,
+            DREAM_WORKSPACE=str(ws),
+            DREAM_CONFIG=str(home / "dream.json"),
+            SCRIPTED_API_KEY="test-key-not-secret",
+        )
         appended_cursors = []
         for c in APPENDED:
             done = run(env, "append", "-", "--session-key", "cli:direct", stdin=f"- [durable] User shared: {c.text}\n")

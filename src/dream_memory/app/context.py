@@ -7,7 +7,7 @@ from pathlib import Path
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core import layout
-from dream_memory.core.context import ContextBlock, HistoryLine, Part, build_context
+from dream_memory.core.context import ContextBlock, Part, build_context
 from dream_memory.core.guards import is_always_on
 from dream_memory.core.ports import TokenCounter
 
@@ -66,5 +66,4 @@ def memory_context(
     parts += extra_parts or []
     cursor = history.read_dream_cursor() or 0
     entries = [e for e in history.entries_after(cursor) if session_key is None or e.session_key == session_key]
-    lines = [HistoryLine(e.cursor, e.timestamp, e.content, e.session_key) for e in entries]
-    return build_context(parts, lines, budget=budget, count_tokens=counter.count)
+    return build_context(parts, entries, budget=budget, count_tokens=counter.count)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from dream_memory.core.history import HistoryEntry
 from dream_memory.core.markdown import outline
 
 HEADER = (
@@ -29,18 +30,12 @@ class Part:
     pointer: str = ""  # how to read it in full when only its outline fits (e.g. `dream section user`)
 
 
-@dataclass(frozen=True)
-class HistoryLine:
-    cursor: int
-    timestamp: str
-    content: str
-    session_key: str | None = None
-
-    def render(self) -> str:
-        head = f"[{self.timestamp}]" if self.timestamp else f"[#{self.cursor}]"
-        key = f" ({self.session_key})" if self.session_key else ""
-        body = self.content.strip().replace("\n", "\n  ")
-        return f"- {head}{key} {body}"
+def render_entry(entry: HistoryEntry) -> str:
+    """One undreamt history entry as a bullet of the block."""
+    head = f"[{entry.timestamp}]" if entry.timestamp else f"[#{entry.cursor}]"
+    key = f" ({entry.session_key})" if entry.session_key else ""
+    body = entry.content.strip().replace("\n", "\n  ")
+    return f"- {head}{key} {body}"
 
 
 @dataclass
@@ -78,7 +73,7 @@ def _outlined(part: Part) -> str:
 
 def build_context(
     parts: Sequence[Part],
-    history: Sequence[HistoryLine],
+    history: Sequence[HistoryEntry],
     *,
     budget: int,
     count_tokens: Callable[[str], int],
@@ -109,7 +104,7 @@ def build_context(
     used = count_tokens(fixed) + count_tokens(history_title) + 40  # room for the left-out note
     lines: list[str] = []
     for item in reversed(history):  # newest first
-        line = item.render() + "\n"
+        line = render_entry(item) + "\n"
         cost = count_tokens(line)
         if used + cost > budget:
             break

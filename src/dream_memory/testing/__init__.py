@@ -1,7 +1,8 @@
 """Fakes shipped with dream-memory, so tests read like specs and users can test their own setups.
 
 - ``FrozenClock``: the Clock port, held still.
-- ``build_workspace`` / ``write_session`` / ``read_history``: real workspaces on disk.
+- ``build_workspace`` / ``write_session`` / ``read_history``: real workspaces on disk;
+  ``clean_env``: the environment of a machine with no configuration, for subprocesses.
 - ``ScriptedLLMServer`` and its steps (``Reply``, ``Fail``, ``Hang``, ``Garbage``, ``Drop``,
   ``tool_call``, ``from_chat_model``): an OpenAI-compatible HTTP server on 127.0.0.1 that answers
   from a script and records every request. ``python -m dream_memory.testing.llm_server`` runs it
@@ -21,7 +22,7 @@ from dream_memory.testing.llm_server import (
     from_chat_model,
     tool_call,
 )
-from dream_memory.testing.workspace import build_workspace, read_history, write_session
+from dream_memory.testing.workspace import build_workspace, clean_env, read_history, write_session
 
 __all__ = [
     "Drop",
@@ -32,6 +33,7 @@ __all__ = [
     "Reply",
     "ScriptedLLMServer",
     "build_workspace",
+    "clean_env",
     "from_chat_model",
     "read_history",
     "tool_call",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -78,3 +79,21 @@ def read_history(root: Path) -> list[dict[str, object]]:
     # split("\n"), not splitlines(): an entry's text may hold U+2028 or other characters that
     # splitlines() takes for line breaks, while JSON leaves them unescaped inside one line.
     return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line.strip()]
+
+
+def clean_env(home: Path, **extra: str) -> dict[str, str]:
+    """Environment variables for a subprocess on a machine with no configuration at all: HOME is
+    ``home`` (created empty, so no git identity and no ~/.nanoinfra), no system git config, no
+    DREAM_* variables, litellm's price map kept local. ``extra`` adds or overrides variables."""
+    home.mkdir(parents=True, exist_ok=True)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+    if "PYTHONPATH" in os.environ:
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return {**env, **extra}
