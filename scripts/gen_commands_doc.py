@@ -51,7 +51,7 @@ def render() -> str:
     parts = [INTRO, "## dream\n", "```text", top, "```\n"]
     group = cli
     assert isinstance(group, click.Group)
-    for name in sorted(group.commands):
+    for name in group.list_commands(click.Context(group)):
         result = runner.invoke(cli, [name, "--help"], terminal_width=100, prog_name="dream")
         parts += [f"## dream {name}\n", "```text", result.output.rstrip(), "```\n"]
     return "\n".join(parts)

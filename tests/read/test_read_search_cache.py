@@ -1,24 +1,27 @@
-"""The search cache: kept outside the store, used only while files are unchanged, refreshed from
-the changed files, never holding excluded entities, and never able to change an answer."""
+"""The search index (the search cache): kept outside the store, used only while files are
+unchanged, refreshed from the changed files, never holding excluded entities, and never able to
+change an answer."""
 
 from __future__ import annotations
 
-import json
 import os
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from read_helpers import snapshot
 
-import dream_memory.app.read as read_module
+import dream_memory.adapters.search_index as index_module
 from dream_memory.app.read import ReadStore
 
 
 @pytest.fixture(autouse=True)
 def no_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
     """Files in these tests are seconds old; the 2 s racy-git window would keep them out."""
-    monkeypatch.setattr(read_module, "_RACY_NS", 0)
+    monkeypatch.setattr(index_module, "RACY_NS", 0)
 
 
 def big_store(make_store: Callable[..., Path], count: int = 60) -> Path:
@@ -38,8 +41,13 @@ def plain(root: Path, query: str, *excluded: str) -> list[str]:
         return [h.path for h in r.search(query, max_results=50).results]
 
 
-def blobs(cache: Path) -> list[Path]:
-    return sorted(cache.rglob("blob-*.bin"))
+def indexes(cache: Path) -> list[Path]:
+    return sorted(cache.rglob("*.sqlite"))
+
+
+def cache_bytes(cache: Path) -> bytes:
+    """Everything the cache folder holds, write-ahead log included."""
+    return b"".join(p.read_bytes() for p in sorted(cache.rglob("*")) if p.is_file())
 
 
 def test_cache_is_built_outside_the_store_then_used(make_store: Callable[..., Path], tmp_path: Path) -> None:
@@ -49,7 +57,7 @@ def test_cache_is_built_outside_the_store_then_used(make_store: Callable[..., Pa
     before = snapshot(root)
     first, stats1 = search(root, cache, "needle")
     assert stats1["rebuilt"] == 1 and stats1["from_cache"] == 0
-    assert len(blobs(cache)) == 1
+    assert len(indexes(cache)) == 1
     second, stats2 = search(root, cache, "needle filler")
     assert stats2["from_cache"] >= 60 and stats2["rebuilt"] == 0
     assert first == plain(root, "needle")
@@ -57,7 +65,8 @@ def test_cache_is_built_outside_the_store_then_used(make_store: Callable[..., Pa
     for query in ("needle filler", "e7 the", "flakes colmena", '"filler text"'):
         with ReadStore(root, home="/home/u", cache_dir=cache, cache_min_files=10) as r:
             with_cache = r.search(query, max_results=50).to_json()
-            assert r.last_search_stats["from_cache"] >= 60
+            if '"' not in query:  # a phrase is counted in the files holding all its words
+                assert r.last_search_stats["from_cache"] >= 60
         with ReadStore(root, home="/home/u") as r:
             assert with_cache == r.search(query, max_results=50).to_json()
     assert snapshot(root) == before  # nothing written in the store
@@ -89,17 +98,20 @@ def test_same_size_edit_with_mtime_put_back_is_seen(make_store: Callable[..., Pa
     assert search(root, cache, "needle")[0] == []
 
 
-def test_many_changes_rebuild_from_changed_files(make_store: Callable[..., Path], tmp_path: Path) -> None:
-    """When many files changed, the cache is rebuilt; the old blob is replaced, not accumulated."""
+def test_changed_files_are_reindexed_in_the_same_search(make_store: Callable[..., Path], tmp_path: Path) -> None:
+    """Files read because they changed are written back to the index by that search: the next
+    search answers them from the index, and only they were read again."""
     root, cache = big_store(make_store, count=120), tmp_path / "cache"
     search(root, cache, "needle")
-    old = blobs(cache)
     for i in range(40, 80):
         (root / "entities" / f"e{i:03}.md").write_text(f"# e{i}\n\n- changed {i}\n")
     paths, stats = search(root, cache, "changed")
-    assert stats["rebuilt"] == 1 and len(paths) == 40
-    assert blobs(cache) != old and len(blobs(cache)) == 1
-    assert search(root, cache, "changed")[1]["from_cache"] >= 120
+    assert len(paths) == 40 and stats["read"] == 40 + 4  # the changed files, plus the 4 durable ones
+    assert stats["indexed"] == 40 and stats["rebuilt"] == 0
+    paths, stats = search(root, cache, "changed")
+    assert len(paths) == 40 and stats["read"] == 4 and stats["indexed"] == 0
+    assert len(indexes(cache)) == 1
+    assert search(root, cache, "changed")[0] == plain(root, "changed")
 
 
 def test_excluded_entities_never_reach_the_cache(make_store: Callable[..., Path], tmp_path: Path) -> None:
@@ -107,23 +119,73 @@ def test_excluded_entities_never_reach_the_cache(make_store: Callable[..., Path]
     root, cache = big_store(make_store), tmp_path / "cache"
     paths, _ = search(root, cache, "vault", "secret")
     assert paths == []
-    (blob,) = blobs(cache)
-    assert b"vault" not in blob.read_bytes()
+    assert b"vault" not in cache_bytes(cache)
     assert search(root, cache, "vault")[0] == ["entities/secret.md"]  # found once no longer excluded
 
 
+def test_newly_excluded_entity_is_purged_from_the_cache(make_store: Callable[..., Path], tmp_path: Path) -> None:
+    """An entity indexed before it was excluded leaves no trace of its text in the cache folder
+    after the next search (FTS5 segments merged, freed pages overwritten, log truncated)."""
+    root, cache = big_store(make_store), tmp_path / "cache"
+    assert search(root, cache, "vault")[0] == ["entities/secret.md"]
+    assert b"vault" in cache_bytes(cache)
+    assert search(root, cache, "vault", "secret")[0] == []
+    assert b"vault" not in cache_bytes(cache)
+
+
 def test_broken_cache_falls_back(make_store: Callable[..., Path], tmp_path: Path) -> None:
-    """A corrupt manifest or a truncated blob is ignored and replaced; answers stay right."""
+    """A corrupt or truncated index is ignored and replaced; answers stay right."""
     root, cache = big_store(make_store), tmp_path / "cache"
     search(root, cache, "needle")
-    (manifest,) = cache.rglob("manifest.json")
-    manifest.write_text("{not json")
+    (index,) = indexes(cache)
+    index.write_bytes(b"not a database at all" * 100)
+    paths, stats = search(root, cache, "needle")
+    assert paths == ["entities/e007.md"] and stats["rebuilt"] == 1
+    (index,) = indexes(cache)
+    index.write_bytes(index.read_bytes()[:5000])
     assert search(root, cache, "needle")[0] == ["entities/e007.md"]
-    (blob,) = blobs(cache)
-    blob.write_bytes(blob.read_bytes()[:100])
-    assert search(root, cache, "needle")[0] == ["entities/e007.md"]
-    data = json.loads(manifest.read_text())
-    assert data["version"] == 1
+    paths, stats = search(root, cache, "needle")
+    assert paths == ["entities/e007.md"] and stats["from_cache"] >= 60
+
+
+def test_phrases_and_long_tokens_match_like_the_files(make_store: Callable[..., Path], tmp_path: Path) -> None:
+    """A quoted phrase spans words (counted in the files the index points to); a file with a word
+    longer than the index keeps (32 KiB) is read every time. Both answer as without a cache."""
+    root, cache = big_store(make_store), tmp_path / "cache"
+    (root / "sections" / "blob.md").write_text("# blob\n" + "Q" * 40_000 + "needlework\n")
+    search(root, cache, "x")
+    for query in ('"filler text"', '"text number 4"', "needlework", '"the needle" filler', "qqqq"):
+        with ReadStore(root, home="/home/u", cache_dir=cache, cache_min_files=10) as r:
+            with_cache = r.search(query, max_results=50).to_json()
+        assert with_cache == ReadStore(root, home="/home/u").search(query, max_results=50).to_json(), query
+    _, stats = search(root, cache, "needlework")
+    assert stats["read"] == 4 + 1 and stats["indexed"] == 0
+
+
+def test_a_term_in_most_words_reads_the_files(
+    make_store: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the index would be slower than the files (a term held by too many words), the files
+    are read, with the same answer."""
+    root, cache = big_store(make_store), tmp_path / "cache"
+    search(root, cache, "x")
+    monkeypatch.setattr(index_module, "MAX_TOKENS_PER_TERM", 3)
+    paths, stats = search(root, cache, "e")
+    assert paths == plain(root, "e")
+    assert stats["from_cache"] == 0
+
+
+def test_old_cache_format_is_removed(make_store: Callable[..., Path], tmp_path: Path) -> None:
+    """The folder the blob cache of earlier versions used for this store is removed on build."""
+    root, cache = big_store(make_store), tmp_path / "cache"
+    search(root, cache, "x")
+    (index,) = indexes(cache)
+    old = cache / "search-v1" / index.stem
+    old.mkdir(parents=True)
+    (old / "blob-0.bin").write_bytes(b"needle")
+    index.unlink()
+    search(root, cache, "x")
+    assert not old.exists()
 
 
 def test_unwritable_cache_folder_is_not_an_error(make_store: Callable[..., Path], tmp_path: Path) -> None:
@@ -160,3 +222,115 @@ def test_non_ascii_queries_use_the_cache_too(make_store: Callable[..., Path], tm
     paths, stats = search(root, cache, "über STRASSE")
     assert paths == plain(root, "über STRASSE") == ["sections/cafe.md"]
     assert stats["from_cache"] > 0
+
+
+# Words built from characters where the index and plain matching could part ways: case, ASCII
+# punctuation (token characters to the index), non-ASCII letters whose case folding changes their
+# length ("ß" -> "ss", "İ" -> "i̇"), and every kind of whitespace bytes.split() knows.
+_ALPHABET = "aAbBsS:-.'\"ßẞİıΣσς"
+_words = st.text(_ALPHABET, min_size=1, max_size=6)
+_texts = st.lists(st.tuples(_words, st.sampled_from([" ", "\n", "\t", "\r\n", "\x0b", "\x0c", "  ", "\xa0"])), max_size=30)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    texts=st.lists(_texts, min_size=12, max_size=12),
+    query=st.lists(st.one_of(_words, _words.map(lambda w: f'"{w} {w[::-1]}"')), min_size=1, max_size=3),
+)
+def test_index_answers_exactly_like_the_files(texts: list[list[tuple[str, str]]], query: list[str]) -> None:
+    """Whatever the texts and terms, a search answered by the index gives the answer reading the
+    files gives: same sources, order, counts and lines."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root, cache = Path(tmp) / "store", Path(tmp) / "cache"
+        (root / "sections").mkdir(parents=True)
+        for i, words in enumerate(texts):
+            (root / "sections" / f"s{i:02}.md").write_text("".join(w + sep for w, sep in words), encoding="utf-8")
+        text = " ".join(query)
+        if not text.replace('"', "").strip():
+            return
+        with ReadStore(root, cache_dir=cache, cache_min_files=10) as r:
+            r.search("x")
+        with ReadStore(root, cache_dir=cache, cache_min_files=10) as r:
+            with_index = r.search(text, max_results=50).to_json()
+            assert r.last_search_stats["indexed"] == 0
+            if '"' not in text:
+                assert r.last_search_stats["from_cache"] == 12
+        assert with_index == ReadStore(root).search(text, max_results=50).to_json()
+
+
+def test_search_answers_while_another_process_writes_the_index(make_store: Callable[..., Path], tmp_path: Path) -> None:
+    """While another connection holds the index's write lock, a search that needs to write does not
+    wait or fail: it answers from the files, and the index catches up later."""
+    import sqlite3
+
+    root, cache = big_store(make_store), tmp_path / "cache"
+    search(root, cache, "x")
+    (index,) = indexes(cache)
+    (root / "entities" / "e007.md").write_text("# e7\n\n- the magnet is here\n")
+    holder = sqlite3.connect(index, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        paths, stats = search(root, cache, "magnet")
+        assert paths == ["entities/e007.md"]
+        assert stats["rebuilt"] == 0
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    paths, stats = search(root, cache, "magnet")
+    assert paths == ["entities/e007.md"] and stats["indexed"] == 1
+    assert search(root, cache, "magnet")[1]["indexed"] == 0
+
+
+def test_failed_build_leaves_nothing_and_answers(
+    make_store: Callable[..., Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the index cannot be built (here: an SQLite without the full-text module), search
+    answers from the files and leaves no half-built file behind."""
+    root, cache = big_store(make_store), tmp_path / "cache"
+    monkeypatch.setattr(
+        index_module, "_SCHEMA", tuple(x.replace("USING fts5(", "USING fts_missing(") for x in index_module._SCHEMA)
+    )
+    paths, stats = search(root, cache, "needle")
+    assert paths == ["entities/e007.md"] and stats["rebuilt"] == 0
+    assert [p for p in cache.rglob("*") if p.is_file()] == []
+
+
+def test_leftovers_of_an_interrupted_build_are_removed(make_store: Callable[..., Path], tmp_path: Path) -> None:
+    """A build killed midway leaves a temporary file; the next build removes it once it is an hour
+    old (a younger one may belong to a build still running)."""
+    root, cache = big_store(make_store), tmp_path / "cache"
+    search(root, cache, "x")
+    (index,) = indexes(cache)
+    old_tmp = index.with_name(f".{index.name}.dead.tmp")
+    young_tmp = index.with_name(f".{index.name}.busy.tmp")
+    for tmp in (old_tmp, young_tmp):
+        tmp.write_bytes(b"half an index")
+    os.utime(old_tmp, (0, 0))
+    index.unlink()
+    search(root, cache, "x")
+    assert not old_tmp.exists() and young_tmp.exists()
+
+
+def test_concurrent_first_searches_agree(tmp_path: Path) -> None:
+    """Four `dream search` processes started together on a large store with no index yet: all
+    answer like --no-cache, and one index is left, with no temporary files."""
+    import subprocess
+    import sys
+
+    root, cache = tmp_path / "store", tmp_path / "xdg"
+    (root / "sections").mkdir(parents=True)
+    for i in range(520):
+        (root / "sections" / f"s{i:03}.md").write_text(f"# s{i}\n- word{i % 7} filler\n")
+    for i in range(520):
+        old = 1_000_000_000
+        os.utime(root / "sections" / f"s{i:03}.md", (old, old))
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    dream = [sys.executable, "-c", "from dream_memory.entrypoints.cli import main; main()"]
+    args = ["search", "word3", "--store", str(root), "--json", "--max-results", "50"]
+    procs = [subprocess.Popen([*dream, *args], env=env, stdout=subprocess.PIPE) for _ in range(4)]
+    outputs = [proc.communicate(timeout=120)[0] for proc in procs]
+    assert all(proc.returncode == 0 for proc in procs)
+    expected = subprocess.run([*dream, *args, "--no-cache"], env=env, stdout=subprocess.PIPE, check=True).stdout
+    assert all(out == expected for out in outputs)
+    assert len(indexes(cache)) == 1
+    assert not [p for p in cache.rglob("*.tmp")]

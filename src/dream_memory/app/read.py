@@ -8,8 +8,8 @@ Guarantees, each enforced here rather than left to the faces:
 
 - Read-only by construction: store files are opened ``O_RDONLY | O_NOFOLLOW | O_NONBLOCK`` after
   their real path is checked, and nothing is ever created in the store. The one write this module
-  can make is the optional search cache (``SearchCache``), under the user's cache folder, and it
-  refuses a cache folder inside the store.
+  can make is the optional search index (``adapters.search_index``), under the user's cache
+  folder, and it refuses a cache folder inside the store.
 - Paths never leave the store root: File cells and section names are checked lexically (no ``..``,
   no absolute path), then the real path (symlinks followed) must still lie inside the store.
 - Bounded: entity and section text is cut at 200 lines / 16 KiB (``core.bounded``), and files
@@ -22,13 +22,12 @@ Guarantees, each enforced here rather than left to the faces:
   with ``> Provisional:``.
 
 Reading is done here directly (a store folder or a git revision): the two small tree classes and
-the search cache below are the only I/O and have no other callers.
+the search index are the only I/O.
 """
 
 from __future__ import annotations
 
 import codecs
-import contextlib
 import errno
 import io
 import os
@@ -39,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from dream_memory.adapters.search_index import IndexedText, OpenIndex, SearchIndex, StatKey, stat_key
 from dream_memory.core import layout
 from dream_memory.core.bounded import MAX_BYTES, Page, bound_lines, cli_hint, split_lines
 from dream_memory.core.index_table import (
@@ -59,7 +59,6 @@ from dream_memory.core.search import (
     fold_bytes,
     heading_lines,
     preview_lines,
-    scan_haystack,
     score_folded,
     score_text,
     top,
@@ -360,37 +359,48 @@ class _WorkTree:
     def list_markdown(self, folder: str, stats: dict[str, os.stat_result] | None = None) -> list[str]:
         """``*.md`` files under ``folder`` (store-relative), sorted; dotfiles skipped, symlinked
         folders not followed, symlinked files kept only when they stay inside the store.
-        ``stats`` receives the lstat of each regular file (for the search cache)."""
+        ``stats`` receives the lstat of each regular file (the search index's freshness proof)."""
         found: list[str] = []
         base = os.path.join(self.root, folder)
         if os.path.islink(base) or not os.path.isdir(base):
             return found
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        lstat = os.lstat
         stack = [folder]
         while stack:
             current = stack.pop()
             prefix = current + "/"
             try:
-                entries = list(os.scandir(os.path.join(self.root, current)))
+                fd = os.open(os.path.join(self.root, current), flags)
             except OSError:
                 continue
-            # Ordered by what a store holds most: regular .md files (this loop runs per file).
-            for entry in entries:
-                name = entry.name
-                if name.startswith("."):
-                    continue
-                if entry.is_file(follow_symlinks=False):
-                    if name.endswith(".md"):
-                        rel = prefix + name
-                        found.append(rel)
-                        if stats is not None:
-                            with contextlib.suppress(OSError):
-                                stats[rel] = entry.stat(follow_symlinks=False)
-                elif entry.is_dir(follow_symlinks=False):
-                    stack.append(prefix + name)
-                elif entry.is_symlink() and name.endswith(".md"):
-                    real = os.path.realpath(entry.path)
-                    if _inside(real, self.real_root) and os.path.isfile(real):
-                        found.append(prefix + name)
+            # listdir plus one lstat per name relative to the folder's descriptor: the cheapest
+            # way Python has to both list and stat (search needs the stat of every file).
+            try:
+                for name in os.listdir(fd):
+                    if name.startswith("."):
+                        continue
+                    try:
+                        st = lstat(name, dir_fd=fd)
+                    except OSError:
+                        continue
+                    mode = st.st_mode
+                    if stat.S_ISREG(mode):
+                        if name.endswith(".md"):
+                            rel = prefix + name
+                            found.append(rel)
+                            if stats is not None:
+                                stats[rel] = st
+                    elif stat.S_ISDIR(mode):
+                        stack.append(prefix + name)
+                    elif stat.S_ISLNK(mode) and name.endswith(".md"):
+                        real = os.path.realpath(os.path.join(self.root, prefix + name))
+                        if _inside(real, self.real_root) and os.path.isfile(real):
+                            found.append(prefix + name)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
         found.sort()
         return found
 
@@ -523,216 +533,8 @@ def hint_for(surface: str, kind: str) -> Callable[[int], str]:
     return cli_hint
 
 
-# --- the search cache (outside the store) ----------------------------------------------------------
-
-CACHE_VERSION = 1
-# Below this many searchable files, reading them directly is as fast as the cache: none is kept.
+# Below this many searchable files, reading them directly is as fast as the index: none is kept.
 CACHE_MIN_FILES = 500
-# A file changed this close to a cache build may change again within the same timestamp tick
-# ("racy git"): it is read directly until the next build.
-_RACY_NS = 2_000_000_000
-
-StatKey = tuple[int, int, int, int]
-
-
-def _stat_key(st: os.stat_result) -> StatKey:
-    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-
-
-@dataclass(frozen=True)
-class _CacheEntry:
-    rel: str
-    key: StatKey
-    offset: int  # -1: not searchable (see skip)
-    length: int
-    headings: bytes
-    skip: str | None = None
-
-
-@dataclass
-class _LoadedCache:
-    built_ns: int
-    entries: dict[str, _CacheEntry]
-    spans: list[_CacheEntry]  # searchable entries in blob order
-    blob: Any  # mmap.mmap or bytes
-    blob_name: str
-    index_key: StatKey | None
-    index_rows: list[tuple[str, str]]
-    _mm: Any = None
-
-    def trusted(self, rel: str, st: os.stat_result | None) -> _CacheEntry | None:
-        entry = self.entries.get(rel)
-        if entry is None or st is None or _stat_key(st) != entry.key:
-            return None
-        if max(st.st_mtime_ns, st.st_ctime_ns) >= self.built_ns - _RACY_NS:
-            return None
-        return entry
-
-    def close(self) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-
-
-class SearchCache:
-    """Folded text of a store's searchable files, kept under the user's cache folder (never in
-    the store) so a search on a large store costs one ``find`` per term over one mapped file.
-
-    Trust rule: an entry is used only while the file's size, mtime, ctime and inode are those
-    recorded and the file did not change within 2 s before the build; anything else is read from
-    the store. The cache is rebuilt, re-reading only the changed files, when too many files are
-    read directly. Excluded entities are never written to it. Any problem with the cache (missing,
-    corrupt, unwritable) falls back to reading the store: the cache can make search faster, never
-    different.
-    """
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-
-    @classmethod
-    def for_store(cls, cache_root: Path, store_real: str) -> SearchCache | None:
-        import hashlib
-
-        root_real = os.path.realpath(cache_root)
-        if _inside(root_real, store_real) or _inside(store_real, root_real):
-            return None  # a cache inside the store would be a write to the store
-        key = hashlib.sha256(store_real.encode("utf-8", errors="surrogateescape")).hexdigest()[:32]
-        return cls(Path(root_real) / f"search-v{CACHE_VERSION}" / key)
-
-    @property
-    def manifest_path(self) -> Path:
-        return self.folder / "manifest.json"
-
-    def load(self, store_real: str) -> _LoadedCache | None:
-        import json
-        import mmap
-
-        try:
-            manifest = json.loads(self.manifest_path.read_bytes())
-            if manifest.get("version") != CACHE_VERSION or manifest.get("store") != store_real:
-                return None
-            blob_name = str(manifest["blob"])
-            if "/" in blob_name or not blob_name.startswith("blob-"):
-                return None
-            entries: dict[str, _CacheEntry] = {}
-            spans: list[_CacheEntry] = []
-            for rel, size, mtime, ctime, ino, offset, length, headings, skip in manifest["entries"]:
-                entry = _CacheEntry(rel, (size, mtime, ctime, ino), offset, length, headings.encode("utf-8"), skip)
-                entries[rel] = entry
-                if offset >= 0:
-                    spans.append(entry)
-            fd = os.open(self.folder / blob_name, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            try:
-                size = os.fstat(fd).st_size
-                if size != manifest["blob_size"]:
-                    return None
-                mm = mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if size else None
-            finally:
-                os.close(fd)
-            index = manifest.get("index") or {}
-            index_key = tuple(index["key"]) if index.get("key") else None
-            loaded = _LoadedCache(
-                built_ns=int(manifest["built_ns"]),
-                entries=entries,
-                spans=sorted(spans, key=lambda e: e.offset),
-                blob=mm if mm is not None else b"",
-                blob_name=blob_name,
-                index_key=index_key,
-                index_rows=[(str(a), str(b)) for a, b in index.get("rows", [])],
-                _mm=mm,
-            )
-            if any(e.offset + e.length > size for e in loaded.spans):
-                loaded.close()
-                return None
-            return loaded
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def save(
-        self,
-        store_real: str,
-        *,
-        built_ns: int,
-        entries: list[tuple[str, StatKey, bytes | None, bytes, str | None]],
-        index_key: StatKey | None,
-        index_rows: list[tuple[str, str]],
-    ) -> bool:
-        """Write a new blob and then the manifest naming it, each atomically. ``entries``: (rel,
-        stat key, folded text or None when unsearchable, headings, skip reason). False when the
-        cache folder cannot be written (the search went fine anyway)."""
-        import secrets
-
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-            blob_name = f"blob-{secrets.token_hex(8)}.bin"
-            manifest_entries: list[list[Any]] = []
-            offset = 0
-            tmp_blob = self.folder / f".{blob_name}.tmp"
-            fd = os.open(tmp_blob, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                for rel, key, folded, headings, skip in entries:
-                    heads = headings.decode("utf-8", "replace")
-                    if folded is None:
-                        manifest_entries.append([rel, *key, -1, 0, heads, skip])
-                        continue
-                    out.write(folded)
-                    out.write(b"\0")  # no term holds a NUL, so no match spans two files
-                    manifest_entries.append([rel, *key, offset, len(folded), heads, None])
-                    offset += len(folded) + 1
-            os.replace(tmp_blob, self.folder / blob_name)
-            manifest = {
-                "version": CACHE_VERSION,
-                "store": store_real,
-                "built_ns": built_ns,
-                "blob": blob_name,
-                "blob_size": offset,
-                "index": {"key": list(index_key) if index_key else None, "rows": index_rows},
-                "entries": manifest_entries,
-            }
-            self._write_manifest(manifest)
-            self._prune(keep=blob_name)
-            return True
-        except OSError:
-            return False
-
-    def _prune(self, keep: str) -> None:
-        """Remove blobs no manifest names any more (a reader that mapped one keeps its copy), and
-        temporary files an interrupted build left behind."""
-        stale_before = time.time() - 3600
-        for path in self.folder.iterdir():
-            name = path.name
-            with contextlib.suppress(OSError):
-                if (name.startswith("blob-") and name != keep) or (
-                    name.endswith(".tmp") and path.stat().st_mtime < stale_before
-                ):
-                    path.unlink()
-
-    def update_index(self, index_key: StatKey | None, index_rows: list[tuple[str, str]]) -> bool:
-        """Record a changed index.md without rewriting the blob."""
-        import json
-
-        try:
-            manifest = json.loads(self.manifest_path.read_bytes())
-            manifest["index"] = {"key": list(index_key) if index_key else None, "rows": index_rows}
-            self._write_manifest(manifest)
-            return True
-        except (OSError, ValueError):
-            return False
-
-    def _write_manifest(self, manifest: dict[str, Any]) -> None:
-        import json
-        import secrets
-
-        tmp = self.folder / f".manifest-{secrets.token_hex(6)}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as out:
-                json.dump(manifest, out, ensure_ascii=False, separators=(",", ":"))
-            os.replace(tmp, self.manifest_path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
 
 
 # --- the store ---------------------------------------------------------------------------------------
@@ -743,7 +545,7 @@ class ReadStore:
     """A read-only view of one store folder, now or at a git revision, with excludes applied.
 
     ``home`` expands ``~`` in the index's Repos cells (default: the current user's home).
-    ``cache_dir`` (e.g. ``~/.cache/dream-memory``) lets search keep a ``SearchCache`` there for
+    ``cache_dir`` (e.g. ``~/.cache/dream-memory``) lets search keep a ``SearchIndex`` there for
     stores of at least ``cache_min_files`` files; None (the default) searches without one.
     """
 
@@ -756,7 +558,8 @@ class ReadStore:
     _tree: _WorkTree | _RevisionTree = field(init=False, repr=False)
     _index: tuple[IndexTable, str] | None = field(init=False, default=None, repr=False)
     _index_text: str | None = field(init=False, default=None, repr=False)
-    # How the last search was answered: files from the cache, files read, whether it was rebuilt.
+    # How the last search was answered: files answered by the index, files read, files (re-)indexed,
+    # whether the index was built.
     last_search_stats: dict[str, int] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -1039,10 +842,19 @@ class ReadStore:
         for rel, name in DURABLE_NAMES.items():
             add(rel, name, "durable")
         add(layout.OBSERVATIONS, "observations", "observations")
-        for rel in self._tree.list_markdown(layout.ENTITIES_DIR, stats):
-            add(rel, by_file.get(rel, rel[len(layout.ENTITIES_DIR) + 1 : -3]), "entity", True)
-        for rel in self._tree.list_markdown(layout.SECTIONS_DIR, stats):
-            add(rel, rel[len(layout.SECTIONS_DIR) + 1 : -3], "section", True)
+        # The listed folders hold nearly every source of a large store: added inline (no excludes
+        # to check in the common case) rather than through add().
+        entities = self._tree.list_markdown(layout.ENTITIES_DIR, stats)
+        sections = self._tree.list_markdown(layout.SECTIONS_DIR, stats)
+        if self.excludes:
+            entities = [rel for rel in entities if not self.is_excluded_path(rel, excluded_files)]
+            sections = [rel for rel in sections if not self.is_excluded_path(rel, excluded_files)]
+        start = len(layout.ENTITIES_DIR) + 1
+        sources += [(rel, by_file.get(rel, rel[start:-3]), "entity", True) for rel in entities if rel not in seen]
+        seen.update(entities)
+        start = len(layout.SECTIONS_DIR) + 1
+        sources += [(rel, rel[start:-3], "section", True) for rel in sections if rel not in seen]
+        seen.update(sections)
         for rel, name in sorted(by_file.items()):
             if rel not in seen and rel != layout.INDEX:
                 add(rel, name, "entity")
@@ -1050,17 +862,17 @@ class ReadStore:
             add(layout.HISTORY, "history", "history")
         return sources
 
-    def _search_cache(self) -> SearchCache | None:
+    def _search_index(self) -> SearchIndex | None:
         if self.cache_dir is None or not isinstance(self._tree, _WorkTree):
             return None
-        return SearchCache.for_store(self.cache_dir, self._tree.real_root)
+        return SearchIndex.for_store(self.cache_dir, self._tree.real_root)
 
     def _index_key(self) -> StatKey | None:
         try:
             st = os.lstat(self.root / layout.INDEX)
         except OSError:
             return None
-        return _stat_key(st) if stat.S_ISREG(st.st_mode) else None
+        return stat_key(st) if stat.S_ISREG(st.st_mode) else None
 
     def search(
         self, query: Query | str, *, max_results: int = DEFAULT_MAX_RESULTS, history: bool = False
@@ -1068,47 +880,48 @@ class ReadStore:
         """Sources matching ``query``, best first; excluded entities are skipped before the limit."""
         q = as_query(query)
         limit = clamp_max_results(max_results)
-        cache = self._search_cache()
-        loaded = cache.load(self._tree.real_root) if cache is not None and isinstance(self._tree, _WorkTree) else None
+        index = self._search_index()
+        opened = index.open() if index is not None else None
         try:
-            return self._search(q, limit, history, cache, loaded)
+            return self._search(q, limit, history, index, opened)
         finally:
-            if loaded is not None:
-                loaded.close()
+            if opened is not None:
+                opened.close()
 
     def _search(
-        self, q: Query, limit: int, history: bool, cache: SearchCache | None, loaded: _LoadedCache | None
+        self, q: Query, limit: int, history: bool, index: SearchIndex | None, opened: OpenIndex | None
     ) -> SearchResult:
-        built_ns = time.time_ns()
-        index_key = self._index_key() if cache is not None else None
-        if loaded is not None and index_key is not None and loaded.index_key == index_key:
-            rows = loaded.index_rows
+        index_key = self._index_key() if index is not None else None
+        if opened is not None and index_key is not None and opened.index_key == index_key:
+            rows = opened.index_rows
         else:
             rows = [(r.entity, r.file) for r in self.index.rows]
-        stats: dict[str, os.stat_result] | None = {} if cache is not None else None
+        stats: dict[str, os.stat_result] | None = {} if index is not None else None
         sources = self._sources(history, rows, stats)
-        use_cache = cache is not None and len(sources) >= self.cache_min_files
+        use_index = index is not None and len(sources) >= self.cache_min_files and not index.busy
+        if not use_index and opened is not None:
+            opened.close()
+            opened = None
 
         skipped: list[str] = []
         candidates: list[tuple[Score, str, tuple[str, str]]] = []
-        cached: dict[str, tuple[str, str]] = {}  # rel -> (name, kind), answered from the cache
-        fresh: list[tuple[str, StatKey, bytes | None, bytes, str | None]] = []  # for the next build
-        for rel, name, kind, listed in sources:
-            st = stats.get(rel) if stats is not None and listed else None
-            if use_cache and loaded is not None and kind != "history":
-                entry = loaded.trusted(rel, st)
-                if entry is not None:
-                    if entry.skip:
-                        skipped.append(f"{rel}: {entry.skip}")
-                    cached[rel] = (name, kind)  # a skipped entry is never in a span: no match
-                    continue
+        to_read: list[tuple[str, str, str, bool, bool]] = []  # (rel, name, kind, listed, index it)
+        if opened is not None:
+            candidates += self._indexed_candidates(opened, q, sources, stats or {}, skipped, to_read)
+        else:
+            to_read = [(rel, name, kind, listed, use_index and listed) for rel, name, kind, listed in sources]
+
+        fresh: list[IndexedText] = []  # files read now, for the index
+        for rel, name, kind, listed, index_it in to_read:
+            st = stats.get(rel) if stats is not None and index_it else None
+            read_ns = time.time_ns()
             try:
                 data = self._tree.read_bytes(rel, MAX_SEARCH_FILE_BYTES, listed=listed)
             except _TooLarge:
                 reason = f"larger than {MAX_SEARCH_FILE_BYTES // (1024 * 1024)} MiB"
                 skipped.append(f"{rel}: {reason}")
                 if st is not None:
-                    fresh.append((rel, _stat_key(st), None, b"", reason))
+                    fresh.append(IndexedText(rel, stat_key(st), read_ns, None, skip=reason))
                 continue
             except Refused as exc:
                 skipped.append(f"{rel}: {exc.message}")
@@ -1118,7 +931,7 @@ class ReadStore:
             if b"\0" in data:
                 skipped.append(f"{rel}: binary")
                 if st is not None:
-                    fresh.append((rel, _stat_key(st), None, b"", "binary"))
+                    fresh.append(IndexedText(rel, stat_key(st), read_ns, None, skip="binary"))
                 continue
             if kind == "history":
                 # history.jsonl is JSON: entries are rendered first, so escapes do not hide words.
@@ -1127,21 +940,19 @@ class ReadStore:
                 folded = fold_bytes(data)
                 headings = heading_lines(folded)
                 score = score_folded(folded, name, q, headings=headings)
-                if use_cache and st is not None:
-                    fresh.append((rel, _stat_key(st), folded, headings, None))
+                if st is not None:
+                    fresh.append(IndexedText(rel, stat_key(st), read_ns, folded, headings))
             if score is not None:
                 candidates.append((score, rel, (name, kind)))
 
-        if loaded is not None and cached:
-            candidates += self._cached_candidates(loaded, cached, q)
-
         rebuilt = False
-        if use_cache and cache is not None:
-            rebuilt = self._refresh_cache(cache, loaded, cached, fresh, built_ns, index_key, rows)
+        if use_index and index is not None:
+            rebuilt = self._refresh_index(index, opened, fresh, sources, rows, index_key)
         self.last_search_stats = {
             "sources": len(sources),
-            "from_cache": len(cached),
-            "read": len(sources) - len(cached),
+            "from_cache": len(sources) - len(to_read),
+            "read": len(to_read),
+            "indexed": len(fresh) if use_index else 0,
             "rebuilt": int(rebuilt),
         }
 
@@ -1173,71 +984,75 @@ class ReadStore:
         )
 
     @staticmethod
-    def _cached_candidates(
-        loaded: _LoadedCache, cached: dict[str, tuple[str, str]], q: Query
+    def _indexed_candidates(
+        opened: OpenIndex,
+        q: Query,
+        sources: list[tuple[str, str, str, bool]],
+        stats: dict[str, os.stat_result],
+        skipped: list[str],
+        to_read: list[tuple[str, str, str, bool, bool]],
     ) -> list[tuple[Score, str, tuple[str, str]]]:
-        """Score the cached files that hold a term. Inlined (no per-file helper calls): with a
-        common word this runs once per file of the store."""
-        spans = loaded.spans
-        blob = loaded.blob
-        terms = q.folded_terms
-        text_terms = q.terms
-        found: list[tuple[Score, str, tuple[str, str]]] = []
-        hits = scan_haystack(blob, [e.offset for e in spans], [e.offset + e.length for e in spans], terms)
-        for span, term_indexes in hits.items():
-            entry = spans[span]
-            source = cached.get(entry.rel)
-            if source is None:
-                continue  # stale, excluded or gone: answered from the store, or not at all
-            text = blob[entry.offset : entry.offset + entry.length]
-            name = source[0].casefold()
-            headings = entry.headings
-            total = 0
-            name_hits = 0
-            for i in term_indexes:
-                total += text.count(terms[i])
-                if terms[i] in headings:
-                    name_hits += 1
-            for term in text_terms:
-                if term in name:
-                    name_hits += 1
-            found.append((Score(len(term_indexes), name_hits, total), entry.rel, source))
-        return found
+        """Score the sources the index may answer for; the others go to ``to_read`` (those read
+        because they changed are indexed again; those the index cannot hold are not)."""
+        answerable = opened.answerable((rel for rel, _, _, listed in sources if listed), stats)
+        answered: dict[int, tuple[str, str, str, bool]] = {}
+        skips = opened.files.skips
+        for source in sources:
+            rel, _, _, listed = source
+            fid = answerable.get(rel)
+            if fid is None:
+                st = stats.get(rel) if listed else None
+                to_read.append((*source, st is not None and not opened.always_direct(rel, st)))
+                continue
+            if skips and (skip := skips.get(rel)):
+                skipped.append(f"{rel}: {skip}")
+            answered[fid] = source
+        matches = opened.match(q.folded_terms) if answered else None
+        if matches is None:
+            # The index would be slower than the files (or was not needed): read them.
+            to_read.extend((*source, False) for source in answered.values())
+            return []
+        # Scored as score_folded() would from the text (a test holds them equal), inlined because
+        # a common word gets here once per file of the store.
+        in_headings = [opened.in_headings(term) for term in q.folded_terms]
+        scored: list[tuple[Score, str, tuple[str, str]]] = []
+        phrase_files = matches.phrase_files
+        for fid in matches.files():
+            hit = answered.get(fid)
+            if hit is None:
+                continue  # changed, excluded or gone: answered from the store, or not at all
+            rel, name, kind, listed = hit
+            if fid in phrase_files:
+                to_read.append((rel, name, kind, listed, False))  # a phrase is counted in the text
+                continue
+            covered = hits = name_hits = 0
+            for per_term, heads in zip(matches.counts, in_headings, strict=True):
+                n = per_term.get(fid, 0)
+                if n:
+                    covered += 1
+                    hits += n
+                    name_hits += fid in heads
+            if covered:
+                folded_name = name.casefold()
+                name_hits += sum(1 for term in q.terms if term in folded_name)
+                scored.append((Score(covered, name_hits, hits), rel, (name, kind)))
+        return scored
 
-    def _refresh_cache(
+    def _refresh_index(
         self,
-        cache: SearchCache,
-        loaded: _LoadedCache | None,
-        cached: dict[str, tuple[str, str]],
-        fresh: list[tuple[str, StatKey, bytes | None, bytes, str | None]],
-        built_ns: int,
-        index_key: StatKey | None,
+        index: SearchIndex,
+        opened: OpenIndex | None,
+        fresh: list[IndexedText],
+        sources: list[tuple[str, str, str, bool]],
         rows: list[tuple[str, str]],
+        index_key: StatKey | None,
     ) -> bool:
-        """Rebuild when many files were read directly (first search, or many changes since);
-        otherwise only record a changed index. Unchanged files come from the old blob. True when
-        a new blob was written."""
-        total = len(cached) + len(fresh)
-        if loaded is None or len(fresh) > max(32, total // 50):
-            entries: list[tuple[str, StatKey, bytes | None, bytes, str | None]] = list(fresh)
-            if loaded is not None:
-                for rel in cached:
-                    entry = loaded.entries[rel]
-                    if entry.offset < 0:
-                        entries.append((rel, entry.key, None, b"", entry.skip))
-                    else:
-                        text = loaded.blob[entry.offset : entry.offset + entry.length]
-                        entries.append((rel, entry.key, text, entry.headings, None))
-            entries.sort(key=lambda e: e[0])
-            return cache.save(
-                self._tree.real_root if isinstance(self._tree, _WorkTree) else str(self.root),
-                built_ns=built_ns,
-                entries=entries,
-                index_key=index_key,
-                index_rows=rows,
-            )
-        if index_key != loaded.index_key:
-            cache.update_index(index_key, rows)
+        """Write the files read in this search to the index (building it on the first search).
+        True when a new index was built."""
+        if opened is None:
+            return False if index.unsupported else index.build(fresh, index_key, rows)
+        keep = {rel for rel, _name, kind, listed in sources if listed and kind != "history"}
+        opened.update(fresh, keep, self._excluded_files(rows), index_key, rows)
         return False
 
 
@@ -1265,7 +1080,7 @@ def search_store(
 ) -> SearchResult:
     """Search a store folder (for Dream, ``dream context`` and other callers without the CLI).
 
-    ``cache_dir`` lets a large store keep a ``SearchCache`` there (outside the store)."""
+    ``cache_dir`` lets a large store keep a ``SearchIndex`` there (outside the store)."""
     with ReadStore(Path(store), excludes=frozenset(excludes), at=at, cache_dir=cache_dir) as reader:
         return reader.search(query, max_results=max_results, history=history)
 

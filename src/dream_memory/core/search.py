@@ -15,13 +15,12 @@ are ever decoded and split into lines.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 from dream_memory.errors import InputError
 
@@ -151,38 +150,6 @@ def score_folded(
     name_hits = sum(1 for t in query.terms if t in name_folded)
     name_hits += sum(1 for t in covered if t in heads)
     return Score(len(covered), name_hits, sum(counts))
-
-
-class Haystack(Protocol):
-    """What ``scan_haystack`` needs: ``bytes`` or an ``mmap`` of the search cache."""
-
-    def find(self, sub: bytes, start: int = ..., end: int = ...) -> int: ...
-
-
-def scan_haystack(
-    haystack: Haystack, starts: Sequence[int], ends: Sequence[int], terms: Sequence[bytes]
-) -> dict[int, list[int]]:
-    """Which spans of one big folded text hold which terms: span index -> term indexes.
-
-    Spans are files laid end to end (``starts`` ascending, each ending before the next starts).
-    Each term costs at most one C-level ``find`` per span that holds it: after a hit, the scan
-    jumps to the end of that span.
-    """
-    found: dict[int, list[int]] = {}
-    for term_index, term in enumerate(terms):
-        pos = 0
-        while True:
-            hit = haystack.find(term, pos)
-            if hit < 0:
-                break
-            span = bisect.bisect_right(starts, hit) - 1
-            if span < 0:
-                pos = hit + 1
-                continue
-            if hit + len(term) <= ends[span]:
-                found.setdefault(span, []).append(term_index)
-            pos = max(ends[span], hit + 1)
-    return found
 
 
 def score_bytes(data: bytes, name: str, query: Query) -> Score | None:

@@ -1,28 +1,63 @@
 """The ``dream`` command group and its alias scripts (CONTRACT sections 1 and 5).
 
-Each command lives in a small module by topic; this file only assembles them.
+Each command lives in a small module by topic; this file only assembles them. A command's module
+is imported when that command runs (``dream search`` does not pay for the consolidation or eval
+commands' imports: start-up is part of every read's latency).
 """
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from dream_memory import __version__
-from dream_memory.entrypoints.cli import (
-    agent_cmds,
-    consolidate_cmd,
-    deploy_cmds,
-    dream_cmds,
-    eval_cmd,
-    history_cmds,
-    read_cmds,
-    version_cmds,
-)
 
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
+# command name -> the module (in this package) that defines it, in its COMMANDS list
+COMMAND_MODULES: dict[str, str] = {
+    "init": "history_cmds",
+    "append": "history_cmds",
+    "status": "history_cmds",
+    "run": "dream_cmds",
+    "prompt": "dream_cmds",
+    "demo": "dream_cmds",
+    "log": "version_cmds",
+    "restore": "version_cmds",
+    "consolidate": "consolidate_cmd",
+    "resolve": "read_cmds",
+    "entity": "read_cmds",
+    "section": "read_cmds",
+    "search": "read_cmds",
+    "mcp": "read_cmds",
+    "context": "agent_cmds",
+    "eval": "eval_cmd",
+    "schedule": "deploy_cmds",
+}
 
-@click.group(context_settings=CONTEXT_SETTINGS)
+
+def load_command(name: str) -> click.Command:
+    module = importlib.import_module(f"{__name__}.{COMMAND_MODULES[name]}")
+    for command in module.COMMANDS:
+        if command.name == name:
+            return command  # type: ignore[no-any-return]
+    raise LookupError(f"{module.__name__} does not define the {name!r} command")
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported on first use (click's documented lazy-loading pattern)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMAND_MODULES})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMAND_MODULES:
+            self.add_command(load_command(cmd_name))
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(__version__, prog_name="dream-memory")
 def cli() -> None:
     """dream-memory: long-term memory for AI agents, kept as versioned markdown.
@@ -35,35 +70,21 @@ def cli() -> None:
     """
 
 
-for _module in (
-    history_cmds,
-    dream_cmds,
-    version_cmds,
-    consolidate_cmd,
-    read_cmds,
-    agent_cmds,
-    eval_cmd,
-    deploy_cmds,
-):
-    for _command in _module.COMMANDS:
-        cli.add_command(_command)
-
-
 def main() -> None:
     cli(prog_name="dream")
 
 
 def run_main() -> None:
-    dream_cmds.run.main(prog_name="dream-run")
+    load_command("run").main(prog_name="dream-run")
 
 
 def consolidate_main() -> None:
-    consolidate_cmd.consolidate.main(prog_name="dream-consolidate")
+    load_command("consolidate").main(prog_name="dream-consolidate")
 
 
 def restore_main() -> None:
-    version_cmds.restore.main(prog_name="dream-restore")
+    load_command("restore").main(prog_name="dream-restore")
 
 
 def mcp_main() -> None:
-    read_cmds.mcp.main(prog_name="dream-mcp")
+    load_command("mcp").main(prog_name="dream-mcp")

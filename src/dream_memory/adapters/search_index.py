@@ -1,0 +1,523 @@
+"""The search cache: a SQLite FTS5 word index of a store's searchable files, kept under the
+user's cache folder (never in the store), so a search on a large store costs a few index look-ups
+instead of reading every file.
+
+Why a word index answers substring search exactly: a plain query term never holds ASCII whitespace
+(``parse_query`` splits on it), so each occurrence of a term in a folded text lies inside one
+whitespace-delimited token. The occurrences of a term in a file are exactly
+``sum(token.count(term) * occurrences of the token in the file)`` over the tokens that hold the
+term. The index keeps the folded texts tokenised on ASCII whitespace only (FTS5's ``ascii``
+tokenizer with every other ASCII character declared a token character, so its tokens are
+``bytes.split()``'s) plus the vocabulary; a query scans the vocabulary for tokens holding the term
+and asks FTS5 how often each occurs per file. A "quoted phrase" spans tokens: the index narrows it
+to the files holding each of its words, and the caller reads those files to count it.
+
+Trust rule: a file is answered from the index only while its size, mtime, ctime and inode are the
+recorded ones and it had not changed within 2 s before it was indexed ("racy git"); anything else
+is read from the store, and the files read are written back to the index in the same search, so
+the index is refreshed from changed files only. Excluded entities never reach it (and are purged,
+deleted content overwritten, when a file becomes excluded). Any problem with the index (missing,
+corrupt, locked, unwritable, an SQLite without FTS5) falls back to reading the store: the index
+can make search faster, never different.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import json
+import os
+import stat
+import sys
+import time
+import zlib
+from array import array
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import sqlite3
+
+SCHEMA_VERSION = 2
+# A file changed this close before it was indexed may change again within the same timestamp tick
+# ("racy git"): it is read directly until it is indexed again.
+RACY_NS = 2_000_000_000
+# FTS5 cuts tokens at 32 KiB; a file holding a longer one is never answered from the index.
+MAX_TOKEN_BYTES = 32_000
+# Vocabulary tokens holding one term, and postings per search, beyond which reading the files
+# is cheaper than asking the index (a term like "e" is in most tokens).
+MAX_TOKENS_PER_TERM = 1_000
+MIN_POSTINGS_BUDGET = 50_000
+POSTINGS_PER_FILE_BUDGET = 20
+# The vocabulary only grows on small refreshes; it is recomputed exactly once this share of the
+# indexed files was re-indexed since the last time.
+VOCAB_RECOUNT_SHARE = 4
+
+StatKey = tuple[int, int, int, int]
+
+# Every ASCII character but the whitespace ``bytes.split()`` splits on is a token character.
+_WHITESPACE = " \t\n\r\x0b\x0c"
+_TOKEN_CHARS = "".join(chr(c) for c in range(1, 128) if not chr(c).isalnum() and chr(c) not in _WHITESPACE)
+
+
+def _sql_string(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+_TOKENIZE = "ascii tokenchars " + _sql_string(_TOKEN_CHARS)
+_SCHEMA = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB)",
+    "CREATE TABLE files (id INTEGER PRIMARY KEY, rel TEXT UNIQUE NOT NULL, size INTEGER, mtime INTEGER,"
+    " ctime INTEGER, ino INTEGER, indexed_ns INTEGER, headings BLOB, skip TEXT, direct INTEGER)",
+    f"CREATE VIRTUAL TABLE texts USING fts5(body, columnsize=0, tokenize = {_sql_string(_TOKENIZE)})",
+    "CREATE VIRTUAL TABLE text_tokens USING fts5vocab(texts, instance)",
+    "CREATE VIRTUAL TABLE text_vocab USING fts5vocab(texts, row)",
+)
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+@dataclass(frozen=True)
+class IndexedText:
+    """A file read from the store in this search, to be (re-)indexed: its folded text, or None
+    with the reason it is not searchable (binary, too large)."""
+
+    rel: str
+    key: StatKey
+    read_ns: int
+    folded: bytes | None
+    headings: bytes = b""
+    skip: str | None = None
+
+
+def _i64(value: int) -> int:
+    """An inode as SQLite and int64 arrays hold it (inodes may use all 64 bits)."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+# Fields per file in the packed file table: id, size, mtime_ns, ctime_ns, inode, indexed_ns, direct.
+_FIELDS = 7
+
+
+@dataclass(frozen=True)
+class FileTable:
+    """The recorded files, loaded in one piece per search (10,000 rows fetched as SQLite tuples
+    cost more than the rest of a search): each rel's offset into one flat int64 array of fields,
+    and the skip reasons."""
+
+    where: dict[str, int]
+    fields: array[int]
+    skips: dict[str, str]
+
+    @classmethod
+    def load(cls, names: bytes, fields: bytes, skips: str, byteorder: str) -> FileTable:
+        if byteorder != sys.byteorder:
+            raise ValueError("index written on a machine of another byte order")
+        table: array[int] = array("q")
+        table.frombytes(fields)
+        rels = names.decode("utf-8", errors="surrogateescape").split("\0") if names else []
+        if len(table) != _FIELDS * len(rels):
+            raise ValueError("index file table is inconsistent")
+        return cls(dict(zip(rels, range(0, len(table), _FIELDS), strict=True)), table, json.loads(skips))
+
+    def __len__(self) -> int:
+        return len(self.where)
+
+    def file_id(self, rel: str) -> int | None:
+        at = self.where.get(rel)
+        return None if at is None else self.fields[at]
+
+    def unchanged(self, rel: str, st: os.stat_result) -> int | None:
+        """The offset of ``rel``'s fields when its recorded stat is ``st``'s."""
+        at = self.where.get(rel)
+        if at is None:
+            return None
+        f = self.fields
+        if f[at + 2] != st.st_mtime_ns or f[at + 3] != st.st_ctime_ns or f[at + 1] != st.st_size:
+            return None
+        return at if f[at + 4] == _i64(st.st_ino) else None
+
+
+def _pack_files(db: sqlite3.Connection) -> None:
+    """Store the files table in the packed form ``FileTable.load`` reads."""
+    rows = db.execute(
+        "SELECT rel, id, size, mtime, ctime, ino, indexed_ns, direct, skip FROM files ORDER BY id"
+    ).fetchall()
+    names = "\0".join(row[0] for row in rows).encode("utf-8", errors="surrogateescape")
+    fields = array("q", [value for row in rows for value in row[1:8]])
+    _put_meta(db, "file_names", names)
+    _put_meta(db, "file_fields", fields.tobytes())
+    _put_meta(db, "file_skips", json.dumps({row[0]: row[8] for row in rows if row[8]}))
+    _put_meta(db, "byteorder", sys.byteorder)
+
+
+@dataclass(frozen=True)
+class TermMatches:
+    """What the index says about a query: per term, file id -> occurrences (empty for phrase
+    terms), and the files that may hold a phrase term (to be read and counted)."""
+
+    counts: tuple[dict[int, int], ...]
+    phrase_files: frozenset[int]
+
+    def files(self) -> set[int]:
+        found: set[int] = set(self.phrase_files)
+        for per_term in self.counts:
+            found.update(per_term)
+        return found
+
+
+def tokens_holding(vocab: bytes, starts: Sequence[int], term: bytes) -> list[int]:
+    """Indexes of the tokens of ``vocab`` (tokens each followed by a newline, starting at
+    ``starts``) that hold ``term`` (which holds no whitespace): one C-level find per token found."""
+    found: list[int] = []
+    pos = vocab.find(term)
+    while pos != -1:
+        index = bisect.bisect_right(starts, pos) - 1
+        found.append(index)
+        pos = vocab.find(term, starts[index + 1])
+    return found
+
+
+@dataclass
+class OpenIndex:
+    """One open search index: the recorded files, and the queries a search needs."""
+
+    path: Path
+    db: sqlite3.Connection
+    files: FileTable
+    index_key: StatKey | None
+    index_rows: list[tuple[str, str]]
+    _vocab: tuple[bytes, list[int]] | None = field(default=None, repr=False)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.db.close()
+
+    # --- reading --------------------------------------------------------------------------
+
+    def answerable(self, rels: Iterable[str], stats: dict[str, os.stat_result]) -> dict[str, int]:
+        """rel -> file id of each file the index may answer for as it is now: the same size,
+        mtime, ctime and inode as recorded, not changed within ``RACY_NS`` before it was indexed,
+        and held by the index. One loop over every file of the store per search, so kept tight."""
+        where = self.files.where
+        f = self.files.fields
+        racy = RACY_NS
+        found: dict[str, int] = {}
+        for rel in rels:
+            at = where.get(rel)
+            st = stats.get(rel)
+            if at is None or st is None:
+                continue
+            mtime = st.st_mtime_ns
+            ctime = st.st_ctime_ns
+            if (
+                f[at + 2] == mtime
+                and f[at + 3] == ctime
+                and f[at + 1] == st.st_size
+                and f[at + 4] == _i64(st.st_ino)
+                and not f[at + 6]
+                and max(mtime, ctime) < f[at + 5] - racy
+            ):
+                found[rel] = f[at]
+        return found
+
+    def always_direct(self, rel: str, st: os.stat_result | None) -> bool:
+        """True when ``rel`` is recorded, unchanged, as a file the index cannot answer for."""
+        at = self.files.unchanged(rel, st) if st is not None else None
+        return at is not None and bool(self.files.fields[at + 6])
+
+    def _vocabulary(self) -> tuple[bytes, list[int]]:
+        if self._vocab is None:
+            found = self.db.execute("SELECT value FROM meta WHERE key = 'vocab'").fetchone()
+            vocab = bytes(found[0]) if found else b""
+            starts = [0]
+            pos = vocab.find(b"\n")
+            while pos != -1:
+                starts.append(pos + 1)
+                pos = vocab.find(b"\n", pos + 1)
+            self._vocab = (vocab, starts)
+        return self._vocab
+
+    def _token_files(self, token: bytes) -> list[tuple[int, int]]:
+        return self.db.execute(
+            "SELECT doc, COUNT(*) FROM text_tokens WHERE term = ? GROUP BY doc",
+            (token.decode("utf-8", errors="surrogateescape"),),
+        ).fetchall()
+
+    def match(self, terms: Sequence[bytes]) -> TermMatches | None:
+        """Occurrences of each folded term per indexed file; None when the index would be slower
+        than reading the files."""
+        vocab, starts = self._vocabulary()
+        budget = max(MIN_POSTINGS_BUDGET, POSTINGS_PER_FILE_BUDGET * len(self.files))
+        spent = 0
+        counts: list[dict[int, int]] = []
+        phrase_files: set[int] = set()
+        for term in terms:
+            per_file: dict[int, int] = {}
+            counts.append(per_file)
+            pieces = term.split(b" ")
+            holding: set[int] | None = None
+            for piece in pieces:
+                tokens = tokens_holding(vocab, starts, piece)
+                if len(tokens) > MAX_TOKENS_PER_TERM:
+                    return None
+                files: set[int] = set()
+                for index in tokens:
+                    token = vocab[starts[index] : starts[index + 1] - 1]
+                    found = self._token_files(token)
+                    spent += len(found)
+                    if spent > budget:
+                        return None
+                    if len(pieces) > 1:
+                        files.update(doc for doc, _ in found)
+                        continue
+                    times = token.count(piece)
+                    for doc, n in found:
+                        per_file[doc] = per_file.get(doc, 0) + times * n
+                holding = files if holding is None else holding & files
+            if len(pieces) > 1 and holding:
+                phrase_files |= holding
+        return TermMatches(tuple(counts), frozenset(phrase_files))
+
+    def in_headings(self, term: bytes) -> set[int]:
+        """Ids of the files with ``term`` in a heading line (one C-level scan of the headings)."""
+        return {fid for (fid,) in self.db.execute("SELECT id FROM files WHERE instr(headings, ?) > 0", (term,))}
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def update(
+        self,
+        fresh: Sequence[IndexedText],
+        keep: set[str],
+        purge: set[str],
+        index_key: StatKey | None,
+        index_rows: list[tuple[str, str]],
+    ) -> bool:
+        """Re-index the files read from the store and forget files no longer searched (``keep``
+        holds every rel still searched). ``purge``: rels whose text must not stay behind (newly
+        excluded); deleted text is then overwritten. False when the index is busy or unwritable."""
+        import sqlite3
+
+        gone = [rel for rel in self.files.where if rel not in keep]
+        purging = bool(purge.intersection(gone))
+        if not fresh and not gone and index_key == self.index_key:
+            return True
+        db = self.db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for rel in gone:
+                    _delete(db, self.files.fields[self.files.where[rel]])
+                vocab_add: set[bytes] = set()
+                for item in fresh:
+                    old = self.files.file_id(item.rel)
+                    if old is not None:
+                        _delete(db, old)
+                    vocab_add |= _insert(db, item, tokens=True)
+                _put_meta(db, "index", json.dumps({"key": index_key, "rows": index_rows}))
+                reindexed = int(_get_meta(db, "reindexed") or 0) + len(fresh) + len(gone)
+                if purging or reindexed * VOCAB_RECOUNT_SHARE > max(len(self.files), 1):
+                    _put_meta(db, "vocab", _exact_vocab(db))
+                    reindexed = 0
+                elif vocab_add:
+                    vocab, _ = self._vocabulary()
+                    known = set(vocab.split(b"\n"))
+                    if not vocab_add <= known:
+                        _put_meta(db, "vocab", b"".join(t + b"\n" for t in sorted(known | vocab_add) if t))
+                _put_meta(db, "reindexed", str(reindexed))
+                _pack_files(db)
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            if purging:
+                # Deleted rows leave their text in FTS5's older segments, freed pages and the
+                # write-ahead log until merged, vacuumed and truncated.
+                db.execute("INSERT INTO texts(texts) VALUES ('optimize')")
+                db.execute("VACUUM")
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            return True
+        except (sqlite3.Error, OSError):
+            return False
+
+
+def _delete(db: sqlite3.Connection, fid: int) -> None:
+    db.execute("DELETE FROM files WHERE id = ?", (fid,))
+    db.execute("DELETE FROM texts WHERE rowid = ?", (fid,))
+
+
+def _insert(db: sqlite3.Connection, item: IndexedText, *, tokens: bool = False) -> set[bytes]:
+    """Index one file. With ``tokens``, return its distinct tokens (empty when it is not indexed)."""
+    folded = item.folded
+    # Only a text longer than FTS5's token limit can hold a token it would cut.
+    direct = folded is not None and len(folded) > MAX_TOKEN_BYTES and max(map(len, folded.split())) > MAX_TOKEN_BYTES
+    size, mtime, ctime, ino = item.key
+    cursor = db.execute(
+        "INSERT INTO files (rel, size, mtime, ctime, ino, indexed_ns, headings, skip, direct)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (item.rel, size, mtime, ctime, _i64(ino), item.read_ns, item.headings, item.skip, int(direct)),
+    )
+    if folded is None or direct:
+        return set()
+    db.execute(
+        "INSERT INTO texts (rowid, body) VALUES (?, ?)",
+        (cursor.lastrowid, folded.decode("utf-8", errors="surrogateescape")),
+    )
+    return set(folded.split()) if tokens else set()
+
+
+def _exact_vocab(db: sqlite3.Connection) -> bytes:
+    return b"".join(
+        term.encode("utf-8", errors="surrogateescape") + b"\n" for (term,) in db.execute("SELECT term FROM text_vocab")
+    )
+
+
+def _put_meta(db: sqlite3.Connection, key: str, value: str | bytes) -> None:
+    db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+
+def _get_meta(db: sqlite3.Connection, key: str) -> Any:
+    row = db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return row[0] if row else None
+
+
+class SearchIndex:
+    """Where one store's search index lives, and how it is opened or built."""
+
+    def __init__(self, path: Path, store_real: str) -> None:
+        self.path = path
+        self.store_real = store_real
+        self.busy = False
+        self.unsupported = False
+
+    @classmethod
+    def for_store(cls, cache_root: Path, store_real: str) -> SearchIndex | None:
+        """The index of ``store_real`` under ``cache_root``; None when that folder lies inside
+        the store or the store inside it (a cache there would be a write to the store)."""
+        root_real = os.path.realpath(cache_root)
+        if _inside(root_real, store_real) or _inside(store_real, root_real):
+            return None
+        # zlib, not hashlib: loading OpenSSL costs a read's start-up several milliseconds. A
+        # collision would only make two stores take turns rebuilding: open() checks the store.
+        raw = store_real.encode("utf-8", errors="surrogateescape")
+        key = f"{zlib.crc32(raw):08x}{zlib.adler32(raw):08x}{zlib.crc32(raw[::-1]):08x}"
+        return cls(Path(root_real) / f"search-v{SCHEMA_VERSION}" / f"{key}.sqlite", store_real)
+
+    def open(self) -> OpenIndex | None:
+        """The index, or None when there is none usable (a corrupt one is removed)."""
+        try:
+            st = os.lstat(self.path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        import sqlite3
+
+        db: sqlite3.Connection | None = None
+        try:
+            db = sqlite3.connect(self.path, timeout=0.2, isolation_level=None)
+            _pragmas(db)
+            if _get_meta(db, "store") != self.store_real or _get_meta(db, "version") != str(SCHEMA_VERSION):
+                raise ValueError("index of another store or version")
+            index = json.loads(_get_meta(db, "index") or "{}")
+            files = FileTable.load(
+                bytes(_get_meta(db, "file_names")),
+                bytes(_get_meta(db, "file_fields")),
+                str(_get_meta(db, "file_skips")),
+                str(_get_meta(db, "byteorder")),
+            )
+            key = index.get("key")
+            return OpenIndex(
+                self.path,
+                db,
+                files,
+                tuple(key) if key else None,
+                [(str(a), str(b)) for a, b in index.get("rows", [])],
+            )
+        except (sqlite3.Error, ValueError, TypeError, KeyError, AttributeError) as exc:
+            if db is not None:
+                db.close()
+            text = str(exc).lower()
+            if "locked" in text or "busy" in text:
+                self.busy = True  # another search is writing it: read the store this time
+            elif "no such module" in text:
+                self.unsupported = True  # an SQLite without FTS5: no index, ever
+            else:
+                self.remove()  # corrupt, or of another store or version: built again
+            return None
+
+    def build(self, fresh: Sequence[IndexedText], index_key: StatKey | None, index_rows: list[tuple[str, str]]) -> bool:
+        """A new index of ``fresh``, built aside and moved into place whole. False when the cache
+        folder cannot be written or SQLite has no FTS5 (the search went fine anyway)."""
+        import secrets
+        import sqlite3
+
+        tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # 0600 before SQLite opens it
+            db = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                db.execute("PRAGMA journal_mode = OFF")
+                db.execute("PRAGMA synchronous = OFF")
+                for statement in _SCHEMA:
+                    db.execute(statement)
+                db.execute("BEGIN")
+                for item in fresh:
+                    _insert(db, item)
+                _put_meta(db, "version", str(SCHEMA_VERSION))
+                _put_meta(db, "store", self.store_real)
+                _put_meta(db, "index", json.dumps({"key": index_key, "rows": index_rows}))
+                _put_meta(db, "vocab", _exact_vocab(db))
+                _put_meta(db, "reindexed", "0")
+                _pack_files(db)
+                db.execute("COMMIT")
+                db.execute("PRAGMA journal_mode = WAL")
+            finally:
+                db.close()
+            if self.path.exists():
+                os.unlink(tmp)  # another search built it meanwhile: keep theirs
+                return False
+            self.remove()  # a write-ahead log left by a removed index must not meet the new one
+            os.replace(tmp, self.path)
+            self._prune()
+            return True
+        except (OSError, sqlite3.Error):
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            return False
+
+    def remove(self) -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(OSError):
+                os.unlink(f"{self.path}{suffix}")
+
+    def _prune(self) -> None:
+        """Remove what an interrupted build left behind (an hour old: a build may be running),
+        and this store's cache from before the index (search-v1: folded text in one blob)."""
+        import shutil
+
+        old = self.path.parent.parent / "search-v1"
+        shutil.rmtree(old / self.path.stem, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            old.rmdir()  # only when no other store's old cache is left in it
+        stale_before = time.time() - 3600
+        for entry in os.scandir(self.path.parent):
+            with contextlib.suppress(OSError):
+                if entry.name.endswith(".tmp") and entry.stat().st_mtime < stale_before:
+                    os.unlink(entry.path)
+
+
+def _pragmas(db: sqlite3.Connection) -> None:
+    # Derived data: a transaction lost in a power cut only leaves files whose recorded stat no
+    # longer matches, and those are read from the store.
+    db.execute("PRAGMA synchronous = NORMAL")
+    db.execute("PRAGMA secure_delete = ON")
