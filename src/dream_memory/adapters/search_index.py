@@ -33,9 +33,8 @@ import time
 import zlib
 from array import array
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     import sqlite3
@@ -56,6 +55,7 @@ POSTINGS_PER_FILE_BUDGET = 20
 VOCAB_RECOUNT_SHARE = 4
 
 StatKey = tuple[int, int, int, int]
+SourceT = TypeVar("SourceT", bound=tuple[Any, ...])
 
 # Every ASCII character but the whitespace ``bytes.split()`` splits on is a token character.
 _WHITESPACE = " \t\n\r\x0b\x0c"
@@ -85,8 +85,7 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-@dataclass(frozen=True)
-class IndexedText:
+class IndexedText(NamedTuple):
     """A file read from the store in this search, to be (re-)indexed: its folded text, or None
     with the reason it is not searchable (binary, too large)."""
 
@@ -107,8 +106,7 @@ def _i64(value: int) -> int:
 _FIELDS = 7
 
 
-@dataclass(frozen=True)
-class FileTable:
+class FileTable(NamedTuple):
     """The recorded files, loaded in one piece per search (10,000 rows fetched as SQLite tuples
     cost more than the rest of a search): each rel's offset into one flat int64 array of fields,
     and the skip reasons."""
@@ -159,8 +157,7 @@ def _pack_files(db: sqlite3.Connection) -> None:
     _put_meta(db, "byteorder", sys.byteorder)
 
 
-@dataclass(frozen=True)
-class TermMatches:
+class TermMatches(NamedTuple):
     """What the index says about a query: per term, file id -> occurrences (empty for phrase
     terms), and the files that may hold a phrase term (to be read and counted)."""
 
@@ -186,16 +183,23 @@ def tokens_holding(vocab: bytes, starts: Sequence[int], term: bytes) -> list[int
     return found
 
 
-@dataclass
 class OpenIndex:
     """One open search index: the recorded files, and the queries a search needs."""
 
-    path: Path
-    db: sqlite3.Connection
-    files: FileTable
-    index_key: StatKey | None
-    index_rows: list[tuple[str, str]]
-    _vocab: tuple[bytes, list[int]] | None = field(default=None, repr=False)
+    def __init__(
+        self,
+        path: Path,
+        db: sqlite3.Connection,
+        files: FileTable,
+        index_key: StatKey | None,
+        index_rows: list[tuple[str, str]],
+    ) -> None:
+        self.path = path
+        self.db = db
+        self.files = files
+        self.index_key = index_key
+        self.index_rows = index_rows
+        self._vocab: tuple[bytes, list[int]] | None = None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -203,31 +207,37 @@ class OpenIndex:
 
     # --- reading --------------------------------------------------------------------------
 
-    def answerable(self, rels: Iterable[str], stats: dict[str, os.stat_result]) -> dict[str, int]:
-        """rel -> file id of each file the index may answer for as it is now: the same size,
-        mtime, ctime and inode as recorded, not changed within ``RACY_NS`` before it was indexed,
-        and held by the index. One loop over every file of the store per search, so kept tight."""
+    def partition(
+        self, sources: Iterable[SourceT], stats: dict[str, os.stat_result]
+    ) -> tuple[dict[int, SourceT], list[SourceT]]:
+        """Split sources (tuples whose first item is the rel) into those the index may answer for
+        as they are now, by file id, and the rest. Answerable: the same size, mtime, ctime and
+        inode as recorded, not changed within ``RACY_NS`` before it was indexed, and held by the
+        index. One pass over every file of the store per search, so kept tight."""
         where = self.files.where
         f = self.files.fields
         racy = RACY_NS
-        found: dict[str, int] = {}
-        for rel in rels:
+        answered: dict[int, SourceT] = {}
+        rest: list[SourceT] = []
+        for source in sources:
+            rel = source[0]
             at = where.get(rel)
-            st = stats.get(rel)
-            if at is None or st is None:
-                continue
-            mtime = st.st_mtime_ns
-            ctime = st.st_ctime_ns
-            if (
-                f[at + 2] == mtime
-                and f[at + 3] == ctime
-                and f[at + 1] == st.st_size
-                and f[at + 4] == _i64(st.st_ino)
-                and not f[at + 6]
-                and max(mtime, ctime) < f[at + 5] - racy
-            ):
-                found[rel] = f[at]
-        return found
+            if at is not None and (st := stats.get(rel)) is not None:
+                mtime = st.st_mtime_ns
+                ctime = st.st_ctime_ns
+                ino = f[at + 4]
+                if (
+                    f[at + 2] == mtime
+                    and f[at + 3] == ctime
+                    and f[at + 1] == st.st_size
+                    and (ino == st.st_ino or ino == _i64(st.st_ino))
+                    and not f[at + 6]
+                    and max(mtime, ctime) < f[at + 5] - racy
+                ):
+                    answered[f[at]] = source
+                    continue
+            rest.append(source)
+        return answered, rest
 
     def always_direct(self, rel: str, st: os.stat_result | None) -> bool:
         """True when ``rel`` is recorded, unchanged, as a file the index cannot answer for."""

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from dream_memory.adapters.search_index import IndexedText, OpenIndex, SearchIndex, StatKey, stat_key
 from dream_memory.core import layout
@@ -89,8 +89,9 @@ MAX_NAME_CHARS = 256
 # --- results ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class ResolveResult:
+# Values are NamedTuples, not dataclasses: defining a dataclass costs about five times more, and
+# these are defined at the start of every read command.
+class ResolveResult(NamedTuple):
     path: str
     entity: str
     file: str
@@ -117,8 +118,7 @@ class ResolveResult:
         return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True)
-class ReadResult:
+class ReadResult(NamedTuple):
     """A bounded page of an entity or section file."""
 
     kind: str  # "entity" | "section" | "index"
@@ -166,8 +166,7 @@ class ReadResult:
         return self.text
 
 
-@dataclass(frozen=True)
-class SearchResultItem:
+class SearchResultItem(NamedTuple):
     path: str
     name: str
     kind: str  # "entity" | "section" | "durable" | "observations" | "history"
@@ -212,8 +211,7 @@ class SearchResultItem:
         return "\n".join(out) + "\n"
 
 
-@dataclass(frozen=True)
-class SearchResult:
+class SearchResult(NamedTuple):
     query: str
     terms: tuple[str, ...]
     max_results: int
@@ -994,19 +992,13 @@ class ReadStore:
     ) -> list[tuple[Score, str, tuple[str, str]]]:
         """Score the sources the index may answer for; the others go to ``to_read`` (those read
         because they changed are indexed again; those the index cannot hold are not)."""
-        answerable = opened.answerable((rel for rel, _, _, listed in sources if listed), stats)
-        answered: dict[int, tuple[str, str, str, bool]] = {}
-        skips = opened.files.skips
-        for source in sources:
+        answered, rest = opened.partition(sources, stats)
+        for source in rest:
             rel, _, _, listed = source
-            fid = answerable.get(rel)
-            if fid is None:
-                st = stats.get(rel) if listed else None
-                to_read.append((*source, st is not None and not opened.always_direct(rel, st)))
-                continue
-            if skips and (skip := skips.get(rel)):
-                skipped.append(f"{rel}: {skip}")
-            answered[fid] = source
+            st = stats.get(rel) if listed else None
+            to_read.append((*source, st is not None and not opened.always_direct(rel, st)))
+        if skips := opened.files.skips:
+            skipped += [f"{source[0]}: {skips[source[0]]}" for source in answered.values() if source[0] in skips]
         matches = opened.match(q.folded_terms) if answered else None
         if matches is None:
             # The index would be slower than the files (or was not needed): read them.
@@ -1014,9 +1006,11 @@ class ReadStore:
             return []
         # Scored as score_folded() would from the text (a test holds them equal), inlined because
         # a common word gets here once per file of the store.
+        terms = q.terms
         in_headings = [opened.in_headings(term) for term in q.folded_terms]
-        scored: list[tuple[Score, str, tuple[str, str]]] = []
+        per_terms = list(zip(matches.counts, in_headings, strict=True))
         phrase_files = matches.phrase_files
+        scored: list[tuple[Score, str, tuple[str, str]]] = []
         for fid in matches.files():
             hit = answered.get(fid)
             if hit is None:
@@ -1026,7 +1020,7 @@ class ReadStore:
                 to_read.append((rel, name, kind, listed, False))  # a phrase is counted in the text
                 continue
             covered = hits = name_hits = 0
-            for per_term, heads in zip(matches.counts, in_headings, strict=True):
+            for per_term, heads in per_terms:
                 n = per_term.get(fid, 0)
                 if n:
                     covered += 1
@@ -1034,7 +1028,8 @@ class ReadStore:
                     name_hits += fid in heads
             if covered:
                 folded_name = name.casefold()
-                name_hits += sum(1 for term in q.terms if term in folded_name)
+                for term in terms:
+                    name_hits += term in folded_name
                 scored.append((Score(covered, name_hits, hits), rel, (name, kind)))
         return scored
 

@@ -12,7 +12,7 @@ line by line and this module stops pulling one line past what it can show.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 MAX_LINES = 200
 MAX_BYTES = 16 * 1024
@@ -23,8 +23,7 @@ def cli_hint(next_line: int) -> str:
     return f"--offset-line {next_line}"
 
 
-@dataclass(frozen=True)
-class Page:
+class Page(NamedTuple):
     """One bounded slice of a text, ready to show."""
 
     text: str  # header, lines and marker, each ending in a newline

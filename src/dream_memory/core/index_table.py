@@ -14,7 +14,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # Header names accepted for each column (compared casefolded, after markup is stripped).
 ENTITY_HEADERS = frozenset({"entity", "entities", "name"})
@@ -27,8 +27,7 @@ _LINK = re.compile(r"^\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)$")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 
 
-@dataclass(frozen=True)
-class IndexRow:
+class IndexRow(NamedTuple):
     """One usable row of the index table."""
 
     entity: str
@@ -38,8 +37,7 @@ class IndexRow:
     raw: str  # the line as written, without its line ending
 
 
-@dataclass(frozen=True)
-class IndexTable:
+class IndexTable(NamedTuple):
     rows: tuple[IndexRow, ...]
     problems: tuple[str, ...] = ()
 
@@ -58,8 +56,7 @@ class IndexTable:
         return list(seen.values())
 
 
-@dataclass(frozen=True)
-class Resolution:
+class Resolution(NamedTuple):
     """The entity owning a path: the longest root wins, then the earliest row."""
 
     entity: str

@@ -20,7 +20,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from dream_memory.errors import InputError
 
@@ -89,8 +89,9 @@ def clamp_max_results(value: int) -> int:
 # --- scoring -------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Score:
+class Score(NamedTuple):
+    """How well a source matches (a tuple: one is made per matching file of the store)."""
+
     terms_covered: int
     name_hits: int  # terms found in the source's name, plus terms found in its headings
     hit_count: int  # occurrences of all terms
@@ -180,8 +181,9 @@ def top(candidates: Iterable[tuple[Score, str, T]], limit: int) -> list[tuple[Sc
 # --- previews ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class LineHit:
+# Values are NamedTuples, not dataclasses: defining a dataclass costs about five times more, and
+# these are defined at the start of every read command.
+class LineHit(NamedTuple):
     line_no: int  # 1-based
     text: str  # the line, clipped to PREVIEW_WIDTH characters around the first hit
 
@@ -216,8 +218,7 @@ def preview_lines(
 # --- searching texts -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Document:
+class Document(NamedTuple):
     """A text to search: ``path`` identifies it (and breaks ties), ``name`` is matched too."""
 
     path: str
@@ -226,8 +227,7 @@ class Document:
     kind: str = ""
 
 
-@dataclass(frozen=True)
-class SearchHit:
+class SearchHit(NamedTuple):
     path: str
     name: str
     kind: str
@@ -269,8 +269,7 @@ def search_texts(
 _HEADING = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*#*[ \t]*$")
 
 
-@dataclass(frozen=True)
-class TextSection:
+class TextSection(NamedTuple):
     """A heading-delimited part of a markdown text; level 0 is the text before the first heading."""
 
     heading: str
