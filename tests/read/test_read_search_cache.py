@@ -333,4 +333,27 @@ def test_concurrent_first_searches_agree(tmp_path: Path) -> None:
     expected = subprocess.run([*dream, *args, "--no-cache"], env=env, stdout=subprocess.PIPE, check=True).stdout
     assert all(out == expected for out in outputs)
     assert len(indexes(cache)) == 1
-    assert not [p for p in cache.rglob("*.tmp")]
+    assert not list(cache.rglob("*.tmp"))
+
+
+def test_a_search_reads_one_snapshot_while_another_writes(make_store: Callable[..., Path], tmp_path: Path) -> None:
+    """A search that opened the index keeps seeing the files table and postings of that moment even
+    when another search re-indexes a file under a new id meanwhile (else the file would be missed)."""
+    from dream_memory.adapters.search_index import SearchIndex
+
+    root, cache = big_store(make_store), tmp_path / "cache"
+    search(root, cache, "x")
+    index = SearchIndex.for_store(cache, os.path.realpath(root))
+    assert index is not None
+    first = index.open()
+    assert first is not None
+    try:
+        (root / "entities" / "e007.md").write_text("# e7\n\n- the needle moved\n")
+        assert search(root, cache, "needle")[1]["indexed"] == 1  # e007 written again, new id
+        matches = first.match((b"needle",))
+        assert matches is not None
+        (per_file,) = matches.counts
+        old_id = first.files.fields[first.files.where["entities/e007.md"]]
+        assert per_file == {old_id: 1}
+    finally:
+        first.close()

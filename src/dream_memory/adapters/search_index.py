@@ -129,10 +129,6 @@ class FileTable(NamedTuple):
     def __len__(self) -> int:
         return len(self.where)
 
-    def file_id(self, rel: str) -> int | None:
-        at = self.where.get(rel)
-        return None if at is None else self.fields[at]
-
     def unchanged(self, rel: str, st: os.stat_result) -> int | None:
         """The offset of ``rel``'s fields when its recorded stat is ``st``'s."""
         at = self.where.get(rel)
@@ -322,15 +318,17 @@ class OpenIndex:
             return True
         db = self.db
         try:
+            # The search read one snapshot; another search may have written since. Writes go by
+            # rel and re-read what they extend (the vocabulary), never trusting that snapshot.
+            if db.in_transaction:
+                db.execute("COMMIT")
             db.execute("BEGIN IMMEDIATE")
             try:
                 for rel in gone:
-                    _delete(db, self.files.fields[self.files.where[rel]])
+                    _delete(db, rel)
                 vocab_add: set[bytes] = set()
                 for item in fresh:
-                    old = self.files.file_id(item.rel)
-                    if old is not None:
-                        _delete(db, old)
+                    _delete(db, item.rel)
                     vocab_add |= _insert(db, item, tokens=True)
                 _put_meta(db, "index", json.dumps({"key": index_key, "rows": index_rows}))
                 reindexed = int(_get_meta(db, "reindexed") or 0) + len(fresh) + len(gone)
@@ -338,8 +336,7 @@ class OpenIndex:
                     _put_meta(db, "vocab", _exact_vocab(db))
                     reindexed = 0
                 elif vocab_add:
-                    vocab, _ = self._vocabulary()
-                    known = set(vocab.split(b"\n"))
+                    known = set(bytes(_get_meta(db, "vocab") or b"").split(b"\n"))
                     if not vocab_add <= known:
                         _put_meta(db, "vocab", b"".join(t + b"\n" for t in sorted(known | vocab_add) if t))
                 _put_meta(db, "reindexed", str(reindexed))
@@ -359,9 +356,9 @@ class OpenIndex:
             return False
 
 
-def _delete(db: sqlite3.Connection, fid: int) -> None:
-    db.execute("DELETE FROM files WHERE id = ?", (fid,))
-    db.execute("DELETE FROM texts WHERE rowid = ?", (fid,))
+def _delete(db: sqlite3.Connection, rel: str) -> None:
+    db.execute("DELETE FROM texts WHERE rowid IN (SELECT id FROM files WHERE rel = ?)", (rel,))
+    db.execute("DELETE FROM files WHERE rel = ?", (rel,))
 
 
 def _insert(db: sqlite3.Connection, item: IndexedText, *, tokens: bool = False) -> set[bytes]:
@@ -435,6 +432,9 @@ class SearchIndex:
         try:
             db = sqlite3.connect(self.path, timeout=0.2, isolation_level=None)
             _pragmas(db)
+            # One snapshot for the whole search: the file table, the vocabulary and the postings
+            # must agree even while another search writes (a file re-indexed under a new id).
+            db.execute("BEGIN")
             if _get_meta(db, "store") != self.store_real or _get_meta(db, "version") != str(SCHEMA_VERSION):
                 raise ValueError("index of another store or version")
             index = json.loads(_get_meta(db, "index") or "{}")

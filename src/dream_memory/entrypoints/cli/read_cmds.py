@@ -183,7 +183,7 @@ def _emit_page(result: object, as_json: bool) -> None:
 @click.option(
     "--no-cache",
     is_flag=True,
-    help="Read every file; keep no search cache (large stores keep one under $XDG_CACHE_HOME/dream-memory).",
+    help="Read every file; keep no search index (large stores keep one under $XDG_CACHE_HOME/dream-memory).",
 )
 @at_option
 @store_option
@@ -206,7 +206,7 @@ def search(
     Every word (or "quoted phrase") is matched case-insensitively. Sources rank by terms covered,
     then terms in their name or headings, then hits, then path. Searched: entities/, sections/,
     SOUL.md, USER.md, memory/MEMORY.md and observations.md (and history with --history).
-    Stores of 500 files or more keep a search cache outside the store, refreshed from changed files.
+    Stores of 500 files or more keep a search index outside the store, refreshed from changed files.
     """
     from dream_memory.core.search import clamp_max_results
 
