@@ -229,7 +229,9 @@ def test_non_ascii_queries_use_the_cache_too(make_store: Callable[..., Path], tm
 # length ("ß" -> "ss", "İ" -> "i̇"), and every kind of whitespace bytes.split() knows.
 _ALPHABET = "aAbBsS:-.'\"ßẞİıΣσς"
 _words = st.text(_ALPHABET, min_size=1, max_size=6)
-_texts = st.lists(st.tuples(_words, st.sampled_from([" ", "\n", "\t", "\r\n", "\x0b", "\x0c", "  ", "\xa0"])), max_size=30)
+_texts = st.lists(
+    st.tuples(_words, st.sampled_from([" ", "\n", "\t", "\r\n", "\x0b", "\x0c", "  ", "\xa0"])), max_size=30
+)
 
 
 @settings(max_examples=40, deadline=None)
