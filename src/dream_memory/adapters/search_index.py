@@ -23,7 +23,6 @@ can make search faster, never different.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import json
 import os
@@ -106,28 +105,54 @@ def _i64(value: int) -> int:
 _FIELDS = 7
 
 
-class FileTable(NamedTuple):
-    """The recorded files, loaded in one piece per search (10,000 rows fetched as SQLite tuples
-    cost more than the rest of a search): each rel's offset into one flat int64 array of fields,
-    and the skip reasons."""
+class FileTable:
+    """The recorded files, kept packed in the index's meta table and loaded in one piece per
+    search (10,000 rows fetched as SQLite tuples cost more than the rest of a search): the rels,
+    one flat int64 array of their fields (``_FIELDS`` per file), each rel's offset into it, and
+    the skip reasons. Every write edits it inside the same transaction as the rows it describes."""
 
-    where: dict[str, int]
-    fields: array[int]
-    skips: dict[str, str]
+    def __init__(self, rels: list[str], fields: array[int], skips: dict[str, str]) -> None:
+        if len(fields) != _FIELDS * len(rels):
+            raise ValueError("index file table is inconsistent")
+        self.rels = rels
+        self.fields = fields
+        self.skips = skips
+        self.where = dict(zip(rels, range(0, len(fields), _FIELDS), strict=True))
 
     @classmethod
-    def load(cls, names: bytes, fields: bytes, skips: str, byteorder: str) -> FileTable:
-        if byteorder != sys.byteorder:
+    def read(cls, db: sqlite3.Connection) -> FileTable:
+        if _get_meta(db, "byteorder") != sys.byteorder:
             raise ValueError("index written on a machine of another byte order")
-        table: array[int] = array("q")
-        table.frombytes(fields)
+        names = bytes(_get_meta(db, "file_names") or b"")
+        fields: array[int] = array("q")
+        fields.frombytes(bytes(_get_meta(db, "file_fields") or b""))
         rels = names.decode("utf-8", errors="surrogateescape").split("\0") if names else []
-        if len(table) != _FIELDS * len(rels):
-            raise ValueError("index file table is inconsistent")
-        return cls(dict(zip(rels, range(0, len(table), _FIELDS), strict=True)), table, json.loads(skips))
+        return cls(rels, fields, json.loads(_get_meta(db, "file_skips") or "{}"))
+
+    def write(self, db: sqlite3.Connection) -> None:
+        _put_meta(db, "file_names", "\0".join(self.rels).encode("utf-8", errors="surrogateescape"))
+        _put_meta(db, "file_fields", self.fields.tobytes())
+        _put_meta(db, "file_skips", json.dumps(self.skips))
+        _put_meta(db, "byteorder", sys.byteorder)
 
     def __len__(self) -> int:
-        return len(self.where)
+        return len(self.rels)
+
+    def remove(self, rels: Iterable[str]) -> None:
+        """Forget these files (from the end backwards: each removal is one C-level move)."""
+        for at in sorted({self.where[rel] for rel in rels if rel in self.where}, reverse=True):
+            del self.rels[at // _FIELDS]
+            del self.fields[at : at + _FIELDS]
+        for rel in rels:
+            self.skips.pop(rel, None)
+        self.where = dict(zip(self.rels, range(0, len(self.fields), _FIELDS), strict=True))
+
+    def add(self, rel: str, fields: Sequence[int], skip: str | None) -> None:
+        self.where[rel] = len(self.fields)
+        self.rels.append(rel)
+        self.fields.extend(fields)
+        if skip:
+            self.skips[rel] = skip
 
     def unchanged(self, rel: str, st: os.stat_result) -> int | None:
         """The offset of ``rel``'s fields when its recorded stat is ``st``'s."""
@@ -138,19 +163,6 @@ class FileTable(NamedTuple):
         if f[at + 2] != st.st_mtime_ns or f[at + 3] != st.st_ctime_ns or f[at + 1] != st.st_size:
             return None
         return at if f[at + 4] == _i64(st.st_ino) else None
-
-
-def _pack_files(db: sqlite3.Connection) -> None:
-    """Store the files table in the packed form ``FileTable.load`` reads."""
-    rows = db.execute(
-        "SELECT rel, id, size, mtime, ctime, ino, indexed_ns, direct, skip FROM files ORDER BY id"
-    ).fetchall()
-    names = "\0".join(row[0] for row in rows).encode("utf-8", errors="surrogateescape")
-    fields = array("q", [value for row in rows for value in row[1:8]])
-    _put_meta(db, "file_names", names)
-    _put_meta(db, "file_fields", fields.tobytes())
-    _put_meta(db, "file_skips", json.dumps({row[0]: row[8] for row in rows if row[8]}))
-    _put_meta(db, "byteorder", sys.byteorder)
 
 
 class TermMatches(NamedTuple):
@@ -167,15 +179,19 @@ class TermMatches(NamedTuple):
         return found
 
 
-def tokens_holding(vocab: bytes, starts: Sequence[int], term: bytes) -> list[int]:
-    """Indexes of the tokens of ``vocab`` (tokens each followed by a newline, starting at
-    ``starts``) that hold ``term`` (which holds no whitespace): one C-level find per token found."""
-    found: list[int] = []
+def tokens_holding(vocab: bytes, term: bytes, limit: int) -> list[bytes] | None:
+    """The tokens of ``vocab`` (newline-separated, starting and ending with a newline) that hold
+    ``term`` (which holds no whitespace, so no newline), or None when more than ``limit`` do:
+    three C-level calls per token found, nothing computed for the tokens that do not."""
+    found: list[bytes] = []
     pos = vocab.find(term)
     while pos != -1:
-        index = bisect.bisect_right(starts, pos) - 1
-        found.append(index)
-        pos = vocab.find(term, starts[index + 1])
+        if len(found) == limit:
+            return None
+        start = vocab.rfind(b"\n", 0, pos) + 1
+        end = vocab.find(b"\n", pos)
+        found.append(vocab[start:end])
+        pos = vocab.find(term, end)
     return found
 
 
@@ -195,7 +211,7 @@ class OpenIndex:
         self.files = files
         self.index_key = index_key
         self.index_rows = index_rows
-        self._vocab: tuple[bytes, list[int]] | None = None
+        self._vocab: bytes | None = None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -240,16 +256,9 @@ class OpenIndex:
         at = self.files.unchanged(rel, st) if st is not None else None
         return at is not None and bool(self.files.fields[at + 6])
 
-    def _vocabulary(self) -> tuple[bytes, list[int]]:
+    def _vocabulary(self) -> bytes:
         if self._vocab is None:
-            found = self.db.execute("SELECT value FROM meta WHERE key = 'vocab'").fetchone()
-            vocab = bytes(found[0]) if found else b""
-            starts = [0]
-            pos = vocab.find(b"\n")
-            while pos != -1:
-                starts.append(pos + 1)
-                pos = vocab.find(b"\n", pos + 1)
-            self._vocab = (vocab, starts)
+            self._vocab = b"\n" + bytes(_get_meta(self.db, "vocab") or b"")
         return self._vocab
 
     def _token_files(self, token: bytes) -> list[tuple[int, int]]:
@@ -261,7 +270,7 @@ class OpenIndex:
     def match(self, terms: Sequence[bytes]) -> TermMatches | None:
         """Occurrences of each folded term per indexed file; None when the index would be slower
         than reading the files."""
-        vocab, starts = self._vocabulary()
+        vocab = self._vocabulary()
         budget = max(MIN_POSTINGS_BUDGET, POSTINGS_PER_FILE_BUDGET * len(self.files))
         spent = 0
         counts: list[dict[int, int]] = []
@@ -272,12 +281,11 @@ class OpenIndex:
             pieces = term.split(b" ")
             holding: set[int] | None = None
             for piece in pieces:
-                tokens = tokens_holding(vocab, starts, piece)
-                if len(tokens) > MAX_TOKENS_PER_TERM:
+                tokens = tokens_holding(vocab, piece, MAX_TOKENS_PER_TERM)
+                if tokens is None:
                     return None
                 files: set[int] = set()
-                for index in tokens:
-                    token = vocab[starts[index] : starts[index + 1] - 1]
+                for token in tokens:
                     found = self._token_files(token)
                     spent += len(found)
                     if spent > budget:
@@ -324,15 +332,22 @@ class OpenIndex:
                 db.execute("COMMIT")
             db.execute("BEGIN IMMEDIATE")
             try:
-                for rel in gone:
+                table = FileTable.read(db)
+                changed = [*gone, *(item.rel for item in fresh)]
+                for rel in changed:
                     _delete(db, rel)
+                table.remove(changed)
                 vocab_add: set[bytes] = set()
                 for item in fresh:
-                    _delete(db, item.rel)
-                    vocab_add |= _insert(db, item, tokens=True)
-                _put_meta(db, "index", json.dumps({"key": index_key, "rows": index_rows}))
-                reindexed = int(_get_meta(db, "reindexed") or 0) + len(fresh) + len(gone)
-                if purging or reindexed * VOCAB_RECOUNT_SHARE > max(len(self.files), 1):
+                    fields, indexed = _insert(db, item)
+                    table.add(item.rel, fields, item.skip)
+                    if indexed is not None:
+                        vocab_add.update(indexed.split())
+                table.write(db)
+                if index_key != self.index_key:
+                    _put_meta(db, "index", json.dumps({"key": index_key, "rows": index_rows}))
+                reindexed = int(_get_meta(db, "reindexed") or 0) + len(changed)
+                if purging or reindexed * VOCAB_RECOUNT_SHARE > max(len(table), 1):
                     _put_meta(db, "vocab", _exact_vocab(db))
                     reindexed = 0
                 elif vocab_add:
@@ -340,7 +355,6 @@ class OpenIndex:
                     if not vocab_add <= known:
                         _put_meta(db, "vocab", b"".join(t + b"\n" for t in sorted(known | vocab_add) if t))
                 _put_meta(db, "reindexed", str(reindexed))
-                _pack_files(db)
                 db.execute("COMMIT")
             except BaseException:
                 db.execute("ROLLBACK")
@@ -361,8 +375,9 @@ def _delete(db: sqlite3.Connection, rel: str) -> None:
     db.execute("DELETE FROM files WHERE rel = ?", (rel,))
 
 
-def _insert(db: sqlite3.Connection, item: IndexedText, *, tokens: bool = False) -> set[bytes]:
-    """Index one file. With ``tokens``, return its distinct tokens (empty when it is not indexed)."""
+def _insert(db: sqlite3.Connection, item: IndexedText) -> tuple[list[int], bytes | None]:
+    """Index one file: its packed fields (see ``FileTable``), and its folded text when FTS5 holds
+    it (None when the file is only recorded: skipped, or read directly every time)."""
     folded = item.folded
     # Only a text longer than FTS5's token limit can hold a token it would cut.
     direct = folded is not None and len(folded) > MAX_TOKEN_BYTES and max(map(len, folded.split())) > MAX_TOKEN_BYTES
@@ -372,13 +387,12 @@ def _insert(db: sqlite3.Connection, item: IndexedText, *, tokens: bool = False) 
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (item.rel, size, mtime, ctime, _i64(ino), item.read_ns, item.headings, item.skip, int(direct)),
     )
+    fid = int(cursor.lastrowid or 0)
+    fields = [fid, size, mtime, ctime, _i64(ino), item.read_ns, int(direct)]
     if folded is None or direct:
-        return set()
-    db.execute(
-        "INSERT INTO texts (rowid, body) VALUES (?, ?)",
-        (cursor.lastrowid, folded.decode("utf-8", errors="surrogateescape")),
-    )
-    return set(folded.split()) if tokens else set()
+        return fields, None
+    db.execute("INSERT INTO texts (rowid, body) VALUES (?, ?)", (fid, folded.decode("utf-8", errors="surrogateescape")))
+    return fields, folded
 
 
 def _exact_vocab(db: sqlite3.Connection) -> bytes:
@@ -438,12 +452,7 @@ class SearchIndex:
             if _get_meta(db, "store") != self.store_real or _get_meta(db, "version") != str(SCHEMA_VERSION):
                 raise ValueError("index of another store or version")
             index = json.loads(_get_meta(db, "index") or "{}")
-            files = FileTable.load(
-                bytes(_get_meta(db, "file_names")),
-                bytes(_get_meta(db, "file_fields")),
-                str(_get_meta(db, "file_skips")),
-                str(_get_meta(db, "byteorder")),
-            )
+            files = FileTable.read(db)
             key = index.get("key")
             return OpenIndex(
                 self.path,
@@ -481,14 +490,15 @@ class SearchIndex:
                 for statement in _SCHEMA:
                     db.execute(statement)
                 db.execute("BEGIN")
+                table = FileTable([], array("q"), {})
                 for item in fresh:
-                    _insert(db, item)
+                    table.add(item.rel, _insert(db, item)[0], item.skip)
+                table.write(db)
                 _put_meta(db, "version", str(SCHEMA_VERSION))
                 _put_meta(db, "store", self.store_real)
                 _put_meta(db, "index", json.dumps({"key": index_key, "rows": index_rows}))
                 _put_meta(db, "vocab", _exact_vocab(db))
                 _put_meta(db, "reindexed", "0")
-                _pack_files(db)
                 db.execute("COMMIT")
                 db.execute("PRAGMA journal_mode = WAL")
             finally:
