@@ -4,6 +4,8 @@ change an answer."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import tempfile
 from collections.abc import Callable
@@ -180,12 +182,13 @@ def test_old_cache_format_is_removed(make_store: Callable[..., Path], tmp_path: 
     root, cache = big_store(make_store), tmp_path / "cache"
     search(root, cache, "x")
     (index,) = indexes(cache)
-    old = cache / "search-v1" / index.stem
+    v1_key = hashlib.sha256(os.path.realpath(root).encode()).hexdigest()[:32]  # how version 1 named it
+    old = cache / "search-v1" / v1_key
     old.mkdir(parents=True)
     (old / "blob-0.bin").write_bytes(b"needle")
     index.unlink()
     search(root, cache, "x")
-    assert not old.exists()
+    assert not old.exists() and not old.parent.exists()
 
 
 def test_unwritable_cache_folder_is_not_an_error(make_store: Callable[..., Path], tmp_path: Path) -> None:
@@ -359,3 +362,129 @@ def test_a_search_reads_one_snapshot_while_another_writes(make_store: Callable[.
         assert per_file == {old_id: 1}
     finally:
         first.close()
+
+
+def same_with_and_without_index(root: Path, cache: Path, query: str, *excluded: str) -> dict[str, int]:
+    """Search twice with the index (building or updating it, then answering from it) and once
+    without; the JSON must be equal each time. Returns the last indexed search's stats."""
+    plain_json = ReadStore(root, excludes=frozenset(excluded)).search(query, max_results=50).to_json()
+    stats: dict[str, int] = {}
+    for _ in range(2):
+        with ReadStore(root, excludes=frozenset(excluded), cache_dir=cache, cache_min_files=5) as r:
+            assert r.search(query, max_results=50).to_json() == plain_json
+            stats = r.last_search_stats
+    return stats
+
+
+def test_unusual_files_answer_like_the_files(make_store: Callable[..., Path], tmp_path: Path) -> None:
+    """Files the index cannot or need not hold the usual way give the same answer, never a
+    traceback: a file name that is not UTF-8, a long file of blanks, a binary durable file, a
+    file stamped after 2262 (beyond SQLite's 64-bit integers). Found by review."""
+    root, cache = big_store(make_store), tmp_path / "cache"
+    (root / "sections" / "caf\xe9.md".encode("latin-1").decode("utf-8", "surrogateescape")).write_text(
+        "# cafe\n- needle in a badly named file\n"
+    )
+    (root / "sections" / "blank.md").write_text(" \n\t" * 20_000)
+    (root / "SOUL.md").write_bytes(b"\0binary soul")
+    (root / "sections" / "bin.md").write_bytes(b"\0binary section")
+    future = root / "sections" / "future.md"
+    future.write_text("# future\n- needle from the future\n")
+    with contextlib.suppress(OSError, OverflowError, ValueError):
+        os.utime(future, ns=(10**19, 10**19))
+    stats = same_with_and_without_index(root, cache, "needle")
+    assert stats["from_cache"] >= 60
+    skipped = ReadStore(root).search("needle").skipped
+    assert skipped == ("SOUL.md: binary", "sections/bin.md: binary")
+
+
+def test_newly_excluded_entities_are_purged_whatever_their_case(
+    make_store: Callable[..., Path], tmp_path: Path
+) -> None:
+    """An entity excluded after it was indexed leaves the cache whether its row's name differs in
+    case from the exclude, or it has no row at all (excluded by its file name). Found by review."""
+    root, cache = big_store(make_store), tmp_path / "cache"
+    (root / "entities" / "Alice.md").write_text("# Alice\n- zanzibarcode\n")
+    (root / "entities" / "bob.md").write_text("# bob\n- quuxpassword\n")
+    (root / "index.md").write_text((root / "index.md").read_text() + "| Alice | entities/Alice.md | /home/u/alice |\n")
+    search(root, cache, "zanzibarcode quuxpassword")
+    assert b"zanzibarcode" in cache_bytes(cache) and b"quuxpassword" in cache_bytes(cache)
+    assert search(root, cache, "zanzibarcode quuxpassword", "alice", "BOB")[0] == []
+    assert b"zanzibarcode" not in cache_bytes(cache) and b"quuxpassword" not in cache_bytes(cache)
+
+
+def test_excluded_entity_names_are_not_kept_in_the_cache(make_store: Callable[..., Path], tmp_path: Path) -> None:
+    """index.md's rows are kept in the cache to spare parsing it, but not while an exclude is set:
+    an excluded entity's name and path never land there. Found by review."""
+    root, cache = big_store(make_store), tmp_path / "cache"
+    (root / "entities" / "zanzibar-plan.md").write_text("# plan\n- x\n")
+    (root / "index.md").write_text(
+        (root / "index.md").read_text() + "| project-zanzibar | entities/zanzibar-plan.md | /home/u/z |\n"
+    )
+    search(root, cache, "x")
+    assert b"project-zanzibar" in cache_bytes(cache)  # no exclude yet: the rows are kept
+    assert search(root, cache, "x", "project-zanzibar")[0] == plain(root, "x", "project-zanzibar")
+    assert b"project-zanzibar" not in cache_bytes(cache) and b"zanzibar-plan" not in cache_bytes(cache)
+
+
+def _tamper(cache: Path, *statements: str) -> None:
+    import sqlite3
+
+    (index,) = indexes(cache)
+    db = sqlite3.connect(index)
+    for statement in statements:
+        db.execute(statement)
+    db.commit()
+    db.close()
+
+
+def test_damaged_index_falls_back_and_is_built_again(make_store: Callable[..., Path], tmp_path: Path) -> None:
+    """Damage that opening does not show (the full-text data overwritten) is met while answering:
+    the search reads the files instead, and the index is removed and built again. Found by review."""
+    root, cache = big_store(make_store), tmp_path / "cache"
+    search(root, cache, "x")
+    _tamper(cache, "UPDATE texts_data SET block = randomblob(length(block)) WHERE id > 10")
+    assert same_with_and_without_index(root, cache, "needle")["rebuilt"] == 1
+    assert search(root, cache, "needle")[1]["from_cache"] >= 60
+
+
+def test_an_sqlite_without_full_text_search_reads_the_files(make_store: Callable[..., Path], tmp_path: Path) -> None:
+    """An index built by a Python whose SQLite has FTS5, read by one without it (a shared cache
+    folder; simulated by renaming the modules): the files are read, the index is left alone."""
+    root, cache = big_store(make_store), tmp_path / "cache"
+    search(root, cache, "x")
+    _tamper(
+        cache,
+        "PRAGMA writable_schema = ON",
+        "UPDATE sqlite_master SET sql = replace(sql, 'USING fts5(', 'USING fts5x(') WHERE name = 'texts'",
+        "UPDATE sqlite_master SET sql = replace(sql, 'USING fts5vocab(', 'USING fts5vocabx(') WHERE name LIKE 'text_%'",
+    )
+    (index,) = indexes(cache)
+    before = index.stat().st_ino
+    paths, stats = search(root, cache, "needle")
+    assert paths == plain(root, "needle") and stats["from_cache"] == 0
+    assert index.stat().st_ino == before
+
+
+_BYTES = st.binary(min_size=0, max_size=80).map(
+    lambda raw: bytes(b"aAsS:-\x01\x1c\x7f\xff\xc3\xa9 \n\t\x0b\x0c\r"[x % 18] for x in raw)
+)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    files=st.lists(_BYTES, min_size=12, max_size=12), query=st.sampled_from(["a", "s:", "é", "\x01a", "as", '"a s"'])
+)
+def test_index_answers_raw_bytes_like_the_files(files: list[bytes], query: str) -> None:
+    """Control characters, DEL, bytes that are not UTF-8 and every whitespace byte in the files:
+    the index and plain reading still agree."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root, cache = Path(tmp) / "store", Path(tmp) / "cache"
+        (root / "sections").mkdir(parents=True)
+        for i, data in enumerate(files):
+            (root / "sections" / f"s{i:02}.md").write_bytes(data)
+        with ReadStore(root, cache_dir=cache, cache_min_files=10) as r:
+            r.search("x")
+        with ReadStore(root, cache_dir=cache, cache_min_files=10) as r:
+            with_index = r.search(query, max_results=50).to_json()
+            assert r.last_search_stats["indexed"] == 0
+        assert with_index == ReadStore(root).search(query, max_results=50).to_json()

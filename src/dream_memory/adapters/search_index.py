@@ -35,6 +35,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from dream_memory.core.index_table import root_contains
+
 if TYPE_CHECKING:
     import sqlite3
 
@@ -68,7 +70,7 @@ def _sql_string(text: str) -> str:
 _TOKENIZE = "ascii tokenchars " + _sql_string(_TOKEN_CHARS)
 _SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB)",
-    "CREATE TABLE files (id INTEGER PRIMARY KEY, rel TEXT UNIQUE NOT NULL, size INTEGER, mtime INTEGER,"
+    "CREATE TABLE files (id INTEGER PRIMARY KEY, rel BLOB UNIQUE NOT NULL, size INTEGER, mtime INTEGER,"
     " ctime INTEGER, ino INTEGER, indexed_ns INTEGER, headings BLOB, skip TEXT, direct INTEGER)",
     f"CREATE VIRTUAL TABLE texts USING fts5(body, columnsize=0, tokenize = {_sql_string(_TOKENIZE)})",
     "CREATE VIRTUAL TABLE text_tokens USING fts5vocab(texts, instance)",
@@ -80,8 +82,45 @@ def stat_key(st: os.stat_result) -> StatKey:
     return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip("/") + "/")
+def _rel_blob(rel: str) -> bytes:
+    """A rel as stored: file names need not be UTF-8 (they come back from the OS as surrogates)."""
+    return rel.encode("utf-8", errors="surrogateescape")
+
+
+_INT64 = range(-(1 << 63), 1 << 63)
+
+
+def _storable(item: IndexedText) -> bool:
+    """SQLite integers are 64-bit: a file stamped after the year 2262 is read, never indexed."""
+    return all(value in _INT64 for value in (*item.key[:3], item.read_ns))
+
+
+def _within(path: str, root: str) -> bool:
+    """True when ``path`` is ``root`` or under it, by file identity (so a case-insensitive file
+    system cannot hide the relation behind another spelling)."""
+    try:
+        target = os.stat(root)
+    except OSError:
+        return root_contains(root, path)
+    current = path
+    while True:
+        with contextlib.suppress(OSError):
+            st = os.stat(current)
+            if (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino):
+                return True
+        parent = os.path.dirname(current)
+        if parent == current:
+            return root_contains(root, path)
+        current = parent
+
+
+class IndexRows(NamedTuple):
+    """index.md's (entity, file) rows as parsed, with its stat and when it was read: the next
+    search reuses them instead of parsing index.md while the stat is the same and not racy."""
+
+    key: StatKey
+    rows: list[tuple[str, str]]
+    read_ns: int
 
 
 class IndexedText(NamedTuple):
@@ -167,9 +206,11 @@ class FileTable:
 
 class TermMatches(NamedTuple):
     """What the index says about a query: per term, file id -> occurrences (empty for phrase
-    terms), and the files that may hold a phrase term (to be read and counted)."""
+    terms) and the files with the term in a heading, and the files that may hold a phrase term
+    (to be read and counted)."""
 
     counts: tuple[dict[int, int], ...]
+    in_headings: tuple[set[int], ...]
     phrase_files: frozenset[int]
 
     def files(self) -> set[int]:
@@ -203,19 +244,35 @@ class OpenIndex:
         path: Path,
         db: sqlite3.Connection,
         files: FileTable,
-        index_key: StatKey | None,
-        index_rows: list[tuple[str, str]],
+        index_rows: IndexRows | None,
     ) -> None:
         self.path = path
         self.db = db
         self.files = files
-        self.index_key = index_key
         self.index_rows = index_rows
+        self.failure: Exception | None = None  # an SQLite error met while answering
         self._vocab: bytes | None = None
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.db.close()
+
+    @property
+    def corrupt(self) -> bool:
+        """True when answering met damage (not a lock, not a missing module): remove the index."""
+        import sqlite3
+
+        return isinstance(self.failure, sqlite3.DatabaseError) and not isinstance(
+            self.failure, sqlite3.OperationalError
+        )
+
+    def rows_for(self, index_key: StatKey | None) -> list[tuple[str, str]] | None:
+        """The recorded rows of index.md when its stat is still ``index_key`` and it had not
+        changed within ``RACY_NS`` before they were read."""
+        kept = self.index_rows
+        if kept is None or index_key is None or kept.key != index_key:
+            return None
+        return kept.rows if max(index_key[1], index_key[2]) < kept.read_ns - RACY_NS else None
 
     # --- reading --------------------------------------------------------------------------
 
@@ -268,12 +325,23 @@ class OpenIndex:
         ).fetchall()
 
     def match(self, terms: Sequence[bytes]) -> TermMatches | None:
-        """Occurrences of each folded term per indexed file; None when the index would be slower
-        than reading the files."""
+        """Occurrences of each folded term per indexed file, and the files with each term in a
+        heading; None when the index would be slower than reading the files, or failed (then
+        ``failure`` says why)."""
+        import sqlite3
+
+        try:
+            return self._match(terms)
+        except sqlite3.Error as exc:
+            self.failure = exc
+            return None
+
+    def _match(self, terms: Sequence[bytes]) -> TermMatches | None:
         vocab = self._vocabulary()
         budget = max(MIN_POSTINGS_BUDGET, POSTINGS_PER_FILE_BUDGET * len(self.files))
         spent = 0
         counts: list[dict[int, int]] = []
+        headed: list[set[int]] = []
         phrase_files: set[int] = set()
         for term in terms:
             per_file: dict[int, int] = {}
@@ -297,11 +365,14 @@ class OpenIndex:
                     for doc, n in found:
                         per_file[doc] = per_file.get(doc, 0) + times * n
                 holding = files if holding is None else holding & files
-            if len(pieces) > 1 and holding:
-                phrase_files |= holding
-        return TermMatches(tuple(counts), frozenset(phrase_files))
+            if len(pieces) > 1:
+                phrase_files |= holding or set()
+                headed.append(set())  # a phrase file is read and scored from its text
+            else:
+                headed.append(self._in_headings(term) if per_file else set())
+        return TermMatches(tuple(counts), tuple(headed), frozenset(phrase_files))
 
-    def in_headings(self, term: bytes) -> set[int]:
+    def _in_headings(self, term: bytes) -> set[int]:
         """Ids of the files with ``term`` in a heading line (one C-level scan of the headings)."""
         return {fid for (fid,) in self.db.execute("SELECT id FROM files WHERE instr(headings, ?) > 0", (term,))}
 
@@ -311,23 +382,24 @@ class OpenIndex:
         self,
         fresh: Sequence[IndexedText],
         keep: set[str],
-        purge: set[str],
-        index_key: StatKey | None,
-        index_rows: list[tuple[str, str]],
+        index_rows: IndexRows | None,
+        purge: Iterable[str] = (),
     ) -> bool:
         """Re-index the files read from the store and forget files no longer searched (``keep``
-        holds every rel still searched). ``purge``: rels whose text must not stay behind (newly
-        excluded); deleted text is then overwritten. False when the index is busy or unwritable."""
+        holds every rel still searched); record index.md's rows (None: keep none). ``purge``:
+        rels whose text must not stay behind (newly excluded entities); deleted text is then
+        overwritten. False when the index is busy or could not be written."""
         import sqlite3
 
-        gone = [rel for rel in self.files.where if rel not in keep]
-        purging = bool(purge.intersection(gone))
-        if not fresh and not gone and index_key == self.index_key:
+        fresh = [item for item in fresh if _storable(item)]
+        gone = [rel for rel in self.files.rels if rel not in keep]
+        purging = bool(set(purge).intersection(gone))
+        if not fresh and not gone and index_rows == self.index_rows:
             return True
         db = self.db
         try:
             # The search read one snapshot; another search may have written since. Writes go by
-            # rel and re-read what they extend (the vocabulary), never trusting that snapshot.
+            # rel and re-read what they extend (the file table, the vocabulary).
             if db.in_transaction:
                 db.execute("COMMIT")
             db.execute("BEGIN IMMEDIATE")
@@ -344,8 +416,9 @@ class OpenIndex:
                     if indexed is not None:
                         vocab_add.update(indexed.split())
                 table.write(db)
-                if index_key != self.index_key:
-                    _put_meta(db, "index", json.dumps({"key": index_key, "rows": index_rows}))
+                if index_rows != self.index_rows:
+                    _put_meta(db, "index", _index_meta(index_rows))
+                    purging = purging or (self.index_rows is not None and index_rows is None)
                 reindexed = int(_get_meta(db, "reindexed") or 0) + len(changed)
                 if purging or reindexed * VOCAB_RECOUNT_SHARE > max(len(table), 1):
                     _put_meta(db, "vocab", _exact_vocab(db))
@@ -361,18 +434,20 @@ class OpenIndex:
                 raise
             if purging:
                 # Deleted rows leave their text in FTS5's older segments, freed pages and the
-                # write-ahead log until merged, vacuumed and truncated.
+                # write-ahead log until merged, vacuumed and truncated (a search still reading
+                # holds the log until it closes).
                 db.execute("INSERT INTO texts(texts) VALUES ('optimize')")
                 db.execute("VACUUM")
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             return True
-        except (sqlite3.Error, OSError):
+        except (sqlite3.Error, OSError, ValueError, OverflowError):
             return False
 
 
 def _delete(db: sqlite3.Connection, rel: str) -> None:
-    db.execute("DELETE FROM texts WHERE rowid IN (SELECT id FROM files WHERE rel = ?)", (rel,))
-    db.execute("DELETE FROM files WHERE rel = ?", (rel,))
+    blob = _rel_blob(rel)
+    db.execute("DELETE FROM texts WHERE rowid IN (SELECT id FROM files WHERE rel = ?)", (blob,))
+    db.execute("DELETE FROM files WHERE rel = ?", (blob,))
 
 
 def _insert(db: sqlite3.Connection, item: IndexedText) -> tuple[list[int], bytes | None]:
@@ -380,12 +455,16 @@ def _insert(db: sqlite3.Connection, item: IndexedText) -> tuple[list[int], bytes
     it (None when the file is only recorded: skipped, or read directly every time)."""
     folded = item.folded
     # Only a text longer than FTS5's token limit can hold a token it would cut.
-    direct = folded is not None and len(folded) > MAX_TOKEN_BYTES and max(map(len, folded.split())) > MAX_TOKEN_BYTES
+    direct = (
+        folded is not None
+        and len(folded) > MAX_TOKEN_BYTES
+        and max(map(len, folded.split()), default=0) > MAX_TOKEN_BYTES
+    )
     size, mtime, ctime, ino = item.key
     cursor = db.execute(
         "INSERT INTO files (rel, size, mtime, ctime, ino, indexed_ns, headings, skip, direct)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (item.rel, size, mtime, ctime, _i64(ino), item.read_ns, item.headings, item.skip, int(direct)),
+        (_rel_blob(item.rel), size, mtime, ctime, _i64(ino), item.read_ns, item.headings, item.skip, int(direct)),
     )
     fid = int(cursor.lastrowid or 0)
     fields = [fid, size, mtime, ctime, _i64(ino), item.read_ns, int(direct)]
@@ -424,7 +503,7 @@ class SearchIndex:
         """The index of ``store_real`` under ``cache_root``; None when that folder lies inside
         the store or the store inside it (a cache there would be a write to the store)."""
         root_real = os.path.realpath(cache_root)
-        if _inside(root_real, store_real) or _inside(store_real, root_real):
+        if _within(root_real, store_real) or _within(store_real, root_real):
             return None
         # zlib, not hashlib: loading OpenSSL costs a read's start-up several milliseconds. A
         # collision would only make two stores take turns rebuilding: open() checks the store.
@@ -454,26 +533,31 @@ class SearchIndex:
             index = json.loads(_get_meta(db, "index") or "{}")
             files = FileTable.read(db)
             key = index.get("key")
-            return OpenIndex(
-                self.path,
-                db,
-                files,
-                tuple(key) if key else None,
-                [(str(a), str(b)) for a, b in index.get("rows", [])],
+            rows = index.get("rows")
+            kept = (
+                IndexRows(tuple(key), [(str(a), str(b)) for a, b in rows], int(index["read_ns"]))
+                if key and rows is not None
+                else None
             )
-        except (sqlite3.Error, ValueError, TypeError, KeyError, AttributeError) as exc:
+            return OpenIndex(self.path, db, files, kept)
+        except sqlite3.OperationalError as exc:
             if db is not None:
                 db.close()
             text = str(exc).lower()
-            if "locked" in text or "busy" in text:
-                self.busy = True  # another search is writing it: read the store this time
+            if "no such table" in text or "no such column" in text:
+                self.remove()  # an SQLite file, but not an index of ours: built again
             elif "no such module" in text:
                 self.unsupported = True  # an SQLite without FTS5: no index, ever
             else:
-                self.remove()  # corrupt, or of another store or version: built again
+                self.busy = True  # locked by a writer, or unreadable now (I/O, descriptors): skip it
+            return None
+        except (sqlite3.Error, ValueError, TypeError, KeyError, AttributeError):
+            if db is not None:
+                db.close()
+            self.remove()  # corrupt, or of another store or version: built again
             return None
 
-    def build(self, fresh: Sequence[IndexedText], index_key: StatKey | None, index_rows: list[tuple[str, str]]) -> bool:
+    def build(self, fresh: Sequence[IndexedText], index_rows: IndexRows | None) -> bool:
         """A new index of ``fresh``, built aside and moved into place whole. False when the cache
         folder cannot be written or SQLite has no FTS5 (the search went fine anyway)."""
         import secrets
@@ -492,11 +576,12 @@ class SearchIndex:
                 db.execute("BEGIN")
                 table = FileTable([], array("q"), {})
                 for item in fresh:
-                    table.add(item.rel, _insert(db, item)[0], item.skip)
+                    if _storable(item):
+                        table.add(item.rel, _insert(db, item)[0], item.skip)
                 table.write(db)
                 _put_meta(db, "version", str(SCHEMA_VERSION))
                 _put_meta(db, "store", self.store_real)
-                _put_meta(db, "index", json.dumps({"key": index_key, "rows": index_rows}))
+                _put_meta(db, "index", _index_meta(index_rows))
                 _put_meta(db, "vocab", _exact_vocab(db))
                 _put_meta(db, "reindexed", "0")
                 db.execute("COMMIT")
@@ -510,7 +595,7 @@ class SearchIndex:
             os.replace(tmp, self.path)
             self._prune()
             return True
-        except (OSError, sqlite3.Error):
+        except (OSError, sqlite3.Error, ValueError, OverflowError):
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             return False
@@ -523,10 +608,12 @@ class SearchIndex:
     def _prune(self) -> None:
         """Remove what an interrupted build left behind (an hour old: a build may be running),
         and this store's cache from before the index (search-v1: folded text in one blob)."""
+        import hashlib
         import shutil
 
         old = self.path.parent.parent / "search-v1"
-        shutil.rmtree(old / self.path.stem, ignore_errors=True)
+        v1_key = hashlib.sha256(_rel_blob(self.store_real)).hexdigest()[:32]
+        shutil.rmtree(old / v1_key, ignore_errors=True)
         with contextlib.suppress(OSError):
             old.rmdir()  # only when no other store's old cache is left in it
         stale_before = time.time() - 3600
@@ -534,6 +621,12 @@ class SearchIndex:
             with contextlib.suppress(OSError):
                 if entry.name.endswith(".tmp") and entry.stat().st_mtime < stale_before:
                     os.unlink(entry.path)
+
+
+def _index_meta(index_rows: IndexRows | None) -> str:
+    if index_rows is None:
+        return json.dumps({"key": None, "rows": None})
+    return json.dumps({"key": index_rows.key, "rows": index_rows.rows, "read_ns": index_rows.read_ns})
 
 
 def _pragmas(db: sqlite3.Connection) -> None:

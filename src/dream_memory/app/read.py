@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from dream_memory.adapters.search_index import IndexedText, OpenIndex, SearchIndex, StatKey, stat_key
+from dream_memory.adapters.search_index import IndexedText, IndexRows, OpenIndex, SearchIndex, StatKey, stat_key
 from dream_memory.core import layout
 from dream_memory.core.bounded import MAX_BYTES, Page, bound_lines, cli_hint, split_lines
 from dream_memory.core.index_table import (
@@ -47,6 +47,7 @@ from dream_memory.core.index_table import (
     filtered_index_text,
     parse_index,
     resolve,
+    root_contains,
     safe_relative,
 )
 from dream_memory.core.search import (
@@ -281,10 +282,6 @@ def _read_fd(fd: int, rel: str, limit: int) -> bytes:
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-def _inside(real: str, root: str) -> bool:
-    return real == root or real.startswith(root.rstrip("/") + "/")
-
-
 class _WorkTree:
     """The store folder as it is on disk."""
 
@@ -300,7 +297,7 @@ class _WorkTree:
         if not os.path.lexists(full):
             return None
         real = os.path.realpath(full)
-        if not _inside(real, self.real_root):
+        if not root_contains(self.real_root, real):
             raise Refused(f"{rel} is a symlink that leads outside the store; it is not served")
         return real
 
@@ -393,7 +390,7 @@ class _WorkTree:
                         stack.append(prefix + name)
                     elif stat.S_ISLNK(mode) and name.endswith(".md"):
                         real = os.path.realpath(os.path.join(self.root, prefix + name))
-                        if _inside(real, self.real_root) and os.path.isfile(real):
+                        if root_contains(self.real_root, real) and os.path.isfile(real):
                             found.append(prefix + name)
             except OSError:
                 pass
@@ -885,27 +882,34 @@ class ReadStore:
         finally:
             if opened is not None:
                 opened.close()
+                if index is not None and opened.corrupt:
+                    index.remove()  # damaged in a way opening it did not show: built again
 
     def _search(
         self, q: Query, limit: int, history: bool, index: SearchIndex | None, opened: OpenIndex | None
     ) -> SearchResult:
         index_key = self._index_key() if index is not None else None
-        if opened is not None and index_key is not None and opened.index_key == index_key:
-            rows = opened.index_rows
-        else:
+        rows_read_ns = time.time_ns()
+        rows = opened.rows_for(index_key) if opened is not None else None
+        if rows is None:
             rows = [(r.entity, r.file) for r in self.index.rows]
         stats: dict[str, os.stat_result] | None = {} if index is not None else None
         sources = self._sources(history, rows, stats)
         use_index = index is not None and len(sources) >= self.cache_min_files and not index.busy
+        if index is not None and len(sources) < self.cache_min_files and opened is not None:
+            opened.close()
+            opened = None
+            index.remove()  # the store shrank below the size that keeps an index: drop it whole
         if not use_index and opened is not None:
             opened.close()
             opened = None
 
-        skipped: list[str] = []
+        # "path: reason" for files not searched, reported in source order however they were met.
+        skip_reasons: dict[str, str] = {}
         candidates: list[tuple[Score, str, tuple[str, str]]] = []
         to_read: list[tuple[str, str, str, bool, bool]] = []  # (rel, name, kind, listed, index it)
         if opened is not None:
-            candidates += self._indexed_candidates(opened, q, sources, stats or {}, skipped, to_read)
+            candidates += self._indexed_candidates(opened, q, sources, stats or {}, skip_reasons, to_read)
         else:
             to_read = [(rel, name, kind, listed, use_index and listed) for rel, name, kind, listed in sources]
 
@@ -917,17 +921,17 @@ class ReadStore:
                 data = self._tree.read_bytes(rel, MAX_SEARCH_FILE_BYTES, listed=listed)
             except _TooLarge:
                 reason = f"larger than {MAX_SEARCH_FILE_BYTES // (1024 * 1024)} MiB"
-                skipped.append(f"{rel}: {reason}")
+                skip_reasons[rel] = reason
                 if st is not None:
                     fresh.append(IndexedText(rel, stat_key(st), read_ns, None, skip=reason))
                 continue
             except Refused as exc:
-                skipped.append(f"{rel}: {exc.message}")
+                skip_reasons[rel] = exc.message
                 continue
             if data is None:
                 continue
             if b"\0" in data:
-                skipped.append(f"{rel}: binary")
+                skip_reasons[rel] = "binary"
                 if st is not None:
                     fresh.append(IndexedText(rel, stat_key(st), read_ns, None, skip="binary"))
                 continue
@@ -942,15 +946,25 @@ class ReadStore:
                     fresh.append(IndexedText(rel, stat_key(st), read_ns, folded, headings))
             if score is not None:
                 candidates.append((score, rel, (name, kind)))
+        skipped = [f"{rel}: {skip_reasons[rel]}" for rel, _, _, _ in sources if rel in skip_reasons]
 
-        rebuilt = False
+        rebuilt = indexed = False
         if use_index and index is not None:
-            rebuilt = self._refresh_index(index, opened, fresh, sources, rows, index_key)
+            kept = None if self.excludes or index_key is None else IndexRows(index_key, rows, rows_read_ns)
+            if opened is None:
+                rebuilt = indexed = not index.unsupported and index.build(fresh, kept)
+            else:
+                purge: set[str] = set()
+                if self.excludes:
+                    excluded = self._excluded_files(rows)
+                    purge = {rel for rel in opened.files.rels if self.is_excluded_path(rel, excluded)}
+                keep = {rel for rel, _, _, listed in sources if listed}
+                indexed = opened.update(fresh, keep, kept, purge)
         self.last_search_stats = {
             "sources": len(sources),
             "from_cache": len(sources) - len(to_read),
             "read": len(to_read),
-            "indexed": len(fresh) if use_index else 0,
+            "indexed": len(fresh) if indexed else 0,
             "rebuilt": int(rebuilt),
         }
 
@@ -987,7 +1001,7 @@ class ReadStore:
         q: Query,
         sources: list[tuple[str, str, str, bool]],
         stats: dict[str, os.stat_result],
-        skipped: list[str],
+        skip_reasons: dict[str, str],
         to_read: list[tuple[str, str, str, bool, bool]],
     ) -> list[tuple[Score, str, tuple[str, str]]]:
         """Score the sources the index may answer for; the others go to ``to_read`` (those read
@@ -998,7 +1012,7 @@ class ReadStore:
             st = stats.get(rel) if listed else None
             to_read.append((*source, st is not None and not opened.always_direct(rel, st)))
         if skips := opened.files.skips:
-            skipped += [f"{source[0]}: {skips[source[0]]}" for source in answered.values() if source[0] in skips]
+            skip_reasons.update((source[0], skips[source[0]]) for source in answered.values() if source[0] in skips)
         matches = opened.match(q.folded_terms) if answered else None
         if matches is None:
             # The index would be slower than the files (or was not needed): read them.
@@ -1007,8 +1021,7 @@ class ReadStore:
         # Scored as score_folded() would from the text (a test holds them equal), inlined because
         # a common word gets here once per file of the store.
         terms = q.terms
-        in_headings = [opened.in_headings(term) for term in q.folded_terms]
-        per_terms = list(zip(matches.counts, in_headings, strict=True))
+        per_terms = list(zip(matches.counts, matches.in_headings, strict=True))
         phrase_files = matches.phrase_files
         scored: list[tuple[Score, str, tuple[str, str]]] = []
         for fid in matches.files():
@@ -1032,23 +1045,6 @@ class ReadStore:
                     name_hits += term in folded_name
                 scored.append((Score(covered, name_hits, hits), rel, (name, kind)))
         return scored
-
-    def _refresh_index(
-        self,
-        index: SearchIndex,
-        opened: OpenIndex | None,
-        fresh: list[IndexedText],
-        sources: list[tuple[str, str, str, bool]],
-        rows: list[tuple[str, str]],
-        index_key: StatKey | None,
-    ) -> bool:
-        """Write the files read in this search to the index (building it on the first search).
-        True when a new index was built."""
-        if opened is None:
-            return False if index.unsupported else index.build(fresh, index_key, rows)
-        keep = {rel for rel, _name, kind, listed in sources if listed and kind != "history"}
-        opened.update(fresh, keep, self._excluded_files(rows), index_key, rows)
-        return False
 
 
 def _check_name(name: str, what: str) -> str:

@@ -46,8 +46,9 @@ class Query:
     @cached_property
     def folded_terms(self) -> tuple[bytes, ...]:
         """The terms as UTF-8 bytes, for matching text folded by ``fold_bytes``."""
-        # surrogateescape: a query from argv bytes that are not UTF-8 holds lone surrogates
-        return tuple(t.encode("utf-8", errors="surrogateescape") for t in self.terms)
+        # surrogateescape: a query from argv bytes that are not UTF-8 holds lone surrogates. Other
+        # lone surrogates (a JSON "\\ud800" over MCP) get bytes no folded text holds.
+        return tuple(_term_bytes(t) for t in self.terms)
 
     @cached_property
     def byte_terms(self) -> tuple[bytes, ...] | None:
@@ -56,6 +57,13 @@ class Query:
         if all(t.isascii() for t in self.terms):
             return tuple(t.encode("ascii") for t in self.terms)
         return None
+
+
+def _term_bytes(term: str) -> bytes:
+    try:
+        return term.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:
+        return term.encode("utf-8", errors="surrogatepass")
 
 
 def parse_query(text: str) -> Query:
