@@ -157,10 +157,18 @@ class Workspace:
         )
 
     def search(self, query: str, *, max_results: int = 10) -> Any:
-        """Search the memory store (same results as ``dream search --json``)."""
+        """Search the memory store (same results as ``dream search --json``; a large store keeps
+        the same search index under the user's cache folder)."""
         from dream_memory.app.read import search_store
+        from dream_memory.settings import search_cache_dir
 
-        return search_store(self.settings.store, query, max_results=max_results, excludes=self.settings.excludes)
+        return search_store(
+            self.settings.store,
+            query,
+            max_results=max_results,
+            excludes=self.settings.excludes,
+            cache_dir=search_cache_dir(self.settings.env),
+        )
 
     def log(self, rev: str | None = None) -> CommitInfo | Comparison | None:
         """The latest Dream change, the change ``rev``, or the comparison ``"A..B"``."""

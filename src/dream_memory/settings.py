@@ -165,6 +165,13 @@ def resolve_model(config: Config, cli_model: str | None, env: Mapping[str, str])
     )
 
 
+def search_cache_dir(env: Mapping[str, str]) -> Path | None:
+    """Where search may keep its index: $XDG_CACHE_HOME/dream-memory, else ~/.cache/dream-memory
+    (None when neither is an absolute path)."""
+    base = env.get("XDG_CACHE_HOME") or (str(Path(env["HOME"]) / ".cache") if env.get("HOME") else "")
+    return Path(base) / "dream-memory" if base and Path(base).is_absolute() else None
+
+
 def parse_excludes(raw: str | None) -> frozenset[str]:
     """DREAM_MEMORY_EXCLUDE: comma-separated entity names, compared case-insensitively."""
     if not raw:

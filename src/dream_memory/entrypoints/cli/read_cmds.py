@@ -15,8 +15,6 @@ import click
 from dream_memory.entrypoints.cli._common import command, emit_json, json_option, note, workspace_options
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-    from pathlib import Path
 
     from dream_memory.app.read import ReadStore
 
@@ -42,21 +40,13 @@ offset_option = click.option(
 )
 
 
-def cache_dir(env: Mapping[str, str]) -> Path | None:
-    """Where search may keep its cache: $XDG_CACHE_HOME/dream-memory, else ~/.cache/dream-memory."""
-    from pathlib import Path
-
-    base = env.get("XDG_CACHE_HOME") or (str(Path(env["HOME"]) / ".cache") if env.get("HOME") else "")
-    return Path(base) / "dream-memory" if base and Path(base).is_absolute() else None
-
-
 def open_store(
     store: str | None, workspace: str | None, config_path: str | None, at: str | None, *, use_cache: bool = False
 ) -> ReadStore:
     """The store from ``--store`` > DREAM_MEMORY_STORE > the workspace, with the excludes."""
 
     from dream_memory.app.read import ReadStore
-    from dream_memory.settings import load_read_settings
+    from dream_memory.settings import load_read_settings, search_cache_dir
 
     # The read side needs no config file: skipping it (and pydantic) keeps `dream search` fast.
     settings = load_read_settings(workspace, store)
@@ -65,7 +55,7 @@ def open_store(
         excludes=settings.excludes,
         at=at,
         home=settings.env.get("HOME") or None,
-        cache_dir=cache_dir(settings.env) if use_cache else None,
+        cache_dir=search_cache_dir(settings.env) if use_cache else None,
     )
 
 
@@ -242,14 +232,14 @@ def mcp(*, store: str | None, workspace: str | None, config_path: str | None) ->
     """
 
     from dream_memory.entrypoints.mcp_server import serve_stdio
-    from dream_memory.settings import load_read_settings
+    from dream_memory.settings import load_read_settings, search_cache_dir
 
     settings = load_read_settings(workspace, store)
     serve_stdio(
         settings.store,
         excludes=settings.excludes,
         home=settings.env.get("HOME") or None,
-        cache_dir=cache_dir(settings.env),
+        cache_dir=search_cache_dir(settings.env),
         workspace=settings.workspace,
     )
     return 0
