@@ -1,6 +1,6 @@
-"""The search cache: a SQLite FTS5 word index of a store's searchable files, kept under the
-user's cache folder (never in the store), so a search on a large store costs a few index look-ups
-instead of reading every file.
+"""The search index (what ``dream search --no-cache`` does without): a SQLite FTS5 word index of
+a store's searchable files, kept under the user's cache folder (never in the store), so a search
+on a large store costs a few index look-ups instead of reading every file.
 
 Why a word index answers substring search exactly: a plain query term never holds ASCII whitespace
 (``parse_query`` splits on it), so each occurrence of a term in a folded text lies inside one
@@ -51,8 +51,8 @@ MAX_TOKEN_BYTES = 32_000
 MAX_TOKENS_PER_TERM = 1_000
 MIN_POSTINGS_BUDGET = 50_000
 POSTINGS_PER_FILE_BUDGET = 20
-# The vocabulary only grows on small refreshes; it is recomputed exactly once this share of the
-# indexed files was re-indexed since the last time.
+# The vocabulary only grows on small refreshes (words no file holds any more stay in it, costing
+# an empty look-up); it is recomputed exactly once 1/VOCAB_RECOUNT_SHARE of the files changed.
 VOCAB_RECOUNT_SHARE = 4
 
 StatKey = tuple[int, int, int, int]
