@@ -488,3 +488,19 @@ def test_index_answers_raw_bytes_like_the_files(files: list[bytes], query: str) 
             with_index = r.search(query, max_results=50).to_json()
             assert r.last_search_stats["indexed"] == 0
         assert with_index == ReadStore(root).search(query, max_results=50).to_json()
+
+
+def test_a_search_on_an_unchanged_store_writes_nothing(make_store: Callable[..., Path], tmp_path: Path) -> None:
+    """Once the index holds the store as it is, searching only reads it: no write transaction,
+    nothing in the cache folder changes (index.md's recorded rows are reused, not re-recorded)."""
+    root, cache = big_store(make_store), tmp_path / "cache"
+    search(root, cache, "x")
+    search(root, cache, "x")
+
+    def state() -> list[tuple[str, int, int]]:
+        return [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(cache.rglob("*")) if p.is_file()]
+
+    before = state()
+    for query in ("needle", "filler", "needle filler"):
+        assert search(root, cache, query)[1]["indexed"] == 0
+    assert state() == before

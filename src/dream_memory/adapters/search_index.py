@@ -239,14 +239,7 @@ def tokens_holding(vocab: bytes, term: bytes, limit: int) -> list[bytes] | None:
 class OpenIndex:
     """One open search index: the recorded files, and the queries a search needs."""
 
-    def __init__(
-        self,
-        path: Path,
-        db: sqlite3.Connection,
-        files: FileTable,
-        index_rows: IndexRows | None,
-    ) -> None:
-        self.path = path
+    def __init__(self, db: sqlite3.Connection, files: FileTable, index_rows: IndexRows | None) -> None:
         self.db = db
         self.files = files
         self.index_rows = index_rows
@@ -266,13 +259,13 @@ class OpenIndex:
             self.failure, sqlite3.OperationalError
         )
 
-    def rows_for(self, index_key: StatKey | None) -> list[tuple[str, str]] | None:
+    def rows_for(self, index_key: StatKey | None) -> IndexRows | None:
         """The recorded rows of index.md when its stat is still ``index_key`` and it had not
         changed within ``RACY_NS`` before they were read."""
         kept = self.index_rows
         if kept is None or index_key is None or kept.key != index_key:
             return None
-        return kept.rows if max(index_key[1], index_key[2]) < kept.read_ns - RACY_NS else None
+        return kept if max(index_key[1], index_key[2]) < kept.read_ns - RACY_NS else None
 
     # --- reading --------------------------------------------------------------------------
 
@@ -539,7 +532,7 @@ class SearchIndex:
                 if key and rows is not None
                 else None
             )
-            return OpenIndex(self.path, db, files, kept)
+            return OpenIndex(db, files, kept)
         except sqlite3.OperationalError as exc:
             if db is not None:
                 db.close()

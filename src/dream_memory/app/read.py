@@ -890,9 +890,8 @@ class ReadStore:
     ) -> SearchResult:
         index_key = self._index_key() if index is not None else None
         rows_read_ns = time.time_ns()
-        rows = opened.rows_for(index_key) if opened is not None else None
-        if rows is None:
-            rows = [(r.entity, r.file) for r in self.index.rows]
+        recorded = opened.rows_for(index_key) if opened is not None else None
+        rows = recorded.rows if recorded is not None else [(r.entity, r.file) for r in self.index.rows]
         stats: dict[str, os.stat_result] | None = {} if index is not None else None
         sources = self._sources(history, rows, stats)
         use_index = index is not None and len(sources) >= self.cache_min_files and not index.busy
@@ -950,7 +949,9 @@ class ReadStore:
 
         rebuilt = indexed = False
         if use_index and index is not None:
-            kept = None if self.excludes or index_key is None else IndexRows(index_key, rows, rows_read_ns)
+            kept: IndexRows | None = None  # never kept while an exclude is set (they would name it)
+            if not self.excludes and index_key is not None:
+                kept = recorded if recorded is not None else IndexRows(index_key, rows, rows_read_ns)
             if opened is None:
                 rebuilt = indexed = not index.unsupported and index.build(fresh, kept)
             else:

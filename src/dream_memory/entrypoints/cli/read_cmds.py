@@ -15,7 +15,6 @@ import click
 from dream_memory.entrypoints.cli._common import command, emit_json, json_option, note, workspace_options
 
 if TYPE_CHECKING:
-
     from dream_memory.app.read import ReadStore
 
 store_option = click.option(
