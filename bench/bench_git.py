@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import Section, main
+from harness import Section, best_of, main
 
 from dream_memory.adapters.git import GitStore
 from dream_memory.app.versioning import apply_commit, ensure_versioned, latest_dream_change, restore_commit
@@ -161,11 +161,11 @@ def run(quick: bool) -> list[Section]:
         _output([*DREAM, "restore", target[:10], "--workspace", str(ws)], ws, env)
         restore_cli = time.perf_counter() - start
         rows.append(["dream restore <sha>", restore_cli])
-        python_start = _best(lambda: _output([sys.executable, "-c", "pass"], ws, env))
+        python_start = best_of(lambda: _output([sys.executable, "-c", "pass"], ws, env), 3)
         rows.append(["python -c pass (interpreter start)", python_start])
         with GitStore.open(ws, author=DEFAULT_GIT_AUTHOR, clock=clock) as store:
-            log_inproc = _best(lambda: latest_dream_change(store))
-            prefix_inproc = _best(lambda: store.resolve(target[:4]))
+            log_inproc = best_of(lambda: latest_dream_change(store), 3)
+            prefix_inproc = best_of(lambda: store.resolve(target[:4]), 3)
             start = time.perf_counter()
             restore_commit(store, "HEAD")  # undo the restore: in-process this time
             restore_inproc = time.perf_counter() - start
@@ -192,20 +192,11 @@ def _output(argv: list[str], cwd: Path, env: dict[str, str]) -> str:
     return proc.stdout
 
 
-def _best(fn, repeat: int = 3) -> float:  # type: ignore[no-untyped-def]
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 def _best_cli(args: list[str], ws: Path, env: dict[str, str]) -> float:
     def once() -> None:
         _output([*DREAM, *args, "--workspace", str(ws)], ws, env)
 
-    return _best(once)
+    return best_of(once, 3)
 
 
 if __name__ == "__main__":

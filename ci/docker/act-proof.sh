@@ -35,12 +35,7 @@ DOCKER_BUILDKIT=1 "$DOCKER" build --network host --build-arg "BASE_IMAGE=$(base_
   || { tail -n 30 "$work/runner-build.log" >&2; die "building the runner image failed"; }
 log "runner image $RUNNER_IMAGE built in $(( $(date +%s) - t0 )) s"
 
-"$PY" -m dream_memory.testing.llm_server --offline-engine --port-file "$work/port" \
-  --record "$work/requests.jsonl" >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 100); do [ -s "$work/port" ] && break; sleep 0.1; done
-[ -s "$work/port" ] || { cat "$work/server.log" >&2; die "the scripted LLM server did not start"; }
-port=$(cat "$work/port")
+start_scripted_server "$work"
 
 # act asks interactive questions on its first run unless it finds an .actrc: give it its own HOME.
 mkdir -p "$work/home"

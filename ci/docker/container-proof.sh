@@ -82,12 +82,7 @@ make_workspace() {  # make_workspace DIR OWNER
   done
   chown -R "$2" "$ws"
 }
-"$PY" -m dream_memory.testing.llm_server --offline-engine --port-file "$work/port" \
-  --record "$work/requests.jsonl" >"$work/server.log" 2>&1 &
-server_pid=$!
-for _ in $(seq 1 100); do [ -s "$work/port" ] && break; sleep 0.1; done
-[ -s "$work/port" ] || { cat "$work/server.log" >&2; die "the scripted LLM server did not start"; }
-port=$(cat "$work/port")
+start_scripted_server "$work"
 llm_env=(-e DREAM_MODEL=openai/scripted -e "DREAM_API_BASE=http://127.0.0.1:$port/v1" -e DREAM_API_KEY=dummy)
 
 check_run() {  # check_run WS OWNER REPORT RC

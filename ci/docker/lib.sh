@@ -41,6 +41,18 @@ step_run() {
   return "$rc"
 }
 
+# start_scripted_server DIR: the scripted LLM server (offline engine) on 127.0.0.1, recording the
+# requests in DIR/requests.jsonl; sets server_pid (for the caller's cleanup) and port.
+start_scripted_server() {
+  local dir=$1
+  "$REPO_ROOT/.venv/bin/python" -m dream_memory.testing.llm_server --offline-engine \
+    --port-file "$dir/port" --record "$dir/requests.jsonl" >"$dir/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 1 100); do [ -s "$dir/port" ] && break; sleep 0.1; done
+  [ -s "$dir/port" ] || { cat "$dir/server.log" >&2; die "the scripted LLM server did not start"; }
+  port=$(cat "$dir/port")
+}
+
 need_root() {
   [ "$(id -u)" -eq 0 ] || skip "needs root to install packages and start dockerd (running as $(id -un))"
 }

@@ -24,13 +24,10 @@ FIXTURES = REPO.parent / "shared" / "fixtures" / "real-workspaces"
 # `dream` as a real process, with a fault hook: argv[1] names an fsutil write site at which the
 # process SIGKILLs itself ("-" for none); the rest are dream's arguments.
 KILLER = (
-    "import os, signal, sys\n"
+    "import sys\n"
     "from dream_memory.adapters import fsutil\n"
-    "site = sys.argv[1]\n"
-    "def hook(name, path):\n"
-    "    if name == site:\n"
-    "        os.kill(os.getpid(), signal.SIGKILL)\n"
-    "fsutil.set_fault_injector(hook)\n"
+    "from dream_memory.testing.faults import at_write, kill_self\n"
+    "fsutil.set_fault_injector(at_write(kill_self, sys.argv[1]))\n"
     "from dream_memory.entrypoints.cli import main\n"
     "sys.argv = ['dream', *sys.argv[2:]]\n"
     "main()\n"

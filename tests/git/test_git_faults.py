@@ -11,16 +11,11 @@ from dulwich.objects import Blob, hex_to_filename
 
 # `dream ARGS` with ENOSPC raised at the N-th write of SITE.
 FULL_DISK = """
-import errno, os, sys
+import sys
 from dream_memory.adapters import fsutil
+from dream_memory.testing.faults import at_write, disk_full
 site, nth, args = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-seen = []
-def inject(name, path):
-    if name == site:
-        seen.append(path)
-        if len(seen) == nth:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-fsutil.set_fault_injector(inject)
+fsutil.set_fault_injector(at_write(disk_full, site, nth))
 sys.argv = ["dream", *args]
 from dream_memory.entrypoints.cli import main
 main()

@@ -14,21 +14,16 @@ from dream_memory.app.versioning import commit_manual_edits
 
 # Applies a Dream-like commit of two files, SIGKILLing itself just before the N-th write at SITE.
 KILLER = """
-import os, signal, sys
+import sys
 from pathlib import Path
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import GitStore
 from dream_memory.app.versioning import apply_commit
 from dream_memory.testing import FrozenClock
+from dream_memory.testing.faults import at_write, kill_self
 site, nth, ws = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
-seen = []
-def inject(name, path):
-    if name == site:
-        seen.append(path)
-        if len(seen) == nth:
-            os.kill(os.getpid(), signal.SIGKILL)
 store = GitStore.open(ws, author="dream-memory <dream-memory@localhost>", clock=FrozenClock())
-fsutil.set_fault_injector(inject)
+fsutil.set_fault_injector(at_write(kill_self, site, nth))
 apply_commit(store, {"memory/MEMORY.md": b"# Memory\\n- new fact\\n", "USER.md": b"# User\\n- new pref\\n",
                      "memory/.dream_cursor": b"7\\n"}, "dream: two facts\\n\\nDream-Range: 1..7")
 """

@@ -21,17 +21,12 @@ from dream_memory.testing import FrozenClock, build_workspace
 # Runs `dream ARGS` (or a compaction with "compact DREAM_CURSOR MAX") and SIGKILLs itself just
 # before the N-th write at SITE, so the crash lands exactly between two durable steps.
 KILLER = """
-import os, signal, sys
+import sys
 from pathlib import Path
 from dream_memory.adapters import fsutil
+from dream_memory.testing.faults import at_write, kill_self
 site, nth, args = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-seen = []
-def inject(name, path):
-    if name == site:
-        seen.append(path)
-        if len(seen) == nth:
-            os.kill(os.getpid(), signal.SIGKILL)
-fsutil.set_fault_injector(inject)
+fsutil.set_fault_injector(at_write(kill_self, site, nth))
 if args[0] == "compact":
     from dream_memory.adapters.history_log import HistoryLog
     from dream_memory.testing import FrozenClock

@@ -3,9 +3,7 @@ and the history lock, each against real files (and real processes for the lock).
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 import subprocess
 import sys
 import time
@@ -17,6 +15,7 @@ from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core.history import HistoryEntry
 from dream_memory.errors import HistoryError, InputError
 from dream_memory.testing import FrozenClock, build_workspace
+from dream_memory.testing.faults import at_write, disk_full
 
 
 def _entry(cursor: int, month: str = "2026-04", text: str | None = None) -> HistoryEntry:
@@ -168,14 +167,6 @@ def test_the_lock_is_reentrant_for_its_holder(tmp_path: Path) -> None:
     assert log.append("- after").cursor == 3
 
 
-def _raise_at(site: str, err: int):
-    def inject(name: str, path: Path) -> None:
-        if name == site:
-            raise OSError(err, os.strerror(err), str(path))
-
-    return inject
-
-
 def test_a_full_disk_never_reports_a_stored_entry_as_failed(tmp_path: Path) -> None:
     """ENOSPC while writing the line: the append fails (exit 1 on the command line) and leaves no
     trace, so a retry stores it once. ENOSPC while rewriting .cursor after the line is stored:
@@ -188,14 +179,14 @@ def test_a_full_disk_never_reports_a_stored_entry_as_failed(tmp_path: Path) -> N
     before = path.read_bytes()
     warnings: list[str] = []
     log = HistoryLog(workspace, clock=FrozenClock(), on_problem=warnings.append)
-    fsutil.set_fault_injector(_raise_at("history.append", errno.ENOSPC))
+    fsutil.set_fault_injector(at_write(disk_full, "history.append"))
     try:
         with pytest.raises(HistoryError, match="no space left"):
             log.append("- lost to a full disk")
     finally:
         fsutil.set_fault_injector(None)
     assert path.read_bytes() == before
-    fsutil.set_fault_injector(_raise_at("cursor.write", errno.ENOSPC))
+    fsutil.set_fault_injector(at_write(disk_full, "cursor.write"))
     try:
         entry = log.append("- stored although .cursor could not be rewritten")
     finally:

@@ -289,6 +289,28 @@ class Ops:
 Injector = Callable[[str, Path], None]
 
 
+def kill_self(path: Path) -> None:
+    """A crash: the process SIGKILLs itself (nothing after this line runs, no cleanup)."""
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def disk_full(path: Path) -> None:
+    """The write fails as on a full disk."""
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+
+def at_write(action: Callable[[Path], None], site: str | None = None, nth: int = 1) -> Injector:
+    """An injector for ``fsutil.set_fault_injector`` / ``fault_hook``: ``action(path)`` just before
+    the ``nth`` write (1-based) at ``site``, or at any site when ``site`` is None."""
+    seen = itertools.count(1)
+
+    def inject(name: str, path: Path) -> None:
+        if (site is None or name == site) and next(seen) == nth:
+            action(path)
+
+    return inject
+
+
 def _git_lock_site(path: Path) -> str:
     text = path.as_posix()
     if "/objects/" in text:
@@ -414,11 +436,7 @@ def start_child(
                 fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
                 os.dup2(fd, 2)
                 os.close(fd)
-            counter = itertools.count()
-
-            def inject(site: str, path: Path) -> None:
-                if next(counter) == kill_at:
-                    os.kill(os.getpid(), signal.SIGKILL)
+            inject: Injector = (lambda site, path: None) if kill_at is None else at_write(kill_self, nth=kill_at + 1)
 
             def say(text: str) -> None:
                 os.write(write_fd, (text.replace("\n", " ") + "\n").encode("utf-8", "surrogatepass"))
@@ -968,13 +986,7 @@ def trial_disk_full(trial: Trial) -> Injected:
     sites, _ = trace_writes(_disk_full_op(op, reference, trial.ops))
     k = trial.rng.choice([i for i, (s, _) in enumerate(sites) if s == site])
     ws = trial.copy(template, "ws")
-    counter = itertools.count()
-
-    def inject(name: str, path: Path) -> None:
-        if next(counter) == k:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
-
-    with fault_hook(inject):
+    with fault_hook(at_write(disk_full, nth=k + 1)):
         result, error = trial.checks.attempt(f"{op} on a full disk", _disk_full_op(op, ws, trial.ops))
     failed = error is not None or (isinstance(result, dict) and result.get("status") == "failed")
     # .cursor is only a floor for the next cursor: an append may succeed without rewriting it
