@@ -67,11 +67,15 @@ def stages(dockerfile: str) -> list[list[str]]:
 
 
 def test_dockerfile_final_stage_is_the_contract() -> None:
-    """Default target: non-root numeric user, ENTRYPOINT dream-run, /workspace, offline cost map."""
+    """Default target: non-root numeric user, dream-run under tini as PID 1 (so SIGTERM stops it),
+    /workspace, offline cost map; the git target's script runs under tini too."""
     text = read("Dockerfile")
     final = stages(text)[-1]
     assert final[0].startswith("FROM runtime-base AS runtime")
-    assert 'ENTRYPOINT ["dream-run"]' in final
+    assert 'ENTRYPOINT ["/usr/bin/tini", "--", "dream-run"]' in final
+    git_stage = next(s for s in stages(text) if s[0].endswith("AS git"))
+    assert 'ENTRYPOINT ["/usr/bin/tini", "--", "dream-git-sync"]' in git_stage
+    assert any("install -y --no-install-recommends tini" in line for line in stages(text)[1])
     assert "USER 10001:10001" in final
     common = " ".join(stages(text)[1])
     assert "DREAM_WORKSPACE=/workspace" in common
@@ -97,9 +101,15 @@ def test_dockerignore_keeps_the_context_to_the_package() -> None:
     lines = [line for line in read(".dockerignore").splitlines() if line and not line.startswith("#")]
     assert lines[0] == "*"
     included = {line[1:] for line in lines if line.startswith("!")}
-    assert included == {"pyproject.toml", "README.md", "src/", "deploy/kubernetes/dream-git-sync.sh"}
+    assert included == {
+        "pyproject.toml",
+        "README.md",
+        "src/",
+        "deploy/kubernetes/dream-git-sync.sh",
+        "deploy/docker/slim_venv.py",
+    }
     copied = set(re.findall(r"^COPY (?!--from)(\S+)", read("Dockerfile"), re.M))
-    assert copied <= {"pyproject.toml", "src", "deploy/kubernetes/dream-git-sync.sh"}
+    assert copied <= {"pyproject.toml", "src", "deploy/kubernetes/dream-git-sync.sh", "deploy/docker/slim_venv.py"}
 
 
 def test_git_sync_script_is_executable() -> None:
@@ -215,7 +225,17 @@ def test_cronjobs_are_locked_down(name: str) -> None:
     dream = next(c for c in pod["containers"] if c["name"] == "dream")
     key = next(e for e in dream["env"] if e["name"] == "DREAM_API_KEY")
     assert "secretKeyRef" in key["valueFrom"]
-    assert not any("value" in e and re.search("key|token", e["name"], re.I) for e in dream["env"])
+    # No secret as a plain value (a *_FILE variable holds the path of a mounted Secret).
+    assert not any(
+        "value" in e and re.search("key|token", e["name"], re.I) and not e["name"].endswith("_FILE")
+        for e in dream["env"]
+    )
+    # Exit 2 (bad config, a workspace this uid cannot write) ends the Job (or the index) after one
+    # pod; SIGTERM gets a grace period.
+    rules = job["podFailurePolicy"]["rules"]
+    action = "FailIndex" if job.get("completionMode") == "Indexed" else "FailJob"
+    assert any(r["action"] == action and 2 in r["onExitCodes"]["values"] for r in rules)
+    assert 10 <= pod["terminationGracePeriodSeconds"] <= 60
 
 
 def test_git_variant_clones_then_runs_and_pushes() -> None:
@@ -227,8 +247,15 @@ def test_git_variant_clones_then_runs_and_pushes() -> None:
     assert dream["args"] == ["run"]
     assert clone["image"] == dream["image"]
     assert dream["image"].endswith("-git")
-    token = next(e for e in dream["env"] if e["name"] == "GIT_TOKEN")
-    assert "secretKeyRef" in token["valueFrom"]
+    # The git token is a file from a Secret volume, never an environment variable of the pod.
+    for container in (clone, dream):
+        env = {e["name"]: e for e in container["env"]}
+        assert "GIT_TOKEN" not in env
+        token_dir = env["DREAM_GIT_TOKEN_FILE"]["value"].rsplit("/", 1)[0]
+        mount = next(m for m in container["volumeMounts"] if m["mountPath"] == token_dir)
+        assert mount.get("readOnly") is True
+        assert next(v for v in pod["volumes"] if v["name"] == mount["name"])["secret"]["secretName"] == "dream-git"
+    assert {e["name"]: e.get("value") for e in dream["env"]}["DREAM_GIT_PUSH_EVERY"] == "1"
     assert next(v for v in pod["volumes"] if v["name"] == "workspace").get("emptyDir") is not None
 
 
@@ -240,7 +267,10 @@ def test_indexed_job_picks_a_workspace_per_index() -> None:
     names = config["data"]["workspaces"].split()
     assert job["completionMode"] == "Indexed"
     assert job["completions"] == len(names)
-    script = pod_spec(cron)["containers"][0]["args"][0]
+    container = pod_spec(cron)["containers"][0]
+    # `command` replaces the image's entrypoint: tini has to be named again to stay PID 1.
+    assert container["command"][:2] == ["/usr/bin/tini", "--"]
+    script = container["args"][0]
     assert "JOB_COMPLETION_INDEX" in script
     assert 'exec dream-run --workspace "/workspaces/$name"' in script
 

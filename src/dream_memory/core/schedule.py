@@ -327,7 +327,8 @@ spec:
       ttlSecondsAfterFinished: 86400
       podFailurePolicy:
         rules:
-          # 2 (bad config) and 75 (locked) will not get better by retrying at once.
+          # 2 (bad config, a workspace this uid cannot write) and 75 (locked) will not get
+          # better by retrying at once: the Job ends after this one pod.
           - action: FailJob
             onExitCodes:
               containerName: dream
@@ -339,6 +340,9 @@ spec:
             app.kubernetes.io/name: dream-memory
         spec:
           restartPolicy: Never
+          # SIGTERM (the deadline, a deletion) reaches dream-run through tini at once; it stops
+          # within a second. The grace leaves room for the git variant's last push.
+          terminationGracePeriodSeconds: 30
           automountServiceAccountToken: false
           securityContext:
             runAsNonRoot: true
