@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import sys
 
-import litellm
+import litellm  # noqa: TID251 (a proof of litellm itself, run inside the image)
 
 from dream_memory.settings import PROVIDER_KEY_ENV
 
 api_base = sys.argv[1]
+litellm.suppress_debug_info = True
 failed = []
 for provider in PROVIDER_KEY_ENV:
     model = f"{provider}/smoke-model"

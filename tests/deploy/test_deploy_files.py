@@ -16,8 +16,19 @@ import yaml
 from deploy_helpers import REPO
 
 SHA_PIN = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
-ACTION_INPUTS = {"command", "workspace", "model", "args", "python-version"}
-ACTION_OUTPUTS = {"report", "summary", "changed", "commits", "status", "exit-code", "bin-dir"}
+ACTION_INPUTS = {"command", "workspace", "model", "args", "continue-from", "python-version"}
+ACTION_OUTPUTS = {
+    "report",
+    "summary",
+    "changed",
+    "commits",
+    "status",
+    "exit-code",
+    "held",
+    "continued",
+    "update-pr",
+    "bin-dir",
+}
 # Registry hosts must never be written in the repository's deployment files.
 REGISTRY_HOSTS = re.compile(
     r"(registry-1\.docker\.io|index\.docker\.io|hub\.docker\.com|docker\.io/|ghcr\.io|quay\.io|gcr\.io|"
@@ -145,7 +156,8 @@ def test_action_env_matches_the_run_script() -> None:
     assert used == {k for k in run_step["env"] if k.startswith("DREAM_ACTION_")}
     for key in ("DREAM_ACTION_COMMAND", "DREAM_ACTION_WORKSPACE", "DREAM_ACTION_MODEL", "DREAM_ACTION_ARGS"):
         assert run_step["env"][key].startswith("${{ inputs.")
-    written = set(re.findall(r'"([a-z-]+)": ', script.split("def outputs_for", 1)[1].split("def _cell", 1)[0]))
+    body = script.split("def outputs_for", 1)[1].split("def _cell", 1)[0]
+    written = set(re.findall(r'"([a-z-]+)": ', body)) | set(re.findall(r'outs\["([a-z-]+)"\] = ', body))
     assert written | {"report", "summary"} == ACTION_OUTPUTS - {"bin-dir"}
 
 
@@ -186,13 +198,36 @@ def test_examples_least_privilege_and_pinned(name: str) -> None:
 
 
 def test_pr_example_opens_one_pr_from_a_fixed_branch() -> None:
+    """One PR from dream/memory; Dream continues from that branch (all branches fetched); the PR
+    step runs whenever the checkout may replace the branch (after a failed Dream step too, never
+    after a rebuild that failed), so holds, cursors and committed batches all reach the branch."""
     flow = yaml.safe_load(read("docs/examples/dream-pr.yml"))
     steps = flow["jobs"]["dream"]["steps"]
+    checkout_step = steps[0]
+    assert checkout_step["with"]["fetch-depth"] == 0
+    dream = next(s for s in steps if s.get("id") == "dream")
+    assert dream["with"]["continue-from"] == "dream/memory"
     pr = next(s for s in steps if "create-pull-request" in s.get("uses", ""))
-    assert pr["if"] == "steps.dream.outputs.changed == 'true'"
+    assert pr["if"] == "${{ !cancelled() && steps.dream.outputs.update-pr == 'true' }}"
     assert pr["with"]["branch"] == "dream/memory"
+    assert pr["with"]["delete-branch"] is True
     assert pr["with"]["body-path"] == "${{ steps.dream.outputs.summary }}"
     assert flow["concurrency"]["cancel-in-progress"] is False
+
+
+@pytest.mark.parametrize("name", ["dream-pr.yml", "dream-direct.yml"])
+def test_examples_find_the_default_branch_on_every_trigger(name: str) -> None:
+    """A schedule payload has no repository.default_branch (the run is on the default branch, so
+    github.ref_name is it): every use of the branch goes through the job's DEFAULT_BRANCH, which
+    falls back to ref_name, and the checkout is of that branch for dispatches from elsewhere too."""
+    text = read(f"docs/examples/{name}")
+    flow = yaml.safe_load(text)
+    job = flow["jobs"]["dream"]
+    assert job["env"]["DEFAULT_BRANCH"] == "${{ github.event.repository.default_branch || github.ref_name }}"
+    assert text.count("github.event.repository.default_branch") == 1
+    assert job["steps"][0]["with"]["ref"] == "${{ env.DEFAULT_BRANCH }}"
+    dream = next(s for s in job["steps"] if s.get("id") == "dream")
+    assert dream["timeout-minutes"] < job["timeout-minutes"]
 
 
 # ---- Kubernetes ---------------------------------------------------------------------------------
