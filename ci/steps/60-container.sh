@@ -3,7 +3,8 @@
 # dockerd (own socket and data-root under $DREAM_CI_ROOT, no bridge, no iptables), debootstrap the
 # base image from this machine's apt sources and CA certificates, docker build the Dockerfile, and
 # run it against sample workspaces with the scripted LLM server on the host network
-# (ci/docker/container-proof.sh lists every check). dockerd is stopped by its PID on exit; its
+# (ci/docker/container-proof.sh lists every check), then the Kubernetes manifests simulated with
+# docker as declared (ci/docker/k8s-proof.sh). dockerd is stopped by its PID on exit; its
 # data-root is kept for 70-action.sh, which removes it.
 # Skips (loudly) only when the machine cannot: not root, or no apt/dockerd/debootstrap to be had.
 set -euo pipefail
@@ -18,4 +19,5 @@ trap 'bash ci/docker/dockerd-stop.sh' EXIT
 step_run ci/docker/dockerd-start.sh
 step_run ci/docker/base-image.sh
 step_run ci/docker/container-proof.sh
+step_run ci/docker/k8s-proof.sh
 echo "60-container.sh: passed in $(( $(date +%s) - t0 )) s"
