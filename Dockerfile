@@ -26,7 +26,8 @@ RUN python3 -m venv /opt/dream
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY src ./src
-RUN /opt/dream/bin/pip install --no-warn-script-location .
+# --no-compile: slim_venv.py byte-compiles once, after the slimming.
+RUN /opt/dream/bin/pip install --no-compile --no-warn-script-location .
 # Byte-compiled at build time (by slim_venv.py): the root filesystem is read-only at run time.
 COPY deploy/docker/slim_venv.py /usr/local/lib/slim_venv.py
 RUN DREAM_SLIM=${DREAM_SLIM} /opt/dream/bin/python /usr/local/lib/slim_venv.py /opt/dream \

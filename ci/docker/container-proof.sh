@@ -176,6 +176,19 @@ for ep in dream-consolidate dream-restore; do
   grep -q "Usage: $ep" "$work/$ep.txt" || die "--entrypoint $ep --help printed no usage"
   record "- docker run --entrypoint $ep IMAGE --help: exit 0 ($(grep -m1 'Usage:' "$work/$ep.txt"))"
 done
+# The MCP server over stdio in the image (mcp, pydantic, anyio as bytecode only): initialize, list tools.
+printf '%s\n' \
+  '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"proof","version":"1"}}}' \
+  '{"jsonrpc":"2.0","method":"notifications/initialized"}' '{"jsonrpc":"2.0","id":2,"method":"tools/list"}' \
+  | timeout 60 "$DOCKER" run --rm -i --read-only --tmpfs /tmp -v "$ws1:/workspace:ro" --entrypoint dream-mcp "$IMAGE" \
+  >"$work/mcp.out" 2>"$work/mcp.err" || true
+tools=$("$PY" -c 'import json,sys
+for line in open(sys.argv[1]):
+    msg = json.loads(line)
+    if msg.get("id") == 2: print(len(msg["result"]["tools"]))' "$work/mcp.out" 2>/dev/null || true)
+[ -n "$tools" ] && [ "$tools" -gt 0 ] || { cat "$work/mcp.out" "$work/mcp.err" >&2; die "dream-mcp in the image did not answer tools/list"; }
+record "- docker run -i --entrypoint dream-mcp (stdio, workspace :ro): initialize and tools/list answered ($tools tools)"
+
 # 5) every provider dream-memory names still loads in the slimmed venv
 "$DOCKER" run --rm --network host --read-only --tmpfs /tmp -v "$REPO_ROOT/ci/docker/provider-smoke.py:/smoke.py:ro" \
   --entrypoint python3 "$IMAGE" /smoke.py "http://127.0.0.1:$port/v1" >"$work/smoke.txt" 2>"$work/smoke.err" \

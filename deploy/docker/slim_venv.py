@@ -22,6 +22,8 @@ from __future__ import annotations
 import compileall
 import json
 import os
+import py_compile
+import re
 import shutil
 import subprocess
 import sys
@@ -95,7 +97,10 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(target)
         elif target.exists():
             target.unlink()
-    if not compileall.compile_dir(str(venv / "lib"), quiet=1, workers=0):
+    # The source-only trees are left out here; the modules `import litellm` loads from them are
+    # compiled below, once they are known.
+    skip = "|".join(re.escape(str(sp / rel)) for rel in SOURCE_ONLY_UNLESS_LOADED)
+    if not compileall.compile_dir(str(venv / "lib"), quiet=1, workers=0, rx=re.compile(skip)):
         raise SystemExit("slim_venv: byte-compiling the venv failed")
     keep_source = [sp / rel for rel in (*KEEP_SOURCE, *SOURCE_ONLY_UNLESS_LOADED)]
     loaded = subprocess.run(
@@ -110,14 +115,13 @@ def main(argv: list[str]) -> int:
         check=True,
         env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"},
     ).stdout.split()
-    loaded_set = set(loaded)
-    pruned = 0
+    compiled = 0
     for rel in SOURCE_ONLY_UNLESS_LOADED:
-        for pyc in (sp / rel).rglob("*.pyc"):
-            source = pyc.parent.parent / (pyc.name.split(".", 1)[0] + ".py")
-            if str(source) not in loaded_set:
-                pyc.unlink()
-                pruned += 1
+        root = str(sp / rel) + os.sep
+        for source in sorted(p for p in set(loaded) if p.startswith(root) and p.endswith(".py")):
+            py_compile.compile(source, doraise=True)
+            compiled += 1
+    pruned = sum(1 for rel in SOURCE_ONLY_UNLESS_LOADED for _ in (sp / rel).rglob("*.py")) - compiled
     # Bytecode only for the rest: each module's .pyc moves to where its .py was, and the .py goes.
     sourceless = 0
     for cache in list(sp.rglob("__pycache__")):
