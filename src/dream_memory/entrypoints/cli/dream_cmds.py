@@ -96,10 +96,9 @@ def run(
     1 a batch failed (the cursor stays before it), 2 bad usage or config, 75 another run holds
     the workspace.
     """
+    from dream_memory.adapters.preflight import prepare_run
     from dream_memory.entrypoints.wiring import Wiring
     from dream_memory.errors import ConfigError
-
-    from dream_memory.adapters.preflight import prepare_run
 
     settings = load_settings(workspace, config_path)
     # A workspace this process cannot write is exit 2 now, not a PermissionError mid-run.
