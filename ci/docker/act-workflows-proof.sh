@@ -11,7 +11,8 @@
 # otherwise invent "master"). Model requests are counted at the scripted server. The pinned
 # remote actions are replaced by local stand-ins (ci/docker/act/stand-ins/; act --local-repository),
 # and the dream-memory action by this checkout's action.yml.
-# Needs a running private dockerd and the runner image (act-proof.sh builds it).
+# Needs a running private dockerd, the base image and the image; builds the runner image with the
+# image's venv in it.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
@@ -33,6 +34,11 @@ results="$DREAM_CI_ROOT/act-workflows.md"
 : >"$results"
 record() { printf '%s\n' "$*" | tee -a "$results"; }
 
+t0=$(date +%s)
+DOCKER_BUILDKIT=1 "$DOCKER" build --network host --build-arg "BASE_IMAGE=$(base_image_name)" \
+  --build-arg "DREAM_IMAGE=$IMAGE" --target runner-venv -t "$RUNNER_IMAGE-venv" -f ci/docker/runner.Dockerfile \
+  ci/docker >"$work/runner-build.log" 2>&1 || { tail -n 30 "$work/runner-build.log" >&2; die "building the runner image failed"; }
+log "runner image $RUNNER_IMAGE-venv (the image's venv ready for the action) built in $(( $(date +%s) - t0 )) s"
 start_scripted_server "$work"
 requests() { [ -s "$work/requests.jsonl" ] && wc -l <"$work/requests.jsonl" || echo 0; }
 
@@ -73,7 +79,7 @@ dream_ref="$(sed -n 's|.*uses: \(dream-memory/dream-memory@[^ ]*\).*|\1|p' docs/
 [ -n "$checkout_pin" ] && [ -n "$cpr_pin" ] && [ -n "$dream_ref" ] || die "could not read the pinned actions"
 printf '{"schedule": "0 */2 * * *", "repository": {"default_branch": null}}\n' >"$work/schedule.json"
 mkdir -p "$work/home"
-printf -- '-P ubuntu-latest=%s\n' "$RUNNER_IMAGE" >"$work/home/.actrc"
+printf -- '-P ubuntu-latest=%s\n' "$RUNNER_IMAGE-venv" >"$work/home/.actrc"
 
 # act_schedule NAME WORKFLOW: one scheduled run in a fresh clone of the remote (act's workdir).
 act_schedule() {
@@ -85,7 +91,7 @@ act_schedule() {
   set +e
   (cd "$work/clone-$name" && HOME="$work/home" "$TOOLS_VENV/bin/act" schedule \
     -W ".github/workflows/$workflow" -e "$work/schedule.json" \
-    -P "ubuntu-latest=$RUNNER_IMAGE" --pull=false --network host --container-daemon-socket - --rm \
+    -P "ubuntu-latest=$RUNNER_IMAGE-venv" --pull=false --network host --container-daemon-socket - --rm \
     --no-skip-checkout \
     --local-repository "$checkout_pin=$standins/checkout" \
     --local-repository "$cpr_pin=$standins/create-pull-request" \

@@ -176,17 +176,30 @@ for ep in dream-consolidate dream-restore; do
   grep -q "Usage: $ep" "$work/$ep.txt" || die "--entrypoint $ep --help printed no usage"
   record "- docker run --entrypoint $ep IMAGE --help: exit 0 ($(grep -m1 'Usage:' "$work/$ep.txt"))"
 done
-# The MCP server over stdio in the image (mcp, pydantic, anyio as bytecode only): initialize, list tools.
-printf '%s\n' \
-  '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"proof","version":"1"}}}' \
-  '{"jsonrpc":"2.0","method":"notifications/initialized"}' '{"jsonrpc":"2.0","id":2,"method":"tools/list"}' \
-  | timeout 60 "$DOCKER" run --rm -i --read-only --tmpfs /tmp -v "$ws1:/workspace:ro" --entrypoint dream-mcp "$IMAGE" \
-  >"$work/mcp.out" 2>"$work/mcp.err" || true
-tools=$("$PY" -c 'import json,sys
-for line in open(sys.argv[1]):
-    msg = json.loads(line)
-    if msg.get("id") == 2: print(len(msg["result"]["tools"]))' "$work/mcp.out" 2>/dev/null || true)
-[ -n "$tools" ] && [ "$tools" -gt 0 ] || { cat "$work/mcp.out" "$work/mcp.err" >&2; die "dream-mcp in the image did not answer tools/list"; }
+# The MCP server over stdio in the image (mcp, pydantic, anyio as bytecode only): initialize, list
+# tools; stdin stays open until each answer is in (a closed stdin ends the server).
+tools=$("$PY" - "$DOCKER" "$ws1" "$IMAGE" <<'PYEOF' 2>"$work/mcp.err" || true
+import json, subprocess, sys
+docker, ws, image = sys.argv[1:4]
+proc = subprocess.Popen(
+    [docker, "run", "--rm", "-i", "--read-only", "--tmpfs", "/tmp", "-v", f"{ws}:/workspace:ro",
+     "--entrypoint", "dream-mcp", image],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def call(message, wait_for=None):
+    proc.stdin.write(json.dumps(message) + "\n"); proc.stdin.flush()
+    while wait_for is not None:
+        reply = json.loads(proc.stdout.readline())
+        if reply.get("id") == wait_for:
+            return reply
+call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+      "capabilities": {}, "clientInfo": {"name": "proof", "version": "1"}}}, 1)
+call({"jsonrpc": "2.0", "method": "notifications/initialized"})
+listed = call({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, 2)
+proc.stdin.close(); proc.wait(timeout=60)
+print(len(listed["result"]["tools"]))
+PYEOF
+)
+[ -n "$tools" ] && [ "$tools" -gt 0 ] || { cat "$work/mcp.err" >&2; die "dream-mcp in the image did not answer tools/list"; }
 record "- docker run -i --entrypoint dream-mcp (stdio, workspace :ro): initialize and tools/list answered ($tools tools)"
 
 # 5) every provider dream-memory names still loads in the slimmed venv
