@@ -66,6 +66,20 @@ class UnknownRevision(VersionStoreError):
     exit_code = EXIT_USAGE
 
 
+class UnsafeTree(VersionStoreError):
+    """A commit holds a path that would lead outside the workspace or into ``.git`` (a crafted
+    tree); it is never written, deleted or served."""
+
+    exit_code = EXIT_USAGE
+
+
+class RepositoryStateError(VersionStoreError):
+    """The repository is in a state no commit may be made in (a merge or rebase in progress,
+    unmerged files, a detached HEAD of dream-memory's own repository); nothing was changed."""
+
+    exit_code = EXIT_USAGE
+
+
 class RestoreConflict(VersionStoreError):
     """A restore would overwrite later work; nothing was changed."""
 

@@ -132,10 +132,11 @@ class DreamReport:
     manual_edits_commit: str | None = None
     compaction: dict[str, Any] | None = None
     dry_run_changes: list[FileChange] = field(default_factory=list)
+    failed_exit: int = 1  # 2 when the run was refused for bad input (a crafted tree, a merge in progress)
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.status == STATUS_FAILED else 75 if self.status == STATUS_LOCKED else 0
+        return self.failed_exit if self.status == STATUS_FAILED else 75 if self.status == STATUS_LOCKED else 0
 
     def _content_changes(self) -> list[FileChange]:
         if self.dry_run_changes:
@@ -288,6 +289,8 @@ def _fail_run(report: DreamReport, exc: DreamError | OSError) -> None:
     else:
         report.errors.append(message)
     report.status = STATUS_FAILED
+    if isinstance(exc, DreamError) and exc.exit_code == 2:
+        report.failed_exit = 2
 
 
 def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:

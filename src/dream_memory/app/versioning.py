@@ -67,9 +67,12 @@ def apply_commit(git: GitStore, changes: dict[str, bytes | None], message: str, 
     written, and a crash is finished by bringing the index in step only. Returns the new commit,
     or None when the changes equal HEAD already.
     """
+    git.check_paths(changes)
     effective = git.effective_changes(changes)
     if not effective:
         return None
+    if not on_disk:
+        git.check_writable(_memory_files(effective))
     sha, base = git.build_commit(effective, message)
     journal = _journal_path(git)
     record = {
@@ -102,10 +105,7 @@ def _memory_files(changes: dict[str, bytes | None]) -> dict[str, bytes | None]:
 
 def _commit_disk_state(git: GitStore, paths: Iterable[str], message: str) -> str | None:
     """Commit files as they are on disk (missing ones as deletions), through the journal."""
-    changes: dict[str, bytes | None] = {}
-    for rel in paths:
-        full = git.workspace / rel
-        changes[rel] = full.read_bytes() if full.is_file() and not full.is_symlink() else None
+    changes: dict[str, bytes | None] = {rel: git.read_file(rel) for rel in paths}
     return apply_commit(git, changes, message, on_disk=True)
 
 
@@ -160,6 +160,9 @@ def recover(git: GitStore) -> Recovery | None:
     git.clear_stale_locks(since=journal.stat().st_mtime)
     head = git.head()
     if head == sha:
+        # The journal is a plain file in the workspace: its paths are taken only where the
+        # commit itself changed them, so a tampered journal can name nothing else to write.
+        paths = _journal_paths(git, sha, paths)
         if not data.get("on_disk"):
             files = git.entries_at(sha, paths)
             contents = {rel: git.blob(files[rel][1]) if rel in files else None for rel in paths}
@@ -172,6 +175,11 @@ def recover(git: GitStore) -> Recovery | None:
         action = "abandoned"
     fsutil.remove(journal, site="journal.remove")
     return Recovery(action, sha, subject)
+
+
+def _journal_paths(git: GitStore, sha: str, paths: list[str]) -> list[str]:
+    changed = set(git.changed_paths(git.info(sha, with_files=False).parent, sha))
+    return [p for p in paths if p in changed]
 
 
 # --- first commit and hand edits ----------------------------------------------------------------
@@ -336,6 +344,7 @@ def restore_commit(
     (optional) lets the result say how many entries the next run re-reads, and from where.
     """
     recover(git)
+    git.check_can_commit()  # a merge in progress, a detached HEAD of our own repository: exit 2 first
     sha = git.resolve(rev)
     info = git.info(sha, with_files=False)
     touched = [p for p in git.changed_paths(info.parent, sha) if git.is_versioned(p) and not layout.is_dream_owned(p)]
@@ -423,5 +432,4 @@ def restore_commit(
 
 
 def _current(git: GitStore, rel: str) -> bytes | None:
-    path = git.workspace / rel
-    return path.read_bytes() if path.is_file() else None
+    return git.read_file(rel)
