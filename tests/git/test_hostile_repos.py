@@ -94,7 +94,7 @@ def test_a_crafted_tree_is_never_written_deleted_or_checked_out(tmp_path: Path, 
 
     outcome = run("restore", removed)  # would write the crafted file back
     assert outcome.refused(2), outcome
-    assert "holds the path" in outcome.err and added[:10] in outcome.err or removed[:10] in outcome.err
+    assert "holds the path" in outcome.err and (added[:10] in outcome.err or removed[:10] in outcome.err)
     assert not victim.exists()
 
     victim.parent.mkdir(parents=True, exist_ok=True)
@@ -368,7 +368,23 @@ def test_a_detached_checkout_of_a_users_repository_still_commits(tmp_path: Path)
     assert "dream:" in _git(repo, "log", "-1", "--format=%s")
 
 
-BAD_BRANCHES = ["HEAD", "-x", "a..b", "a b", "a.lock", ".a", "a/.b", "a~1", "a^", "a:b", "x/", "a//b", "a.", "@", "@{-1}"]
+BAD_BRANCHES = [
+    "HEAD",
+    "-x",
+    "a..b",
+    "a b",
+    "a.lock",
+    ".a",
+    "a/.b",
+    "a~1",
+    "a^",
+    "a:b",
+    "x/",
+    "a//b",
+    "a.",
+    "@",
+    "@{-1}",
+]
 
 
 @pytest.mark.parametrize("name", BAD_BRANCHES)

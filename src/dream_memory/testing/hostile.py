@@ -111,10 +111,7 @@ class Outcome:
         wanted = codes or (1, 2)
         first = next((line for line in self.err.splitlines() if line.startswith("dream: error: ")), None)
         return (
-            self.crash is None
-            and self.code in wanted
-            and first is not None
-            and "Traceback" not in self.err + self.out
+            self.crash is None and self.code in wanted and first is not None and "Traceback" not in self.err + self.out
         )
 
 
