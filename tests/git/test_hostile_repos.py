@@ -113,6 +113,20 @@ def test_a_crafted_tree_is_never_written_deleted_or_checked_out(tmp_path: Path, 
     assert not victim.exists() and not (ws / ".git" / "hooks" / "post-checkout").exists()
 
 
+def test_a_tree_entry_holding_a_nul_is_a_damaged_repository(tmp_path: Path) -> None:
+    """git's tree format ends a name at NUL, so an entry `x<NUL>../../../outside.md` makes the tree
+    unreadable: restore, log, status and run say the repository is damaged (exit 1, one line),
+    and nothing is written anywhere."""
+    ws, run = _init(tmp_path)
+    sha = raw_commit(ws, {(b"skills", b"x\x00../../../outside.md"): PAYLOAD}, move="refs/heads/main")
+    for args in (("restore", sha, "--force"), ("log", sha), ("status",)):
+        outcome = run(*args)
+        assert outcome.refused(1) and "is damaged" in outcome.err, (args, outcome)
+    outcome = run("run", "--model", "offline")
+    assert outcome.code == 1 and "is damaged" in json.loads(outcome.out)["errors"][0]
+    assert not (tmp_path / "outside.md").exists() and not (ws / "skills" / "x").exists()
+
+
 def _link_skills_out(tmp_path: Path, ws: Path) -> Path:
     """Replace the workspace's skills/ by a symlink to a folder elsewhere; returns that folder."""
     import shutil

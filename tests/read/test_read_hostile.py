@@ -194,3 +194,24 @@ def test_read_commands_show_escape_sequences_instead_of_sending_them(make_store:
     exact = json.loads(cli("section", "memory", "--json", "--store", str(root), env=env).out)
     assert ESCAPES.rstrip("\n").replace("\r", "\n").split("\n")[0] in exact["text"]
     assert "\x1b]52;c;cm0gLXJmIH4=\x07" in exact["text"]
+
+
+def test_absolute_symlinks_inside_a_store_reached_through_a_symlink_are_followed(
+    make_store: Callable[..., Path], tmp_path: Path
+) -> None:
+    """A store opened through a symlinked path (~/memory -> /data/store): an absolute symlink
+    inside it naming a file of the store by either path is followed like a relative one; one
+    naming a file elsewhere is refused."""
+    root = make_store()
+    alias = tmp_path / "alias"
+    alias.symlink_to(root, target_is_directory=True)
+    (root / "entities" / "by-real.md").symlink_to(root / "entities" / "dream.md")
+    (root / "entities" / "by-alias.md").symlink_to(alias / "entities" / "dream.md")
+    (root / "entities" / "away.md").symlink_to(tmp_path / "elsewhere.md")
+    (tmp_path / "elsewhere.md").write_text(f"# away\n{TOKEN}\n")
+    env = read_env(alias)
+    for name in ("by-real", "by-alias"):
+        outcome = cli("entity", name, "--store", str(alias), env=env)
+        assert outcome.code == 0 and "tests with pytest" in outcome.out, outcome
+    outcome = cli("entity", "away", "--store", str(alias), env=env)
+    assert outcome.refused(1) and TOKEN not in outcome.out

@@ -275,6 +275,7 @@ class Beneath:
     def __init__(self, root: Path | str) -> None:
         self.root = str(root)
         self.real_root = os.path.realpath(self.root)
+        self._roots = sorted({self.real_root, os.path.normpath(os.path.abspath(self.root))}, key=len, reverse=True)
         self._root_fd: int | None = None
         self._dirs: OrderedDict[tuple[str, ...], int] = OrderedDict()
 
@@ -363,12 +364,14 @@ class Beneath:
                 except OSError:
                     return None
                 if target.startswith("/"):
+                    # An absolute target is inside when it names the root by its real path or
+                    # by the path it was given as (itself perhaps through a symlink).
                     norm = os.path.normpath(target)
-                    inside = norm == self.real_root or norm.startswith(self.real_root.rstrip("/") + "/")
-                    if not inside:
+                    base = next((r for r in self._roots if norm == r or norm.startswith(r.rstrip("/") + "/")), None)
+                    if base is None:
                         raise OutsideRoot(rel, "a symlink leading out")
                     stack = []
-                    target = os.path.relpath(norm, self.real_root)
+                    target = os.path.relpath(norm, base)
                 pending.extend(p for p in reversed(target.split("/")))
                 continue
             if pending and not stat.S_ISDIR(st.st_mode):

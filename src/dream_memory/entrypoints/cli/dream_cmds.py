@@ -166,7 +166,9 @@ def prompt(action: str | None, as_json: bool, workspace: str | None, config_path
         note(f"Dream uses its built-in guide (no content in {path}; `dream prompt init` creates an editable copy)")
     else:
         note(f"Dream uses the workspace guide {path}")
-    click.echo(text.rstrip("\n"))
+    from dream_memory.entrypoints.cli._common import echo  # a workspace file: escapes shown, not sent
+
+    echo(text.rstrip("\n"))
     return 0
 
 
