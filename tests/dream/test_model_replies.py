@@ -150,3 +150,17 @@ def test_calls_round_trip_through_the_assistant_message() -> None:
     message = call.calls[0].to_message()
     assert message["function"]["name"] == "read_file"
     assert json.loads(message["function"]["arguments"]) == {"path": "USER.md"}
+
+
+def test_the_consolidation_instruction_is_repeated_after_the_transcript() -> None:
+    """The last thing a model reads is the instruction to summarize, not the last question."""
+    from dream_memory.core.prompts import CONSOLIDATION_REMINDER, consolidation_messages
+
+    user = consolidation_messages(["user: how do I deploy?"])[1]["content"]
+    assert user.index("how do I deploy?") < user.index(CONSOLIDATION_REMINDER)
+    assert user.rstrip().endswith(CONSOLIDATION_REMINDER)
+
+
+def test_html_escaped_facts_are_unescaped() -> None:
+    """A server that HTML-escapes the prompt gets `User&#39;s` back; the fact says `User's`."""
+    assert parse_facts("[USER] User&#39;s timezone is CET").facts[0].text == "User's timezone is CET"

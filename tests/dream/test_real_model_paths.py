@@ -340,3 +340,17 @@ def test_a_small_context_window_splits_history_and_cuts_files_to_outlines(isolat
         assert len(phase1) > 1
         for request in phase1:
             assert sum(len(m["content"]) for m in request.messages) / 4 < 4096 - 512
+
+
+def test_a_cut_off_analysis_keeps_its_complete_lines(isolated: Cli) -> None:
+    """SmolLM2 rambles until the token limit: the complete fact lines before the cut are kept,
+    the cut line is left out, and the report says so."""
+    cut = Reply("[USER] Likes green tea\n[MEMORY] The ledger runs on Postg", finish_reason="length")
+    with ScriptedLLMServer(responder=by_phase(lambda r: cut, lambda r: Reply("no tools here"))) as server:
+        use_preset(isolated, server, editProtocol="facts")
+        make_workspace(isolated, sample_entries(1))
+        code, report = isolated.run_json("run")
+        assert code == 0 and report["batches"][0]["facts"] == 1, report
+        assert any("cut off by the token limit" in n for n in report["batches"][0]["notes"])
+    assert "- Likes green tea" in (isolated.workspace / "USER.md").read_text()
+    assert "Postg" not in (isolated.workspace / "memory" / "MEMORY.md").read_text()

@@ -601,7 +601,7 @@ def _phase1(ctx: DreamContext, model: ChatModel, batch: Batch, staging: StagingW
         messages = phase1_messages(
             guide, files, history, skills=_skills_listing(ctx.root), entities=_entities_listing(ctx.root)
         )
-        collected.append(_ask_for_facts(model, messages))
+        collected.append(_ask_for_facts(model, messages, record.notes))
         # Counted as they arrive: a batch that fails later still reports what phase 1 found.
         record.facts = len({f for result in collected for f in result.facts})
     facts = tuple(dict.fromkeys(f for result in collected for f in result.facts))
@@ -611,15 +611,27 @@ def _phase1(ctx: DreamContext, model: ChatModel, batch: Batch, staging: StagingW
     return Facts(facts, skip=not facts)
 
 
-def _ask_for_facts(model: ChatModel, messages: list[Message]) -> Facts:
+def _whole_lines(reply: ChatReply, notes: list[str]) -> ChatReply:
+    """A phase-1 reply cut off by the token limit keeps its complete lines: each is a fact on its
+    own, and only the last one can be cut (small models ramble until the limit). A reply with no
+    complete line stays cut off, and fails as such."""
+    text = reply.content or ""
+    if reply.finish_reason != "length" or reply.tool_calls or "\n" not in text.strip():
+        return reply
+    kept, _, cut = text.rstrip().rpartition("\n")
+    notes.append(f"the analysis reply was cut off by the token limit; its last line was left out: {_excerpt(cut, 120)}")
+    return ChatReply(content=kept, finish_reason="stop", usage=reply.usage)
+
+
+def _ask_for_facts(model: ChatModel, messages: list[Message], notes: list[str]) -> Facts:
     """One phase-1 call; an unusable reply gets exactly one corrective retry."""
-    reply = model.complete(messages, purpose="dream.phase1")
+    reply = _whole_lines(model.complete(messages, purpose="dream.phase1"), notes)
     try:
         check_reply(reply, tools_offered=False)
         return parse_facts(reply.content or "", examples=PHASE1_EXAMPLES)
     except BadReply as first:
         retry = [*messages, {"role": "assistant", "content": reply.content or ""}, phase1_correction(first.message)]
-        second = model.complete(retry, purpose="dream.phase1.retry")
+        second = _whole_lines(model.complete(retry, purpose="dream.phase1.retry"), notes)
         check_reply(second, tools_offered=False)
         try:
             return parse_facts(second.content or "", examples=PHASE1_EXAMPLES)

@@ -20,6 +20,7 @@ parser says so instead of storing them (measured with Qwen2.5-Coder-1.5B and Smo
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -120,7 +121,9 @@ def parse_facts(reply: str, *, examples: Collection[str] = ()) -> Facts:
                 ignored.append(line)
             continue
         tag = match["tag"].upper()
-        rest = match["rest"].strip().strip("*_").strip()
+        # html.unescape: a server whose chat template HTML-escapes the prompt (llama-cpp-python's
+        # chatml-function-calling) gets "User&#39;s" copied back into the facts.
+        rest = html.unescape(match["rest"]).strip().strip("*_").strip()
         if tag == "SKIP" or (tag in TAGS and (_is_skip_word(rest) or "[skip]" in rest.casefold())):
             skip = True
             continue

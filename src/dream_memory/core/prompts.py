@@ -35,10 +35,13 @@ NOTHING = "(nothing)"
 # saying "timezone is CET" with the old example "Timezone is CET (was PST)", inventing the PST.
 _EXAMPLE_CORRECTION = "Indents with tabs (was two spaces)"
 _EXAMPLE_FORGET = "Forget: the old phone number (was 555-0100)"
+# The worked example is about something no agent's history is likely to discuss: a weak model
+# blends the example's words into real facts (Qwen turned "ledger-api stores balances in
+# PostgreSQL 16" into "The billing service deploys with PostgreSQL 16" after a billing example).
 _WORKED_FACTS = (
-    "Prefers answers in German",
-    "The billing service deploys with Helm since the move away from Terraform",
-    "Editor is Helix (was Vim)",
+    "Is vegetarian since March",
+    "The allotment's tomatoes are watered every second morning",
+    "Bakes sourdough on Sundays (was Saturdays)",
 )
 
 PHASE1_PROTOCOL = f"""\
@@ -60,10 +63,10 @@ Answer [SKIP] alone, on one line, when nothing is worth keeping.
 No other text.
 
 Worked example. For this history:
-    user: hi! can you answer in German from now on?
-    user: we moved billing from Terraform to Helm last week
+    user: hi! just so you know, I've been vegetarian since March
+    user: we water the allotment's tomatoes every second morning now
     user: what's the weather like?
-    user: I switched my editor from Vim to Helix
+    user: I moved my sourdough baking from Saturdays to Sundays
 the answer is:
 [USER] {_WORKED_FACTS[0]}
 [MEMORY] {_WORKED_FACTS[1]}
