@@ -354,3 +354,25 @@ def test_a_cut_off_analysis_keeps_its_complete_lines(isolated: Cli) -> None:
         assert any("cut off by the token limit" in n for n in report["batches"][0]["notes"])
     assert "- Likes green tea" in (isolated.workspace / "USER.md").read_text()
     assert "Postg" not in (isolated.workspace / "memory" / "MEMORY.md").read_text()
+
+
+def test_a_whole_file_answer_is_applied_only_when_it_keeps_the_file(isolated: Cli) -> None:
+    """Asked for SEARCH/REPLACE blocks, Qwen rewrote whole files in a fence. Such an answer is
+    applied when it keeps every line of the file; one that drops lines is refused with the reason."""
+    original = "# User\n\nAbout the user.\n\n## Preferences\n\n- Likes coffee\n"
+    replies = iter(
+        [
+            Reply("USER.md\n```markdown\n# User\n\n## Preferences\n\n- Likes tea\n```"),
+            Reply("USER.md\n```markdown\n" + original + "- Likes tea\n```"),
+        ]
+    )
+    respond = by_phase(lambda r: Reply("[USER] Likes tea"), lambda r: next(replies))
+    with ScriptedLLMServer(responder=respond) as server:
+        use_preset(isolated, server, editProtocol="text")
+        make_workspace(isolated, sample_entries(1), files={"USER.md": original})
+        code, report = isolated.run_json("run")
+        assert code == 0, report
+        feedback = server.completion_requests()[-1].messages[-1]["content"]
+        assert "the whole-file answer drops 2 of the file's 4 lines" in feedback
+    assert (isolated.workspace / "USER.md").read_text() == original + "- Likes tea\n"
+    assert report["batches"][0]["tool_call_dialects"] == {"whole": 2}

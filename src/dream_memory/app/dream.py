@@ -773,7 +773,9 @@ def _phase2(
     messages = phase2_messages(facts.facts, contexts, today, system=system)
     if protocol == "text":
         single = targets[0] if len(targets) == 1 else None
-        return run_text_loop(model, messages, executor, max_edits=ctx.options.max_iterations, default_path=single)
+        return run_text_loop(
+            model, messages, executor, max_edits=ctx.options.max_iterations, default_path=single, read=staging.read
+        )
     return run_agent_loop(model, messages, dream_tools(), executor, max_tool_calls=ctx.options.max_iterations)
 
 

@@ -25,7 +25,7 @@ from typing import Literal, Protocol
 from dream_memory.core import policy
 from dream_memory.core.chat import Message, ToolCall, ToolSpec, Usage, check_reply
 from dream_memory.core.dialects import read_text_calls
-from dream_memory.core.edits import minimal_edit, parse_edit_blocks
+from dream_memory.core.edits import EditBlock, minimal_edit, parse_edit_blocks, whole_file_problem
 from dream_memory.core.facts import Fact
 from dream_memory.core.placement import place_facts
 from dream_memory.core.ports import ChatModel
@@ -196,6 +196,7 @@ def run_text_loop(
     *,
     max_edits: int,
     default_path: str | None = None,
+    read: Callable[[str], str | None] | None = None,
 ) -> LoopResult:
     """Phase 2 without function calling: the model writes SEARCH/REPLACE blocks, each applied as
     an ``edit_file`` (an empty SEARCH creates the file) through ``executor``; the results go back
@@ -233,10 +234,8 @@ def run_text_loop(
                 lines.append(f"{where}: not applied: this exact block was already sent twice")
                 continue
             result.tool_calls += 1
-            result.count("text")
-            outcome = executor.execute(
-                "edit_file", {"path": block.path, "old_text": block.search, "new_text": block.replace}
-            )
+            result.count("whole" if block.whole else "text")
+            outcome = _apply_block(block, executor, read)
             if outcome.ok and outcome.changed:
                 result.edits_applied += 1
                 lines.append(f"{where}: applied ({outcome.text})")
@@ -256,6 +255,21 @@ def run_text_loop(
                 "failed ones only, or answer DONE.",
             }
         )
+
+
+def _apply_block(block: EditBlock, executor: ToolExecutor, read: Callable[[str], str | None] | None) -> ToolOutcome:
+    if not block.whole:
+        return executor.execute("edit_file", {"path": block.path, "old_text": block.search, "new_text": block.replace})
+    try:
+        current = read(policy.normalize(block.path)) if read is not None else None
+    except DreamError as exc:
+        return ToolOutcome(False, exc.message)
+    if current is None:
+        return executor.execute("edit_file", {"path": block.path, "old_text": "", "new_text": block.replace})
+    problem = whole_file_problem(current, block.replace)
+    if problem is not None:
+        return ToolOutcome(False, problem)
+    return executor.execute("edit_file", {"path": block.path, "old_text": current, "new_text": block.replace})
 
 
 def place_with_rules(

@@ -224,6 +224,42 @@ class EditBlock:
     path: str
     search: str
     replace: str
+    whole: bool = False  # the file's whole new text in a fence (aider's "whole" format), no SEARCH
+
+
+_WHOLE = re.compile(r"^```[\w-]*[ \t]*\n(?P<body>.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
+
+
+def whole_file_blocks(text: str) -> list[EditBlock]:
+    """``path`` on its own line, then the file's whole new text in a fence: what Qwen2.5-Coder-1.5B
+    answered when asked for SEARCH/REPLACE blocks."""
+    blocks: list[EditBlock] = []
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    for index, line in enumerate(lines[:-1]):
+        named = _PATH_LINE.match(line.rstrip("\n"))
+        if named is None:
+            continue
+        fence = _WHOLE.match(text, offsets[index + 1])
+        if fence is not None:
+            blocks.append(EditBlock(named["path"], "", fence["body"], whole=True))
+    return blocks
+
+
+def whole_file_problem(current: str, new: str) -> str | None:
+    """Why a whole-file answer may not replace ``current``: it must keep the file's lines (a
+    model shown only part of a file, or one that rewrites freely, would delete memory)."""
+    old_lines = [ln.strip() for ln in current.splitlines() if ln.strip()]
+    kept = {ln.strip() for ln in new.splitlines()}
+    missing = [ln for ln in old_lines if ln not in kept]
+    if old_lines and len(missing) > max(1, len(old_lines) // 10):
+        return (
+            f"the whole-file answer drops {len(missing)} of the file's {len(old_lines)} lines "
+            f"(first: {missing[0]!r}); send SEARCH/REPLACE blocks that change only what the facts need"
+        )
+    return None
 
 
 def _block_text(lines: list[str]) -> str:
@@ -282,4 +318,6 @@ def parse_edit_blocks(text: str, default_path: str | None = None) -> tuple[list[
             )
             continue
         blocks.append(EditBlock(path, _block_text(search), _block_text(replace)))
+    if not blocks and not problems:
+        blocks = whole_file_blocks(text)
     return blocks, problems
