@@ -387,6 +387,8 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
         def timed(record: BatchRecord = record, started: float = batch_started, before: float = model_before) -> None:
             record.duration_s = time.perf_counter() - started
             record.model_s = model.seconds - before
+            # Notes may quote the model (rejected lines, a cut-off line): secrets never pass.
+            record.notes = [ctx.redactor.redact(note)[0] for note in record.notes]
 
         try:
             _dream_batch(ctx, model, batch, staging, record, protocols)
@@ -636,9 +638,9 @@ def _ask_for_facts(model: ChatModel, messages: list[Message], notes: list[str]) 
         try:
             return parse_facts(second.content or "", examples=PHASE1_EXAMPLES)
         except BadReply as exc:
-            raise BadReply(
-                f"the analysis reply could not be read, even after a corrective retry: {exc.message}; "
-                f"the model answered: {_excerpt(second.content)}"
+            raise ModelSaid(
+                f"the analysis reply could not be read, even after a corrective retry: {exc.message}",
+                [_excerpt(second.content)],
             ) from exc
 
 
@@ -684,6 +686,7 @@ def _dream_batch(
     executor = TargetedExecutor(staging, targets, lambda path: _target_hint(path, facts.facts))
     protocol = protocols.start
     why: list[str] = []
+    said: list[str] = []
     while True:
         record.protocol = protocol
         loop = _phase2(ctx, model, protocol, facts, targets, staging, executor, today, record)
@@ -694,11 +697,14 @@ def _dream_batch(
             record.notes.append(f"{protocol} edits stopped: {loop.stop} after {loop.tool_calls} call(s)")
         if staging.changes():
             break
-        why.append(_why_nothing(protocol, loop, ctx.redactor))
+        reason, quote = _why_nothing(protocol, loop, ctx.redactor)
+        why.append(reason)
+        said.append(f"{protocol}: {quote}" if quote else "")
         following = _fallback(ctx.options.edit_protocol, protocol, loop)
         if following is None:
             break
-        record.notes.append(f"{protocol} protocol applied nothing ({why[-1]}); falling back to {following}")
+        quoted = f"; it answered {said[-1].partition(': ')[2]}" if said[-1] else ""
+        record.notes.append(f"{protocol} protocol applied nothing ({why[-1]}{quoted}); falling back to {following}")
         if protocol == "tools" and following == "text":
             protocols.fell_back("text")
         protocol = following
@@ -707,8 +713,9 @@ def _dream_batch(
         if not pending:
             record.notes.append("every fact is already in memory")
             return
-        raise BadReply(
+        raise ModelSaid(
             f"phase 1 found {len(facts.facts)} fact(s) but phase 2 applied none: " + "; then ".join(why),
+            said,
             hint="try editProtocol 'auto' or 'facts' for a model that cannot edit (docs/configuration.md)",
         )
     left = sorted({f.target for f in facts.facts if f.target in pending})
@@ -728,19 +735,29 @@ def _fallback(configured: str, protocol: str, loop: LoopResult) -> str | None:
     return "facts"
 
 
-def _why_nothing(protocol: str, loop: LoopResult, redactor: Redactor) -> str:
+class ModelSaid(BadReply):
+    """A content failure whose report quotes the model. The quote goes to the report only: the
+    state file and commit messages keep the reason alone (a reply is untrusted text)."""
+
+    def __init__(self, message: str, said: list[str], *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.said = [s for s in said if s]
+
+
+def _why_nothing(protocol: str, loop: LoopResult, redactor: Redactor) -> tuple[str, str]:
+    """Why a protocol applied nothing, and what the model last said (quoted, cut, redacted)."""
+    said = redactor.redact(_excerpt(loop.replies[-1]))[0] if loop.replies else ""
     if protocol == "facts":
-        return "the placement rules changed nothing: " + (loop.errors[-1] if loop.errors else "no change")
-    said = redactor.redact(_excerpt(loop.replies[-1] if loop.replies else ""))[0]
+        return "the placement rules changed nothing: " + (loop.errors[-1] if loop.errors else "no change"), ""
     if loop.tool_calls == 0:
         what = "no tool call" if protocol == "tools" else "no SEARCH/REPLACE block"
-        return f"{protocol}: the model answered with {what}: {said}"
+        return f"{protocol}: the model answered with {what}", said
     if loop.edits_rejected and not loop.edits_applied:
         last = redactor.redact(loop.errors[-1] if loop.errors else "no detail")[0]
-        return f"{protocol}: every edit was refused ({loop.edits_rejected}); last: {last}"
+        return f"{protocol}: every edit was refused ({loop.edits_rejected}); last: {last}", said
     if loop.stop != "done":
-        return f"{protocol}: the edit loop ended ({loop.stop}) after {loop.tool_calls} call(s) with no valid edit"
-    return f"{protocol}: {loop.tool_calls} call(s) changed nothing; the model said: {said}"
+        return f"{protocol}: the edit loop ended ({loop.stop}) after {loop.tool_calls} call(s) with no valid edit", said
+    return f"{protocol}: {loop.tool_calls} call(s) changed nothing", said
 
 
 def _target_hint(path: str, facts: Sequence[Fact]) -> str:
@@ -907,8 +924,11 @@ def _content_failure(
     exc: BadReply,
 ) -> DreamState:
     """Count a content failure against the batch; the third in a row sets it aside."""
-    record.error = f"content: {exc.message}"
-    report.errors.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {exc.message}")
+    # What the model said goes to the report (redacted), never to the state file or a commit.
+    quote = "; ".join(exc.said) if isinstance(exc, ModelSaid) else ""
+    shown = exc.message + (f"; the model answered: {ctx.redactor.redact(quote)[0]}" if quote else "")
+    record.error = f"content: {shown}"
+    report.errors.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {shown}")
     if ctx.options.dry_run or git is None:
         record.outcome = "failed"
         report.status = STATUS_FAILED
