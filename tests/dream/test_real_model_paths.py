@@ -376,3 +376,32 @@ def test_a_whole_file_answer_is_applied_only_when_it_keeps_the_file(isolated: Cl
         assert "the whole-file answer drops 2 of the file's 4 lines" in feedback
     assert (isolated.workspace / "USER.md").read_text() == original + "- Likes tea\n"
     assert report["batches"][0]["tool_call_dialects"] == {"whole": 2}
+
+
+def test_auto_moves_on_after_an_empty_edit_reply(isolated: Cli) -> None:
+    """Qwen behind its own chat template answered phase 2 with nothing at all: under auto that is
+    one more reply without an edit, and the facts still land."""
+    respond = by_phase(lambda r: Reply("[USER] Prefers tea"), lambda r: Reply(""))
+    with ScriptedLLMServer(responder=respond) as server:
+        use_preset(isolated, server, editProtocol="auto")
+        make_workspace(isolated, sample_entries(1))
+        code, report = isolated.run_json("run")
+        assert code == 0 and report["batches"][0]["edit_protocol"] == "facts", report
+    assert "- Prefers tea" in (isolated.workspace / "USER.md").read_text()
+
+
+def test_a_block_copying_the_prompts_example_is_refused(isolated: Cli) -> None:
+    """Qwen copied the text protocol's example bullet into USER.md instead of its fact: such a
+    block is refused with the reason, and the model's next block lands."""
+    from dream_memory.core.prompts import TEXT_EXAMPLE_LINE
+
+    block = "USER.md\n<<<<<<< SEARCH\n## Preferences\n=======\n## Preferences\n\n{}\n>>>>>>> REPLACE"
+    replies = iter([Reply(block.format(TEXT_EXAMPLE_LINE)), Reply(block.format("- Tea"))])
+    respond = by_phase(lambda r: Reply("[USER] Tea"), lambda r: next(replies))
+    with ScriptedLLMServer(responder=respond) as server:
+        use_preset(isolated, server, editProtocol="text")
+        make_workspace(isolated, sample_entries(1), files={"USER.md": "# User\n\n## Preferences\n"})
+        code, report = isolated.run_json("run")
+        assert code == 0, report
+        assert "is the prompt's example" in server.completion_requests()[-1].messages[-1]["content"]
+    assert (isolated.workspace / "USER.md").read_text() == "# User\n\n## Preferences\n\n- Tea\n"

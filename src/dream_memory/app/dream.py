@@ -53,6 +53,7 @@ from dream_memory.core.prompts import (
     PHASE1_PROTOCOL,
     PHASE2_SYSTEM,
     PHASE2_TEXT_SYSTEM,
+    TEXT_EXAMPLE_LINE,
     FileContext,
     dream_tools,
     phase1_correction,
@@ -689,7 +690,15 @@ def _dream_batch(
     said: list[str] = []
     while True:
         record.protocol = protocol
-        loop = _phase2(ctx, model, protocol, facts, targets, staging, executor, today, record)
+        try:
+            loop = _phase2(ctx, model, protocol, facts, targets, staging, executor, today, record)
+        except BadReply as exc:
+            if ctx.options.edit_protocol != "auto" or protocol == "facts":
+                raise
+            # An empty or cut-off edit reply (Qwen behind its own template answered nothing) is
+            # one more way of not editing: auto moves on instead of failing the batch.
+            loop = LoopResult(tool_less=True, errors=[exc.message])
+            loop.replies.append(f"({exc.message})")
         for dialect, n in loop.dialects.items():
             record.dialects[dialect] = record.dialects.get(dialect, 0) + n
         record.tool_calls += loop.tool_calls
@@ -791,7 +800,13 @@ def _phase2(
     if protocol == "text":
         single = targets[0] if len(targets) == 1 else None
         return run_text_loop(
-            model, messages, executor, max_edits=ctx.options.max_iterations, default_path=single, read=staging.read
+            model,
+            messages,
+            executor,
+            max_edits=ctx.options.max_iterations,
+            default_path=single,
+            read=staging.read,
+            refuse=(TEXT_EXAMPLE_LINE,),
         )
     return run_agent_loop(model, messages, dream_tools(), executor, max_tool_calls=ctx.options.max_iterations)
 

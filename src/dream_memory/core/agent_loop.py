@@ -197,6 +197,7 @@ def run_text_loop(
     max_edits: int,
     default_path: str | None = None,
     read: Callable[[str], str | None] | None = None,
+    refuse: Collection[str] = (),
 ) -> LoopResult:
     """Phase 2 without function calling: the model writes SEARCH/REPLACE blocks, each applied as
     an ``edit_file`` (an empty SEARCH creates the file) through ``executor``; the results go back
@@ -235,7 +236,11 @@ def run_text_loop(
                 continue
             result.tool_calls += 1
             result.count("whole" if block.whole else "text")
-            outcome = _apply_block(block, executor, read)
+            copied = [line for line in block.replace.splitlines() if line.strip() and line.strip() in refuse]
+            if copied:
+                outcome = ToolOutcome(False, f"{copied[0].strip()!r} is the prompt's example: write the facts instead")
+            else:
+                outcome = _apply_block(block, executor, read)
             if outcome.ok and outcome.changed:
                 result.edits_applied += 1
                 lines.append(f"{where}: applied ({outcome.text})")

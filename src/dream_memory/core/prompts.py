@@ -188,6 +188,11 @@ def phase2_messages(
     return [{"role": "system", "content": system or PHASE2_SYSTEM}, {"role": "user", "content": "\n".join(body)}]
 
 
+# The block the text protocol shows. Qwen2.5-Coder-1.5B copied an earlier, plausible example
+# ("- Prefers short answers") into USER.md instead of its facts: the example is now visibly a
+# placeholder, and a block adding it is refused (run_text_loop's ``refuse``).
+TEXT_EXAMPLE_LINE = "- <the fact, as one bullet line>"
+
 PHASE2_TEXT_SYSTEM = f"""\
 You keep an AI agent's long-term memory files. Apply the facts you are given to the files,
 making the smallest honest change. You have no tools: write each change as a SEARCH/REPLACE
@@ -199,7 +204,7 @@ USER.md
 {DIVIDER_MARK}
 ## Preferences
 
-- Prefers short answers
+{TEXT_EXAMPLE_LINE}
 {REPLACE_MARK}
 
 Rules:
