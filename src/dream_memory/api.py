@@ -113,10 +113,11 @@ class Workspace:
         """
         from dream_memory.app.dream import run_dream
 
+        chat, resolved = self._resolve(model)
         options = self._wiring.dream_options(
-            batch_size=batch_size, max_batches=max_batches, dry_run=dry_run, branch=branch
+            batch_size=batch_size, max_batches=max_batches, dry_run=dry_run, branch=branch, resolved=resolved
         )
-        report = run_dream(self._wiring.dream_context(self._resolve(model)[0], options))
+        report = run_dream(self._wiring.dream_context(chat, options))
         return report.to_json()
 
     def consolidate(

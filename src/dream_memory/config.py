@@ -13,7 +13,7 @@ import re
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
@@ -43,6 +43,7 @@ class ModelPreset(_Model):
     context_window: int | None = Field(None, ge=1)
     max_retries: int = Field(3, ge=0, le=10)
     retry_base_seconds: float = Field(1.0, ge=0)
+    edit_protocol: Literal["tools", "text", "auto", "facts"] = "tools"
 
 
 class DeletionGuard(_Model):

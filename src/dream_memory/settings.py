@@ -90,6 +90,7 @@ class ResolvedModel:
     context_window: int | None = None
     max_retries: int = 3
     retry_base_seconds: float = 1.0
+    edit_protocol: str = "tools"  # how phase 2 edits: tools | text | auto | facts
 
     @property
     def is_offline(self) -> bool:
@@ -162,6 +163,7 @@ def resolve_model(config: Config, cli_model: str | None, env: Mapping[str, str])
         context_window=preset.context_window if preset else None,
         max_retries=preset.max_retries if preset else 3,
         retry_base_seconds=preset.retry_base_seconds if preset else 1.0,
+        edit_protocol=preset.edit_protocol if preset else "tools",
     )
 
 

@@ -77,6 +77,9 @@ class Model:
             if self.phase1 == 1 and isinstance(answer, Reply):
                 extra = [f"[USER] Noted from the chat: {one_line(MODEL[0])}", f"[MEMORY] {one_line(MODEL[1])}"]
                 extra += [f"[ENTITY] vault: {one_line(MODEL[2])}", f"[OBSERVATION] {one_line(MODEL[3])}"]
+                # Facts naming the files phase 2 writes below: Dream refuses edits to files no
+                # fact of the batch goes to.
+                extra += ["[ENTITY] credentials: where the rotation notes live", "[SKILL] rotate-keys: rotate keys"]
                 facts = [] if (answer.content or "").strip() == "[SKIP]" else [answer.content or ""]
                 return Reply("\n".join([*facts, *extra]))
             return answer
@@ -84,6 +87,8 @@ class Model:
             self.phase2_batches += 1
             calls = list(answer.tool_calls)
             if self.phase2_batches == 1:
+                own = ("entities/credentials.md", "skills/rotate-keys/SKILL.md")
+                calls = [c for c in calls if json.loads(c.arguments).get("path") not in own]
                 secrets = "\n".join(f"- {c.text}" for c in MODEL[4:7])
                 calls.append(
                     ScriptedToolCall(

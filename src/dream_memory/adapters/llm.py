@@ -150,8 +150,7 @@ class LiteLLMChatModel:
             # models) should still answer rather than fail the batch.
             "drop_params": True,
         }
-        if tools:
-            request["tools"] = [t.to_openai() for t in tools]
+        request.update(_tool_fields(tools))
         if r.api_base:
             request["api_base"] = r.api_base
         if r.api_key:
@@ -254,6 +253,15 @@ class LiteLLMChatModel:
         except Exception:
             cost = None
         return Usage(prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost, calls=1)
+
+
+def _tool_fields(tools: Sequence[ToolSpec] | None) -> dict[str, Any]:
+    """``tools`` and an explicit ``tool_choice: "auto"``. Without tool_choice, llama-cpp-python's
+    chatml-function-calling handler leaves the tools out of the prompt altogether, so the model
+    never sees them; other servers read a missing tool_choice differently. Saying it costs nothing."""
+    if not tools:
+        return {}
+    return {"tools": [t.to_openai() for t in tools], "tool_choice": "auto"}
 
 
 def build_chat_model(resolved: ResolvedModel) -> ChatModel:

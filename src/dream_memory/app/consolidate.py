@@ -61,7 +61,7 @@ from dream_memory.core.consolidation import (
     summary_entry_texts,
 )
 from dream_memory.core.ports import ChatModel, Clock, NoRedaction, Redactor, TokenCounter
-from dream_memory.core.prompts import consolidation_messages
+from dream_memory.core.prompts import consolidation_messages, summary_problem
 from dream_memory.core.sessions import (
     SessionRecord,
     key_from_file_name,
@@ -70,7 +70,7 @@ from dream_memory.core.sessions import (
     short_timestamp,
     transcript_lines,
 )
-from dream_memory.errors import DreamError, InputError, LockBusy, ModelError, UsageError
+from dream_memory.errors import BadReply, DreamError, InputError, LockBusy, ModelError, UsageError
 
 STATUS_OK = "ok"
 STATUS_NOTHING = "nothing_to_do"
@@ -526,6 +526,9 @@ def _entry_texts(
             reply = ctx.model.complete(messages, tools=None, purpose="consolidation")
             report.usage = report.usage + reply.usage
             text = (check_reply(reply, tools_offered=False).content or "").strip()
+            problem = summary_problem(text)
+            if problem is not None:  # a reply that is not a summary falls back like a failed one
+                raise BadReply(problem)
             if not is_nothing(text):
                 summaries.append(text)
     except ModelError as exc:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dream_memory.settings import Settings
 
@@ -98,12 +98,21 @@ class Wiring:
         max_tokens: int | None = None,
         max_cost: float | None = None,
         max_seconds: float | None = None,
+        resolved: ResolvedModel | None = None,
     ) -> DreamOptions:
         from dream_memory.app.dream import DreamOptions
         from dream_memory.core.guards import GuardSettings
 
         d = self.settings.dream
+        model_settings: dict[str, Any] = {}
+        if resolved is not None:  # the preset's editProtocol, contextWindow and maxTokens
+            model_settings = {
+                "edit_protocol": resolved.edit_protocol,
+                "context_window": resolved.context_window,
+                "reply_tokens": resolved.max_tokens,
+            }
         return DreamOptions(
+            **model_settings,
             batch_size=batch_size or d.max_batch_size,
             max_batches=max_batches,
             dry_run=dry_run,

@@ -56,7 +56,7 @@ def _dream(wiring: Wiring, resolved: ResolvedModel, **option_values: Any) -> tup
     from dream_memory.errors import LockBusy
 
     model = wiring.chat_model(resolved)
-    options = wiring.dream_options(**option_values)
+    options = wiring.dream_options(**option_values, resolved=resolved)
     try:
         report: DreamReport = run_dream(wiring.dream_context(model, options))
     except LockBusy as exc:
