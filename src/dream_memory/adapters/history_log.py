@@ -170,6 +170,12 @@ def _open_for_writing_elsewhere(fd: int) -> bool | None:
     return False
 
 
+@dataclass(frozen=True)
+class _Written:
+    entry: HistoryEntry
+    offset: int  # the size of history.jsonl that allocation read before this entry was written
+
+
 @dataclass
 class _Snapshot:
     """history.jsonl as one read saw it: its complete lines, and the old file kept open so that
@@ -330,12 +336,6 @@ class HistoryLog:
             seen += [self._cursor_bound(path) for path in self.archive_files()]
         return next_cursor(counter, self.read_dream_cursor(), seen)
 
-    def _reserve(self, cursor: int) -> None:
-        """Raise ``.cursor`` to ``cursor`` before the entries are written. A writer without our
-        lock (nanobot's reads ``.cursor`` and the last line) then allocates above them."""
-        if (self.read_counter() or 0) < cursor:
-            fsutil.atomic_write(self.cursor_path, f"{cursor}\n", site="cursor.write")
-
     # --- crash recovery ------------------------------------------------------------------------
 
     def _recover_locked(self) -> MigrationResult | None:
@@ -373,56 +373,67 @@ class HistoryLog:
             except OSError as exc:
                 reason = fsutil.describe_os_error(exc)
                 raise HistoryError(f"cannot finish an interrupted change of {layout.HISTORY}: {reason}") from exc
+            written = self._write_new(items)
             try:
-                data = self.path.read_bytes()
-            except FileNotFoundError:
-                data = b""
-            except OSError as exc:
-                raise HistoryError(f"cannot read {layout.HISTORY}: {fsutil.describe_os_error(exc)}") from exc
-            first = self._allocate_from(data)
-            now = format_timestamp(self.clock.now())
-            entries = [
-                HistoryEntry(cursor=first + i, timestamp=ts or now, content=content, session_key=key)
-                for i, (content, key, ts) in enumerate(items)
-            ]
-            counter = self.read_counter()
-            try:
-                self._reserve(entries[-1].cursor)
-            except OSError as exc:
-                # The counter is only a floor (allocation reads the file too); the check after
-                # the write below still catches a cursor another writer took meanwhile.
-                self._note(f"{layout.CURSOR} was not updated ({fsutil.describe_os_error(exc)})")
-            payload = "".join(e.to_json_line() + "\n" for e in entries)
-            if not fsutil.ends_with_newline(self.path):
-                # A foreign writer left the last line unterminated; never glue onto it.
-                payload = "\n" + payload
-            try:
-                size = self.path.stat().st_size
-            except FileNotFoundError:
-                size = None
-            try:
-                fsutil.append_bytes(self.path, payload.encode("utf-8"), site="history.append")
-            except OSError as exc:
-                # A full disk may have let part of the line through: take it back, so that a
-                # failed append (which the caller will retry) leaves no trace.
-                self._truncate_to(size)
-                self._unreserve(counter, entries[-1].cursor)
-                raise HistoryError(f"cannot append to {layout.HISTORY}: {fsutil.describe_os_error(exc)}") from exc
-            try:
-                if self._taken_meanwhile(entries, since=len(data)):
-                    entries = self._renumber(entries)
-            except OSError as exc:
+                if self._taken_meanwhile(written):
+                    written = self._move_taken(written)
+            except (OSError, HistoryError) as exc:
                 # The entries are stored: failing now would make a caller append them twice.
-                reason = fsutil.describe_os_error(exc)
+                reason = fsutil.describe_os_error(exc) if isinstance(exc, OSError) else exc.message
                 self._note(f"could not check {layout.HISTORY} for a cursor taken twice: {reason}")
-            return entries
+            return [w.entry for w in written]
 
-    def _taken_meanwhile(self, entries: Sequence[HistoryEntry], *, since: int) -> bool:
-        """Whether another writer stored an entry under one of ``entries``' cursors while they
-        were being written (it read the old ``.cursor`` before ``_reserve``). Only the bytes that
-        arrived after offset ``since`` can hold one: everything before was seen by allocation."""
-        ours = {e.to_json_line() for e in entries}
-        wanted = {e.cursor for e in entries}
+    def _write_new(self, items: Sequence[tuple[str, str | None, str | None]]) -> list[_Written]:
+        """Allocate cursors for ``items`` and append them in one write (under the lock).
+
+        From reading the file to the write landing takes microseconds, and nothing slow (no
+        fsync) sits in between: that is the only moment a writer without our lock can pick the
+        same cursor, and ``_taken_meanwhile`` finds it if one did.
+        """
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        except OSError as exc:
+            raise HistoryError(f"cannot read {layout.HISTORY}: {fsutil.describe_os_error(exc)}") from exc
+        first = self._allocate_from(data)
+        now = format_timestamp(self.clock.now())
+        entries = [
+            HistoryEntry(cursor=first + i, timestamp=ts or now, content=content, session_key=key)
+            for i, (content, key, ts) in enumerate(items)
+        ]
+        payload = "".join(e.to_json_line() + "\n" for e in entries)
+        if not fsutil.ends_with_newline(self.path):
+            # A foreign writer left the last line unterminated; never glue onto it.
+            payload = "\n" + payload
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            size = None
+        try:
+            fsutil.append_bytes(self.path, payload.encode("utf-8"), site="history.append")
+        except OSError as exc:
+            # A full disk may have let part of the line through: take it back, so that a
+            # failed append (which the caller will retry) leaves no trace.
+            self._truncate_to(size)
+            raise HistoryError(f"cannot append to {layout.HISTORY}: {fsutil.describe_os_error(exc)}") from exc
+        try:
+            fsutil.atomic_write(self.cursor_path, f"{entries[-1].cursor}\n", site="cursor.write")
+        except OSError as exc:
+            # The entries are stored: failing now would make a caller append them twice. The
+            # counter is only a floor (allocation reads the file too), so a stale one is safe.
+            self._note(f"{layout.CURSOR} was not updated ({fsutil.describe_os_error(exc)}); the entry is stored")
+        return [_Written(e, len(data)) for e in entries]
+
+    def _taken_meanwhile(self, written: Sequence[_Written]) -> bool:
+        """Whether another writer stored an entry under one of our new cursors while we wrote
+        them (it read the file just before our line landed). Only bytes after what allocation
+        read can hold one."""
+        if not written:
+            return False
+        ours = {w.entry.to_json_line() for w in written}
+        wanted = {w.entry.cursor for w in written}
+        since = min(w.offset for w in written)
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
@@ -437,54 +448,40 @@ class HistoryLog:
             e.cursor in wanted for line in _lines_of(fresh) if line.raw.rstrip("\r") not in ours for e in line.entries
         )
 
-    def _renumber(self, entries: list[HistoryEntry]) -> list[HistoryEntry]:
-        """Give ``entries`` new cursors above everything, after another writer took theirs.
+    def _move_taken(self, written: list[_Written]) -> list[_Written]:
+        """Another writer took our cursors: store the entries again under fresh ones, then take
+        the first copies out (a rewrite that loses nothing appended meanwhile).
 
-        The file is rewritten like a compaction (nothing another writer appends meanwhile is
-        lost) with our lines moved to its end under their new cursors; tried again if yet another
-        writer takes those too.
+        The fresh copies are appended like any append, with the same short window; a writer that
+        takes those too makes another round. Until the rewrite, the entries are in the file
+        twice, the first copy under the shared cursor; a crash there leaves them so, never lost.
         """
-        current = entries
+        superseded = [w.entry for w in written]
+        current = written
         for _ in range(_RENUMBER_ATTEMPTS):
-            with self._snapshot() as snap:
-                ours = [e.to_json_line() for e in current]
-                kept: list[str] = []
-                left = list(ours)
-                for line in snap.lines:
-                    if line.is_blank:
-                        continue
-                    if line.raw.rstrip("\r") in left:
-                        left.remove(line.raw.rstrip("\r"))
-                        continue
-                    kept.append(line.raw)
-                body = "".join(raw + "\n" for raw in kept)
-                first = self._allocate_from(body.encode("utf-8"))
-                renumbered = [
-                    HistoryEntry(first + i, e.timestamp, e.content, e.session_key) for i, e in enumerate(current)
-                ]
-                self._reserve(renumbered[-1].cursor)
-                body += "".join(e.to_json_line() + "\n" for e in renumbered)
-                since = len(body.encode("utf-8"))
-                self._rewrite_locked(snap, body.encode("utf-8"))
+            again = self._write_new([(w.entry.content, w.entry.session_key, w.entry.timestamp) for w in current])
             self._note(
-                f"another writer took cursor {current[0].cursor} of {layout.HISTORY} at the same moment "
-                f"(it does not take {layout.HISTORY_LOCK}); the entry was renumbered to {renumbered[0].cursor}"
+                f"another writer took cursor {current[0].entry.cursor} of {layout.HISTORY} at the same moment "
+                f"(it does not take {layout.HISTORY_LOCK}); the entry is stored again as {again[0].entry.cursor}"
             )
-            current = renumbered
-            if not self._taken_meanwhile(current, since=since):
+            current = again
+            if not self._taken_meanwhile(current):
                 break
+            superseded += [w.entry for w in current]
+        else:
+            superseded = superseded[: -len(current)]  # the last copies stay, shared cursor or not
+        with self._snapshot() as snap:
+            left = [e.to_json_line() for e in superseded]
+            kept: list[str] = []
+            for line in snap.lines:
+                bare = line.raw.rstrip("\r")
+                if bare in left:
+                    left.remove(bare)
+                    continue
+                if not line.is_blank:
+                    kept.append(line.raw)
+            self._rewrite_locked(snap, "".join(raw + "\n" for raw in kept).encode("utf-8"))
         return current
-
-    def _unreserve(self, counter: int | None, reserved: int) -> None:
-        """Put ``.cursor`` back after an append that stored nothing (best effort: a counter left
-        high only leaves a gap)."""
-        with contextlib.suppress(OSError):
-            if self.read_counter() != reserved:
-                return
-            if counter is None:
-                self.cursor_path.unlink()
-            else:
-                fsutil.atomic_write(self.cursor_path, f"{counter}\n", site="cursor.write")
 
     def _truncate_to(self, size: int | None) -> None:
         with contextlib.suppress(OSError):
