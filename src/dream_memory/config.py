@@ -66,6 +66,8 @@ class DreamSettings(_Model):
     batch_tokens: int = Field(12000, ge=500)
     max_history_entries: int = Field(1000, ge=10)
     git_author: str = DEFAULT_GIT_AUTHOR
+    # A .dream_cursor moved ahead outside a Dream commit (a nanobot gateway start) is followed.
+    follow_external_cursor: bool = False
 
     @field_validator("secret_allowlist")
     @classmethod

@@ -7,6 +7,7 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 from nanobot_driver import Nanobot
 
 from dream_memory.adapters import fsutil
@@ -14,11 +15,15 @@ from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core.history import HistoryEntry
 from dream_memory.testing import FrozenClock, build_workspace
 
+pytestmark = pytest.mark.nanobot
+
 # nanobot's MemoryStore appending COUNT entries, one every INTERVAL seconds; prints the cursors
 # it was given. It waits for GO to exist so both sides start together.
 APPENDER = """
 import json, sys, time
 from pathlib import Path
+
+import pytest
 from nanobot.agent.memory import MemoryStore
 workspace, count, interval, go = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), Path(sys.argv[4])
 store = MemoryStore(workspace)
@@ -78,6 +83,8 @@ def test_nanobot_appending_every_2ms_loses_nothing_to_six_compactions(nanobot: N
 OURS = """
 import json, sys, time
 from pathlib import Path
+
+import pytest
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.testing import FrozenClock
 workspace, count, go = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])

@@ -76,6 +76,7 @@ class DreamOptions:
     max_wall_seconds: float | None = None
     max_history_entries: int = 1000
     guard: GuardSettings = field(default_factory=GuardSettings)
+    follow_external_cursor: bool = False  # a .dream_cursor moved outside a commit is followed
 
 
 @dataclass
@@ -322,7 +323,7 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
     state = _read_state(ctx.root)
     for warning in state.warnings:
         report.notes.append(warning)
-    cursor = ctx.history.read_dream_cursor() or 0
+    cursor = _trusted_cursor(ctx, git, report)
     report.cursor_before = report.cursor_after = cursor
     entries = ctx.history.entries_after(cursor)
     batches = plan_batches(
@@ -692,8 +693,21 @@ def _content_failure(
     return state
 
 
+def _trusted_cursor(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> int:
+    """The committed cursor, not a file another program moved (app/cursor.py, issue 15)."""
+    from dream_memory.app.cursor import dream_cursor_check
+
+    check = dream_cursor_check(ctx.history, git, follow_external=ctx.options.follow_external_cursor)
+    if check.trouble:
+        report.notes.append(check.reason)
+        ctx.log(check.reason)
+    return check.value
+
+
 def _compact(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> None:
-    cursor = ctx.history.read_dream_cursor() or 0
+    # What this run's commits left (never a file moved ahead of them: that would archive entries
+    # still pending).
+    cursor = report.cursor_after
     result = ctx.history.compact(dream_cursor=cursor, max_entries=ctx.options.max_history_entries)
     if not result.archived:
         return

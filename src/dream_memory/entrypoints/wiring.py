@@ -115,6 +115,7 @@ class Wiring:
             max_cost_usd=max_cost if max_cost is not None else d.max_cost_usd,
             max_wall_seconds=max_seconds if max_seconds is not None else d.max_wall_seconds,
             max_history_entries=d.max_history_entries,
+            follow_external_cursor=d.follow_external_cursor,
             guard=GuardSettings(
                 max_share=d.deletion_guard.max_share,
                 min_lines=d.deletion_guard.min_lines,

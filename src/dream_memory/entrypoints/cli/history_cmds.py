@@ -121,7 +121,9 @@ def status(as_json: bool, workspace: str | None, config_path: str | None) -> int
     wiring = Wiring(load_settings(workspace, config_path))
     git = wiring.git(create=False) if wiring.root.is_dir() else None
     try:
-        result = workspace_status(wiring.root, wiring.history, git)
+        result = workspace_status(
+            wiring.root, wiring.history, git, follow_external=wiring.settings.dream.follow_external_cursor
+        )
     finally:
         if git is not None:
             git.close()
@@ -133,6 +135,9 @@ def status(as_json: bool, workspace: str | None, config_path: str | None) -> int
     click.echo(f"workspace      {result['workspace']}")
     click.echo(f"cursor         {result['cursor']}  (last entry written)")
     click.echo(f"dream cursor   {result['dream_cursor']}  (last entry Dream consumed)")
+    check = result["cursor_check"]
+    if check["state"] in ("ahead", "behind", "missing"):
+        click.echo(f"cursor file    {check['on_disk']}: {check['reason']}")
     click.echo(f"pending        {result['pending']} entr{'y' if result['pending'] == 1 else 'ies'}")
     if result["malformed"]:
         click.echo(f"malformed      {result['malformed']} line(s) skipped (details on stderr)")
