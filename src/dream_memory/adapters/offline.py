@@ -20,6 +20,7 @@ from dream_memory.core import layout
 from dream_memory.core.chat import ChatReply, Message, ToolCall, ToolSpec, Usage
 from dream_memory.core.edits import minimal_edit
 from dream_memory.core.facts import Fact, parse_facts, slug
+from dream_memory.core.frontmatter import render_frontmatter
 from dream_memory.core.markdown import find_section
 from dream_memory.core.prompts import (
     CONSOLIDATION_MARKER,
@@ -257,7 +258,8 @@ def add_fact(text: str, path: str, fact_text: str) -> str:
 
 def skill_text(name: str, description: str, existing: str | None) -> str:
     if existing is None:
-        return f"---\nname: {slug(name)}\ndescription: {description}\n---\n\n# {name}\n\n{description}\n"
+        header = render_frontmatter({"name": slug(name), "description": description})
+        return f"{header}\n# {name}\n\n{description}\n"
     return add_fact(existing, "skill", description) if description not in existing else existing
 
 

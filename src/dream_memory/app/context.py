@@ -8,7 +8,7 @@ from dream_memory.adapters import fsutil
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core import layout
 from dream_memory.core.context import ContextBlock, Part, build_context
-from dream_memory.core.guards import is_always_on
+from dream_memory.core.frontmatter import is_always_on
 from dream_memory.core.ports import TokenCounter
 
 _DURABLE = (
@@ -19,7 +19,8 @@ _DURABLE = (
 
 
 def always_on_skills(root: Path) -> list[Part]:
-    """Skills whose frontmatter says ``always: true``: they reach every prompt."""
+    """Skills nanobot puts in every prompt (``always: true``, ``metadata.nanobot.always``,
+    ``metadata.openclaw.always``, read as YAML: core/frontmatter.py)."""
     folder = root / layout.SKILLS_DIR
     parts: list[Part] = []
     if folder.is_dir():

@@ -18,7 +18,6 @@ memory that produced it.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from dream_memory.core import layout
 from dream_memory.core.agent_loop import LoopResult, run_agent_loop
 from dream_memory.core.chat import ChatReply, Message, ToolSpec, Usage, check_reply
 from dream_memory.core.facts import Facts, parse_facts
+from dream_memory.core.frontmatter import skill_description
 from dream_memory.core.guards import GuardSettings, hold_reasons
 from dream_memory.core.history import Batch, format_timestamp, plan_batches, split_text
 from dream_memory.core.markdown import outline, query_terms
@@ -465,9 +465,8 @@ def _skills_listing(root: Path) -> list[str]:
     folder = root / layout.SKILLS_DIR
     if folder.is_dir():
         for skill in sorted(folder.glob("*/SKILL.md")):
-            text = fsutil.read_text(skill) or ""
-            match = re.search(r"^description:\s*(.+)$", text, re.MULTILINE)
-            skills.append(f"{skill.parent.name}: {match.group(1).strip() if match else '(no description)'}")
+            description = skill_description(fsutil.read_text(skill))  # YAML, as nanobot reads it
+            skills.append(f"{skill.parent.name}: {description or '(no description)'}")
     return skills
 
 
