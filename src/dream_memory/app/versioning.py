@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.git import CommitInfo, FileChange, GitStore, unified_diff
+from dream_memory.adapters.git import GITIGNORE_BEGIN, CommitInfo, FileChange, GitStore, unified_diff
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core import layout
 from dream_memory.errors import RestoreConflict, UsageError, VersionStoreError
@@ -335,9 +335,10 @@ def restore_commit(
     ``replay`` moves the cursor back to just before the commit's ``Dream-Range``; ``history``
     (optional) lets the result say how many entries the next run re-reads, and from where.
     """
-    recover(git)
     sha = git.resolve(rev)
     info = git.info(sha, with_files=False)
+    _refuse_root(info)
+    recover(git)
     touched = [p for p in git.changed_paths(info.parent, sha) if git.is_versioned(p) and not layout.is_dream_owned(p)]
     before = git.entries_at(info.parent, touched)
     after = git.entries_at(sha, touched)
@@ -373,6 +374,7 @@ def restore_commit(
                 notes.append(f"no entry of {span[0]}..{span[1]} is left in history.jsonl or memory/archive/")
     if not touched and span is None:
         raise UsageError(f"{sha[:10]} ({info.subject}) changed no memory file; there is nothing to restore")
+    _refuse_losing_gitignore_block(info, changes)
     # Hand edits of the files about to be written are committed first, as Dream does before its
     # own commits: under --force that keeps the work being thrown away in git history, and in
     # every case it makes HEAD match the disk, so the revert commit is exactly what gets written.
@@ -420,6 +422,31 @@ def restore_commit(
         replay_entries=replay_entries,
         replay_from_archive=replay_from_archive,
     )
+
+
+def _refuse_root(info: CommitInfo) -> None:
+    """The first commit (``memory: init``) has nothing before it: undoing it would delete SOUL.md,
+    USER.md, memory/MEMORY.md and the .gitignore block. nanobot refuses a root commit too."""
+    if info.parent is None:
+        raise UsageError(
+            f"{info.sha[:10]} ({info.subject}) is the repository's first commit: there is no earlier state to "
+            "restore, and undoing it would delete the memory files; nothing was changed",
+            hint="restore a later commit, or edit the files by hand (the next dream run commits the edits)",
+        )
+
+
+def _refuse_losing_gitignore_block(info: CommitInfo, changes: dict[str, bytes | None]) -> None:
+    """The .gitignore block keeps runtime files (history, locks, sessions) out of git; a restore
+    that would delete it, or the file, is refused before anything is written."""
+    if ".gitignore" not in changes:
+        return
+    new = changes[".gitignore"]
+    if new is None or GITIGNORE_BEGIN.encode() not in new:
+        raise UsageError(
+            f"restoring {info.sha[:10]} ({info.subject}) would delete the dream-memory block of .gitignore, "
+            "after which runtime files show up as untracked; nothing was changed",
+            hint="restore a later commit, or edit the files by hand",
+        )
 
 
 def _current(git: GitStore, rel: str) -> bytes | None:
