@@ -244,12 +244,34 @@ def builtin_guide() -> str:
     return (resources.files("dream_memory") / "data" / "guide" / "dream.md").read_text(encoding="utf-8")
 
 
+# nanobot caps a workspace prompt override at this many characters (WORKSPACE_PROMPT_MAX_CHARS),
+# with the same marker: a guide that works for nanobot's Dream works the same here.
+GUIDE_MAX_CHARS = 32_000
+GUIDE_TRUNCATED = "\n... (truncated)"
+
+
 def guide_in_use(root: Path) -> tuple[str, str]:
-    """(text, source): the workspace's prompts/dream.md when it has content, else the built-in guide."""
+    """(text, source): the workspace's prompts/dream.md when it has content, else the built-in
+    guide. A workspace guide longer than GUIDE_MAX_CHARS is cut there (``guide_note`` says so)."""
     custom = fsutil.read_text(root / layout.DREAM_GUIDE)
     if custom is not None and custom.strip():
+        text = custom.rstrip()
+        if len(text) > GUIDE_MAX_CHARS:
+            return text[:GUIDE_MAX_CHARS] + GUIDE_TRUNCATED, layout.DREAM_GUIDE
         return custom, layout.DREAM_GUIDE
     return builtin_guide(), "built-in"
+
+
+def guide_note(root: Path) -> str | None:
+    """Why the workspace guide is not sent whole, or None."""
+    custom = fsutil.read_text(root / layout.DREAM_GUIDE)
+    size = len(custom.rstrip()) if custom is not None else 0
+    if size <= GUIDE_MAX_CHARS:
+        return None
+    return (
+        f"{layout.DREAM_GUIDE} has {size} characters; only the first {GUIDE_MAX_CHARS} are used "
+        "(nanobot caps its Dream prompt the same way)"
+    )
 
 
 def run_dream(ctx: DreamContext) -> DreamReport:
@@ -312,6 +334,8 @@ def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
     if ctx.options.branch and git.checkout_branch(ctx.options.branch):
         report.notes.append(f"created branch {ctx.options.branch}")
     report.manual_edits_commit = commit_manual_edits(git)
+    if (cut := guide_note(ctx.root)) is not None:
+        report.notes.append(cut)
     return git
 
 

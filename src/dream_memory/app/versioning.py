@@ -197,11 +197,24 @@ def commit_manual_edits(git: GitStore) -> str | None:
     """Commit hand edits of memory files as their own commit, so Dream's commits hold only Dream's
     changes. Dream's own bookkeeping files are not hand edits and are left for Dream's commit."""
     initial = ensure_versioned(git)
-    dirty = [p for p in git.dirty() if not layout.is_dream_owned(p)]
+    dirty = [p for p in git.dirty() if not layout.is_dream_owned(p) and not _line_endings_only(git, p)]
     if not dirty:
         return initial
     body = "\n".join(f"- {p}" for p in dirty)
     return _commit_disk_state(git, dirty, f"{MANUAL_SUBJECT}\n\nEdited outside Dream:\n{body}")
+
+
+def _line_endings_only(git: GitStore, rel: str) -> bool:
+    """The file differs from HEAD only in CRLF against LF line ends (rewritten by an editor or an
+    agent on another platform): no hand edit of its content, so no `memory: manual edits`."""
+    head = git.head()
+    path = git.workspace / rel
+    if head is None or not path.is_file():
+        return False
+    committed = git.read_at(head, rel)
+    if committed is None:
+        return False
+    return committed.replace(b"\r\n", b"\n") == path.read_bytes().replace(b"\r\n", b"\n")
 
 
 # --- log -------------------------------------------------------------------------------------------
