@@ -22,8 +22,6 @@ pytestmark = pytest.mark.nanobot
 APPENDER = """
 import json, sys, time
 from pathlib import Path
-
-import pytest
 from nanobot.agent.memory import MemoryStore
 workspace, count, interval, go = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), Path(sys.argv[4])
 store = MemoryStore(workspace)
@@ -83,8 +81,6 @@ def test_nanobot_appending_every_2ms_loses_nothing_to_six_compactions(nanobot: N
 OURS = """
 import json, sys, time
 from pathlib import Path
-
-import pytest
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.testing import FrozenClock
 workspace, count, go = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
