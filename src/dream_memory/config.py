@@ -44,6 +44,18 @@ class ModelPreset(_Model):
     max_retries: int = Field(3, ge=0, le=10)
     retry_base_seconds: float = Field(1.0, ge=0)
     edit_protocol: Literal["tools", "text", "auto", "facts"] = "tools"
+    # nanobot's preset fields (its config.json): the provider entry under `providers` holding the
+    # key and base, and its name for the context window. reasoningEffort is nanobot's alone.
+    provider: str | None = None
+    context_window_tokens: int | None = Field(None, ge=1)
+    reasoning_effort: str | None = None
+
+
+class NanobotProvider(_Model):
+    """One entry of a nanobot config.json's ``providers``: where its key and endpoint are."""
+
+    api_key: str | None = None
+    api_base: str | None = None
 
 
 class DeletionGuard(_Model):
@@ -67,6 +79,9 @@ class DreamSettings(_Model):
     batch_tokens: int = Field(12000, ge=500)
     max_history_entries: int = Field(1000, ge=10)
     git_author: str = DEFAULT_GIT_AUTHOR
+    enabled: bool | None = None  # nanobot's switch for its own Dream; dream-memory ignores it
+    # A .dream_cursor moved ahead outside a Dream commit (a nanobot gateway start) is followed.
+    follow_external_cursor: bool = False
 
     @field_validator("secret_allowlist")
     @classmethod
@@ -96,6 +111,13 @@ class ContextSettings(_Model):
 
 class AgentDefaults(_Model):
     model: str | None = None
+    # nanobot's own defaults (its config.json): the active preset and the implicit "default"
+    # preset's fields.
+    model_preset: str | None = None
+    provider: str | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    context_window_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = None
     dream: DreamSettings = DreamSettings()
     consolidate: ConsolidateSettings = ConsolidateSettings()
     context: ContextSettings = ContextSettings()
@@ -108,6 +130,15 @@ class Agents(_Model):
 class Config(_Model):
     agents: Agents = Agents()
     model_presets: dict[str, ModelPreset] = {}
+    providers: dict[str, NanobotProvider | None] = {}
+
+    @field_validator("providers", mode="before")
+    @classmethod
+    def _only_provider_entries(cls, value: Any) -> Any:
+        # nanobot's `providers` holds provider objects; anything else there is not ours to judge.
+        if isinstance(value, dict):
+            return {k: v for k, v in value.items() if isinstance(v, dict)}
+        return value
 
     @property
     def dream(self) -> DreamSettings:

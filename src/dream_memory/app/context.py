@@ -20,7 +20,7 @@ from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.rooted import Beneath, OutsideRoot
 from dream_memory.core import layout
 from dream_memory.core.context import ContextBlock, Part, build_context
-from dream_memory.core.guards import is_always_on
+from dream_memory.core.frontmatter import is_always_on
 from dream_memory.core.history import HistoryEntry, parse_line
 from dream_memory.core.ports import TokenCounter
 

@@ -18,7 +18,6 @@ memory that produced it.
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from dream_memory.core.agent_loop import (
 )
 from dream_memory.core.chat import ChatReply, Message, ToolSpec, Usage, check_reply
 from dream_memory.core.facts import Fact, Facts, parse_facts
+from dream_memory.core.frontmatter import skill_description
 from dream_memory.core.guards import GuardSettings, hold_reasons
 from dream_memory.core.history import Batch, format_timestamp, plan_batches, split_text
 from dream_memory.core.markdown import outline, query_terms
@@ -94,6 +94,7 @@ class DreamOptions:
     edit_protocol: str = "tools"  # tools | text | auto | facts (the preset's editProtocol)
     context_window: int | None = None  # the preset's contextWindow: bounds every prompt
     reply_tokens: int = 4096  # the preset's maxTokens: room kept for the answer
+    follow_external_cursor: bool = False  # a .dream_cursor moved outside a commit is followed
 
 
 @dataclass
@@ -277,12 +278,34 @@ def builtin_guide() -> str:
     return (resources.files("dream_memory") / "data" / "guide" / "dream.md").read_text(encoding="utf-8")
 
 
+# nanobot caps a workspace prompt override at this many characters (WORKSPACE_PROMPT_MAX_CHARS),
+# with the same marker: a guide that works for nanobot's Dream works the same here.
+GUIDE_MAX_CHARS = 32_000
+GUIDE_TRUNCATED = "\n... (truncated)"
+
+
 def guide_in_use(root: Path) -> tuple[str, str]:
-    """(text, source): the workspace's prompts/dream.md when it has content, else the built-in guide."""
+    """(text, source): the workspace's prompts/dream.md when it has content, else the built-in
+    guide. A workspace guide longer than GUIDE_MAX_CHARS is cut there (``guide_note`` says so)."""
     custom = fsutil.read_text(root / layout.DREAM_GUIDE)
     if custom is not None and custom.strip():
+        text = custom.rstrip()
+        if len(text) > GUIDE_MAX_CHARS:
+            return text[:GUIDE_MAX_CHARS] + GUIDE_TRUNCATED, layout.DREAM_GUIDE
         return custom, layout.DREAM_GUIDE
     return builtin_guide(), "built-in"
+
+
+def guide_note(root: Path) -> str | None:
+    """Why the workspace guide is not sent whole, or None."""
+    custom = fsutil.read_text(root / layout.DREAM_GUIDE)
+    size = len(custom.rstrip()) if custom is not None else 0
+    if size <= GUIDE_MAX_CHARS:
+        return None
+    return (
+        f"{layout.DREAM_GUIDE} has {size} characters; only the first {GUIDE_MAX_CHARS} are used "
+        "(nanobot caps its Dream prompt the same way)"
+    )
 
 
 def run_dream(ctx: DreamContext) -> DreamReport:
@@ -347,6 +370,8 @@ def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
     if ctx.options.branch and git.checkout_branch(ctx.options.branch):
         report.notes.append(f"created branch {ctx.options.branch}")
     report.manual_edits_commit = commit_manual_edits(git)
+    if (cut := guide_note(ctx.root)) is not None:
+        report.notes.append(cut)
     return git
 
 
@@ -358,7 +383,7 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
     state = _read_state(ctx.root)
     for warning in state.warnings:
         report.notes.append(warning)
-    cursor = ctx.history.read_dream_cursor() or 0
+    cursor = _trusted_cursor(ctx, git, report)
     report.cursor_before = report.cursor_after = cursor
     entries = ctx.history.entries_after(cursor)
     batches = plan_batches(
@@ -576,9 +601,8 @@ def _skills_listing(root: Path) -> list[str]:
     folder = root / layout.SKILLS_DIR
     if folder.is_dir():
         for skill in sorted(folder.glob("*/SKILL.md")):
-            text = fsutil.read_text(skill) or ""
-            match = re.search(r"^description:\s*(.+)$", text, re.MULTILINE)
-            skills.append(f"{skill.parent.name}: {match.group(1).strip() if match else '(no description)'}")
+            description = skill_description(fsutil.read_text(skill))  # YAML, as nanobot reads it
+            skills.append(f"{skill.parent.name}: {description or '(no description)'}")
     return skills
 
 
@@ -976,8 +1000,21 @@ def _content_failure(
     return state
 
 
+def _trusted_cursor(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> int:
+    """The committed cursor, not a file another program moved (app/cursor.py, issue 15)."""
+    from dream_memory.app.cursor import dream_cursor_check
+
+    check = dream_cursor_check(ctx.history, git, follow_external=ctx.options.follow_external_cursor)
+    if check.trouble:
+        report.notes.append(check.reason)
+        ctx.log(check.reason)
+    return check.value
+
+
 def _compact(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> None:
-    cursor = ctx.history.read_dream_cursor() or 0
+    # What this run's commits left (never a file moved ahead of them: that would archive entries
+    # still pending).
+    cursor = report.cursor_after
     result = ctx.history.compact(dream_cursor=cursor, max_entries=ctx.options.max_history_entries)
     if not result.archived:
         return

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.git import CommitInfo, FileChange, GitStore, unified_diff
+from dream_memory.adapters.git import GITIGNORE_BEGIN, CommitInfo, FileChange, GitStore, unified_diff
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core import layout
 from dream_memory.errors import RestoreConflict, UsageError, VersionStoreError
@@ -205,11 +205,24 @@ def commit_manual_edits(git: GitStore) -> str | None:
     """Commit hand edits of memory files as their own commit, so Dream's commits hold only Dream's
     changes. Dream's own bookkeeping files are not hand edits and are left for Dream's commit."""
     initial = ensure_versioned(git)
-    dirty = [p for p in git.dirty() if not layout.is_dream_owned(p)]
+    dirty = [p for p in git.dirty() if not layout.is_dream_owned(p) and not _line_endings_only(git, p)]
     if not dirty:
         return initial
     body = "\n".join(f"- {p}" for p in dirty)
     return _commit_disk_state(git, dirty, f"{MANUAL_SUBJECT}\n\nEdited outside Dream:\n{body}")
+
+
+def _line_endings_only(git: GitStore, rel: str) -> bool:
+    """The file differs from HEAD only in CRLF against LF line ends (rewritten by an editor or an
+    agent on another platform): no hand edit of its content, so no `memory: manual edits`."""
+    head = git.head()
+    path = git.workspace / rel
+    if head is None or not path.is_file():
+        return False
+    committed = git.read_at(head, rel)
+    if committed is None:
+        return False
+    return committed.replace(b"\r\n", b"\n") == path.read_bytes().replace(b"\r\n", b"\n")
 
 
 # --- log -------------------------------------------------------------------------------------------
@@ -343,10 +356,11 @@ def restore_commit(
     ``replay`` moves the cursor back to just before the commit's ``Dream-Range``; ``history``
     (optional) lets the result say how many entries the next run re-reads, and from where.
     """
-    recover(git)
     git.check_can_commit()  # a merge in progress, a detached HEAD of our own repository: exit 2 first
     sha = git.resolve(rev)
     info = git.info(sha, with_files=False)
+    _refuse_root(info)
+    recover(git)
     touched = [p for p in git.changed_paths(info.parent, sha) if git.is_versioned(p) and not layout.is_dream_owned(p)]
     before = git.entries_at(info.parent, touched)
     after = git.entries_at(sha, touched)
@@ -382,6 +396,7 @@ def restore_commit(
                 notes.append(f"no entry of {span[0]}..{span[1]} is left in history.jsonl or memory/archive/")
     if not touched and span is None:
         raise UsageError(f"{sha[:10]} ({info.subject}) changed no memory file; there is nothing to restore")
+    _refuse_losing_gitignore_block(info, changes)
     # Hand edits of the files about to be written are committed first, as Dream does before its
     # own commits: under --force that keeps the work being thrown away in git history, and in
     # every case it makes HEAD match the disk, so the revert commit is exactly what gets written.
@@ -429,6 +444,31 @@ def restore_commit(
         replay_entries=replay_entries,
         replay_from_archive=replay_from_archive,
     )
+
+
+def _refuse_root(info: CommitInfo) -> None:
+    """The first commit (``memory: init``) has nothing before it: undoing it would delete SOUL.md,
+    USER.md, memory/MEMORY.md and the .gitignore block. nanobot refuses a root commit too."""
+    if info.parent is None:
+        raise UsageError(
+            f"{info.sha[:10]} ({info.subject}) is the repository's first commit: there is no earlier state to "
+            "restore, and undoing it would delete the memory files; nothing was changed",
+            hint="restore a later commit, or edit the files by hand (the next dream run commits the edits)",
+        )
+
+
+def _refuse_losing_gitignore_block(info: CommitInfo, changes: dict[str, bytes | None]) -> None:
+    """The .gitignore block keeps runtime files (history, locks, sessions) out of git; a restore
+    that would delete it, or the file, is refused before anything is written."""
+    if ".gitignore" not in changes:
+        return
+    new = changes[".gitignore"]
+    if new is None or GITIGNORE_BEGIN.encode() not in new:
+        raise UsageError(
+            f"restoring {info.sha[:10]} ({info.subject}) would delete the dream-memory block of .gitignore, "
+            "after which runtime files show up as untracked; nothing was changed",
+            hint="restore a later commit, or edit the files by hand",
+        )
 
 
 def _current(git: GitStore, rel: str) -> bytes | None:

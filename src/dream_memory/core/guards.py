@@ -8,14 +8,13 @@ memory files in a day, and 745 of 931 memories in two days.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from dream_memory.core import layout
+from dream_memory.core.frontmatter import is_always_on, may_be_always_on
 
-_FRONTMATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)", re.DOTALL)
-_ALWAYS = re.compile(r"^\s*always\s*:\s*(?:true|yes|on)\s*(?:#.*)?$", re.IGNORECASE | re.MULTILINE)
+__all__ = ["GuardSettings", "hold_reasons", "is_always_on", "net_removed"]
 
 
 @dataclass(frozen=True)
@@ -23,14 +22,6 @@ class GuardSettings:
     max_share: float = 0.3
     min_lines: int = 10
     hold_soul_changes: bool = False
-
-
-def is_always_on(text: str | None) -> bool:
-    """True when a skill's YAML frontmatter says ``always: true``."""
-    if not text:
-        return False
-    match = _FRONTMATTER.match(text)
-    return bool(match and _ALWAYS.search(match.group(1)))
 
 
 def _count_lines(text: str | None) -> int:
@@ -72,8 +63,10 @@ def hold_reasons(
             continue
         if path == layout.SOUL and settings.hold_soul_changes and before != after:
             reasons.append("changes SOUL.md while holdSoulChanges is set")
-        if path.startswith(layout.SKILLS_DIR + "/") and is_always_on(after) and not is_always_on(before):
-            reasons.append(f"would make {path} always-on (always: true reaches every prompt)")
+        # Every form nanobot honours (always: true, metadata.nanobot.always, metadata.openclaw.always,
+        # as YAML: flow maps, quoted keys and values), and an always key in broken YAML too.
+        if path.startswith(layout.SKILLS_DIR + "/") and may_be_always_on(after) and not is_always_on(before):
+            reasons.append(f"would make {path} always-on (an always-on skill reaches every prompt)")
         if before is None or is_template(path, before):
             continue
         lost = net_removed(before, after)

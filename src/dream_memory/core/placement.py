@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 
 from dream_memory.core import layout
 from dream_memory.core.facts import Fact, slug
+from dream_memory.core.frontmatter import render_frontmatter
 from dream_memory.core.markdown import find_section
 
 _LABEL_PREFIX = re.compile(r"^(?:decisions?|solutions?|environment|user (?:preferences?|facts?)):\s+", re.IGNORECASE)
@@ -122,7 +123,8 @@ def add_fact(text: str, path: str, fact_text: str) -> str:
 
 def skill_text(name: str, description: str, existing: str | None) -> str:
     if existing is None:
-        return f"---\nname: {slug(name)}\ndescription: {description}\n---\n\n# {name}\n\n{description}\n"
+        header = render_frontmatter({"name": slug(name), "description": description})
+        return f"{header}\n# {name}\n\n{description}\n"
     return add_fact(existing, "skill", description) if description not in existing else existing
 
 

@@ -73,6 +73,18 @@ class Wiring:
             f"cursors {result.first_cursor}..{result.last_cursor}; kept the old file as {result.backup}"
         )
 
+    def nanobot_session_roots(self) -> list[Path]:
+        """Where nanobot 0.3.5 may keep this workspace's sessions: ``sessions/`` beside the
+        nanobot config.json in use (nanobot's data dir is its config's folder), then
+        ``~/.nanobot/sessions``."""
+        roots: list[Path] = []
+        if self.settings.config_path is not None:
+            roots.append(self.settings.config_path.parent / "sessions")
+        home = self.settings.env.get("HOME")
+        if home:
+            roots.append(Path(home) / ".nanobot" / "sessions")
+        return roots
+
     def token_counter(self) -> TokenCounter:
         from dream_memory.adapters.tokens import default_counter
 
@@ -124,6 +136,7 @@ class Wiring:
             max_cost_usd=max_cost if max_cost is not None else d.max_cost_usd,
             max_wall_seconds=max_seconds if max_seconds is not None else d.max_wall_seconds,
             max_history_entries=d.max_history_entries,
+            follow_external_cursor=d.follow_external_cursor,
             guard=GuardSettings(
                 max_share=d.deletion_guard.max_share,
                 min_lines=d.deletion_guard.min_lines,

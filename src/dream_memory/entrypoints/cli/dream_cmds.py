@@ -136,7 +136,7 @@ def prompt(action: str | None, as_json: bool, workspace: str | None, config_path
     """
     from dream_memory.adapters import fsutil
     from dream_memory.adapters.workspace import init_workspace
-    from dream_memory.app.dream import builtin_guide, guide_in_use
+    from dream_memory.app.dream import builtin_guide, guide_in_use, guide_note
     from dream_memory.core import layout
 
     settings = load_settings(workspace, config_path)
@@ -166,6 +166,8 @@ def prompt(action: str | None, as_json: bool, workspace: str | None, config_path
         note(f"Dream uses its built-in guide (no content in {path}; `dream prompt init` creates an editable copy)")
     else:
         note(f"Dream uses the workspace guide {path}")
+        if (cut := guide_note(root)) is not None:
+            note(cut)
     from dream_memory.entrypoints.cli._common import echo  # a workspace file: escapes shown, not sent
 
     echo(text.rstrip("\n"))

@@ -122,7 +122,9 @@ def status(as_json: bool, workspace: str | None, config_path: str | None) -> int
     wiring = Wiring(load_settings(workspace, config_path))
     git = wiring.git(create=False) if wiring.root.is_dir() else None
     try:
-        result = workspace_status(wiring.root, wiring.history, git)
+        result = workspace_status(
+            wiring.root, wiring.history, git, follow_external=wiring.settings.dream.follow_external_cursor
+        )
     finally:
         if git is not None:
             git.close()
@@ -134,6 +136,9 @@ def status(as_json: bool, workspace: str | None, config_path: str | None) -> int
     echo(f"workspace      {result['workspace']}")
     echo(f"cursor         {result['cursor']}  (last entry written)")
     echo(f"dream cursor   {result['dream_cursor']}  (last entry Dream consumed)")
+    check = result["cursor_check"]
+    if check["state"] in ("ahead", "behind", "missing"):
+        echo(f"cursor file    {check['on_disk']}: {check['reason']}")
     echo(f"pending        {result['pending']} entr{'y' if result['pending'] == 1 else 'ies'}")
     if result["malformed"]:
         echo(f"malformed      {result['malformed']} line(s) skipped (details on stderr)")
