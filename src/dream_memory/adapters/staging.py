@@ -90,14 +90,29 @@ class StagingWorkspace:
     def execute(self, name: str, arguments: dict[str, object]) -> ToolOutcome:
         try:
             if name == "read_file":
-                return self._read_file(arguments)
-            if name == "edit_file":
-                return self._edit_file(arguments)
-            if name == "write_file":
-                return self._write_file(arguments)
+                outcome = self._read_file(arguments)
+            elif name == "edit_file":
+                outcome = self._edit_file(arguments)
+            elif name == "write_file":
+                outcome = self._write_file(arguments)
+            else:
+                outcome = ToolOutcome(False, f"unknown tool {name!r}")
         except EditRejected as exc:  # ToolDenied included
-            return ToolOutcome(False, str(exc.message))
-        return ToolOutcome(False, f"unknown tool {name!r}")
+            outcome = ToolOutcome(False, str(exc.message))
+        if outcome.ok:
+            return outcome
+        # A refusal quotes what the model sent (a path, a line of the file): it is kept in the
+        # batch's errors, which reach the report, stderr, the state and a set-aside commit.
+        clean, _ = self.redactor.redact(outcome.text)
+        return ToolOutcome(False, clean, outcome.changed)
+
+    def _checked_path(self, raw: object, check: Callable[[object], str]) -> str:
+        """A policy-checked path that holds nothing secret-shaped: a file name is committed, listed
+        in reports and commit subjects, and cannot be redacted after the fact."""
+        rel = check(raw)
+        if self.redactor.redact(rel)[0] != rel:
+            raise ToolDenied("the path holds a secret-shaped value; name the file after what it is about")
+        return rel
 
     def _string_arg(self, arguments: dict[str, object], key: str, *, required: bool = True) -> str:
         value = arguments.get(key)
@@ -108,7 +123,7 @@ class StagingWorkspace:
         return value
 
     def _read_file(self, arguments: dict[str, object]) -> ToolOutcome:
-        rel = policy.check_readable(arguments.get("path"))
+        rel = self._checked_path(arguments.get("path"), policy.check_readable)
         text = self.read(rel)
         if text is None:
             return ToolOutcome(False, f"{rel} does not exist (create it with write_file)")
@@ -135,7 +150,7 @@ class StagingWorkspace:
         return clean
 
     def _edit_file(self, arguments: dict[str, object]) -> ToolOutcome:
-        rel = policy.check_writable(arguments.get("path"))
+        rel = self._checked_path(arguments.get("path"), policy.check_writable)
         old_text = self._string_arg(arguments, "old_text", required=False)
         new_text = self._redact(self._string_arg(arguments, "new_text"))
         current = self.read(rel)
@@ -152,7 +167,7 @@ class StagingWorkspace:
         )
 
     def _write_file(self, arguments: dict[str, object]) -> ToolOutcome:
-        rel = policy.check_writable(arguments.get("path"))
+        rel = self._checked_path(arguments.get("path"), policy.check_writable)
         content = self._redact(self._string_arg(arguments, "content"))
         self.overlay[rel] = create_file(self.read(rel), content, rel)
         return ToolOutcome(True, f"created {rel}", changed=True)

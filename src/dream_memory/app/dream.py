@@ -21,7 +21,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -253,6 +253,8 @@ def guide_in_use(root: Path) -> tuple[str, str]:
 
 def run_dream(ctx: DreamContext) -> DreamReport:
     """One Dream run over ``ctx.root``. Raises LockBusy (exit 75) when another run holds the lock."""
+    log, redactor = ctx.log, ctx.redactor
+    ctx = replace(ctx, log=lambda message: log(_scrub(redactor, message)))
     report = DreamReport(workspace=str(ctx.root), model=ctx.model.name)
     metered = MeteredModel(ctx.model, ctx.options, ctx.clock)
     started = ctx.clock.monotonic()
@@ -276,7 +278,24 @@ def run_dream(ctx: DreamContext) -> DreamReport:
                 git.close()
     report.usage = metered.usage
     report.duration_s = ctx.clock.monotonic() - started
+    _scrub_report(report, ctx.redactor)
     return report
+
+
+def _scrub(redactor: Redactor, text: str) -> str:
+    """Error and note texts quote what the model sent (a refused path, a line it tried to match):
+    they pass the secret guard before reaching a report, a log line, the state or a commit."""
+    return redactor.redact(text)[0]
+
+
+def _scrub_report(report: DreamReport, redactor: Redactor) -> None:
+    report.errors = [_scrub(redactor, e) for e in report.errors]
+    report.notes = [_scrub(redactor, n) for n in report.notes]
+    for batch in report.batches:
+        batch.error = None if batch.error is None else _scrub(redactor, batch.error)
+        batch.notes = [_scrub(redactor, n) for n in batch.notes]
+    for item in [*report.held, *report.set_aside]:
+        item["reason"] = _scrub(redactor, str(item.get("reason", "")))
 
 
 def _fail_run(report: DreamReport, exc: DreamError | OSError) -> None:
@@ -616,7 +635,7 @@ def _land_batch(
     files.update(_bookkeeping(batch.cursor_to, state))
     files.update(_carried(ctx, git))
     message = _commit_message(subject, batch, diffs if record.outcome == "committed" else [], record, model_name)
-    record.commit = apply_commit(git, files, message)
+    record.commit = apply_commit(git, files, _scrub(ctx.redactor, message))
     if record.commit:
         report.commits.append(record.commit)
     return state
@@ -661,13 +680,14 @@ def _content_failure(
     exc: BadReply,
 ) -> DreamState:
     """Count a content failure against the batch; the third in a row sets it aside."""
-    record.error = f"content: {exc.message}"
-    report.errors.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {exc.message}")
+    message = _scrub(ctx.redactor, exc.message)  # it reaches the state and a commit message
+    record.error = f"content: {message}"
+    report.errors.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {message}")
     if ctx.options.dry_run or git is None:
         record.outcome = "failed"
         report.status = STATUS_FAILED
         return state
-    state = state.record_failure(batch.cursor_from, batch.cursor_to, exc.message)
+    state = state.record_failure(batch.cursor_from, batch.cursor_to, message)
     failure = state.failure
     assert failure is not None
     if failure.count < SET_ASIDE_AFTER:
@@ -676,7 +696,7 @@ def _content_failure(
         report.status = STATUS_FAILED
         fsutil.atomic_write(ctx.root / layout.DREAM_STATE, state.to_json(), site="dream_state.write")
         return state
-    reason = f"failed {failure.count} runs in a row: {exc.message}"
+    reason = f"failed {failure.count} runs in a row: {message}"
     state = state.add_set_aside(
         SetAside(batch.cursor_from, batch.cursor_to, reason, ctx.clock.now().isoformat(timespec="seconds"))
     )
