@@ -48,6 +48,7 @@ class ModelPreset(_Model):
 class DeletionGuard(_Model):
     max_share: float = Field(0.3, ge=0, le=1)
     min_lines: int = Field(10, ge=0)
+    window_batches: int = Field(10, ge=0, le=1000)
 
 
 class DreamSettings(_Model):

@@ -20,6 +20,27 @@ from dream_memory.errors import EditRejected, ToolDenied
 _READ_LIMIT_BYTES = 2 * 1024 * 1024  # a memory file larger than this is not read whole
 
 
+def _writable_text(rel: str, text: str) -> str:
+    """``text`` when Dream could read it back next run; EditRejected (a tool error for the model)
+    otherwise. Reads refuse files over the size limit, binary files and invalid UTF-8, so a write
+    that broke one of those rules would leave a file no later run can edit (an 8 MB MEMORY.md,
+    a NUL byte), or crash the commit (a lone surrogate cannot be encoded)."""
+    if "\0" in text:
+        raise EditRejected(f"the text for {rel} holds a NUL byte; memory files are plain text, send it without")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise EditRejected(
+            f"the text for {rel} holds a lone UTF-16 surrogate, which is not valid UTF-8; send plain text"
+        ) from None
+    if size > _READ_LIMIT_BYTES:
+        raise EditRejected(
+            f"{rel} would be {size} bytes, larger than the {_READ_LIMIT_BYTES} bytes Dream reads back; keep "
+            "memory concise: summarize, or move details into entities/<name>.md"
+        )
+    return text
+
+
 class StagingWorkspace:
     def __init__(
         self,
@@ -152,9 +173,9 @@ class StagingWorkspace:
     def _edit_file(self, arguments: dict[str, object]) -> ToolOutcome:
         rel = self._checked_path(arguments.get("path"), policy.check_writable)
         old_text = self._string_arg(arguments, "old_text", required=False)
-        new_text = self._redact(self._string_arg(arguments, "new_text"))
+        new_text = self._redact(_writable_text(rel, self._string_arg(arguments, "new_text")))
         current = self.read(rel)
-        updated = apply_edit(current, old_text, new_text, rel)
+        updated = _writable_text(rel, apply_edit(current, old_text, new_text, rel))
         if updated == current:
             raise EditRejected(f"no-op edit of {rel}: the file would not change")
         self.overlay[rel] = updated
@@ -168,8 +189,8 @@ class StagingWorkspace:
 
     def _write_file(self, arguments: dict[str, object]) -> ToolOutcome:
         rel = self._checked_path(arguments.get("path"), policy.check_writable)
-        content = self._redact(self._string_arg(arguments, "content"))
-        self.overlay[rel] = create_file(self.read(rel), content, rel)
+        content = self._redact(_writable_text(rel, self._string_arg(arguments, "content")))
+        self.overlay[rel] = _writable_text(rel, create_file(self.read(rel), content, rel))
         return ToolOutcome(True, f"created {rel}", changed=True)
 
     # --- the result --------------------------------------------------------------------------

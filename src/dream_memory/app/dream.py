@@ -32,6 +32,7 @@ from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.locks import dream_lock
 from dream_memory.adapters.staging import StagingWorkspace
 from dream_memory.adapters.workspace import init_workspace, is_template
+from dream_memory.app.deletion_window import recent_removals
 from dream_memory.app.versioning import apply_commit, commit_manual_edits, recover
 from dream_memory.core import layout
 from dream_memory.core.agent_loop import LoopResult, run_agent_loop
@@ -610,11 +611,10 @@ def _land_batch(
     changes = staging.changes()
     state = state.clear_failure()
     diffs = [unified_diff(p, _b(b), _b(a)) for p, (b, a) in changes.items()]
-    reasons = hold_reasons(
-        changes,
-        ctx.options.guard,
-        is_template=lambda path, text: path in layout.DURABLE_FILES and is_template(path, text),
-    )
+    template = lambda path, text: path in layout.DURABLE_FILES and is_template(path, text)  # noqa: E731
+    edited = [path for path, (before, _) in changes.items() if before is not None]
+    window = recent_removals(git, edited, ctx.options.guard.window_batches, is_template=template)
+    reasons = hold_reasons(changes, ctx.options.guard, is_template=template, recent=window)
     files: dict[str, bytes | None] = {}
     if not changes:
         record.outcome = "nothing_new"
