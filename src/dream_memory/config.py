@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from dream_memory.core import jsontext
 from dream_memory.errors import ConfigError
 from dream_memory.settings import DEFAULT_GIT_AUTHOR
 
@@ -161,7 +162,7 @@ def load_config_file(path: Path) -> Config:
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from exc
     try:
-        data = json.loads(text)
+        data = jsontext.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"config file {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"

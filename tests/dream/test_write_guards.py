@@ -84,7 +84,7 @@ def test_a_window_of_zero_batches_weighs_each_batch_alone(isolated: Cli) -> None
         config = json.loads(config_path.read_text(encoding="utf-8"))
         config["agents"]["defaults"]["dream"] = {"deletionGuard": {"windowBatches": 0}}
         config_path.write_text(json.dumps(config), encoding="utf-8")
-        code, report = isolated.run_json("run", "--batch-size", "1")
+        _code, report = isolated.run_json("run", "--batch-size", "1")
     assert [b["outcome"] for b in report["batches"]] == ["committed"] * 3
     assert remaining(isolated.workspace) == FACTS - 18
 
@@ -95,12 +95,12 @@ def test_the_window_restarts_after_a_held_batch_is_applied(isolated: Cli) -> Non
     make_workspace(isolated, [f"- entry {i}" for i in range(4)], files={MEMORY: facts_file()})
     with ScriptedLLMServer(responder=Salami(isolated.workspace)) as server:
         use_server(isolated, server)
-        code, report = isolated.run_json("run", "--batch-size", "1", "--max-batches", "3")
+        _code, report = isolated.run_json("run", "--batch-size", "1", "--max-batches", "3")
         assert [b["outcome"] for b in report["batches"]] == ["committed", "committed", "held"]
         applied = isolated.run("restore", "--apply-held", report["held"][0]["id"])
         assert applied.exit_code == 0, applied.output
         assert remaining(isolated.workspace) == FACTS - 18
-        code, report = isolated.run_json("run", "--batch-size", "1")
+        _code, report = isolated.run_json("run", "--batch-size", "1")
     assert [b["outcome"] for b in report["batches"]] == ["committed"]
     assert remaining(isolated.workspace) == FACTS - 24
 
@@ -124,7 +124,7 @@ def test_additions_and_small_edits_are_never_held_by_the_window(isolated: Cli) -
 
     with ScriptedLLMServer(responder=model) as server:
         use_server(isolated, server)
-        code, report = isolated.run_json("run", "--batch-size", "1")
+        _code, report = isolated.run_json("run", "--batch-size", "1")
     assert [b["outcome"] for b in report["batches"]] == ["committed", "committed", "held", *["committed"] * 3]
 
 

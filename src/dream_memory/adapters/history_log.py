@@ -21,7 +21,7 @@ from pathlib import Path
 import filelock
 
 from dream_memory.adapters import fsutil
-from dream_memory.core import layout
+from dream_memory.core import jsontext, layout
 from dream_memory.core.history import (
     HistoryEntry,
     LineProblem,
@@ -166,6 +166,8 @@ class HistoryLog:
                 f"{layout.HISTORY_LOCK} is held by another writer for more than {self.lock_timeout:g} s",
                 hint="another append, consolidation or compaction is running; try again",
             ) from None
+        except OSError as exc:  # a read-only workspace, a folder where the lock file belongs
+            raise fsutil.os_error(exc, "take the history lock", self.lock_path) from exc
         self._lock_depth, self._lock_owner = 1, threading.get_ident()
         try:
             yield
@@ -244,7 +246,7 @@ class HistoryLog:
         except OSError as exc:
             raise HistoryError(f"cannot read {path}: {fsutil.describe_os_error(exc)}") from exc
 
-    def _allocate_from(self) -> int:
+    def _allocate_from(self, count: int = 1) -> int:
         """The next free cursor. Must be called under the lock.
 
         Above every cursor in the file whatever its order (so a stale, missing or corrupt
@@ -255,7 +257,7 @@ class HistoryLog:
         seen = [self._cursor_bound(self.path)]
         if counter is None:
             seen += [self._cursor_bound(path) for path in self.archive_files()]
-        return next_cursor(counter, self.read_dream_cursor(), seen)
+        return next_cursor(counter, self.read_dream_cursor(), seen, count)
 
     # --- crash recovery ------------------------------------------------------------------------
 
@@ -294,7 +296,7 @@ class HistoryLog:
             except OSError as exc:
                 reason = fsutil.describe_os_error(exc)
                 raise HistoryError(f"cannot finish an interrupted change of {layout.HISTORY}: {reason}") from exc
-            first = self._allocate_from()
+            first = self._allocate_from(len(items))
             now = format_timestamp(self.clock.now())
             entries = [
                 HistoryEntry(cursor=first + i, timestamp=ts or now, content=content, session_key=key)
@@ -351,7 +353,7 @@ class HistoryLog:
         if text is None:
             return
         try:
-            data = json.loads(text)
+            data = jsontext.loads(text)
             pending = {int(c) for c in data["cursors"]}
             names = [str(n) for n in data.get("files", [])]
         except (ValueError, KeyError, TypeError):
@@ -448,7 +450,7 @@ class HistoryLog:
         if text is None:
             return None
         try:
-            value = json.loads(text)
+            value = jsontext.loads(text)
         except ValueError:
             return None
         return value if isinstance(value, dict) else None
@@ -460,7 +462,7 @@ class HistoryLog:
         # A file without a single entry of ours (missing, empty, or only foreign lines) is the
         # "missing or empty" case: the old design had consolidated what HISTORY.md holds.
         mode = "append" if scan.entries else "initial"
-        first = self._allocate_from()
+        first = self._allocate_from(max(len(legacy), 1))
         now = format_timestamp(self.clock.now())
         timestamps = [e.timestamp for e in legacy]
         # An undated entry takes the next dated one's time (it was written before it), else now.

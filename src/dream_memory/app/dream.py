@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -274,6 +275,9 @@ def run_dream(ctx: DreamContext) -> DreamReport:
             # A disk that fills up, a repository that cannot be written: the run stops where it
             # is (the journal lets the next run finish or roll back), and the report still says so.
             _fail_run(report, exc)
+        except Exception as exc:  # a bug: the report still lists the batches committed before it
+            ctx.log("internal error:\n" + traceback.format_exc())
+            _fail_run(report, exc)
         finally:
             if git is not None:
                 git.close()
@@ -299,8 +303,13 @@ def _scrub_report(report: DreamReport, redactor: Redactor) -> None:
         item["reason"] = _scrub(redactor, str(item.get("reason", "")))
 
 
-def _fail_run(report: DreamReport, exc: DreamError | OSError) -> None:
-    message = exc.message if isinstance(exc, DreamError) else f"{exc.strerror or exc} ({getattr(exc, 'filename', '')})"
+def _fail_run(report: DreamReport, exc: Exception) -> None:
+    if isinstance(exc, DreamError):
+        message = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+    elif isinstance(exc, OSError):
+        message = fsutil.os_error(exc, "write").message
+    else:
+        message = f"internal error ({type(exc).__name__}): {exc}"
     open_batch = next((b for b in reversed(report.batches) if not b.outcome), None)
     if open_batch is not None:
         open_batch.outcome, open_batch.error = "failed", message

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from dream_memory.core import jsontext
 from dream_memory.core.chat import Message, ToolCall, ToolSpec, Usage, check_reply
 from dream_memory.core.ports import ChatModel
 
@@ -51,7 +52,7 @@ _EDIT_TOOLS = frozenset({"edit_file", "write_file"})
 
 def _call_key(call: ToolCall) -> str:
     try:
-        args = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True)
+        args = json.dumps(jsontext.loads(call.arguments or "{}"), sort_keys=True)
     except json.JSONDecodeError:
         args = call.arguments
     return f"{call.name}:{args}"

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dream_memory.core import jsontext
 from dream_memory.errors import BadReply
 
 Message = dict[str, Any]
@@ -26,7 +27,7 @@ class ToolCall:
     def parsed_arguments(self) -> dict[str, Any]:
         """The arguments as a dict; raises ValueError with a message written for the model."""
         try:
-            value = json.loads(self.arguments or "{}")
+            value = jsontext.loads(self.arguments or "{}")
         except json.JSONDecodeError as exc:
             raise ValueError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from exc
         if not isinstance(value, dict):
