@@ -309,7 +309,8 @@ def test_a_config_nested_thousands_of_levels_deep_is_a_usage_error(tmp_path: Pat
 
 
 @pytest.mark.parametrize(
-    "rel", ["memory/.dream_state.json", "memory/.dream_journal.json", "memory/.consolidation.json", "memory/.dream.lock"]
+    "rel",
+    ["memory/.dream_state.json", "memory/.dream_journal.json", "memory/.consolidation.json", "memory/.dream.lock"],
 )
 def test_a_workspace_json_file_nested_thousands_of_levels_deep(tmp_path: Path, rel: str) -> None:
     """Dream's state, journal, the Consolidator's progress or the lock file 5,000 levels deep:
@@ -336,7 +337,9 @@ def test_a_report_path_that_cannot_be_written_is_refused_before_any_work(tmp_pat
         assert "Traceback" not in done.stderr, done.stderr
         assert done.returncode == 2 and "--report" in done.stderr and str(target) in done.stderr
     assert (ws / ".git" / "refs" / "heads" / "main").read_text() == head
-    assert not (ws / "memory" / ".dream_cursor").exists() or (ws / "memory" / ".dream_cursor").read_text().strip() == "0"
+    assert (
+        not (ws / "memory" / ".dream_cursor").exists() or (ws / "memory" / ".dream_cursor").read_text().strip() == "0"
+    )
 
 
 def test_a_report_file_failing_after_the_run_still_leaves_the_report_on_stdout(tmp_path: Path) -> None:
