@@ -355,6 +355,22 @@ def test_a_report_file_failing_after_the_run_still_leaves_the_report_on_stdout(t
     assert done.returncode == 1 and "no space left" in done.stderr and str(target) in done.stderr
 
 
+def test_a_report_to_a_symlink_or_a_device_is_written_into_it(tmp_path: Path) -> None:
+    """`--report` naming a symlink (a CI step's artifact link) or /dev/null writes through it:
+    the link stays a link and its target holds the report; /dev/null stays a device."""
+    _ws, env = workspace_with_history(tmp_path)
+    target = tmp_path / "artifacts" / "dream-report.json"
+    target.parent.mkdir()
+    link = tmp_path / "report-link.json"
+    link.symlink_to(target)
+    done = dream(env, "run", "--model", "offline", "--report", str(link))
+    assert done.returncode == 0, done.stderr
+    assert link.is_symlink() and json.loads(target.read_text(encoding="utf-8"))["status"] == "ok"
+    again = dream(env, "run", "--model", "offline", "--report", os.devnull)
+    assert again.returncode == 0, again.stderr
+    assert Path(os.devnull).is_char_device()
+
+
 # --- cursors at the end of their range -----------------------------------------------------------
 
 

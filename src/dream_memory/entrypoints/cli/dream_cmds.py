@@ -109,11 +109,15 @@ def _check_report_path(report_path: str) -> Path:
 
 
 def _write_report(path: Path, text: str) -> str | None:
-    """Write the report file; the reason when that failed (the report is on stdout anyway)."""
+    """Write the report file; the reason when that failed (the report is on stdout anyway).
+
+    Written in place, not by rename: FILE may be /dev/stderr, a pipe or a symlink a CI step
+    reads, which a rename would replace instead of writing into."""
     from dream_memory.adapters import fsutil
 
     try:
-        fsutil.atomic_write(path, text + "\n", site="report.write")
+        fsutil.checkpoint("report.write", path)
+        path.write_text(text + "\n", encoding="utf-8")
     except OSError as exc:
         return fsutil.os_error(exc, "write the report to", path).message
     return None
