@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from dream_memory.core import jsontext
 from dream_memory.errors import ConfigError
 from dream_memory.settings import DEFAULT_GIT_AUTHOR
 
@@ -61,6 +62,7 @@ class NanobotProvider(_Model):
 class DeletionGuard(_Model):
     max_share: float = Field(0.3, ge=0, le=1)
     min_lines: int = Field(10, ge=0)
+    window_batches: int = Field(10, ge=0, le=1000)
 
 
 class DreamSettings(_Model):
@@ -192,7 +194,7 @@ def load_config_file(path: Path) -> Config:
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from exc
     try:
-        data = json.loads(text)
+        data = jsontext.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"config file {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"

@@ -56,6 +56,13 @@ class WorkspaceError(DreamError):
     """A workspace file cannot be read or written."""
 
 
+class WorkspaceUnusable(WorkspaceError):
+    """The workspace cannot be used as it is: no permission, a read-only filesystem, a folder
+    where a file belongs. Running again will not help until someone fixes it, hence exit 2."""
+
+    exit_code = EXIT_USAGE
+
+
 class VersionStoreError(DreamError):
     """The git repository cannot be read or written."""
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import filelock
 
 from dream_memory.adapters import fsutil
-from dream_memory.core import layout
+from dream_memory.core import jsontext, layout
 from dream_memory.core.history import (
     HistoryEntry,
     LineProblem,
@@ -244,6 +244,8 @@ class HistoryLog:
                 f"{layout.HISTORY_LOCK} is held by another writer for more than {self.lock_timeout:g} s",
                 hint="another append, consolidation or compaction is running; try again",
             ) from None
+        except OSError as exc:  # a read-only workspace, a folder where the lock file belongs
+            raise fsutil.os_error(exc, "take the history lock", self.lock_path) from exc
         self._lock_depth, self._lock_owner = 1, threading.get_ident()
         try:
             yield
@@ -322,7 +324,7 @@ class HistoryLog:
         except OSError as exc:
             raise HistoryError(f"cannot read {path}: {fsutil.describe_os_error(exc)}") from exc
 
-    def _allocate_from(self, data: bytes | None = None) -> int:
+    def _allocate_from(self, data: bytes | None = None, count: int = 1) -> int:
         """The next free cursor. Must be called under the lock.
 
         Above every cursor in the file whatever its order (so a stale, missing or corrupt
@@ -334,7 +336,7 @@ class HistoryLog:
         seen = [self._cursor_bound(self.path) if data is None else max_cursor_bound(data)]
         if counter is None:
             seen += [self._cursor_bound(path) for path in self.archive_files()]
-        return next_cursor(counter, self.read_dream_cursor(), seen)
+        return next_cursor(counter, self.read_dream_cursor(), seen, count)
 
     # --- crash recovery ------------------------------------------------------------------------
 
@@ -396,7 +398,7 @@ class HistoryLog:
             data = b""
         except OSError as exc:
             raise HistoryError(f"cannot read {layout.HISTORY}: {fsutil.describe_os_error(exc)}") from exc
-        first = self._allocate_from(data)
+        first = self._allocate_from(data, len(items))
         now = format_timestamp(self.clock.now())
         entries = [
             HistoryEntry(cursor=first + i, timestamp=ts or now, content=content, session_key=key)
@@ -584,7 +586,7 @@ class HistoryLog:
         if text is None:
             return
         try:
-            data = json.loads(text)
+            data = jsontext.loads(text)
             pending = {int(c) for c in data["cursors"]}
             names = [str(n) for n in data.get("files", [])]
         except (ValueError, KeyError, TypeError):
@@ -684,7 +686,7 @@ class HistoryLog:
         if text is None:
             return None
         try:
-            value = json.loads(text)
+            value = jsontext.loads(text)
         except ValueError:
             return None
         return value if isinstance(value, dict) else None
@@ -700,7 +702,7 @@ class HistoryLog:
             # A file without a single entry of ours (missing, empty, or only foreign lines) is the
             # "missing or empty" case: the old design had consolidated what HISTORY.md holds.
             mode = "append" if any(line.entries for line in lines) else "initial"
-            first = self._allocate_from(snap.data)
+            first = self._allocate_from(snap.data, max(len(legacy), 1))
             entries = [
                 HistoryEntry(cursor=first + i, timestamp=e.timestamp or undated, content=e.content)
                 for i, e in enumerate(legacy)

@@ -28,7 +28,7 @@ from pathlib import Path
 import filelock
 
 from dream_memory.adapters import fsutil
-from dream_memory.core import layout
+from dream_memory.core import jsontext, layout
 from dream_memory.core.consolidation import Pending, Progress
 from dream_memory.core.history import max_cursor_bound
 from dream_memory.core.sessions import ParsedSession, keys_to_write, parse_session, with_progress
@@ -114,7 +114,7 @@ class ConsolidationStore:
             "(slices consolidated since would be archived again)"
         )
         try:
-            data = json.loads(text)
+            data = jsontext.loads(text)
         except ValueError as exc:
             raise InputError(f"{layout.CONSOLIDATION} is not valid JSON ({exc})", hint=hint) from None
         if not isinstance(data, dict) or not isinstance(data.get("sessions", {}), dict):

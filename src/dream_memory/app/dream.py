@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import json
 import time
+import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.locks import dream_lock
 from dream_memory.adapters.staging import StagingWorkspace
 from dream_memory.adapters.workspace import init_workspace, is_template
+from dream_memory.app.deletion_window import recent_removals
 from dream_memory.app.versioning import apply_commit, commit_manual_edits, recover
 from dream_memory.core import layout
 from dream_memory.core.agent_loop import (
@@ -310,6 +312,8 @@ def guide_note(root: Path) -> str | None:
 
 def run_dream(ctx: DreamContext) -> DreamReport:
     """One Dream run over ``ctx.root``. Raises LockBusy (exit 75) when another run holds the lock."""
+    log, redactor = ctx.log, ctx.redactor
+    ctx = replace(ctx, log=lambda message: log(_scrub(redactor, message)))
     report = DreamReport(workspace=str(ctx.root), model=ctx.model.name)
     metered = MeteredModel(ctx.model, ctx.options, ctx.clock)
     started = ctx.clock.monotonic()
@@ -328,16 +332,41 @@ def run_dream(ctx: DreamContext) -> DreamReport:
             # A disk that fills up, a repository that cannot be written: the run stops where it
             # is (the journal lets the next run finish or roll back), and the report still says so.
             _fail_run(report, exc)
+        except Exception as exc:  # a bug: the report still lists the batches committed before it
+            ctx.log("internal error:\n" + traceback.format_exc())
+            _fail_run(report, exc)
         finally:
             if git is not None:
                 git.close()
     report.usage = metered.usage
     report.duration_s = ctx.clock.monotonic() - started
+    _scrub_report(report, ctx.redactor)
     return report
 
 
-def _fail_run(report: DreamReport, exc: DreamError | OSError) -> None:
-    message = exc.message if isinstance(exc, DreamError) else f"{exc.strerror or exc} ({getattr(exc, 'filename', '')})"
+def _scrub(redactor: Redactor, text: str) -> str:
+    """Error and note texts quote what the model sent (a refused path, a line it tried to match):
+    they pass the secret guard before reaching a report, a log line, the state or a commit."""
+    return redactor.redact(text)[0]
+
+
+def _scrub_report(report: DreamReport, redactor: Redactor) -> None:
+    report.errors = [_scrub(redactor, e) for e in report.errors]
+    report.notes = [_scrub(redactor, n) for n in report.notes]
+    for batch in report.batches:
+        batch.error = None if batch.error is None else _scrub(redactor, batch.error)
+        batch.notes = [_scrub(redactor, n) for n in batch.notes]
+    for item in [*report.held, *report.set_aside]:
+        item["reason"] = _scrub(redactor, str(item.get("reason", "")))
+
+
+def _fail_run(report: DreamReport, exc: Exception) -> None:
+    if isinstance(exc, DreamError):
+        message = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+    elif isinstance(exc, OSError):
+        message = fsutil.os_error(exc, "write").message
+    else:
+        message = f"internal error ({type(exc).__name__}): {exc}"
     open_batch = next((b for b in reversed(report.batches) if not b.outcome), None)
     if open_batch is not None:
         open_batch.outcome, open_batch.error = "failed", message
@@ -896,11 +925,10 @@ def _land_batch(
     changes = staging.changes()
     state = state.clear_failure()
     diffs = [unified_diff(p, _b(b), _b(a)) for p, (b, a) in changes.items()]
-    reasons = hold_reasons(
-        changes,
-        ctx.options.guard,
-        is_template=lambda path, text: path in layout.DURABLE_FILES and is_template(path, text),
-    )
+    template = lambda path, text: path in layout.DURABLE_FILES and is_template(path, text)  # noqa: E731
+    edited = [path for path, (before, _) in changes.items() if before is not None]
+    window = recent_removals(git, edited, ctx.options.guard.window_batches, is_template=template)
+    reasons = hold_reasons(changes, ctx.options.guard, is_template=template, recent=window)
     files: dict[str, bytes | None] = {}
     if not changes:
         record.outcome = "nothing_new"
@@ -921,7 +949,7 @@ def _land_batch(
     files.update(_bookkeeping(batch.cursor_to, state))
     files.update(_carried(ctx, git))
     message = _commit_message(subject, batch, diffs if record.outcome == "committed" else [], record, model_name)
-    record.commit = apply_commit(git, files, message)
+    record.commit = apply_commit(git, files, _scrub(ctx.redactor, message))
     if record.commit:
         report.commits.append(record.commit)
     return state
@@ -966,16 +994,17 @@ def _content_failure(
     exc: BadReply,
 ) -> DreamState:
     """Count a content failure against the batch; the third in a row sets it aside."""
+    message = _scrub(ctx.redactor, exc.message)  # it reaches the state and a commit message
     # What the model said goes to the report (redacted), never to the state file or a commit.
     quote = "; ".join(exc.said) if isinstance(exc, ModelSaid) else ""
-    shown = exc.message + (f"; the model answered: {ctx.redactor.redact(quote)[0]}" if quote else "")
+    shown = message + (f"; the model answered: {_scrub(ctx.redactor, quote)}" if quote else "")
     record.error = f"content: {shown}"
     report.errors.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {shown}")
     if ctx.options.dry_run or git is None:
         record.outcome = "failed"
         report.status = STATUS_FAILED
         return state
-    state = state.record_failure(batch.cursor_from, batch.cursor_to, exc.message)
+    state = state.record_failure(batch.cursor_from, batch.cursor_to, message)
     failure = state.failure
     assert failure is not None
     if failure.count < SET_ASIDE_AFTER:
@@ -984,7 +1013,7 @@ def _content_failure(
         report.status = STATUS_FAILED
         fsutil.atomic_write(ctx.root / layout.DREAM_STATE, state.to_json(), site="dream_state.write")
         return state
-    reason = f"failed {failure.count} runs in a row: {exc.message}"
+    reason = f"failed {failure.count} runs in a row: {message}"
     state = state.add_set_aside(
         SetAside(batch.cursor_from, batch.cursor_to, reason, ctx.clock.now().isoformat(timespec="seconds"))
     )

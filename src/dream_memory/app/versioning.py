@@ -21,7 +21,7 @@ from typing import Any, ParamSpec, TypeVar
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import GITIGNORE_BEGIN, CommitInfo, FileChange, GitStore, unified_diff
 from dream_memory.adapters.history_log import HistoryLog
-from dream_memory.core import layout
+from dream_memory.core import jsontext, layout
 from dream_memory.errors import RestoreConflict, UsageError, VersionStoreError
 
 P = ParamSpec("P")
@@ -38,6 +38,8 @@ def _store_errors(func: Callable[P, R]) -> Callable[P, R]:
         try:
             return func(*args, **kwargs)
         except OSError as exc:
+            if fsutil.os_error(exc, "commit").exit_code != 1:  # permissions, read-only: fix it first
+                raise fsutil.os_error(exc, "commit memory to git with", exc.filename) from exc
             where = f" ({exc.filename})" if exc.filename else ""
             raise VersionStoreError(
                 f"cannot write memory to git: {fsutil.describe_os_error(exc)}{where}",
@@ -148,7 +150,7 @@ def recover(git: GitStore) -> Recovery | None:
     if text is None:
         return None
     try:
-        data = json.loads(text)
+        data = jsontext.loads(text)
         sha, base, paths = str(data["commit"]), data.get("base"), [str(p) for p in data["paths"]]
         subject = str(data.get("subject", ""))
     except (ValueError, KeyError, TypeError, AttributeError):

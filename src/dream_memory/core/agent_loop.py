@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from dream_memory.core import policy
+from dream_memory.core import jsontext, policy
 from dream_memory.core.chat import Message, ToolCall, ToolSpec, Usage, check_reply
 from dream_memory.core.dialects import read_text_calls
 from dream_memory.core.edits import EditBlock, minimal_edit, parse_edit_blocks, whole_file_problem
@@ -72,7 +72,7 @@ _EDIT_TOOLS = frozenset({"edit_file", "write_file"})
 
 def _call_key(call: ToolCall) -> str:
     try:
-        args = json.dumps(json.loads(call.arguments or "{}"), sort_keys=True)
+        args = json.dumps(jsontext.loads(call.arguments or "{}"), sort_keys=True)
     except json.JSONDecodeError:
         args = call.arguments
     return f"{call.name}:{args}"

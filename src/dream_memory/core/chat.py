@@ -70,6 +70,14 @@ def parse_json_object(text: str) -> dict[str, Any]:
     trailing comma or a stray quote. An object that never closes is refused rather than
     completed: a cut-off edit must not be applied as if it were whole.
     """
+    try:
+        return _parse_json_object(text)
+    except RecursionError:
+        # Python's parsers recurse per nesting level: input thousands deep is malformed, not a crash.
+        raise ValueError("arguments are not valid JSON (nested too deeply to be read)") from None
+
+
+def _parse_json_object(text: str) -> dict[str, Any]:
     raw = text.strip()
     fenced = _FENCE.match(raw)
     if fenced:

@@ -8,7 +8,7 @@ memory files in a day, and 745 of 931 memories in two days.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from dream_memory.core import layout
@@ -22,6 +22,17 @@ class GuardSettings:
     max_share: float = 0.3
     min_lines: int = 10
     hold_soul_changes: bool = False
+    window_batches: int = 10  # the deletion guard also weighs Dream's last N batches (0: this batch only)
+
+
+@dataclass(frozen=True)
+class RecentRemovals:
+    """What Dream's recent batches (the deletion window) did to one file: net lines removed, and
+    the file's line count before the first of them."""
+
+    removed: int
+    baseline: int
+    batches: int
 
 
 def _count_lines(text: str | None) -> int:
@@ -50,11 +61,15 @@ def hold_reasons(
     settings: GuardSettings,
     *,
     is_template: Callable[[str, str | None], bool] = lambda path, text: False,
+    recent: Mapping[str, RecentRemovals] | None = None,
 ) -> list[str]:
     """Why these changes (path -> (before, after)) must be held; empty when they may land.
 
     A durable file that still holds its template is exempt from the line guard: the first Dream
-    on a fresh workspace replaces template lines on purpose.
+    on a fresh workspace replaces template lines on purpose. ``recent`` holds what Dream's last
+    batches removed from each file: a batch that removes lines is held when, added to them, the
+    removal passes the same limits (a model removing a few lines per batch, "salami" deletion,
+    is stopped as surely as one removing them at once).
     """
     reasons: list[str] = []
     for path, (before, after) in sorted(changes.items()):
@@ -73,4 +88,35 @@ def hold_reasons(
         total = _count_lines(before)
         if lost >= settings.min_lines and total and lost > settings.max_share * total:
             reasons.append(f"would remove {lost} of {total} lines from {path}")
+            continue
+        window = (recent or {}).get(path)
+        if lost > 0 and window is not None and window.batches:
+            overall = window.removed + lost
+            baseline = max(window.baseline, total)
+            if overall >= settings.min_lines and baseline and overall > settings.max_share * baseline:
+                reasons.append(
+                    f"would remove {overall} of {baseline} lines from {path} over the last "
+                    f"{window.batches + 1} batches ({lost} in this one)"
+                )
     return reasons
+
+
+def window_removals(
+    path: str,
+    versions: Iterable[tuple[str | None, str | None]],
+    *,
+    is_template: Callable[[str, str | None], bool] = lambda path, text: False,
+) -> RecentRemovals:
+    """The deletion window of ``path`` from Dream's recent batches, newest first, each given as
+    (text before, text after). A batch that replaced the file's template does not count."""
+    removed = batches = 0
+    baseline = 0
+    for before, after in versions:
+        if before == after:
+            continue
+        batches += 1
+        if before is not None and not is_template(path, before):
+            # Only batches that removed count: lines another batch added earn no credit.
+            removed += max(net_removed(before, after), 0)
+        baseline = _count_lines(before)
+    return RecentRemovals(removed, baseline, batches)

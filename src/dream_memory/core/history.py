@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from dream_memory.errors import InputError
+
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M"
 
 ProblemKind = Literal["malformed", "foreign", "repaired"]
@@ -159,13 +161,23 @@ def split_physical_lines(text: str) -> list[str]:
     return lines
 
 
-def next_cursor(counter: int | None, dream_cursor: int | None, seen_cursors: Iterable[int]) -> int:
+def next_cursor(counter: int | None, dream_cursor: int | None, seen_cursors: Iterable[int], count: int = 1) -> int:
     """The cursor for a new entry: above every cursor seen in the file, the counter and Dream's cursor.
 
     An entry at or below ``.dream_cursor`` would never reach Dream, and real workspaces have
-    ``.dream_cursor`` ahead of the last entry, so it takes part in the maximum.
+    ``.dream_cursor`` ahead of the last entry, so it takes part in the maximum. ``count`` cursors
+    from there must stay within MAX_CURSOR, the bound every reader checks: one past it would be
+    written and then read back as a malformed line (InputError instead).
     """
-    return max([0, counter or 0, dream_cursor or 0, *seen_cursors]) + 1
+    first = max([0, counter or 0, dream_cursor or 0, *seen_cursors]) + 1
+    if first + count - 1 > MAX_CURSOR:
+        raise InputError(
+            f"no cursor is left for a new entry: the highest cursor in use is {first - 1}, and cursors stop at "
+            f"{MAX_CURSOR} (2**63-1)",
+            hint="such a cursor comes from a hand-edited or corrupt memory/.cursor, memory/.dream_cursor or "
+            "history line: put the real last cursor back",
+        )
+    return first
 
 
 # Leading zeros are consumed outside the group, so comparing digit strings by (length, bytes)

@@ -140,6 +140,7 @@ class Wiring:
             guard=GuardSettings(
                 max_share=d.deletion_guard.max_share,
                 min_lines=d.deletion_guard.min_lines,
+                window_batches=d.deletion_guard.window_batches,
                 hold_soul_changes=d.hold_soul_changes,
             ),
         )

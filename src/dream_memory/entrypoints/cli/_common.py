@@ -26,8 +26,8 @@ def _show_warning(message: Any, category: Any, filename: str, lineno: int, file:
     print(f"dream: warning: {for_terminal(str(message))}", file=sys.stderr)
 
 
-def _fail(message: str, code: int) -> None:
-    click.echo(f"dream: error: {for_terminal(message)}", err=True)
+def _fail(message: str, code: int, *, hint: str | None = None) -> None:
+    click.echo(f"dream: error: {for_terminal(message)}" + (f"\n  hint: {for_terminal(hint)}" if hint else ""), err=True)
     raise click.exceptions.Exit(code)
 
 
@@ -49,6 +49,19 @@ class DreamCommand(click.Command):
             _fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
             _fail("interrupted", 130)
+        except OSError as exc:
+            # The adapters wrap what they expect; this is the net under the rest (a permission or
+            # a full disk met somewhere else): still one message naming the path, never a traceback.
+            from dream_memory.adapters.fsutil import os_error
+
+            error = os_error(exc, "use")
+            _fail(str(error), error.exit_code)
+        except RecursionError:
+            _fail(
+                "the input is nested too deeply to be read (JSON thousands of levels deep?)",
+                2,
+                hint="check the config file and the workspace's JSON files (memory/.dream_state.json, ...)",
+            )
         if isinstance(result, int) and result != 0:
             raise click.exceptions.Exit(result)
         return result
