@@ -135,7 +135,11 @@ def test_a_write_larger_than_dream_can_read_is_refused_as_a_tool_error(isolated:
     huge = "- padding line that keeps going\n" * 270_000  # ~8.6 MB
     current = facts_file(3)
     big_edit = tool_call("edit_file", path=MEMORY, old_text=current, new_text=current + huge)
-    scripted = [Reply("[MEMORY] a fact"), Reply(tool_calls=[big_edit]), Reply("done")]
+    scripted = [
+        Reply("[MEMORY] The release checklist lives in docs/release.md"),
+        Reply(tool_calls=[big_edit]),
+        Reply("done"),
+    ]
     make_workspace(isolated, ["- entry"], files={MEMORY: current})
     with ScriptedLLMServer(scripted) as server:
         use_server(isolated, server)
@@ -159,7 +163,7 @@ def test_a_nul_byte_or_a_lone_surrogate_in_a_write_is_refused(isolated: Cli) -> 
         tool_call("edit_file", path=MEMORY, old_text=current, new_text=current + "- a good fact\n"),
     ]
     make_workspace(isolated, ["- entry"], files={MEMORY: current})
-    with ScriptedLLMServer([Reply("[MEMORY] a good fact"), Reply(tool_calls=calls), Reply("done")]) as server:
+    with ScriptedLLMServer([Reply("[MEMORY] a good fact\n[ENTITY] nul: The nul project has one file"), Reply(tool_calls=calls), Reply("done")]) as server:
         use_server(isolated, server)
         code, report = isolated.run_json("run")
         tool_results = [

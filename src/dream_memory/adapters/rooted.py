@@ -401,6 +401,7 @@ class Beneath:
         except OSError as exc:
             if _is_link_error(exc):
                 raise OutsideRoot(rel, "replaced by a symlink while it was opened") from exc
+            exc.filename = real  # opened by its last name in its folder: say which file it was
             raise
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)

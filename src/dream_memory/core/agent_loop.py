@@ -181,9 +181,9 @@ class TargetedExecutor:
     def execute(self, name: str, arguments: dict[str, object]) -> ToolOutcome:
         if name in _EDIT_NAMES:
             try:
-                path = policy.normalize(arguments.get("path"))
+                path = policy.check_writable(arguments.get("path"))
             except DreamError:
-                path = None  # the inner executor says what is wrong with it
+                path = None  # not a memory file at all: the inner executor says what is wrong with it
             if path is not None and path not in self.targets:
                 return ToolOutcome(False, f"{path} is not a file this batch's facts go to. {self.hint(path)}")
         return self.inner.execute(name, arguments)
