@@ -113,10 +113,11 @@ class Workspace:
         """
         from dream_memory.app.dream import run_dream
 
+        chat, resolved = self._resolve(model)
         options = self._wiring.dream_options(
-            batch_size=batch_size, max_batches=max_batches, dry_run=dry_run, branch=branch
+            batch_size=batch_size, max_batches=max_batches, dry_run=dry_run, branch=branch, resolved=resolved
         )
-        report = run_dream(self._wiring.dream_context(self._resolve(model)[0], options))
+        report = run_dream(self._wiring.dream_context(chat, options))
         return report.to_json()
 
     def consolidate(
@@ -128,11 +129,18 @@ class Workspace:
         force: bool = False,
         dry_run: bool = False,
     ) -> dict[str, Any]:
-        """Consolidate sessions (all of ``sessions/`` when ``sessions`` is None); returns the report."""
+        """Consolidate sessions (every session of the workspace, ``sessions/`` and nanobot 0.3.5's
+        store, when ``sessions`` is None); returns the report."""
         from dream_memory.app.consolidate import consolidate_sessions, select_sessions
 
         chat, resolved = self._resolve(model)
-        paths = select_sessions(self.path, [str(s) for s in sessions or ()], sessions is None, self.path)
+        paths = select_sessions(
+            self.path,
+            [str(s) for s in sessions or ()],
+            sessions is None,
+            self.path,
+            nanobot_roots=self._wiring.nanobot_session_roots(),
+        )
         if not dry_run:
             self._wiring.ensure_workspace()
         ctx = self._wiring.consolidate_context(

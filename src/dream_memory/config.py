@@ -13,11 +13,12 @@ import re
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasGenerator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
+from dream_memory.core import jsontext
 from dream_memory.errors import ConfigError
 from dream_memory.settings import DEFAULT_GIT_AUTHOR
 
@@ -43,11 +44,25 @@ class ModelPreset(_Model):
     context_window: int | None = Field(None, ge=1)
     max_retries: int = Field(3, ge=0, le=10)
     retry_base_seconds: float = Field(1.0, ge=0)
+    edit_protocol: Literal["tools", "text", "auto", "facts"] = "tools"
+    # nanobot's preset fields (its config.json): the provider entry under `providers` holding the
+    # key and base, and its name for the context window. reasoningEffort is nanobot's alone.
+    provider: str | None = None
+    context_window_tokens: int | None = Field(None, ge=1)
+    reasoning_effort: str | None = None
+
+
+class NanobotProvider(_Model):
+    """One entry of a nanobot config.json's ``providers``: where its key and endpoint are."""
+
+    api_key: str | None = None
+    api_base: str | None = None
 
 
 class DeletionGuard(_Model):
     max_share: float = Field(0.3, ge=0, le=1)
     min_lines: int = Field(10, ge=0)
+    window_batches: int = Field(10, ge=0, le=1000)
 
 
 class DreamSettings(_Model):
@@ -66,6 +81,9 @@ class DreamSettings(_Model):
     batch_tokens: int = Field(12000, ge=500)
     max_history_entries: int = Field(1000, ge=10)
     git_author: str = DEFAULT_GIT_AUTHOR
+    enabled: bool | None = None  # nanobot's switch for its own Dream; dream-memory ignores it
+    # A .dream_cursor moved ahead outside a Dream commit (a nanobot gateway start) is followed.
+    follow_external_cursor: bool = False
 
     @field_validator("secret_allowlist")
     @classmethod
@@ -95,6 +113,13 @@ class ContextSettings(_Model):
 
 class AgentDefaults(_Model):
     model: str | None = None
+    # nanobot's own defaults (its config.json): the active preset and the implicit "default"
+    # preset's fields.
+    model_preset: str | None = None
+    provider: str | None = None
+    max_tokens: int | None = Field(None, ge=1)
+    context_window_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = None
     dream: DreamSettings = DreamSettings()
     consolidate: ConsolidateSettings = ConsolidateSettings()
     context: ContextSettings = ContextSettings()
@@ -107,6 +132,15 @@ class Agents(_Model):
 class Config(_Model):
     agents: Agents = Agents()
     model_presets: dict[str, ModelPreset] = {}
+    providers: dict[str, NanobotProvider | None] = {}
+
+    @field_validator("providers", mode="before")
+    @classmethod
+    def _only_provider_entries(cls, value: Any) -> Any:
+        # nanobot's `providers` holds provider objects; anything else there is not ours to judge.
+        if isinstance(value, dict):
+            return {k: v for k, v in value.items() if isinstance(v, dict)}
+        return value
 
     @property
     def dream(self) -> DreamSettings:
@@ -160,7 +194,7 @@ def load_config_file(path: Path) -> Config:
     except OSError as exc:
         raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from exc
     try:
-        data = json.loads(text)
+        data = jsontext.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(
             f"config file {path} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"

@@ -56,12 +56,33 @@ class WorkspaceError(DreamError):
     """A workspace file cannot be read or written."""
 
 
+class WorkspaceUnusable(WorkspaceError):
+    """The workspace cannot be used as it is: no permission, a read-only filesystem, a folder
+    where a file belongs. Running again will not help until someone fixes it, hence exit 2."""
+
+    exit_code = EXIT_USAGE
+
+
 class VersionStoreError(DreamError):
     """The git repository cannot be read or written."""
 
 
 class UnknownRevision(VersionStoreError):
     """A commit prefix or range names nothing, or more than one thing."""
+
+    exit_code = EXIT_USAGE
+
+
+class UnsafeTree(VersionStoreError):
+    """A commit holds a path that would lead outside the workspace or into ``.git`` (a crafted
+    tree); it is never written, deleted or served."""
+
+    exit_code = EXIT_USAGE
+
+
+class RepositoryStateError(VersionStoreError):
+    """The repository is in a state no commit may be made in (a merge or rebase in progress,
+    unmerged files, a detached HEAD of dream-memory's own repository); nothing was changed."""
 
     exit_code = EXIT_USAGE
 

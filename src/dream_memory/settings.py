@@ -15,6 +15,7 @@ Error messages name the file and the field, never the value (a value may be a se
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +91,7 @@ class ResolvedModel:
     context_window: int | None = None
     max_retries: int = 3
     retry_base_seconds: float = 1.0
+    edit_protocol: str = "tools"  # how phase 2 edits: tools | text | auto | facts
 
     @property
     def is_offline(self) -> bool:
@@ -109,13 +111,16 @@ def resolve_model(config: Config, cli_model: str | None, env: Mapping[str, str])
     elif env.get("DREAM_MODEL"):
         choice = (env["DREAM_MODEL"], "DREAM_MODEL")
     elif dream.model_override:
-        if dream.model_override != OFFLINE_MODEL and dream.model_override not in config.model_presets:
+        nanobot_default = dream.model_override == "default" and _is_nanobot_config(config)
+        if dream.model_override not in (OFFLINE_MODEL, *config.model_presets) and not nanobot_default:
             raise ConfigError(
                 f"agents.defaults.dream.modelOverride names no preset in modelPresets "
                 f"(known presets: {', '.join(sorted(config.model_presets)) or 'none'})",
                 hint="modelOverride accepts preset names only; define the model under modelPresets",
             )
         choice = (dream.model_override, "agents.defaults.dream.modelOverride")
+    elif config.agents.defaults.model_preset:
+        choice = (config.agents.defaults.model_preset, "agents.defaults.modelPreset")
     elif config.agents.defaults.model:
         choice = (config.agents.defaults.model, "agents.defaults.model")
     if choice is None:
@@ -123,6 +128,9 @@ def resolve_model(config: Config, cli_model: str | None, env: Mapping[str, str])
     name, source = choice
     if name == OFFLINE_MODEL:
         return ResolvedModel(name=OFFLINE_MODEL, source=source)
+    nanobot = _nanobot_model(config, name, source, env)
+    if nanobot is not None:
+        return nanobot
 
     preset = config.model_presets.get(name)
     api_base = env.get("DREAM_API_BASE") or (preset.api_base if preset else None)
@@ -162,7 +170,152 @@ def resolve_model(config: Config, cli_model: str | None, env: Mapping[str, str])
         context_window=preset.context_window if preset else None,
         max_retries=preset.max_retries if preset else 3,
         retry_base_seconds=preset.retry_base_seconds if preset else 1.0,
+        edit_protocol=preset.edit_protocol if preset else "tools",
     )
+
+
+# nanobot's provider names (its config.json's `providers` keys, compared without case, "_" or
+# "-") and the litellm provider each one is. "custom" and any other entry with an apiBase is an
+# OpenAI-compatible endpoint.
+NANOBOT_PROVIDERS = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "openrouter": "openrouter",
+    "deepseek": "deepseek",
+    "groq": "groq",
+    "gemini": "gemini",
+    "mistral": "mistral",
+    "ollama": "ollama",
+    "vllm": "hosted_vllm",
+    "lmstudio": "lm_studio",
+    "dashscope": "dashscope",
+    "moonshot": "moonshot",
+    "huggingface": "huggingface",
+    "nvidia": "nvidia_nim",
+    "custom": "openai",
+}
+# Sign-in (OAuth) or cloud-credential providers: nothing in config.json a batch job can use.
+NANOBOT_UNSUPPORTED = ("openaicodex", "githubcopilot", "xaigrok", "azureopenai", "bedrock")
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _norm(name: str) -> str:
+    return name.replace("_", "").replace("-", "").lower()
+
+
+def _is_nanobot_config(config: Config) -> bool:
+    defaults = config.agents.defaults
+    return bool(
+        config.providers
+        or defaults.provider
+        or defaults.model_preset
+        or any(p.provider for p in config.model_presets.values())
+    )
+
+
+def _nanobot_model(config: Config, name: str, source: str, env: Mapping[str, str]) -> ResolvedModel | None:
+    """The model a nanobot config.json names (None when the config is not nanobot's, or the name
+    is one of our own presets with its own key settings).
+
+    As nanobot reads it: a preset (or, named "default" or a model id, the implicit preset of
+    ``agents.defaults``: model, provider, maxTokens, contextWindowTokens, temperature) whose
+    ``provider`` ("auto": the model's prefix, else the one provider with a key) names an entry
+    of ``providers`` holding ``apiKey`` (``${VAR}`` taken from the environment) and ``apiBase``.
+    """
+    if not _is_nanobot_config(config):
+        return None
+    defaults = config.agents.defaults
+    preset = config.model_presets.get(name)
+    if preset is not None and (preset.api_key_env or preset.api_base):
+        return None  # a dream-memory preset: resolved the usual way
+    if preset is not None:
+        model, provider, where = preset.model, preset.provider, f"modelPresets.{name}"
+        max_tokens, temperature = preset.max_tokens, preset.temperature
+        window = preset.context_window_tokens or preset.context_window
+    else:
+        if name == "default" and not defaults.model:
+            raise ConfigError("the nanobot config names the default preset, but agents.defaults.model is not set")
+        model = defaults.model if name == "default" and defaults.model else name
+        provider = defaults.provider
+        max_tokens = defaults.max_tokens or 4096
+        window = defaults.context_window_tokens
+        temperature = defaults.temperature if defaults.temperature is not None else 0.0
+        where = "agents.defaults"
+    entry_name = _nanobot_provider(config, model, provider, where)
+    entry = config.providers.get(entry_name) if entry_name else None
+    key_name = _norm(entry_name or "")
+    field_prefix = f"providers.{entry_name}"
+    api_key = env.get("DREAM_API_KEY") or _expand(entry.api_key if entry else None, f"{field_prefix}.apiKey", env)
+    api_base = env.get("DREAM_API_BASE") or _expand(entry.api_base if entry else None, f"{field_prefix}.apiBase", env)
+    prefix = NANOBOT_PROVIDERS.get(key_name)
+    if prefix is None:
+        if not api_base:
+            raise ConfigError(
+                f"{where} uses provider {entry_name!r}, which dream-memory does not know and which has no apiBase",
+                hint="set providers.<name>.apiBase to its OpenAI-compatible endpoint, or define a dream-memory "
+                "preset (modelPresets with apiBase and apiKeyEnv; see docs/nanobot.md)",
+            )
+        prefix = "openai"
+    model_id = model if model.startswith(prefix + "/") else f"{prefix}/{model}"
+    if api_key is None and prefix not in ("ollama", "hosted_vllm", "lm_studio") and not api_base:
+        raise ConfigError(
+            f"{where} uses provider {entry_name!r}, but providers.{entry_name}.apiKey is empty",
+            hint="set it in the nanobot config (or export DREAM_API_KEY), or choose --model offline",
+        )
+    return ResolvedModel(
+        name=model_id,
+        source=source,
+        preset=name if preset is not None else None,
+        api_base=api_base,
+        api_key=api_key,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        context_window=window,
+    )
+
+
+def _nanobot_provider(config: Config, model: str, provider: str | None, where: str) -> str:
+    """The ``providers`` entry a nanobot model uses (its name as written in the config)."""
+    entries = {_norm(k): k for k, v in config.providers.items() if v is not None}
+    if provider and provider != "auto":
+        wanted = _norm(provider)
+    else:
+        head = _norm(model.split("/", 1)[0]) if "/" in model else ""
+        if head in entries:
+            wanted = head
+        else:
+            usable = [k for k, v in config.providers.items() if v is not None and (v.api_key or v.api_base)]
+            if len(usable) != 1:
+                raise ConfigError(
+                    f"{where}: cannot tell which provider serves {model!r} (provider is auto and "
+                    f"{len(usable)} providers have a key)",
+                    hint=f"set {where}.provider to one of: {', '.join(sorted(entries)) or 'none configured'}",
+                )
+            return usable[0]
+    if wanted in NANOBOT_UNSUPPORTED:
+        raise ConfigError(
+            f"{where} uses provider {provider!r}, which signs in interactively or uses cloud credentials: "
+            "dream-memory cannot use it from a nanobot config",
+            hint="define a dream-memory preset for a provider with an API key (docs/nanobot.md)",
+        )
+    if wanted not in entries:
+        raise ConfigError(
+            f"{where} uses provider {provider or wanted!r}, which has no entry under providers",
+            hint=f"add providers.{provider or wanted} with its apiKey (and apiBase), or choose --model offline",
+        )
+    return entries[wanted]
+
+
+def _expand(value: str | None, field_name: str, env: Mapping[str, str]) -> str | None:
+    """A config value with nanobot's ``${VAR}`` references taken from the environment."""
+    if not value:
+        return None
+    missing = [m for m in _ENV_REF.findall(value) if m not in env]
+    if missing:
+        raise ConfigError(
+            f"{field_name} refers to ${{{missing[0]}}}, which is not set", hint=f"export {missing[0]}=..."
+        )
+    return _ENV_REF.sub(lambda m: env[m.group(1)], value) or None
 
 
 def search_cache_dir(env: Mapping[str, str]) -> Path | None:

@@ -28,7 +28,7 @@ from dream_memory.adapters import fsutil
 from dream_memory.adapters.tokens import default_counter
 from dream_memory.core.consolidation import ENTRY_CAP_BYTES
 from dream_memory.core.history import format_timestamp, parse_timestamp
-from dream_memory.core.prompts import CONSOLIDATION_MARKER
+from dream_memory.core.prompts import CONSOLIDATION_MARKER, INSTRUCTION_MARKER
 from dream_memory.testing.llm_server import Fail, Reply, ScriptedLLMServer, ScriptedToolCall
 
 REPORT_KEYS = {"status", "sessions", "usage", "errors"}
@@ -106,8 +106,10 @@ def test_real_sessions_are_cut_only_between_turns_never_inside_a_tool_group(
         Reply("Internal Server Error: upstream timed out"),
         Reply(None, tool_calls=(ScriptedToolCall("read_file", '{"path": "USER.md"}'),)),
         Reply("- half a summary", finish_reason="length"),
+        # A small model answering the transcript's last question instead of summarizing it.
+        Reply("Sure! To deploy, run make release and then tag the commit."),
     ],
-    ids=["http-500", "empty", "error-text", "tool-calls", "cut-off"],
+    ids=["http-500", "empty", "error-text", "tool-calls", "cut-off", "answers-the-question"],
 )
 def test_a_failing_model_archives_every_message_of_the_slice_raw(isolated: Cli, failure: Any) -> None:
     """When the model fails after its retries, or answers with something unusable, the slice is
@@ -205,7 +207,8 @@ def test_a_200000_character_tool_result_is_summarized_in_parts_within_the_window
     for request in requests:
         prompt = sum(counter.count(m["content"]) for m in request.messages)
         assert prompt <= 16_000 - 1_000
-    bodies = [r.messages[-1]["content"].split("\n", 2)[2] for r in requests]  # after the header and a blank line
+    # After the header and a blank line, before the instruction repeated at the end.
+    bodies = [r.messages[-1]["content"].split("\n", 2)[2].split(f"\n\n{INSTRUCTION_MARKER}")[0] for r in requests]
     assert payload in "".join(bodies)
     assert all(len(e["content"].encode("utf-8")) <= ENTRY_CAP_BYTES for e in history(isolated.workspace))
 

@@ -208,3 +208,48 @@ def test_entries_already_in_history_are_matched_in_order() -> None:
     assert match_entries(["a", "b", "c"], ["x", "a", "b"]) == [1, 2, None]
     assert match_entries(["a", "a"], ["a"]) == [0, None]
     assert match_entries([], ["a"]) == []
+
+
+def test_a_watermark_beyond_the_end_is_read_as_zero_with_a_warning() -> None:
+    """last_consolidated 40 in a file of 8 messages would hide the whole session; nanobot reads
+    such a value as 0, and so do we, saying so."""
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(8)]
+    meta = '{"_type": "metadata", "key": "cli:direct", "last_consolidated": 40}'
+    resume = resume_point(parse_session(_text(messages, meta)), None)
+    assert resume.index == 0
+    assert resume.warning is not None and "beyond the 8 messages" in resume.warning and "read as 0" in resume.warning
+
+
+def test_nanobot_035_lines_private_state_left_out_internal_turns_counted_but_never_shown() -> None:
+    """A provider_state line is no record at all (not counted, never in a transcript, not even
+    as an unreadable line); hidden checkpoints and command turns count toward last_archived, as
+    nanobot counts them, but have no transcript line; last_archived wins over last_consolidated."""
+    from dream_memory.core.sessions import transcript_lines
+
+    meta = '{"_type": "metadata", "key": "k", "last_archived": 2, "last_consolidated": 1}'
+    private = '{"_type": "provider_state", "state": {"payload": {"encrypted": "BLOB"}}}'
+    lines = [
+        {"role": "user", "content": "/new", "_command": True},
+        {"role": "user", "content": "continue", "_hidden_history": True},
+        {"role": "user", "content": "", "media": ["/tmp/a.png"]},
+        {"role": "user", "content": "hi\n\nCTX", "_runtime_context": {"version": 1, "suffix": "CTX"}},
+    ]
+    parsed = parse_session(meta + "\n" + private + "\n" + "".join(json.dumps(m) + "\n" for m in lines))
+    assert (parsed.private_lines, parsed.message_count, parsed.meta.archive_offset) == (1, 4, 2)
+    shown = [line for r in parsed.records for line in transcript_lines(r)]
+    assert shown == ["user: [image: /tmp/a.png]", "user: hi"]
+    assert resume_point(parsed, None).index == 2
+
+
+def test_the_progress_is_written_under_the_field_the_agent_reads() -> None:
+    """nanobot 0.3.5 reads last_archived and writes both: both are set; 0.3.0's line has only
+    last_consolidated; a line with neither gets both in 0.3.5's store, last_consolidated elsewhere."""
+    from dream_memory.core.sessions import keys_to_write, with_progress
+
+    both = '{"_type": "metadata", "key": "k", "last_archived": 2, "last_consolidated": 2}'
+    keys = keys_to_write(both, nanobot_store=True)
+    assert keys == ("last_archived", "last_consolidated")
+    assert with_progress(both, 9, keys) == both.replace(": 2", ": 9")
+    assert keys_to_write('{"_type": "metadata", "last_consolidated": 1}', nanobot_store=True) == ("last_consolidated",)
+    assert keys_to_write('{"_type": "metadata"}', nanobot_store=True) == ("last_archived", "last_consolidated")
+    assert keys_to_write('{"_type": "metadata"}', nanobot_store=False) == ("last_consolidated",)

@@ -45,7 +45,8 @@ def test_offline_engine_passes_every_check_by_default(dream) -> None:
 
 
 def test_score_table_is_the_same_on_every_run(dream) -> None:
-    """The printed score table is deterministic: two runs print exactly the same text."""
+    """The printed score table is deterministic: two runs print exactly the same text, and it
+    shows the do-nothing baseline beside each score."""
     first = dream("eval", "--model", "offline", timeout=120)
     second = dream("eval", "--model", "offline", timeout=120)
     assert first.returncode == second.returncode == 0, first.stderr
@@ -54,6 +55,7 @@ def test_score_table_is_the_same_on_every_run(dream) -> None:
     assert lines[0] == "dream eval: model offline, 2 scenario(s)"
     assert any(line.startswith("facts kept") for line in lines)
     assert any(line.startswith("no secret committed or stored") for line in lines)
+    assert any(line.startswith("do-nothing baseline") and "15/30" in line for line in lines), first.stdout
     assert lines[-1] == "overall: PASS"
 
 
@@ -88,7 +90,8 @@ def _forgetful(request: dict[str, Any]) -> Reply:
 
 def test_engine_that_drops_every_fact_scores_below_threshold_and_exits_1(dream, tmp_path: Path) -> None:
     """A configured model that keeps nothing (served over HTTP) fails the evaluation: facts are
-    missing, nothing superseded was ever committed, and the exit code is 1."""
+    missing, nothing superseded was ever committed, its score is exactly the do-nothing baseline
+    shown beside it, and the exit code is 1."""
     with ScriptedLLMServer(responder=_forgetful) as server:
         config = tmp_path / "dream.json"
         preset = {
@@ -116,6 +119,7 @@ def test_engine_that_drops_every_fact_scores_below_threshold_and_exits_1(dream, 
         assert checks["runs"]["passed"] == checks["runs"]["total"]  # it ran fine; it just kept nothing
         failed = [i for i in scenario["items"] if not i["passed"]]
         assert any("is in no memory file" in i["detail"] for i in failed)
+        assert scenario["baseline"]["passed"] == scenario["score"]["passed"] and scenario["above_baseline"] == 0
 
 
 def test_a_committed_secret_fails_the_required_check(tmp_path: Path) -> None:

@@ -139,8 +139,9 @@ def test_cursor_and_state_are_left_alone_unless_replay(tmp_path: Path, dream, gi
     assert "Replay-From: 5" in git(ws, "log", "-1", "--format=%B")
     assert [e.cursor for e in HistoryLog(ws, clock=FrozenClock()).entries_after(5)] == [6, 7, 8, 9]
 
-    manual = git(ws, "log", "--format=%H %s").splitlines()[-1].split()[0]  # memory: init: no range
-    proc = dream("restore", manual, "--replay", "--workspace", str(ws))
+    revert = git(ws, "rev-parse", "HEAD~1").strip()  # the revert of `first`: no Dream-Range
+    assert git(ws, "log", "-1", "--format=%s", revert).startswith("dream: revert")
+    proc = dream("restore", revert, "--replay", "--workspace", str(ws))
     assert proc.returncode == 2 and "records no history range" in proc.stderr
 
 
@@ -192,3 +193,46 @@ def test_a_restore_during_a_dream_run_is_exit_75(tmp_path: Path, dream, dream_co
     assert proc.returncode == 75
     assert f"locked by another Dream run (pid {holder.pid}" in proc.stderr
     assert _read(ws, "USER.md") == "# User\n- x\n"
+
+
+def _snapshot(ws: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(ws).as_posix(): p.read_bytes()
+        for p in sorted(ws.rglob("*"))
+        if p.is_file() and p.relative_to(ws).parts[0] != ".git"
+    }
+
+
+def test_restoring_the_first_commit_is_refused_and_changes_nothing(tmp_path: Path, dream, git, dream_commit) -> None:
+    """`dream restore <sha of memory: init>` would delete SOUL.md, USER.md, memory/MEMORY.md and
+    the .gitignore block: exit 2 with a message naming the first commit, and the files, HEAD and
+    the history stay exactly as they were (nanobot refuses to revert a root commit too)."""
+    ws = _init(tmp_path, dream)
+    dream_commit(ws, {"USER.md": "# User\n\n- likes tea\n"}, "tea", (1, 1))
+    root = git(ws, "rev-list", "--max-parents=0", "HEAD").strip()
+    assert git(ws, "log", "-1", "--format=%s", root).strip() == "memory: init"
+    head, files = git(ws, "rev-parse", "HEAD").strip(), _snapshot(ws)
+    proc = dream("restore", root[:8], "--workspace", str(ws))
+    assert proc.returncode == 2, proc.stderr
+    assert "first commit" in proc.stderr and "nothing was changed" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert git(ws, "rev-parse", "HEAD").strip() == head
+    assert _snapshot(ws) == files
+    assert git(ws, "status", "--porcelain") == ""
+
+
+def test_a_restore_that_would_delete_the_gitignore_block_is_refused(tmp_path: Path, dream, git) -> None:
+    """A commit that put the dream-memory block back into .gitignore (after someone committed it
+    away) cannot be undone: the block keeps runtime files out of git. Exit 2, nothing changed."""
+    ws = _init(tmp_path, dream)
+    with_block = (ws / ".gitignore").read_text(encoding="utf-8")
+    (ws / ".gitignore").write_text("node_modules/\n", encoding="utf-8")
+    git(ws, "commit", "-qam", "drop the block", identity=True)
+    (ws / ".gitignore").write_text("node_modules/\n" + with_block, encoding="utf-8")
+    git(ws, "commit", "-qam", "block back", identity=True)
+    head, files = git(ws, "rev-parse", "HEAD").strip(), _snapshot(ws)
+    proc = dream("restore", head[:8], "--workspace", str(ws))
+    assert proc.returncode == 2, proc.stderr
+    assert ".gitignore" in proc.stderr and "nothing was changed" in proc.stderr
+    assert git(ws, "rev-parse", "HEAD").strip() == head
+    assert _snapshot(ws) == files

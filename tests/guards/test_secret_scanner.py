@@ -2,22 +2,64 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from dream_memory.adapters.secrets import SecretScanner
-from dream_memory.testing.canaries import CANARIES, Canary
+from dream_memory.testing.canaries import CANARIES, KINDS, Canary, make_canaries
 
 
 @pytest.mark.parametrize("canary", CANARIES, ids=[f"{i}-{c.kind}" for i, c in enumerate(CANARIES)])
 def test_each_canary_is_redacted(canary: Canary) -> None:
-    """A secret of each promised kind is replaced by a [REDACTED:kind] marker; the value is gone."""
+    """A secret of each promised kind is replaced by its own [REDACTED:kind] marker; nothing of
+    the value is left (not even the tail of a longer token)."""
     clean, counts = SecretScanner().redact(f"- Note from the session: {canary.text}\n")
     assert canary.value not in clean
-    assert "[REDACTED:" in clean
-    assert sum(counts.values()) >= 1
+    assert f"[REDACTED:{canary.kind}]" in clean, clean
+    assert counts.get(canary.kind, 0) >= 1
+    for line in canary.value.splitlines():
+        if len(line) >= 12:
+            assert line[-10:] not in clean, "the tail of the secret stayed behind"
 
 
-def test_thirty_canaries_in_one_text() -> None:
+def test_every_kind_is_caught_whatever_the_random_values() -> None:
+    """The canaries are random: 40 fresh sets of them (3,500+ values) are all caught, so a kind
+    is not caught only by luck of one draw (entropy thresholds, English-looking passwords)."""
+    scanner = SecretScanner()
+    missed: list[str] = []
+    for _ in range(40):
+        for canary in make_canaries():
+            clean, _ = scanner.redact(canary.text)
+            if canary.value in clean or f"[REDACTED:{canary.kind}]" not in clean:
+                missed.append(canary.kind)
+    assert missed == []
+
+
+def test_the_canary_set_covers_the_kinds_the_guard_promises() -> None:
+    """The kinds the issue named (Twilio auth tokens, password assignments and passwords in prose,
+    Discord webhooks, PyPI and Hugging Face tokens, Bearer and Basic headers, Vault, DigitalOcean,
+    Shopify) are among the 50+ kinds with a canary."""
+    named = {
+        "secret_assignment",  # TWILIO_AUTH_TOKEN=..., "auth token <hex>", MISTRAL_API_KEY=...
+        "password",
+        "discord_webhook",
+        "pypi_token",
+        "huggingface_token",
+        "authorization_header",
+        "bearer_token",
+        "basic_auth",
+        "vault_token",
+        "digitalocean_token",
+        "shopify_token",
+    }
+    assert named <= set(KINDS)
+    assert len(KINDS) >= 50
+    twilio = [c for c in CANARIES if "Twilio" in c.text or "TWILIO" in c.text]
+    assert len(twilio) >= 3
+
+
+def test_all_canaries_in_one_text() -> None:
     """All canaries together in one document: none survives, counts add up per kind."""
     text = "\n".join(c.text for c in CANARIES)
     clean, counts = SecretScanner().redact(text)
@@ -44,22 +86,90 @@ def test_keys_ending_in_a_dash_are_redacted_whole(kind: str, value: str) -> None
     assert sum(counts.values()) >= 1, kind
 
 
-@pytest.mark.parametrize(
-    "text",
-    [
-        "- Decided to use PostgreSQL 16; commit 3f2a9c1b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a fixed the migration.",
-        "- The repository lives at /home/maya/src/ledger-api and deploys from main.",
-        "- Request id 123e4567-e89b-12d3-a456-426614174000 was retried.",
-        "- User prefers dark mode and concise answers.",
-        "- Set OPENAI_API_KEY from the environment (password is stored in the vault, never in files).",
-        "- The password field must be at least 12 characters long.",
-        "- Use ${DATABASE_PASSWORD} in the compose file.",
-    ],
-)
+ORDINARY = [
+    "- Decided to use PostgreSQL 16; commit 3f2a9c1b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a fixed the migration.",
+    '- Last Dream commit: {"commit": "3f2a9c1b8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a"}',
+    "- The repository lives at /home/maya/src/ledger-api and deploys from main.",
+    "- Request id 123e4567-e89b-12d3-a456-426614174000 was retried.",
+    "- User prefers dark mode and concise answers.",
+    "- Set OPENAI_API_KEY from the environment (password is stored in the vault, never in files).",
+    "- The password field must be at least 12 characters long.",
+    "- Use ${DATABASE_PASSWORD} in the compose file.",
+    '- The password is stored in 1Password under "prod db".',
+    "- Password reset emails are sent by Postmark.",
+    "- The admin password is required for the upgrade.",
+    "- Her password was rotated last week.",
+    "- The wifi password is on the fridge.",
+    "- password: see the team vault",
+    "- The token limit is 4096 per request.",
+    "- Max tokens: 4096",
+    "- Tokenizer: cl100k_base",
+    "- API version: 2024-06-01",
+    "- Key decision: use SQLite for the cache.",
+    "- The key is to keep answers short.",
+    "- primary_key: user_id",
+    "- cache key: user:42:profile",
+    "- ssh key: ~/.ssh/id_ed25519",
+    "- The public key is ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGq7 maya@laptop",
+    "- Stripe publishable key: pk_live_51HxYzAbCdEfGh12345678",
+    "- Use Bearer authentication for the internal API.",
+    "- Basic auth is disabled on the staging server.",
+    "- Authorization header must be sent on every call.",
+    "- Auth: OAuth2 via Google",
+    "- Secret Santa is on Friday.",
+    "- Secrets live in AWS Secrets Manager under prod/db.",
+    "- The API key rotation runs monthly on the 1st.",
+    "- Model: gpt-4o-mini-2024-07-18",
+    "- Version 1.2.3-beta4 shipped on 2026-04-03.",
+    "- Access token lifetime is 3600 seconds.",
+    "- credentials: stored in the keychain",
+    "- We pass the test suite in 42 seconds.",
+    "- **Pass score**: >= 0.5 (at least 3 sources found)",
+    "- Pass `DREAM_API_KEY` (or the variable the preset names) to the job.",
+    "- api_key: OPENAI_API_KEY",
+    "- Monkey patching: avoid.",
+    "- The session cookie is named sid and expires after 30 minutes.",
+    "- Cookie: consent=yes; theme=dark",
+    "- pwd shows /home/maya/src",
+    "- Run mysql -u root -h db.internal ledger to inspect.",
+    "- curl -u admin:$ADMIN_PASS https://api.internal/health",
+    "- Authorization: Bearer <token>",
+    "- password = <your password here>",
+    "- The secret is consistency.",
+    "- token: required",
+    "- Tokens are hashed with bcrypt cost 12.",
+    "- Link: https://example.com/reset?token=expired",
+    "- See https://example.com/docs?page=2&sort=desc",
+    "- The secret key for signing lives in the KMS key alias/prod-signing.",
+    "- The 'password' column is nullable.",
+    "- passwords are never logged",
+    "- The token bucket refills 10 tokens per second.",
+]
+
+
+@pytest.mark.parametrize("text", ORDINARY)
 def test_ordinary_memory_text_is_not_redacted(text: str) -> None:
-    """Paths, commit SHAs, UUIDs and talk about passwords are not secrets."""
+    """Paths, commit SHAs, UUIDs, versions, environment variable names and plain English about
+    passwords, keys and tokens are not secrets: the line is kept exactly."""
     clean, counts = SecretScanner().redact(text)
     assert clean == text and counts == {}
+
+
+def test_real_agent_workspaces_are_not_redacted(fixtures_root: Path) -> None:
+    """The real agent workspaces (memory, skills, sessions of a dozen public agents, with their
+    secrets left out when they were collected) pass through the guard with no line changed."""
+    scanner = SecretScanner()
+    changed: list[str] = []
+    lines = 0
+    for path in sorted(fixtures_root.rglob("*")):
+        if path.suffix not in (".md", ".jsonl", ".json") or not path.is_file() or path.name == "MANIFEST.md":
+            continue
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            lines += 1
+            if scanner.redact(line)[0] != line:
+                changed.append(f"{path.relative_to(fixtures_root)}: {scanner.redact(line)[0][:120]}")
+    assert lines > 1000
+    assert changed == []
 
 
 def test_allowlist_keeps_a_known_false_positive() -> None:

@@ -18,7 +18,7 @@ from dream_memory.adapters.llm import PLACEHOLDER_API_KEY, LiteLLMChatModel, bui
 from dream_memory.core.chat import ToolSpec
 from dream_memory.errors import BadReply, ModelError
 from dream_memory.settings import ResolvedModel
-from dream_memory.testing.llm_server import Drop, Fail, Garbage, Hang, Reply, ScriptedToolCall, tool_call
+from dream_memory.testing.llm_server import Drop, Fail, Garbage, Hang, Reply, ScriptedToolCall, Trickle, tool_call
 
 MESSAGES = [
     {"role": "system", "content": "You keep an agent's memory."},
@@ -276,6 +276,21 @@ def test_a_hang_beyond_the_timeout_is_a_retryable_timeout(server, make_model):
     assert "0.3 s" in error.message
     assert len(server.requests) == 2
     assert time.monotonic() - started < 4
+
+
+def test_an_answer_trickling_in_byte_by_byte_is_bounded_by_the_timeout(server, make_model):
+    """A server sending its answer one byte every 0.2 s (each read gets data well before the
+    client's per-read timeout, so on its own the call took minutes) fails as a retryable timeout
+    once the whole request has taken the timeout (1 s), attempt by attempt."""
+    server.add(Trickle(Reply("x" * 300), interval=0.2), Trickle(Reply("y" * 300), interval=0.2))
+    started = time.monotonic()
+
+    error = _fail(make_model(timeout=1, max_retries=1))
+
+    assert (error.kind, error.retryable) == ("timeout", True)
+    assert "within 1 s" in error.message and "still arriving" in error.message
+    assert len(server.requests) == 2
+    assert time.monotonic() - started < 15
 
 
 def test_a_slow_answer_within_the_timeout_is_fine(server, make_model):

@@ -143,7 +143,9 @@ def test_sigkill_during_migration(
     proc = dream("append", "- after the crash", "--workspace", str(ws))
     assert proc.returncode == 0, proc.stderr
     entries = _all_entries(ws)
-    legacy = ["first old entry", "second\n- with a bullet", "third"]
+    # split and worded as nanobot's own migration has them: only a "[date HH:MM]" header leaves
+    # the content, the other header forms only give the time
+    legacy = ["first old entry", "[2026-03-02 11:00-12:00] second\n- with a bullet", "[2026-03-03] third"]
     assert [e.content for e in entries] == [*existing, *legacy, "- after the crash"]
     assert [e.cursor for e in entries] == list(range(1, len(entries) + 1))
     assert [e.timestamp for e in entries[len(existing) : -1]] == [
@@ -176,8 +178,8 @@ def test_agent_appending_to_history_md_between_crash_and_recovery(
     contents = [e.content for e in _all_entries(ws)]
     assert contents == [
         "first old entry",
-        "second\n- with a bullet",
-        "third",
+        "[2026-03-02 11:00-12:00] second\n- with a bullet",
+        "[2026-03-03] third",
         "written by the agent after the crash",
         "- after",
     ]

@@ -3,13 +3,17 @@ backup name, on real files."""
 
 from __future__ import annotations
 
+import os
+from datetime import datetime
 from pathlib import Path
 
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core.history import HistoryEntry
 from dream_memory.testing import FrozenClock, build_workspace
 
-LEGACY = "[2026-03-01 10:00] first\n[2026-03-02 11:00] second\n\nno header: still the second\n"
+LEGACY = "[2026-03-01 10:00] first\n[2026-03-02 11:00] second\n\nno header: an entry of its own\n"
+# HISTORY.md's modification time: the time of its undated text, as nanobot's migration has it
+MTIME = datetime(2026, 3, 5, 8, 30).timestamp()
 
 
 def _log(ws: Path) -> HistoryLog:
@@ -17,24 +21,28 @@ def _log(ws: Path) -> HistoryLog:
 
 
 def test_into_an_empty_history_the_entries_arrive_already_consolidated(tmp_path: Path) -> None:
-    """history.jsonl present but empty: entries in file order with their header timestamps, and
-    both .cursor and .dream_cursor at the last one (the old design had consolidated them)."""
+    """history.jsonl present but empty: entries in file order with their header timestamps (the
+    paragraph after a blank line is an entry of its own, dated by the file's modification time,
+    as nanobot splits it), and both .cursor and .dream_cursor at the last one (the old design had
+    consolidated them)."""
     ws = build_workspace(tmp_path / "ws")
     (ws / "memory/history.jsonl").write_text("", encoding="utf-8")
     (ws / "memory/HISTORY.md").write_text(LEGACY, encoding="utf-8")
+    os.utime(ws / "memory/HISTORY.md", (MTIME, MTIME))
     result = _log(ws).migrate_legacy()
     assert result is not None and (result.mode, result.entries, result.backup) == (
         "initial",
-        2,
+        3,
         "memory/HISTORY.md.bak",
     )
     entries = _log(ws).scan().entries
     assert [(e.cursor, e.timestamp, e.content) for e in entries] == [
         (1, "2026-03-01 10:00", "first"),
-        (2, "2026-03-02 11:00", "second\n\nno header: still the second"),
+        (2, "2026-03-02 11:00", "second"),
+        (3, "2026-03-05 08:30", "no header: an entry of its own"),
     ]
-    assert (_log(ws).read_counter(), _log(ws).read_dream_cursor()) == (2, 2)
-    assert _log(ws).entries_after(2) == []
+    assert (_log(ws).read_counter(), _log(ws).read_dream_cursor()) == (3, 3)
+    assert _log(ws).entries_after(3) == []
 
 
 def test_beside_a_non_empty_history_they_arrive_as_new_undreamt_entries(tmp_path: Path) -> None:
@@ -45,10 +53,10 @@ def test_beside_a_non_empty_history_they_arrive_as_new_undreamt_entries(tmp_path
     before = (ws / "memory/history.jsonl").read_text(encoding="utf-8")
     (ws / "memory/HISTORY.md").write_text(LEGACY, encoding="utf-8")
     result = _log(ws).migrate_legacy()
-    assert result is not None and (result.mode, result.first_cursor, result.last_cursor) == ("append", 9, 10)
+    assert result is not None and (result.mode, result.first_cursor, result.last_cursor) == ("append", 9, 11)
     assert (ws / "memory/history.jsonl").read_text(encoding="utf-8").startswith(before)
-    assert [e.cursor for e in _log(ws).entries_after(8)] == [9, 10]
-    assert (_log(ws).read_counter(), _log(ws).read_dream_cursor()) == (10, 8)
+    assert [e.cursor for e in _log(ws).entries_after(8)] == [9, 10, 11]
+    assert (_log(ws).read_counter(), _log(ws).read_dream_cursor()) == (11, 8)
 
 
 def test_backups_are_numbered_and_never_overwritten(tmp_path: Path) -> None:

@@ -137,8 +137,9 @@ LEGACY_FILES: dict[str, tuple[int, str, str]] = {
     "Kiruno-lz__nanobot_configFile/workspace/memory/HISTORY.md.bak": (6, "2026-02-14 01:40", "2026-03-15 19:34"),
     # 6 entries, 5 of them under the same [2026-04-19 15:19] header.
     "MIRA-Intelligence__mira/memory/HISTORY.md": (6, "2026-04-19 15:19", "2026-04-19 15:27"),
-    # 63 bracket headers: 48 [date HH:MM], 12 same-day ranges, 1 cross-day range, 2 date-only.
-    "tlin-taolin__nanobot_workspace/workspace/memory/HISTORY.md": (63, "2026-03-08 21:01", "2026-03-13 09:43"),
+    # 63 bracket headers: 48 [date HH:MM], 12 same-day ranges, 1 cross-day range, 2 date-only;
+    # plus 2 header-less paragraphs after a blank line, entries of their own as nanobot splits them.
+    "tlin-taolin__nanobot_workspace/workspace/memory/HISTORY.md": (65, "2026-03-08 21:01", "2026-03-13 09:43"),
     "zhangyong04__stock_chatBI_nanobot/memory/HISTORY.md": (2, "2026-06-16 21:05", "2026-06-17 00:27"),
 }
 
@@ -226,19 +227,25 @@ def test_legacy_history_parses_with_the_verified_counts(fixtures_root: Path, nam
 
 
 def test_tlin_taolin_header_variants(fixtures_root: Path) -> None:
-    """Ranges take their start, the cross-day range its first day, date-only headers midnight;
-    the stray `-e ` line vanishes and the header-less paragraph (line 90) stays with its entry."""
+    """Ranges take their start, the cross-day range its first day, date-only headers midnight,
+    and those headers stay in the text (as nanobot keeps them); the stray `-e ` line vanishes and
+    the header-less paragraphs after a blank line (lines 28 and 90) are entries of their own,
+    undated, as nanobot's migration splits them."""
     text = (fixtures_root / "tlin-taolin__nanobot_workspace/workspace/memory/HISTORY.md").read_text(encoding="utf-8")
     entries = parse_legacy_history(text)
     stamps = [e.timestamp for e in entries]
     assert stamps[0] == "2026-03-08 21:01"  # [2026-03-08 21:01-21:43]
+    assert entries[0].content.startswith("[2026-03-08 21:01-21:43] User installed")
     assert stamps[10] == "2026-03-09 19:15"  # [2026-03-09 19:15-03-10 00:27]
-    assert stamps[49:51] == ["2026-03-12 00:00", "2026-03-12 00:00"]  # [2026-03-12] twice
-    assert entries[14].content.startswith("用户确认12只股票") and "-e" not in entries[14].content
-    assert entries[15].content.startswith("每日复盘完成")
-    assert entries[41].timestamp == "2026-03-12 01:33"
-    assert "修复了 monitor_quick.py" in entries[41].content  # line 90, no header of its own
-    assert entries[11].content.endswith("- 找到多模态RL相关Cubox材料")  # bullets stay with their header
+    assert stamps[51:53] == ["2026-03-12 00:00", "2026-03-12 00:00"]  # [2026-03-12] twice
+    assert [i for i, stamp in enumerate(stamps) if stamp is None] == [12, 43]
+    assert entries[15].content.startswith("用户确认12只股票") and "-e" not in entries[15].content
+    assert entries[16].content.startswith("每日复盘完成")
+    assert entries[42].timestamp == "2026-03-12 01:33"
+    assert entries[43].content.startswith("修复了 monitor_quick.py")  # line 90, no header of its own
+    # a bullet list after a blank line is its own entry too (nanobot's split), kept whole
+    assert entries[12].content.startswith("关键变更：\n- 关闭self-improving")
+    assert entries[12].content.endswith("- 找到多模态RL相关Cubox材料")
 
 
 def test_kiruno_legacy_file_parses_exactly_as_nanobot_migrated_it(fixtures_root: Path) -> None:
@@ -258,7 +265,7 @@ MIGRATIONS: dict[str, tuple[str, int, int, int, int | None]] = {
     "Greenhandyanjx__jd_agent": ("initial", 57, 67, 67, 67),
     # history.jsonl holds 2 entries: the legacy ones arrive as new, undreamt entries
     "MIRA-Intelligence__mira": ("append", 3, 8, 8, None),
-    "tlin-taolin__nanobot_workspace/workspace": ("initial", 1, 63, 63, 63),
+    "tlin-taolin__nanobot_workspace/workspace": ("initial", 1, 65, 65, 65),
     "zhangyong04__stock_chatBI_nanobot": ("initial", 1, 2, 2, 2),
 }
 

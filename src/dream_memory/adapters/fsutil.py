@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from dream_memory.errors import WorkspaceError
+from dream_memory.errors import WorkspaceError, WorkspaceUnusable
 
 FaultInjector = Callable[[str, Path], None]
 # A one-slot holder rather than a rebound global: the hook is read on every write.
@@ -136,17 +136,66 @@ def read_text(path: Path) -> str | None:
         return path.read_bytes().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return None
-    except IsADirectoryError:
-        raise WorkspaceError(f"{path} is a folder where a file was expected") from None
     except OSError as exc:
-        raise WorkspaceError(f"cannot read {path}: {exc.strerror}") from exc
+        raise os_error(exc, "read", path) from exc
 
 
 def describe_os_error(exc: OSError) -> str:
     if exc.errno == errno.ENOSPC:
         return "no space left on the device"
+    if exc.errno == errno.EDQUOT:
+        return "the disk quota is exceeded"
     if exc.errno in (errno.EACCES, errno.EPERM):
         return "permission denied"
     if exc.errno == errno.EROFS:
         return "the filesystem is read-only"
+    if exc.errno == errno.EISDIR:
+        return "it is a folder, where a file belongs"
+    if exc.errno == errno.ENOTDIR:
+        return "a file stands where a folder belongs"
     return exc.strerror or str(exc)
+
+
+# Problems that running again will not fix: the workspace must be changed first (exit 2).
+_UNUSABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.EISDIR, errno.ENOTDIR, errno.ELOOP})
+
+
+def _owner_hint(where: str) -> str:
+    path = Path(where)
+    for candidate in (path, *path.parents):
+        try:
+            owner = candidate.stat().st_uid
+        except OSError:
+            continue
+        if owner != os.geteuid():
+            return (
+                f"dream runs as uid {os.geteuid()} but {candidate} belongs to uid {owner}: run dream as that "
+                f"user, or give uid {os.geteuid()} the workspace (chown -R)"
+            )
+        break
+    return f"give the user running dream (uid {os.geteuid()}) read and write access to {where} (chmod / chown)"
+
+
+def _hint(exc: OSError, where: str) -> str | None:
+    code = exc.errno
+    if code in (errno.EACCES, errno.EPERM):
+        return _owner_hint(where)
+    if code == errno.EROFS:
+        return "dream writes memory, history and git objects in the workspace: mount it read-write"
+    if code in (errno.ENOSPC, errno.EDQUOT):
+        return "free some space; nothing is lost: the next run continues where this one stopped"
+    if code == errno.EISDIR:
+        return f"remove the folder {where} (dream keeps a file there and creates it itself)"
+    if code == errno.ENOTDIR:
+        return f"move away the file that stands where {where} needs a folder"
+    return None
+
+
+def os_error(exc: OSError, doing: str, path: Path | str | None = None) -> WorkspaceError:
+    """The package's error for an OSError at a workspace path: names the path, the cause and what
+    to do; exit 2 when the workspace must be fixed first (permissions, read-only, a folder in the
+    way), exit 1 when running again may work (a full disk)."""
+    where = str(path if path is not None else exc.filename or "the workspace")
+    message = f"cannot {doing} {where}: {describe_os_error(exc)}"
+    kind = WorkspaceUnusable if exc.errno in _UNUSABLE else WorkspaceError
+    return kind(message, hint=_hint(exc, where))

@@ -14,18 +14,20 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import functools
 import os
 import shutil
 import stat
 import tempfile
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import ParamSpec, TypeVar
 
-from dulwich.diff_tree import tree_changes
-from dulwich.errors import NotGitRepository
+from dulwich.errors import ApplyDeltaError, ChecksumMismatch, NotGitRepository, ObjectFormatException
 from dulwich.file import FileLocked
 from dulwich.index import ConflictedIndexEntry, Index, IndexEntry, index_entry_from_stat
 from dulwich.object_store import BaseObjectStore
@@ -34,9 +36,24 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from dream_memory.adapters import fsutil
+from dream_memory.adapters.rooted import RootedDir
 from dream_memory.core import layout
+from dream_memory.core.paths import (
+    branch_name_problem,
+    describe,
+    entry_name_problem,
+    memory_write_problem,
+    path_problem,
+)
 from dream_memory.core.ports import Clock
-from dream_memory.errors import UnknownRevision, VersionStoreError
+from dream_memory.errors import (
+    DreamError,
+    RepositoryStateError,
+    UnknownRevision,
+    UnsafeTree,
+    UsageError,
+    VersionStoreError,
+)
 
 GITIGNORE_BEGIN = "# >>> dream-memory: version only the memory files"
 GITIGNORE_END = "# <<< dream-memory"
@@ -58,6 +75,57 @@ RUNTIME_PATTERNS: tuple[str, ...] = (
     f"{layout.ARCHIVE_DIR}/.*.tmp",
     f"{layout.SESSIONS_DIR}/*.lock",  # taken by `dream consolidate --update-sessions`
 )
+
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# What dulwich raises on an object it cannot read: a truncated or corrupt loose object, a pack
+# whose checksum or delta is wrong, a tree or commit that does not parse, a missing object.
+_DAMAGE: tuple[type[BaseException], ...] = (
+    ObjectFormatException,
+    ChecksumMismatch,
+    ApplyDeltaError,
+    zlib.error,
+    ValueError,
+    KeyError,
+    EOFError,
+)
+
+
+def _git_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """A damaged or incomplete repository is a VersionStoreError naming it, never a traceback.
+    Our own errors pass through as they are."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except DreamError:
+            raise
+        except _DAMAGE as exc:
+            store = args[0]
+            assert isinstance(store, GitStore)
+            raise store._damaged(exc) from exc
+
+    return wrapper
+
+
+def _git_iter_errors(func: Callable[P, Iterator[R]]) -> Callable[P, Iterator[R]]:
+    """``_git_errors`` for a generator: the objects are read while it is consumed."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> Iterator[R]:
+        try:
+            yield from func(*args, **kwargs)
+        except DreamError:
+            raise
+        except _DAMAGE as exc:
+            store = args[0]
+            assert isinstance(store, GitStore)
+            raise store._damaged(exc) from exc
+
+    return wrapper
 
 
 def _oid(sha: str | bytes) -> ObjectID:
@@ -148,6 +216,7 @@ class CommitInfo:
     author: str
     parent: str | None
     files: tuple[FileChange, ...] = ()
+    shallow: bool = False  # the oldest commit of a shallow clone: its parent is absent, so no diff
 
     @property
     def short(self) -> str:
@@ -173,6 +242,7 @@ class CommitInfo:
             "time": self.time,
             "author": self.author,
             "parent": self.parent,
+            "shallow": self.shallow,
             "files": [f.to_json(with_diff=with_diff) for f in self.files],
         }
 
@@ -216,6 +286,11 @@ class GitStore:
         self.author = parse_identity(author)
         self.clock = clock
         self.created = created  # True when this repository was made for the workspace by us
+        self.fs = RootedDir(workspace)  # every file this store writes, deletes or reads to decide
+        try:
+            self.shallow: frozenset[bytes] = frozenset(repo.get_shallow())
+        except OSError:
+            self.shallow = frozenset()
         store = repo.object_store
         if hasattr(store, "fsync_object_files"):
             # objects reach the disk before the ref (fsynced by dulwich) that makes them reachable
@@ -323,28 +398,20 @@ class GitStore:
         return layout.is_tracked(rel) or (self.created and rel == ".gitignore")
 
     def worktree_paths(self) -> list[str]:
-        """Tracked paths that exist as regular files in the workspace (symlinks never count)."""
+        """Tracked paths that exist as regular files in the workspace: no symlink is followed
+        (a file beyond a symlinked folder is not in the workspace), and a name no commit may
+        hold (control characters, a .git folder) is never versioned."""
         found: list[str] = []
         for top in layout.tracked_roots():
-            base = self.workspace / top
-            if base.is_symlink():
+            st = self.fs.lstat(top)
+            if st is None:
                 continue
-            if base.is_file():
+            if stat.S_ISREG(st.st_mode):
                 if self.is_versioned(top):
                     found.append(top)
-                continue
-            if not base.is_dir():
-                continue
-            for dirpath, dirnames, filenames in os.walk(base):
-                dirnames[:] = sorted(d for d in dirnames if not (Path(dirpath) / d).is_symlink() and d != ".git")
-                for name in sorted(filenames):
-                    full = Path(dirpath) / name
-                    if full.is_symlink() or not full.is_file():
-                        continue
-                    rel = full.relative_to(self.workspace).as_posix()
-                    if self.is_versioned(rel):
-                        found.append(rel)
-        if self.created and (self.workspace / ".gitignore").is_file():
+            elif stat.S_ISDIR(st.st_mode):
+                found += [r for r in self.fs.walk_files(top) if path_problem(r) is None and self.is_versioned(r)]
+        if self.created and self.fs.is_file(".gitignore"):
             found.append(".gitignore")
         return sorted(set(found))
 
@@ -363,45 +430,126 @@ class GitStore:
             return target[len(b"ref: " + HEADS) :].decode("utf-8")
         return None
 
+    def _damaged(self, exc: BaseException) -> VersionStoreError:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return VersionStoreError(
+            f"the git repository at {self.root} is damaged: an object cannot be read ({detail[:200]})",
+            hint="`git fsck` names the damaged objects; restore them from a clone or a backup, then run again",
+        )
+
+    def _object(self, sha: bytes, kind: type[ShaFile], what: str) -> ShaFile:
+        """One object of the expected kind; a missing or damaged one is a VersionStoreError."""
+        try:
+            obj = self.repo[_oid(sha)]
+        except KeyError:
+            raise VersionStoreError(
+                f"the git repository at {self.root} lacks the {what} {sha.decode('ascii', 'replace')}",
+                hint="`git fsck` shows what is missing; fetch it again from a clone, then run again",
+            ) from None
+        except _DAMAGE as exc:
+            raise self._damaged(exc) from exc
+        if not isinstance(obj, kind):
+            raise VersionStoreError(
+                f"the git object {sha.decode('ascii', 'replace')} should be a {what} but is a {obj.type_name.decode()}",
+                hint="a damaged or crafted repository: `git fsck` checks it",
+            )
+        return obj
+
     def _commit(self, sha: str | bytes) -> Commit:
         text = sha.decode("ascii") if isinstance(sha, bytes) else sha
         try:
             obj = self.repo[_oid(text)]
         except (KeyError, ValueError):
+            if any(text.encode("ascii", "replace") in self._parents_of(s) for s in self.shallow):
+                raise UnknownRevision(
+                    f"commit {text[:10]} is not in this shallow clone (it lies beyond its oldest commit)",
+                    hint="`git fetch --unshallow` brings the whole history",
+                ) from None
             raise UnknownRevision(f"no commit {text}") from None
+        except _DAMAGE as exc:
+            raise self._damaged(exc) from exc
         if not isinstance(obj, Commit):
             raise UnknownRevision(f"{text} is not a commit")
         return obj
 
-    def _tree_files(self, tree_id: bytes | None) -> dict[str, tuple[int, bytes]]:
+    def _parents_of(self, sha: bytes) -> list[bytes]:
+        try:
+            obj = self.repo[_oid(sha)]
+        except _DAMAGE:
+            return []
+        return list(obj.parents) if isinstance(obj, Commit) else []
+
+    def _tree(self, tree_id: bytes) -> Tree:
+        obj = self._object(tree_id, Tree, "tree")
+        assert isinstance(obj, Tree)
+        return obj
+
+    def _workspace_tree(self, tree_id: bytes | None) -> bytes | None:
+        """The tree of the workspace folder inside a commit's root tree (None: not there)."""
+        if tree_id is None or not self.prefix:
+            return tree_id
+        current: bytes = tree_id
+        for part in self.prefix.split("/"):
+            tree = self._tree(current)
+            key = part.encode("utf-8")
+            if key not in tree:
+                return None
+            mode, sub = tree[key]
+            if not stat.S_ISDIR(mode):
+                return None
+            current = sub
+        return current
+
+    def _unsafe(self, where: str, path: str, problem: str) -> UnsafeTree:
+        return UnsafeTree(
+            f"{where} holds the path {describe(path)} ({problem}); it would lead outside the workspace or into "
+            ".git, so nothing of it is used and nothing was changed",
+            hint="a crafted or damaged commit: look at it with `git show --stat`; "
+            "dream-memory never writes, deletes or serves such a path",
+        )
+
+    def _entries(self, tree_id: bytes, prefix: str, where: str) -> Iterator[tuple[str, int, bytes]]:
+        """(workspace-relative path, mode, sha) of every entry of one tree, each name checked
+        before it can become part of a path."""
+        for item in self._tree(tree_id).iteritems():
+            name, mode, sha = item.path, item.mode, item.sha
+            assert name is not None and mode is not None and sha is not None
+            problem = entry_name_problem(name)
+            if problem is not None:
+                raise self._unsafe(where, prefix + name.decode("utf-8", "replace"), problem)
+            yield prefix + name.decode("utf-8", errors="surrogateescape"), mode, sha
+
+    def _file_entry(self, path: str, where: str) -> bool:
+        """True when a regular file at ``path`` may be used; an unsafe versioned path raises."""
+        problem = path_problem(path)
+        if problem is None:
+            return True
+        if self.is_versioned(path):
+            raise self._unsafe(where, path, problem)
+        return False  # a file of an enclosing repository that is not memory: never touched
+
+    def _walk(self, tree_id: bytes, prefix: str, where: str, out: dict[str, tuple[int, bytes]]) -> None:
+        for path, mode, sha in self._entries(tree_id, prefix, where):
+            if stat.S_ISDIR(mode):
+                self._walk(sha, path + "/", where, out)
+            elif stat.S_ISREG(mode) and self._file_entry(path, where):
+                out[path] = (mode, sha)
+
+    def _tree_files(self, tree_id: bytes | None, where: str = "a commit") -> dict[str, tuple[int, bytes]]:
         """Workspace-relative path -> (mode, blob sha) under the workspace prefix."""
-        if tree_id is None:
-            return {}
         files: dict[str, tuple[int, bytes]] = {}
-        tree = self.repo[tree_id]
-        if self.prefix:
-            for part in self.prefix.split("/"):
-                assert isinstance(tree, Tree)
-                try:
-                    mode, sub = tree[part.encode("utf-8")]
-                except KeyError:
-                    return {}
-                if not stat.S_ISDIR(mode):
-                    return {}
-                tree = self.repo[sub]
-        assert isinstance(tree, Tree)
-        for entry in self.repo.object_store.iter_tree_contents(tree.id):
-            path = entry.path
-            assert path is not None and entry.mode is not None and entry.sha is not None
-            if stat.S_ISREG(entry.mode):
-                files[path.decode("utf-8", errors="surrogateescape")] = (entry.mode, entry.sha)
+        sub = self._workspace_tree(tree_id)
+        if sub is not None:
+            self._walk(sub, "", where, files)
         return files
 
+    @_git_errors
     def files_at(self, sha: str | None) -> dict[str, tuple[int, bytes]]:
         if sha is None:
             return {}
-        return self._tree_files(self._commit(sha).tree)
+        return self._tree_files(self._commit(sha).tree, f"commit {sha[:10]}")
 
+    @_git_errors
     def entries_at(self, sha: str | None, paths: Iterable[str]) -> dict[str, tuple[int, bytes]]:
         """(mode, blob) of those of ``paths`` that are regular files in commit ``sha``.
 
@@ -415,13 +563,13 @@ class GitStore:
 
         def tree(tree_id: bytes) -> Tree:
             if tree_id not in trees:
-                obj = self.repo[_oid(tree_id)]
-                assert isinstance(obj, Tree)
-                trees[tree_id] = obj
+                trees[tree_id] = self._tree(tree_id)
             return trees[tree_id]
 
         found: dict[str, tuple[int, bytes]] = {}
         for rel in paths:
+            if path_problem(rel) is not None:
+                continue  # never a path of ours: nothing of it is read
             *folders, name = self.repo_path(rel).split(b"/")
             current: bytes | None = root
             for part in folders:
@@ -438,27 +586,41 @@ class GitStore:
                 found[rel] = (leaf[name][0], leaf[name][1])
         return found
 
+    @_git_errors
     def blob(self, blob_sha: bytes) -> bytes:
-        obj = self.repo[blob_sha]
+        obj = self._object(blob_sha, Blob, "file content (blob)")
         assert isinstance(obj, Blob)
         return obj.data
 
+    @_git_errors
     def read_at(self, sha: str, rel: str) -> bytes | None:
-        entry = self.files_at(sha).get(rel)
+        entry = self.entries_at(sha, [rel]).get(rel)
         return None if entry is None else self.blob(entry[1])
 
+    @property
+    def is_shallow(self) -> bool:
+        """A shallow clone (actions/checkout's default): commits before its oldest are absent."""
+        return bool(self.shallow)
+
+    @_git_iter_errors
     def first_parent_chain(self, start: str | None = None) -> Iterator[Commit]:
+        """Commits from ``start`` (HEAD) back along first parents; in a shallow clone the walk
+        ends at the oldest commit that is there."""
         sha = start or self.head()
         while sha:
             commit = self._commit(sha)
             yield commit
+            if commit.id in self.shallow:
+                return
             sha = commit.parents[0].decode("ascii") if commit.parents else None
 
+    @_git_errors
     def info(self, sha: str, *, with_files: bool = True, against: str | None = None) -> CommitInfo:
         commit = self._commit(sha)
         parent = commit.parents[0].decode("ascii") if commit.parents else None
+        shallow = commit.id in self.shallow and against is None
         base = against if against is not None else parent
-        files = tuple(self.changes(base, sha)) if with_files else ()
+        files = tuple(self.changes(base, sha)) if with_files and not shallow else ()
         message = commit.message.decode("utf-8", errors="replace")
         return CommitInfo(
             sha=sha,
@@ -468,25 +630,47 @@ class GitStore:
             author=commit.author.decode("utf-8", errors="replace"),
             parent=parent,
             files=files,
+            shallow=shallow,
         )
 
+    def _diff_trees(self, old: bytes | None, new: bytes | None, prefix: str, where: str, found: set[str]) -> None:
+        """Paths of the regular files that differ between two trees (None: empty); only the
+        subtrees that differ are read, and every name met there is checked."""
+        left = {p: (m, s) for p, m, s in self._entries(old, prefix, where)} if old is not None else {}
+        right = {p: (m, s) for p, m, s in self._entries(new, prefix, where)} if new is not None else {}
+        for path in left.keys() | right.keys():
+            a, b = left.get(path), right.get(path)
+            if a == b:
+                continue
+            a_dir = a is not None and stat.S_ISDIR(a[0])
+            b_dir = b is not None and stat.S_ISDIR(b[0])
+            if a_dir or b_dir:
+                self._diff_trees(
+                    a[1] if a is not None and a_dir else None,
+                    b[1] if b is not None and b_dir else None,
+                    path + "/",
+                    where,
+                    found,
+                )
+            a_file = a is not None and stat.S_ISREG(a[0])
+            b_file = b is not None and stat.S_ISREG(b[0])
+            if (a_file or b_file) and self._file_entry(path, where):
+                found.add(path)
+
+    @_git_errors
     def changed_paths(self, old: str | None, new: str | None) -> list[str]:
         """Workspace-relative paths of the regular files that differ between two commits (None:
         the empty tree). Only subtrees that differ are read, so this stays cheap in a large
         repository with a long history."""
-        old_tree = self._commit(old).tree if old else None
-        new_tree = self._commit(new).tree if new else None
-        within = [self.prefix.encode("utf-8")] if self.prefix else None
+        old_tree = self._workspace_tree(self._commit(old).tree) if old else None
+        new_tree = self._workspace_tree(self._commit(new).tree) if new else None
         found: set[str] = set()
-        for change in tree_changes(self.repo.object_store, old_tree, new_tree, paths=within):
-            for entry in (change.old, change.new):
-                if entry is None or entry.path is None or entry.mode is None or not stat.S_ISREG(entry.mode):
-                    continue
-                rel = self._rel(entry.path)
-                if rel is not None:
-                    found.add(rel)
+        if old_tree != new_tree:
+            where = f"commit {(new or old or '')[:10]}"
+            self._diff_trees(old_tree, new_tree, "", where, found)
         return sorted(found)
 
+    @_git_errors
     def changes(self, old: str | None, new: str | None) -> list[FileChange]:
         """File changes between two commits (None: the empty tree; the working tree is not used)."""
         paths = self.changed_paths(old, new)
@@ -502,8 +686,10 @@ class GitStore:
             )
         return result
 
+    @_git_iter_errors
     def all_commits(self) -> Iterator[str]:
-        """Every commit reachable from HEAD and the local branches, each once."""
+        """Every commit reachable from HEAD and the local branches, each once (in a shallow
+        clone, those that are there)."""
         heads = [self.head()] + [v.decode("ascii") for v in _branches(self.repo).values()]
         seen: set[str] = set()
         stack = [h for h in heads if h]
@@ -514,8 +700,10 @@ class GitStore:
             seen.add(sha)
             yield sha
             commit = self._commit(sha)
-            stack.extend(p.decode("ascii") for p in commit.parents)
+            if commit.id not in self.shallow:
+                stack.extend(p.decode("ascii") for p in commit.parents)
 
+    @_git_errors
     def resolve(self, rev: str) -> str:
         """A commit from a hex prefix (at least 4 digits), ``HEAD``, ``HEAD~N`` or a branch name.
 
@@ -537,7 +725,8 @@ class GitStore:
                 next(chain, None)
             found = next(chain, None)
             if found is None:
-                raise UnknownRevision(f"{rev!r} goes past the first commit")
+                oldest = "the oldest commit of this shallow clone" if self.is_shallow else "the first commit"
+                raise UnknownRevision(f"{rev!r} goes past {oldest}")
             return found.id.decode("ascii")
         branch = _branches(self.repo).get(text.encode("utf-8"))
         if branch:
@@ -563,31 +752,32 @@ class GitStore:
 
     # --- working tree ------------------------------------------------------------------------
 
-    def _blob_id_of_file(self, path: Path) -> bytes:
-        return Blob.from_string(path.read_bytes()).id
+    def read_file(self, rel: str) -> bytes | None:
+        """The bytes of a workspace file as a commit would take them: None when missing, not a
+        regular file, a symlink or beyond a symlinked folder."""
+        return self.fs.read(rel)
 
+    @_git_errors
     def worktree_state(self, paths: Iterable[str] | None = None) -> dict[str, bytes | None]:
-        """Blob ids of tracked files as they are on disk (None: missing)."""
+        """Blob ids of tracked files as they are on disk (None: missing, or not a regular file
+        in the workspace itself: a symlink, or a file beyond a symlinked folder)."""
         wanted = self.worktree_paths() if paths is None else list(paths)
         index = self._open_index()
         state: dict[str, bytes | None] = {}
         for rel in wanted:
-            full = self.workspace / rel
-            try:
-                st = full.lstat()
-            except (FileNotFoundError, NotADirectoryError):
-                state[rel] = None
-                continue
-            if not stat.S_ISREG(st.st_mode):
+            st = self.fs.lstat(rel) if path_problem(rel) is None else None
+            if st is None or not stat.S_ISREG(st.st_mode):
                 state[rel] = None
                 continue
             entry = _index_entry(index, self.repo_path(rel))
             if entry is not None and _stat_matches(entry, st):
                 state[rel] = entry.sha
             else:
-                state[rel] = self._blob_id_of_file(full)
+                data = self.fs.read(rel)
+                state[rel] = None if data is None else Blob.from_string(data).id
         return state
 
+    @_git_errors
     def dirty(self, *, only: Iterable[str] | None = None) -> list[str]:
         """Versioned paths whose content on disk differs from HEAD (added, changed or removed);
         ``only``: among those paths (then neither the work tree nor HEAD's tree is walked)."""
@@ -600,6 +790,7 @@ class GitStore:
         state = self.worktree_state(sorted(candidates))
         return sorted(p for p in candidates if state.get(p) != (head_files[p][1] if p in head_files else None))
 
+    @_git_errors
     def tracked_in_head(self, patterns: Sequence[str]) -> list[str]:
         """Paths matching ``patterns`` that HEAD already tracks (for carried memory files)."""
         head_files = self.files_at(self.head())
@@ -669,9 +860,75 @@ class GitStore:
         with contextlib.suppress(FileNotFoundError):
             path.with_name(path.name + ".lock").unlink()
 
+    def check_paths(self, paths: Iterable[str]) -> None:
+        """Refuse, before anything is written, a path a memory commit must never hold: one that
+        leaves the workspace, enters .git, or is not a versioned memory file."""
+        for rel in paths:
+            problem = memory_write_problem(rel, gitignore=self.created)
+            if problem is not None:
+                raise VersionStoreError(
+                    f"refusing to commit or write {describe(rel)}: {problem}; nothing was changed",
+                    hint="only the memory files of docs/versioning.md are ever written",
+                )
+
+    def check_writable(self, paths: Iterable[str]) -> None:
+        """Refuse, before a commit is made, to write files that cannot be reached without going
+        through a symlink (a commit whose files could not be written would say what is not)."""
+        self.check_paths(paths)
+        for rel in paths:
+            self.fs.check_reachable(rel)
+
+    def in_progress(self) -> tuple[str, str] | None:
+        """(the git operation under way in this repository, how to finish or abort it): a merge,
+        rebase, cherry-pick, revert or unmerged files; None when there is none."""
+        control = Path(self.repo.controldir())
+        markers = (
+            ("MERGE_HEAD", "a merge", "git merge --abort"),
+            ("rebase-merge", "a rebase", "git rebase --abort"),
+            ("rebase-apply", "a rebase or `git am`", "git rebase --abort"),
+            ("CHERRY_PICK_HEAD", "a cherry-pick", "git cherry-pick --abort"),
+            ("REVERT_HEAD", "a revert", "git revert --abort"),
+        )
+        found = next(((what, undo) for name, what, undo in markers if (control / name).exists()), None)
+        conflicted: list[str] = []
+        index = self._open_index()
+        if index is not None and index.has_conflicts():
+            conflicted = sorted(
+                path.decode("utf-8", "replace")
+                for path, entry in index.items()
+                if isinstance(entry, ConflictedIndexEntry)
+            )
+        if found is None and not conflicted:
+            return None
+        what, undo = found or ("a conflicted operation (`git stash pop`, say)", "git checkout --merge or git reset")
+        if conflicted:
+            shown = ", ".join(conflicted[:3]) + (f" and {len(conflicted) - 3} more" if len(conflicted) > 3 else "")
+            what += f" with unmerged files ({shown})"
+        return what, f"resolve and commit it (git add, git commit) or abort it ({undo}), then run again"
+
+    def check_can_commit(self) -> None:
+        """Refuse to commit while git is in the middle of something, or on a detached HEAD of a
+        repository dream-memory made (its commits would belong to no branch and be lost on the
+        next checkout). A user's checkout may be detached: CI checks out a commit, not a branch.
+        The fix is in the message itself: Dream's report carries only messages."""
+        busy = self.in_progress()
+        if busy is not None:
+            what, fix = busy
+            raise RepositoryStateError(f"{self.root} is in the middle of {what}: {fix}; dream-memory committed nothing")
+        head = self.head()
+        if self.created and head is not None and self.branch() is None:
+            raise RepositoryStateError(
+                f"HEAD of {self.root} is detached at {head[:10]}, so a commit would belong to no branch: "
+                f"check a branch out (git -C {self.root} checkout main) or give dream run --branch NAME; "
+                "dream-memory committed nothing"
+            )
+
+    @_git_errors
     def build_commit(self, changes: dict[str, bytes | None], message: str) -> tuple[str, str | None]:
         """Write blobs, trees and a commit object for ``changes`` on top of HEAD; the ref is not
         moved yet. Returns (new sha, base sha)."""
+        self.check_paths(changes)
+        self.check_can_commit()
         self._check_index()
         base = self.head()
         store = self.repo.object_store
@@ -683,8 +940,9 @@ class GitStore:
             else:
                 blob = Blob.from_string(data)
                 self._add(blob)
-                mode = EXEC_MODE if _is_executable(self.workspace / rel) else FILE_MODE
-                tree_changes.append((parts, mode, blob.id))
+                st = self.fs.lstat(rel)
+                executable = st is not None and stat.S_ISREG(st.st_mode) and bool(st.st_mode & 0o100)
+                tree_changes.append((parts, EXEC_MODE if executable else FILE_MODE, blob.id))
         base_tree = self._commit(base).tree if base is not None else None
         tree_id = _apply_tree_changes(store, base_tree, tree_changes, self._add)
         if tree_id is None:
@@ -703,6 +961,7 @@ class GitStore:
         self._add(commit)
         return commit.id.decode("ascii"), base
 
+    @_git_errors
     def move_head(self, new: str, base: str | None, subject: str) -> None:
         """Point the checked-out branch (or a detached HEAD) at ``new`` if it still is at ``base``."""
         chain, _ = self.repo.refs.follow(Ref(b"HEAD"))
@@ -727,6 +986,7 @@ class GitStore:
                 hint="another process committed to this repository at the same time; run again",
             )
 
+    @_git_errors
     def sync_index(self, paths: Iterable[str], sha: str) -> None:
         """Make the index agree with commit ``sha`` for ``paths`` (and only those): every other
         entry, staged or not, is written back exactly as it was."""
@@ -739,12 +999,12 @@ class GitStore:
         files = self.entries_at(sha, paths)
         for rel in paths:
             key = self.repo_path(rel)
-            full = self.workspace / rel
-            if rel in files and full.is_file() and not full.is_symlink():
+            st = self.fs.lstat(rel) if rel in files else None
+            data = self.fs.read(rel) if st is not None and stat.S_ISREG(st.st_mode) else None
+            if rel in files and st is not None and data is not None:
                 mode, blob_id = files[rel]
-                st = full.lstat()
                 entry = index_entry_from_stat(st, _oid(blob_id), mode)
-                if self._blob_id_of_file(full) != blob_id:
+                if Blob.from_string(data).id != blob_id:
                     # The file moved on since the commit (an append to a carried history.jsonl,
                     # an edit): recording its stat would make git trust it as unchanged. A size
                     # of 0 never matches, so git hashes it and shows the change.
@@ -761,6 +1021,7 @@ class GitStore:
                 hint="the commit is made; run the command again to bring the index in step",
             ) from exc
 
+    @_git_errors
     def effective_changes(self, changes: dict[str, bytes | None]) -> dict[str, bytes | None]:
         """The part of ``changes`` that differs from HEAD."""
         head_files = self.entries_at(self.head(), changes)
@@ -821,8 +1082,10 @@ class GitStore:
                 removed.append(lock.relative_to(objects).as_posix())
         return removed
 
+    @_git_errors
     def commit(self, changes: dict[str, bytes | None], message: str) -> str | None:
         """Commit the given contents (None deletes) as they already are on disk; None if no change."""
+        self.check_paths(changes)
         effective = self.effective_changes(changes)
         if not effective:
             return None
@@ -831,32 +1094,42 @@ class GitStore:
         self.sync_index(effective, sha)
         return sha
 
+    @_git_errors
     def commit_paths(self, paths: Iterable[str], message: str) -> str | None:
         """Commit the on-disk state of ``paths`` (missing files are deletions)."""
-        changes: dict[str, bytes | None] = {}
-        for rel in paths:
-            full = self.workspace / rel
-            changes[rel] = full.read_bytes() if full.is_file() and not full.is_symlink() else None
+        changes: dict[str, bytes | None] = {rel: self.fs.read(rel) for rel in paths}
         return self.commit(changes, message)
 
     def write_files(self, contents: dict[str, bytes | None]) -> None:
-        """Write (or delete) workspace files durably; used after a commit lands."""
-        for rel, data in contents.items():
-            full = self.workspace / rel
-            if data is None:
-                fsutil.remove(full, site="memory.remove")
-                _prune_empty_dirs(full.parent, self.workspace)
-            else:
-                fsutil.atomic_write(full, data, site="memory.write")
+        """Write (or delete) workspace files durably; used after a commit lands.
 
+        Every path is checked first (nothing is written when one is refused), and each is
+        reached without following a symlink (``adapters.rooted``): a symlinked folder on the
+        way is an error, never a door out of the workspace."""
+        self.check_paths(contents)
+        for rel, data in contents.items():
+            if data is None:
+                self.fs.remove(rel, site="memory.remove")
+            else:
+                self.fs.write(rel, data, site="memory.write")
+
+    @_git_errors
     def checkout_branch(self, name: str) -> bool:
         """Make ``name`` the checked-out branch; create it from HEAD when missing (True if created).
 
         Switching to an existing branch that points elsewhere rewrites the versioned memory files
         to that branch's content (only those), after checking that none of them has unsaved edits.
         """
-        if not _valid_branch_name(name):
-            raise VersionStoreError(f"{name!r} is not a valid branch name")
+        problem = branch_name_problem(name)
+        if problem is not None:
+            raise UsageError(
+                f"--branch {describe(name)} is not a branch name git accepts ({problem})",
+                hint="name a branch as `git check-ref-format --branch` accepts it, e.g. memory/dream",
+            )
+        busy = self.in_progress()
+        if busy is not None:
+            what, fix = busy
+            raise RepositoryStateError(f"cannot switch to branch {name}: {self.root} is in the middle of {what}: {fix}")
         ref = Ref(HEADS + name.encode("utf-8"))
         existing = _branches(self.repo).get(name.encode("utf-8"))
         head = self.head()
@@ -893,6 +1166,7 @@ class GitStore:
         self.repo.refs.set_symbolic_ref(Ref(b"HEAD"), ref)
         return False
 
+    @_git_errors
     def _other_differences(self, a: str | None, b: str | None) -> list[str]:
         """Repository paths outside this workspace's versioned files that differ between commits."""
 
@@ -930,13 +1204,6 @@ def _is_ours(workspace: Path) -> bool:
     """A repository at the workspace root is ours when its .gitignore carries our block."""
     text = fsutil.read_text(workspace / ".gitignore")
     return text is not None and GITIGNORE_BEGIN in text
-
-
-def _is_executable(path: Path) -> bool:
-    try:
-        return bool(path.stat().st_mode & 0o100)
-    except FileNotFoundError:
-        return False
 
 
 _RACY_SECONDS = 2.0
@@ -1014,23 +1281,3 @@ def _stat_matches(entry: IndexEntry, st: os.stat_result) -> bool:
         seconds, nanos = mtime
         return bool(seconds == int(st.st_mtime) and nanos == st.st_mtime_ns % 1_000_000_000)
     return bool(int(mtime) == int(st.st_mtime))
-
-
-def _prune_empty_dirs(folder: Path, stop: Path) -> None:
-    """Remove folders a deletion left empty, up to but not including the workspace's own
-    top-level folders (skills/, memory/ stay even when empty)."""
-    current = folder
-    while current.parent != stop and stop in current.parents:
-        try:
-            current.rmdir()
-        except OSError:
-            return
-        current = current.parent
-
-
-def _valid_branch_name(name: str) -> bool:
-    if not name or name.startswith(("-", "/")) or name.endswith(("/", ".lock", ".")):
-        return False
-    if ".." in name or "//" in name or "@{" in name:
-        return False
-    return not any(c in name for c in " ~^:?*[\\\x7f") and all(ord(c) >= 32 for c in name)

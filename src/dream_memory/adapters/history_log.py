@@ -5,23 +5,33 @@ Every mutation of history.jsonl, its archive and ``.cursor`` happens under ``mem
 (a cross-process file lock), so an append can never land in the middle of a compaction's rewrite.
 Each multi-step change leaves a marker file first, so a crash at any point is completed by the
 next writing command instead of leaving duplicates or an orphaned legacy file.
+
+Writers that never take that lock exist: nanobot's ``MemoryStore.append_history`` serializes its
+appends with an in-process lock only. So a rewrite keeps the old file open and, after renaming
+the new one over it, moves whatever such a writer appended to the old file into the new one
+(``_rewrite_locked``); and an append checks, after writing, that no such writer took one of its
+cursors at the same moment (``append_many``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import hashlib
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import filelock
 
 from dream_memory.adapters import fsutil
-from dream_memory.core import layout
+from dream_memory.core import jsontext, layout
 from dream_memory.core.history import (
     HistoryEntry,
     LineProblem,
@@ -45,6 +55,18 @@ _PENDING_ARCHIVE = ".pending.json"
 # (fsutil names a temp ".<name>.<random>.tmp"); a writer killed mid-rewrite leaves one behind.
 _LOCKED_TEMPS = (".history.jsonl.", "..cursor.", "..migration.json.")
 _ARCHIVE_TEMPS = (f".{_PENDING_ARCHIVE}.",)
+# After a rewrite's rename, how long a writer that still has the replaced file open may take to
+# finish before its bytes are moved over anyway (and reported): a lock-free append takes
+# microseconds, so this is only reached by a writer that keeps the file open for good.
+DRAIN_LIMIT_SECONDS = 2.0
+# Path lookups that began before the rename may still open the replaced file; they have done so
+# well within this.
+_DRAIN_GRACE_SECONDS = 0.005
+# Without kernel leases (another filesystem or OS): the replaced file counts as settled once it
+# stopped growing for this long.
+_DRAIN_QUIET_SECONDS = 0.05
+# How often an append renumbers its entries when another writer keeps taking the same cursors.
+_RENUMBER_ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -112,6 +134,62 @@ def _content_digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _read_from(fd: int, pos: int) -> bytes:
+    """Everything in the file behind ``fd`` from byte ``pos`` to its current end."""
+    chunks: list[bytes] = []
+    while True:
+        chunk = os.pread(fd, 1 << 20, pos)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        pos += len(chunk)
+
+
+def _lines_of(data: bytes) -> list[ParsedLine]:
+    return list(parse_lines(split_physical_lines(data.decode("utf-8", errors="replace"))))
+
+
+_F_SETLEASE = getattr(fcntl, "F_SETLEASE", None)
+
+
+def _open_for_writing_elsewhere(fd: int) -> bool | None:
+    """Whether some process has the file behind ``fd`` open for writing; None when this system
+    cannot tell (no kernel leases there).
+
+    Linux grants a read lease only on a file that nobody has open for writing; it is given back
+    at once. Asked only of a file already renamed away, which nobody can open by name any more.
+    """
+    if _F_SETLEASE is None:
+        return None
+    try:
+        fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_RDLCK)
+    except OSError as exc:
+        return True if exc.errno in (errno.EAGAIN, errno.EBUSY) else None
+    with contextlib.suppress(OSError):
+        fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_UNLCK)
+    return False
+
+
+@dataclass(frozen=True)
+class _Written:
+    entry: HistoryEntry
+    offset: int  # the size of history.jsonl that allocation read before this entry was written
+
+
+@dataclass
+class _Snapshot:
+    """history.jsonl as one read saw it: its complete lines, and the old file kept open so that
+    what other writers append to it afterwards can still be found."""
+
+    fd: int | None  # None: there was no file
+    data: bytes  # complete lines only (an unterminated tail may be a write in progress)
+    end: int  # where in the old file ``data`` ends
+
+    @property
+    def lines(self) -> list[ParsedLine]:
+        return _lines_of(self.data)
+
+
 class HistoryLog:
     """The workspace's history.jsonl, its cursors and its archive."""
 
@@ -166,6 +244,8 @@ class HistoryLog:
                 f"{layout.HISTORY_LOCK} is held by another writer for more than {self.lock_timeout:g} s",
                 hint="another append, consolidation or compaction is running; try again",
             ) from None
+        except OSError as exc:  # a read-only workspace, a folder where the lock file belongs
+            raise fsutil.os_error(exc, "take the history lock", self.lock_path) from exc
         self._lock_depth, self._lock_owner = 1, threading.get_ident()
         try:
             yield
@@ -244,18 +324,19 @@ class HistoryLog:
         except OSError as exc:
             raise HistoryError(f"cannot read {path}: {fsutil.describe_os_error(exc)}") from exc
 
-    def _allocate_from(self) -> int:
+    def _allocate_from(self, data: bytes | None = None, count: int = 1) -> int:
         """The next free cursor. Must be called under the lock.
 
         Above every cursor in the file whatever its order (so a stale, missing or corrupt
         ``.cursor`` cannot lead to a duplicate), the counter and ``.dream_cursor``. Without a
-        counter, also above the archive: a file emptied by hand leaves only it.
+        counter, also above the archive: a file emptied by hand leaves only it. ``data``: the
+        file's bytes when the caller has just read them.
         """
         counter = self.read_counter()
-        seen = [self._cursor_bound(self.path)]
+        seen = [self._cursor_bound(self.path) if data is None else max_cursor_bound(data)]
         if counter is None:
             seen += [self._cursor_bound(path) for path in self.archive_files()]
-        return next_cursor(counter, self.read_dream_cursor(), seen)
+        return next_cursor(counter, self.read_dream_cursor(), seen, count)
 
     # --- crash recovery ------------------------------------------------------------------------
 
@@ -294,34 +375,115 @@ class HistoryLog:
             except OSError as exc:
                 reason = fsutil.describe_os_error(exc)
                 raise HistoryError(f"cannot finish an interrupted change of {layout.HISTORY}: {reason}") from exc
-            first = self._allocate_from()
-            now = format_timestamp(self.clock.now())
-            entries = [
-                HistoryEntry(cursor=first + i, timestamp=ts or now, content=content, session_key=key)
-                for i, (content, key, ts) in enumerate(items)
-            ]
-            payload = "".join(e.to_json_line() + "\n" for e in entries)
-            if not fsutil.ends_with_newline(self.path):
-                # A foreign writer left the last line unterminated; never glue onto it.
-                payload = "\n" + payload
+            written = self._write_new(items)
             try:
-                size = self.path.stat().st_size
-            except FileNotFoundError:
-                size = None
-            try:
-                fsutil.append_bytes(self.path, payload.encode("utf-8"), site="history.append")
-            except OSError as exc:
-                # A full disk may have let part of the line through: take it back, so that a
-                # failed append (which the caller will retry) leaves no trace.
-                self._truncate_to(size)
-                raise HistoryError(f"cannot append to {layout.HISTORY}: {fsutil.describe_os_error(exc)}") from exc
-            try:
-                fsutil.atomic_write(self.cursor_path, f"{entries[-1].cursor}\n", site="cursor.write")
-            except OSError as exc:
-                # The entries are stored: failing now would make a caller append them twice. The
-                # counter is only a floor (allocation reads the file too), so a stale one is safe.
-                self._note(f"{layout.CURSOR} was not updated ({fsutil.describe_os_error(exc)}); the entry is stored")
-            return entries
+                if self._taken_meanwhile(written):
+                    written = self._move_taken(written)
+            except (OSError, HistoryError) as exc:
+                # The entries are stored: failing now would make a caller append them twice.
+                reason = fsutil.describe_os_error(exc) if isinstance(exc, OSError) else exc.message
+                self._note(f"could not check {layout.HISTORY} for a cursor taken twice: {reason}")
+            return [w.entry for w in written]
+
+    def _write_new(self, items: Sequence[tuple[str, str | None, str | None]]) -> list[_Written]:
+        """Allocate cursors for ``items`` and append them in one write (under the lock).
+
+        From reading the file to the write landing takes microseconds, and nothing slow (no
+        fsync) sits in between: that is the only moment a writer without our lock can pick the
+        same cursor, and ``_taken_meanwhile`` finds it if one did.
+        """
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        except OSError as exc:
+            raise HistoryError(f"cannot read {layout.HISTORY}: {fsutil.describe_os_error(exc)}") from exc
+        first = self._allocate_from(data, len(items))
+        now = format_timestamp(self.clock.now())
+        entries = [
+            HistoryEntry(cursor=first + i, timestamp=ts or now, content=content, session_key=key)
+            for i, (content, key, ts) in enumerate(items)
+        ]
+        payload = "".join(e.to_json_line() + "\n" for e in entries)
+        if not fsutil.ends_with_newline(self.path):
+            # A foreign writer left the last line unterminated; never glue onto it.
+            payload = "\n" + payload
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            size = None
+        try:
+            fsutil.append_bytes(self.path, payload.encode("utf-8"), site="history.append")
+        except OSError as exc:
+            # A full disk may have let part of the line through: take it back, so that a
+            # failed append (which the caller will retry) leaves no trace.
+            self._truncate_to(size)
+            raise HistoryError(f"cannot append to {layout.HISTORY}: {fsutil.describe_os_error(exc)}") from exc
+        try:
+            fsutil.atomic_write(self.cursor_path, f"{entries[-1].cursor}\n", site="cursor.write")
+        except OSError as exc:
+            # The entries are stored: failing now would make a caller append them twice. The
+            # counter is only a floor (allocation reads the file too), so a stale one is safe.
+            self._note(f"{layout.CURSOR} was not updated ({fsutil.describe_os_error(exc)}); the entry is stored")
+        return [_Written(e, len(data)) for e in entries]
+
+    def _taken_meanwhile(self, written: Sequence[_Written]) -> bool:
+        """Whether another writer stored an entry under one of our new cursors while we wrote
+        them (it read the file just before our line landed). Only bytes after what allocation
+        read can hold one."""
+        if not written:
+            return False
+        ours = {w.entry.to_json_line() for w in written}
+        wanted = {w.entry.cursor for w in written}
+        since = min(w.offset for w in written)
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return False
+        try:
+            if os.fstat(fd).st_size < since:
+                since = 0  # replaced meanwhile (a foreign compaction): look at all of it
+            fresh = _read_from(fd, since)
+        finally:
+            os.close(fd)
+        return any(
+            e.cursor in wanted for line in _lines_of(fresh) if line.raw.rstrip("\r") not in ours for e in line.entries
+        )
+
+    def _move_taken(self, written: list[_Written]) -> list[_Written]:
+        """Another writer took our cursors: store the entries again under fresh ones, then take
+        the first copies out (a rewrite that loses nothing appended meanwhile).
+
+        The fresh copies are appended like any append, with the same short window; a writer that
+        takes those too makes another round. Until the rewrite, the entries are in the file
+        twice, the first copy under the shared cursor; a crash there leaves them so, never lost.
+        """
+        superseded = [w.entry for w in written]
+        current = written
+        for _ in range(_RENUMBER_ATTEMPTS):
+            again = self._write_new([(w.entry.content, w.entry.session_key, w.entry.timestamp) for w in current])
+            self._note(
+                f"another writer took cursor {current[0].entry.cursor} of {layout.HISTORY} at the same moment "
+                f"(it does not take {layout.HISTORY_LOCK}); the entry is stored again as {again[0].entry.cursor}"
+            )
+            current = again
+            if not self._taken_meanwhile(current):
+                break
+            superseded += [w.entry for w in current]
+        else:
+            superseded = superseded[: -len(current)]  # the last copies stay, shared cursor or not
+        with self._snapshot() as snap:
+            left = [e.to_json_line() for e in superseded]
+            kept: list[str] = []
+            for line in snap.lines:
+                bare = line.raw.rstrip("\r")
+                if bare in left:
+                    left.remove(bare)
+                    continue
+                if not line.is_blank:
+                    kept.append(line.raw)
+            self._rewrite_locked(snap, "".join(raw + "\n" for raw in kept).encode("utf-8"))
+        return current
 
     def _truncate_to(self, size: int | None) -> None:
         with contextlib.suppress(OSError):
@@ -333,6 +495,79 @@ class HistoryLog:
     def _note(self, message: str) -> None:
         if self._on_problem is not None:
             self._on_problem(message)
+
+    # --- rewriting beside writers that take no lock ---------------------------------------------
+
+    @contextlib.contextmanager
+    def _snapshot(self) -> Iterator[_Snapshot]:
+        """history.jsonl read once, its old file kept open for ``_rewrite_locked``."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            yield _Snapshot(None, b"", 0)
+            return
+        try:
+            data = _read_from(fd, 0)
+            end = data.rfind(b"\n") + 1
+            yield _Snapshot(fd, data[:end], end)
+        finally:
+            os.close(fd)
+
+    def _rewrite_locked(self, snap: _Snapshot, body: bytes) -> None:
+        """Replace history.jsonl with ``body`` (what the snapshot's lines become), keeping every
+        line another writer appended after the snapshot was read. Under the lock.
+
+        Our own appenders wait for the lock; a writer without it appends to whichever file the
+        name pointed at when it opened it. Lines that reached the old file before the rename go
+        into the new one with it; lines that reach the old file after the rename (a writer that
+        opened it just before) are moved over once that writer has closed it.
+        """
+        if snap.fd is None:
+            fsutil.atomic_write(self.path, body, site="history.rewrite")
+            return
+        late = _read_from(snap.fd, snap.end)
+        complete = late.rfind(b"\n") + 1  # a line still being written is moved with the rest
+        fsutil.atomic_write(self.path, body + late[:complete], site="history.rewrite")
+        self._drain(snap.fd, snap.end + complete)
+
+    def _drain(self, fd: int, pos: int) -> None:
+        """Move what lands in the replaced file (behind ``fd``, from ``pos``) into history.jsonl
+        until nobody has it open for writing any more."""
+        started = time.monotonic()
+        time.sleep(_DRAIN_GRACE_SECONDS)
+        pending = b""
+        last_growth = time.monotonic()
+        while True:
+            chunk = _read_from(fd, pos)
+            pos += len(chunk)
+            now = time.monotonic()
+            if chunk:
+                pending += chunk
+                last_growth = now
+            busy = _open_for_writing_elsewhere(fd)
+            if busy is False or (busy is None and now - last_growth >= _DRAIN_QUIET_SECONDS):
+                # A writer that closed just now may have written its last bytes after the read.
+                self._carry(pending + _read_from(fd, pos))
+                return
+            complete = pending.rfind(b"\n") + 1
+            if complete:
+                self._carry(pending[:complete])
+                pending = pending[complete:]
+            if now - started >= DRAIN_LIMIT_SECONDS:
+                self._carry(pending)
+                self._note(
+                    f"a writer has kept the replaced {layout.HISTORY} open for more than {DRAIN_LIMIT_SECONDS:g} s; "
+                    "what it writes there from now on cannot be seen (an appender must open the file for each append)"
+                )
+                return
+            time.sleep(0.001)
+
+    def _carry(self, data: bytes) -> None:
+        if not data:
+            return
+        if not fsutil.ends_with_newline(self.path):
+            data = b"\n" + data
+        fsutil.append_bytes(self.path, data, site="history.carry")
 
     # --- compaction --------------------------------------------------------------------------
 
@@ -351,22 +586,23 @@ class HistoryLog:
         if text is None:
             return
         try:
-            data = json.loads(text)
+            data = jsontext.loads(text)
             pending = {int(c) for c in data["cursors"]}
             names = [str(n) for n in data.get("files", [])]
         except (ValueError, KeyError, TypeError):
             pending, names = set(), []
         files = [self.archive_dir / n for n in names] if names else self.archive_files()
         archived = {raw for path in files for raw in self._read_lines(path)}
-        scan = self.scan(report=False)
-        lines = [line for line in scan.lines if not line.is_blank]
-        keep = [
-            line.raw
-            for line in lines
-            if not (line.entries and line.raw in archived and all(e.cursor in pending for e in line.entries))
-        ]
-        if len(keep) != len(scan.lines):
-            fsutil.atomic_write(self.path, "".join(raw + "\n" for raw in keep), site="history.rewrite")
+        with self._snapshot() as snap:
+            lines = snap.lines
+            keep = [
+                line.raw
+                for line in lines
+                if not line.is_blank
+                and not (line.entries and line.raw in archived and all(e.cursor in pending for e in line.entries))
+            ]
+            if len(keep) != len(lines):
+                self._rewrite_locked(snap, "".join(raw + "\n" for raw in keep).encode("utf-8"))
         fsutil.remove(marker, site="archive.marker")
 
     def compact(self, *, dream_cursor: int, max_entries: int) -> CompactionResult:
@@ -379,38 +615,40 @@ class HistoryLog:
         with self.lock():
             try:
                 self._recover_locked()
-                scan = self.scan(report=False)
-                plan = plan_compaction(scan.lines, dream_cursor=dream_cursor, max_entries=max_entries)
-                if not plan.changes_anything:
-                    return CompactionResult(kept=len(scan.entries))
-                months = sorted(plan.archive)
-                marker = self.archive_dir / _PENDING_ARCHIVE
-                fsutil.atomic_write(
-                    marker,
-                    json.dumps(
-                        {
-                            "cursors": list(plan.archived_cursors),
-                            "files": [self._archive_path(m).name for m in months],
-                        }
-                    ),
-                    site="archive.marker",
-                )
-                written: list[str] = []
-                for month in months:
-                    path = self._archive_path(month)
-                    # Never glue onto a line a killed compaction left unterminated.
-                    prefix = "" if fsutil.ends_with_newline(path) else "\n"
-                    data = prefix + "".join(raw + "\n" for raw in plan.archive[month])
-                    fsutil.append_bytes(path, data.encode("utf-8"), site="archive.append")
-                    written.append(f"{layout.ARCHIVE_DIR}/{path.name}")
-                fsutil.atomic_write(self.path, "".join(raw + "\n" for raw in plan.keep), site="history.rewrite")
-                fsutil.remove(marker, site="archive.marker")
+                with self._snapshot() as snap:
+                    lines = snap.lines
+                    total = sum(len(line.entries) for line in lines)
+                    plan = plan_compaction(lines, dream_cursor=dream_cursor, max_entries=max_entries)
+                    if not plan.changes_anything:
+                        return CompactionResult(kept=total)
+                    months = sorted(plan.archive)
+                    marker = self.archive_dir / _PENDING_ARCHIVE
+                    fsutil.atomic_write(
+                        marker,
+                        json.dumps(
+                            {
+                                "cursors": list(plan.archived_cursors),
+                                "files": [self._archive_path(m).name for m in months],
+                            }
+                        ),
+                        site="archive.marker",
+                    )
+                    written: list[str] = []
+                    for month in months:
+                        path = self._archive_path(month)
+                        # Never glue onto a line a killed compaction left unterminated.
+                        prefix = "" if fsutil.ends_with_newline(path) else "\n"
+                        data = prefix + "".join(raw + "\n" for raw in plan.archive[month])
+                        fsutil.append_bytes(path, data.encode("utf-8"), site="archive.append")
+                        written.append(f"{layout.ARCHIVE_DIR}/{path.name}")
+                    self._rewrite_locked(snap, "".join(raw + "\n" for raw in plan.keep).encode("utf-8"))
+                    fsutil.remove(marker, site="archive.marker")
             except OSError as exc:
                 raise HistoryError(f"compaction of {layout.HISTORY} failed: {fsutil.describe_os_error(exc)}") from exc
             return CompactionResult(
                 archived=len(plan.archived_cursors),
                 archive_files=tuple(written),
-                kept=len(scan.entries) - len(plan.archived_cursors),
+                kept=total - len(plan.archived_cursors),
             )
 
     # --- legacy HISTORY.md ---------------------------------------------------------------------
@@ -448,7 +686,7 @@ class HistoryLog:
         if text is None:
             return None
         try:
-            value = json.loads(text)
+            value = jsontext.loads(text)
         except ValueError:
             return None
         return value if isinstance(value, dict) else None
@@ -456,37 +694,33 @@ class HistoryLog:
     def _start_migration(self) -> MigrationResult | None:
         data = self.legacy_path.read_bytes()
         legacy = parse_legacy_history(data.decode("utf-8", errors="replace"))
-        scan = self.scan(report=False)
-        # A file without a single entry of ours (missing, empty, or only foreign lines) is the
-        # "missing or empty" case: the old design had consolidated what HISTORY.md holds.
-        mode = "append" if scan.entries else "initial"
-        first = self._allocate_from()
-        now = format_timestamp(self.clock.now())
-        timestamps = [e.timestamp for e in legacy]
-        # An undated entry takes the next dated one's time (it was written before it), else now.
-        following: str | None = None
-        for i in range(len(timestamps) - 1, -1, -1):
-            if timestamps[i] is None:
-                timestamps[i] = following or now
-            following = timestamps[i]
-        entries = [
-            HistoryEntry(cursor=first + i, timestamp=ts or now, content=e.content)
-            for i, (e, ts) in enumerate(zip(legacy, timestamps, strict=True))
-        ]
-        marker = {
-            "source_sha256": hashlib.sha256(data).hexdigest(),
-            "source_bytes": len(data),
-            "mode": mode,
-            "first": first,
-            "last": first + len(entries) - 1,
-            "entries": len(entries),
-            "last_sha256": _content_digest(entries[-1].content) if entries else "",
-        }
-        fsutil.atomic_write(self.marker_path, json.dumps(marker), site="migration.marker")
-        if entries:
-            kept = [line.raw for line in scan.lines if not line.is_blank]
-            body = "".join(raw + "\n" for raw in kept) + "".join(e.to_json_line() + "\n" for e in entries)
-            fsutil.atomic_write(self.path, body, site="history.rewrite")
+        # Undated text was written before the file was last changed: its modification time (as
+        # nanobot's own migration has it), in local time like every timestamp we write.
+        undated = format_timestamp(datetime.fromtimestamp(self.legacy_path.stat().st_mtime))
+        with self._snapshot() as snap:
+            lines = snap.lines
+            # A file without a single entry of ours (missing, empty, or only foreign lines) is the
+            # "missing or empty" case: the old design had consolidated what HISTORY.md holds.
+            mode = "append" if any(line.entries for line in lines) else "initial"
+            first = self._allocate_from(snap.data, max(len(legacy), 1))
+            entries = [
+                HistoryEntry(cursor=first + i, timestamp=e.timestamp or undated, content=e.content)
+                for i, e in enumerate(legacy)
+            ]
+            marker = {
+                "source_sha256": hashlib.sha256(data).hexdigest(),
+                "source_bytes": len(data),
+                "mode": mode,
+                "first": first,
+                "last": first + len(entries) - 1,
+                "entries": len(entries),
+                "last_sha256": _content_digest(entries[-1].content) if entries else "",
+            }
+            fsutil.atomic_write(self.marker_path, json.dumps(marker), site="migration.marker")
+            if entries:
+                kept = [line.raw for line in lines if not line.is_blank]
+                body = "".join(raw + "\n" for raw in kept) + "".join(e.to_json_line() + "\n" for e in entries)
+                self._rewrite_locked(snap, body.encode("utf-8"))
         return self._finish_migration(marker, resumed=False)
 
     def _resume_migration(self, marker: dict[str, object]) -> MigrationResult | None:

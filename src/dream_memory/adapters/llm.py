@@ -18,6 +18,7 @@ import email.utils
 import math
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,6 +40,7 @@ MAX_BACKOFF_SECONDS = 30.0
 # without counting against the batch) rather than sit idle for an hour.
 MAX_RETRY_AFTER_SECONDS = 60.0
 _MAX_DETAIL_CHARS = 300
+_DEADLINE_GRACE_SECONDS = 1.0
 
 _STATUS_WORDS = {
     400: "bad request",
@@ -150,8 +152,7 @@ class LiteLLMChatModel:
             # models) should still answer rather than fail the batch.
             "drop_params": True,
         }
-        if tools:
-            request["tools"] = [t.to_openai() for t in tools]
+        request.update(_tool_fields(tools))
         if r.api_base:
             request["api_base"] = r.api_base
         if r.api_key:
@@ -161,11 +162,40 @@ class LiteLLMChatModel:
         return request
 
     def _call_once(self, request: dict[str, Any], purpose: str) -> Any:
+        """One completion, bounded as a whole by the preset's timeout.
+
+        The HTTP client's timeout bounds each read, so a server sending its answer a byte at a
+        time (a stuck proxy, a hostile endpoint) kept a run waiting far past it. The call runs
+        in a worker thread that is abandoned at the deadline (it ends when its socket does);
+        the grace lets the client's own timeout, with its clearer cause, come first.
+        """
         litellm = _litellm()
-        try:
-            return litellm.completion(**request)
-        except Exception as exc:
-            raise self._error(exc, purpose) from exc
+        outcome: dict[str, Any] = {}
+
+        def call() -> None:
+            try:
+                outcome["response"] = litellm.completion(**request)
+            except BaseException as exc:
+                outcome["error"] = exc
+
+        worker = threading.Thread(target=call, name="dream-model-call", daemon=True)
+        worker.start()
+        worker.join(self._resolved.timeout + _DEADLINE_GRACE_SECONDS)
+        if worker.is_alive():
+            where = f"model {self._resolved.name}" + (f" ({purpose})" if purpose else "")
+            raise ModelError(
+                f"{where}: no complete answer within {self._resolved.timeout:g} s (timeout: the answer was "
+                "still arriving)",
+                kind="timeout",
+                retryable=True,
+                hint=_HINTS["timeout"],
+            )
+        error = outcome.get("error")
+        if isinstance(error, Exception):
+            raise self._error(error, purpose) from error
+        if error is not None:
+            raise error
+        return outcome["response"]
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None
@@ -254,6 +284,15 @@ class LiteLLMChatModel:
         except Exception:
             cost = None
         return Usage(prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost, calls=1)
+
+
+def _tool_fields(tools: Sequence[ToolSpec] | None) -> dict[str, Any]:
+    """``tools`` and an explicit ``tool_choice: "auto"``. Without tool_choice, llama-cpp-python's
+    chatml-function-calling handler leaves the tools out of the prompt altogether, so the model
+    never sees them; other servers read a missing tool_choice differently. Saying it costs nothing."""
+    if not tools:
+        return {}
+    return {"tools": [t.to_openai() for t in tools], "tool_choice": "auto"}
 
 
 def build_chat_model(resolved: ResolvedModel) -> ChatModel:

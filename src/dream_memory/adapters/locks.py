@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from dream_memory.adapters import fsutil
 from dream_memory.core import layout
 from dream_memory.errors import LockBusy
 
@@ -40,7 +41,7 @@ class LockHolder:
 def _parse_holder(text: str) -> LockHolder | None:
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # any text may be in the file: it is only informative
         return None
     if not isinstance(data, dict):
         return None
@@ -76,16 +77,24 @@ def current_holder(workspace: Path) -> LockHolder | None:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise fsutil.os_error(exc, "read the Dream lock", path) from exc
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                return _parse_holder(handle.read()) or LockHolder(None, None, None)
+            return _parse_holder(_read_holder(fd)) or LockHolder(None, None, None)
         fcntl.flock(fd, fcntl.LOCK_UN)
         return None
     finally:
         os.close(fd)
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        return os.pread(fd, 4096, 0).decode("utf-8", errors="replace")
+    except OSError:  # a folder where the lock file belongs, say: the holder is unknown
+        return ""
 
 
 @contextlib.contextmanager
@@ -95,30 +104,39 @@ def dream_lock(workspace: Path, *, now: datetime) -> Iterator[LockHolder | None]
     Yields the stale holder whose lock was taken over, if the file named one.
     """
     path = lock_path(workspace)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # 0o666 through the umask (like filelock): with DREAM_UMASK=0002 a process of the same group
-    # under another uid (the agent beside Dream on a shared volume) can take the lock too.
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # 0o666 through the umask (like filelock): with DREAM_UMASK=0002 a process of the same
+        # group under another uid (the agent beside Dream on a shared volume) can take it too.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise fsutil.os_error(exc, "take the Dream lock", path) from exc
     try:
         try:
             _flock_exclusive(fd)
         except BlockingIOError:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                holder = _parse_holder(handle.read())
+            holder = _parse_holder(_read_holder(fd))
             raise LockBusy(
                 f"the workspace is locked by another Dream run ({holder.describe() if holder else 'holder unknown'})",
                 hint="nothing was done; the next scheduled run will pick the work up",
             ) from None
-        previous = os.pread(fd, 4096, 0).decode("utf-8", errors="replace")
-        stale = _parse_holder(previous) if previous.strip() else None
-        me = {"pid": os.getpid(), "host": socket.gethostname(), "started": now.isoformat(timespec="seconds")}
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps(me).encode("utf-8"), 0)
-        os.fsync(fd)
+        try:
+            previous = os.pread(fd, 4096, 0).decode("utf-8", errors="replace")
+            stale = _parse_holder(previous) if previous.strip() else None
+            me = {"pid": os.getpid(), "host": socket.gethostname(), "started": now.isoformat(timespec="seconds")}
+            os.ftruncate(fd, 0)
+            fsutil.checkpoint("dream_lock.write", path)
+            os.pwrite(fd, json.dumps(me).encode("utf-8"), 0)
+            os.fsync(fd)
+        except OSError as exc:
+            # A full disk: the holder cannot be written down, so nothing is done (the flock is
+            # dropped with the descriptor); the command fails with a message, never a traceback.
+            raise fsutil.os_error(exc, "write the Dream lock", path) from exc
         try:
             yield stale
         finally:
-            os.ftruncate(fd, 0)
+            with contextlib.suppress(OSError):  # the kernel drops the flock at close anyway
+                os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

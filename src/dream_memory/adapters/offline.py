@@ -19,17 +19,30 @@ from dataclasses import dataclass
 from dream_memory.core import layout
 from dream_memory.core.chat import ChatReply, Message, ToolCall, ToolSpec, Usage
 from dream_memory.core.edits import minimal_edit
-from dream_memory.core.facts import Fact, parse_facts, slug
-from dream_memory.core.markdown import find_section
+from dream_memory.core.facts import Fact, normalize, parse_facts
+from dream_memory.core.placement import (
+    add_fact,
+    entity_text,
+    index_text,
+    is_forget,
+    observation_text,
+    section_for,
+    skill_text,
+    superseded_value,
+)
 from dream_memory.core.prompts import (
     CONSOLIDATION_MARKER,
+    DIVIDER_MARK,
     ENTRY_PREFIX,
     FACTS_MARKER,
     FILE_PREFIX,
     FILES_MARKER,
     HISTORY_MARKER,
+    INSTRUCTION_MARKER,
     MEMORY_MARKER,
     NOTHING,
+    REPLACE_MARK,
+    SEARCH_MARK,
 )
 from dream_memory.errors import BadReply
 
@@ -77,7 +90,6 @@ _KEEP_LABELS = frozenset(
 _DROP_LABELS = frozenset({"event", "events", "ephemeral", "skip", "note"})
 # Labels that say which section a fact belongs in; kept on the fact until it is filed.
 _ROUTING_LABELS = frozenset({"decision", "decisions", "solution", "solutions", "environment"})
-_LABEL_PREFIX = re.compile(r"^(?:decisions?|solutions?|environment|user (?:preferences?|facts?)):\s+", re.IGNORECASE)
 _KEEP_WORDS = re.compile(
     r"\b(prefers?|preference|likes|dislikes|hates|always|never|remember|decided|decision|chose|"
     r"switched to|moved to|from now on|call me|address me|name is|timezone|time zone|works as|lives in|"
@@ -93,48 +105,9 @@ _USER = re.compile(
     r"their|he|she|birthday|pronouns?)\b",
     re.IGNORECASE,
 )
-_SUPERSEDES = (
-    re.compile(r"\(\s*(?:was|previously|formerly|not)\s+(?P<old>[^)]+?)\s*\)", re.IGNORECASE),
-    re.compile(r"\binstead of\s+(?P<old>[^,.;]+)", re.IGNORECASE),
-    re.compile(r"\bno longer\s+(?P<old>[^,.;]+)", re.IGNORECASE),
-    re.compile(r"\bchanged from\s+(?P<old>.+?)\s+to\b", re.IGNORECASE),
-)
-# "[2026-04-03 00:02] user: text" / "assistant: (tool call) name(args)" / "tool (name): result"
 _TURN = re.compile(
     r"^\s*(?:\[[^\]]*\]\s*)?(?P<speaker>user|assistant|system|tool(?:\s*\([^)]*\))?)\s*:\s?(?P<rest>.*)$", re.I
 )
-_ABS_PATH = re.compile(r"(?<![\w.~])(/(?:[\w.@-]+/)*[\w.@-]+)")
-
-SECTION_RULES: dict[str, list[tuple[str, re.Pattern[str]]]] = {
-    layout.USER: [
-        (
-            "Profile",
-            re.compile(
-                r"\b(name|timezone|time zone|lives|based in|moved to|works as|role|job|pronoun|born|age)\b", re.I
-            ),
-        ),
-        ("Preferences", re.compile(r"\b(prefer|like|dislike|hate|want|style|format|language|favou?rite)", re.I)),
-    ],
-    layout.MEMORY: [
-        (
-            "Decisions",
-            re.compile(r"^decisions?:|\b(decid|decision|chose|choose|will use|switched|agreed|standardi[sz]e)", re.I),
-        ),
-        (
-            "Solutions",
-            re.compile(r"^solutions?:|\b(solution|fix|fixed|fixes|workaround|resolved|root cause|the trick)\b", re.I),
-        ),
-        (
-            "Environment",
-            re.compile(
-                r"^environment:|\b(path|install|version|python|node|macos|linux|windows|server|host|port|conda|docker|venv)\b",
-                re.I,
-            ),
-        ),
-    ],
-    layout.SOUL: [("Voice", re.compile(r"\b(tone|voice|persona|personality)\b", re.I))],
-}
-DEFAULT_SECTION = {layout.USER: "Work Context", layout.MEMORY: "Project Facts", layout.SOUL: "Communication Style"}
 
 
 def _estimate(text: str) -> int:
@@ -142,7 +115,7 @@ def _estimate(text: str) -> int:
 
 
 def _normalize(text: str) -> str:
-    return re.sub(r"[^\w]+", " ", text.casefold()).strip()
+    return normalize(text)
 
 
 def _clean(line: str) -> str:
@@ -193,101 +166,6 @@ def classify(line: str) -> Classified | None:
     if _USER.search(text):
         return Classified("USER", text)
     return Classified("MEMORY", text)
-
-
-def section_for(path: str, text: str) -> str:
-    for title, pattern in SECTION_RULES.get(path, []):
-        if pattern.search(text):
-            return title
-    return DEFAULT_SECTION.get(path, "Notes")
-
-
-def superseded_value(text: str) -> str | None:
-    for pattern in _SUPERSEDES:
-        match = pattern.search(text)
-        if match:
-            return match["old"].strip()
-    return None
-
-
-def _bullet_text(text: str) -> str:
-    """The fact as it should read in memory: routing label and '(was X)' note dropped."""
-    text = _LABEL_PREFIX.sub("", text.strip())
-    text = re.sub(r"\s*\(\s*(?:was|previously|formerly)\s+[^)]*\)", "", text).strip()
-    return text[:1].upper() + text[1:]
-
-
-def is_forget(text: str) -> bool:
-    """A request to forget: it names what to remove with "(was ...)" (the protocol's form)."""
-    return bool(re.search(r"\bforget\b", text, re.IGNORECASE)) and superseded_value(text) is not None
-
-
-def add_fact(text: str, path: str, fact_text: str) -> str:
-    """The file text with one fact filed under its section; a superseded line is replaced, and a
-    request to forget removes the line it names and adds nothing."""
-    if is_forget(fact_text):
-        wanted = _normalize(superseded_value(fact_text) or "")
-        lines = text.splitlines(keepends=True)
-        kept = [ln for ln in lines if not (ln.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize(ln))]
-        return "".join(kept)
-    bullet = f"- {_bullet_text(fact_text)}"
-    if _normalize(bullet) in {_normalize(line) for line in text.splitlines()}:
-        return text
-    old = superseded_value(fact_text)
-    if old:
-        wanted = _normalize(old)
-        lines = text.splitlines(keepends=True)
-        for i, line in enumerate(lines):
-            if line.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize(line):
-                lines[i] = bullet + "\n"
-                return "".join(lines)
-    title = section_for(path, fact_text)
-    section = find_section(text, title)
-    if section is None:
-        base = text if text.endswith("\n") or not text else text + "\n"
-        return f"{base}\n## {title}\n\n{bullet}\n"
-    body = section.text.rstrip("\n")
-    # Keep one blank line after the heading when the section is still empty.
-    joined = f"{body}\n\n{bullet}\n" if body.count("\n") == 0 else f"{body}\n{bullet}\n"
-    trailing = section.text[len(section.text.rstrip("\n")) :]
-    replacement = joined + ("\n" if trailing.count("\n") > 1 else "")
-    lines = text.splitlines(keepends=True)
-    return "".join(lines[: section.start - 1]) + replacement + "".join(lines[section.end :])
-
-
-def skill_text(name: str, description: str, existing: str | None) -> str:
-    if existing is None:
-        return f"---\nname: {slug(name)}\ndescription: {description}\n---\n\n# {name}\n\n{description}\n"
-    return add_fact(existing, "skill", description) if description not in existing else existing
-
-
-def entity_text(name: str, fact: str, existing: str | None) -> str:
-    if existing is None:
-        return f"# {name}\n\n- {fact}\n"
-    return add_fact(existing, "entity", fact)
-
-
-def index_text(existing: str | None, name: str, file: str, fact: str) -> str:
-    repos = ", ".join(dict.fromkeys(_ABS_PATH.findall(fact)))
-    row = f"| {name} | {file} | {repos} |"
-    if existing is None or "|" not in existing:
-        head = "# Index\n\n" if existing is None else existing.rstrip("\n") + "\n\n"
-        return f"{head}| Entity | File | Repos |\n|---|---|---|\n{row}\n"
-    if re.search(rf"^\|\s*{re.escape(name)}\s*\|", existing, re.MULTILINE | re.IGNORECASE):
-        return existing
-    lines = existing.splitlines()
-    last_row = max(i for i, line in enumerate(lines) if line.lstrip().startswith("|"))
-    lines.insert(last_row + 1, row)
-    return "\n".join(lines) + "\n"
-
-
-def observation_text(existing: str | None, fact: str, today: str) -> str:
-    line = f"- {today}: {fact}"
-    if existing is None:
-        return f"# Observations\n\nProvisional notes: noticed in conversations, not yet confirmed.\n\n{line}\n"
-    if _normalize(fact) in _normalize(existing):
-        return existing
-    return existing.rstrip("\n") + "\n" + line + "\n"
 
 
 # --- reading the prompts -------------------------------------------------------------------------
@@ -417,6 +295,8 @@ class OfflineModel:
             reply = self._phase2(messages, prompt)
         elif CONSOLIDATION_MARKER in prompt:
             reply = self._consolidate(prompt)
+        elif FACTS_MARKER in prompt:
+            reply = self._phase2_text(messages, prompt)
         elif HISTORY_MARKER in prompt:
             reply = self._phase1(prompt)
         else:
@@ -485,6 +365,23 @@ class OfflineModel:
             return ChatReply(content="Nothing to change: the files already hold these facts.")
         return ChatReply(content=None, tool_calls=tuple(calls))
 
+    def _phase2_text(self, messages: Sequence[Message], prompt: str) -> ChatReply:
+        """Phase 2 in the text protocol: the same edits, written as SEARCH/REPLACE blocks (only
+        for files shown whole: there is no read_file to fetch a section)."""
+        if any(m.get("role") == "assistant" and SEARCH_MARK in str(m.get("content") or "") for m in messages):
+            return ChatReply(content="DONE")
+        facts_block = _after(prompt, FACTS_MARKER).split(FILES_MARKER)[0]
+        facts = parse_facts(facts_block).facts if facts_block.strip() else ()
+        known = _files_in(_after(prompt, FILES_MARKER))
+        today = re.search(r"Today is (\d{4}-\d{2}-\d{2})", prompt)
+        blocks = []
+        for call in self._edits_for_whole_files(facts, known, today.group(1) if today else "today"):
+            args = json.loads(call.arguments)
+            search = _with_eol(args.get("old_text", ""))
+            replace = _with_eol(args.get("new_text", args.get("content", "")))
+            blocks.append(f"{args['path']}\n{SEARCH_MARK}\n{search}{DIVIDER_MARK}\n{replace}{REPLACE_MARK}")
+        return ChatReply(content="\n\n".join(blocks) if blocks else "DONE")
+
     @staticmethod
     def _edits_for_whole_files(facts: Sequence[Fact], known: dict[str, str | None], date: str) -> list[ToolCall]:
         after = dict(known)
@@ -543,7 +440,7 @@ class OfflineModel:
     # --- consolidation ---------------------------------------------------------------------------
 
     def _consolidate(self, prompt: str) -> ChatReply:
-        body = _after(prompt, CONSOLIDATION_MARKER).partition("\n")[2]
+        body = _after(prompt, CONSOLIDATION_MARKER).partition("\n")[2].split(INSTRUCTION_MARKER)[0]
         kept: list[str] = []
         seen: set[str] = set()
         speaker = ""
@@ -568,6 +465,10 @@ class OfflineModel:
             seen.add(key)
             kept.append(f"- [durable] {item.text}")
         return ChatReply(content="\n".join(kept) if kept else NOTHING)
+
+
+def _with_eol(text: str) -> str:
+    return text if not text or text.endswith("\n") else text + "\n"
 
 
 _call_ids = itertools.count(1)

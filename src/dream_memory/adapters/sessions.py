@@ -1,7 +1,11 @@
 """Session files and the Consolidator's own state on disk.
 
 - Session files are read, never written, except for ``--update-sessions``: then only their
-  metadata line changes (``last_consolidated``), under ``sessions/<file>.lock``.
+  metadata line changes (the watermark the agent reads: ``last_archived`` and/or
+  ``last_consolidated``), under ``sessions/<file>.lock``, or, in nanobot 0.3.5's session store,
+  under that store's own ``.session-files.lock``.
+- nanobot 0.3.5 keeps a workspace's sessions outside it: ``<data dir>/sessions/<workspace-id>/``,
+  the id read from ``<workspace>/.nanobot/workspace-id`` (``find_nanobot_sessions``).
 - ``memory/.consolidation.json`` holds each session's progress and, while a slice's entries are
   being appended, the pending record that lets the next run finish an interrupted append.
 - ``memory/.consolidation.lock`` keeps two consolidations of one workspace from archiving the
@@ -16,17 +20,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import filelock
 
 from dream_memory.adapters import fsutil
-from dream_memory.core import layout
+from dream_memory.core import jsontext, layout
 from dream_memory.core.consolidation import Pending, Progress
 from dream_memory.core.history import max_cursor_bound
-from dream_memory.core.sessions import ParsedSession, parse_session, with_last_consolidated
+from dream_memory.core.sessions import ParsedSession, keys_to_write, parse_session, with_progress
 from dream_memory.errors import InputError, LockBusy, WorkspaceError
 
 CONSOLIDATION_LOCK = layout.CONSOLIDATION_LOCK
@@ -109,7 +114,7 @@ class ConsolidationStore:
             "(slices consolidated since would be archived again)"
         )
         try:
-            data = json.loads(text)
+            data = jsontext.loads(text)
         except ValueError as exc:
             raise InputError(f"{layout.CONSOLIDATION} is not valid JSON ({exc})", hint=hint) from None
         if not isinstance(data, dict) or not isinstance(data.get("sessions", {}), dict):
@@ -164,6 +169,96 @@ def history_cursor_bound(history_path: Path) -> int:
         raise WorkspaceError(f"cannot read {history_path}: {fsutil.describe_os_error(exc)}") from exc
 
 
+# --- nanobot 0.3.5's session store ---------------------------------------------------------------
+
+NANOBOT_WORKSPACE_ID = ".nanobot/workspace-id"
+NANOBOT_FILES_LOCK = ".session-files.lock"
+NANOBOT_WORKSPACE_MARKER = ".workspace"
+_WORKSPACE_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+@dataclass(frozen=True)
+class NanobotStore:
+    """Where nanobot 0.3.5 keeps this workspace's sessions, or why none was found."""
+
+    folder: Path | None
+    detail: str
+
+
+def _names_workspace(namespace: Path, workspace: Path) -> bool | None:
+    """Whether ``namespace/.workspace`` names ``workspace`` (None: it names no existing folder)."""
+    try:
+        recorded = Path(namespace.joinpath(NANOBOT_WORKSPACE_MARKER).read_text(encoding="utf-8").strip()).expanduser()
+    except (OSError, UnicodeError):
+        return None
+    if not str(recorded).strip():
+        return None
+    resolved = Path(os.path.realpath(recorded))
+    if resolved == workspace:
+        return True
+    try:
+        return recorded.samefile(workspace) if recorded.exists() else None
+    except OSError:
+        return None
+
+
+def find_nanobot_sessions(workspace: Path, roots: Sequence[Path]) -> NanobotStore:
+    """This workspace's folder in nanobot 0.3.5's session store, found as nanobot finds it.
+
+    nanobot (session/manager.py, ``JsonlSessionStore``) names the folder after a random id kept in
+    ``<workspace>/.nanobot/workspace-id`` and records the workspace's path in the folder's
+    ``.workspace``; without the id file it looks for a folder whose ``.workspace`` names the
+    workspace. ``roots`` are the candidate ``<nanobot data dir>/sessions`` folders (beside the
+    nanobot config.json in use, and ``~/.nanobot/sessions``). A folder whose ``.workspace`` names
+    another existing folder belongs to that one (this workspace is a copy): it is not used.
+    """
+    ws = Path(os.path.realpath(workspace))
+    marker = ws / NANOBOT_WORKSPACE_ID
+    workspace_id: str | None = None
+    if marker.is_file() and not marker.is_symlink():
+        with contextlib.suppress(OSError, UnicodeError):
+            value = marker.read_text(encoding="utf-8").strip()
+            workspace_id = value if _WORKSPACE_ID.fullmatch(value) else None
+        if workspace_id is None:
+            return NanobotStore(None, f"{NANOBOT_WORKSPACE_ID} does not hold a 32-character id")
+    searched: list[str] = []
+    for root in dict.fromkeys(Path(os.path.abspath(r)) for r in roots):
+        if not root.is_dir():
+            continue
+        searched.append(str(root))
+        if workspace_id is not None:
+            folder = root / workspace_id
+            if not folder.is_dir() or folder.is_symlink():
+                continue
+            owner = _names_workspace(folder, ws)
+            if owner is False:
+                return NanobotStore(
+                    None,
+                    f"{folder} belongs to another workspace (its .workspace names another folder): "
+                    "this workspace is a copy, and nanobot gives it a store of its own on its next start",
+                )
+            return NanobotStore(folder, f"nanobot 0.3.5 session store {folder} ({NANOBOT_WORKSPACE_ID})")
+        matches = [
+            folder
+            for folder in sorted(root.iterdir())
+            if _WORKSPACE_ID.fullmatch(folder.name) and folder.is_dir() and _names_workspace(folder, ws)
+        ]
+        if len(matches) == 1:
+            return NanobotStore(matches[0], f"nanobot 0.3.5 session store {matches[0]} (its .workspace names this one)")
+        if len(matches) > 1:
+            return NanobotStore(None, f"several folders of {root} claim this workspace; nanobot refuses to start so")
+    where = ", ".join(searched) if searched else "no nanobot session store on this machine"
+    return NanobotStore(None, f"no nanobot 0.3.5 sessions for this workspace ({where})")
+
+
+def is_in_nanobot_store(path: Path) -> bool:
+    """A session file in nanobot 0.3.5's store (its folder holds the store's marker or lock)."""
+    folder = path.parent
+    return _WORKSPACE_ID.fullmatch(folder.name) is not None and (
+        (folder / NANOBOT_WORKSPACE_MARKER).is_file() or (folder / NANOBOT_FILES_LOCK).exists()
+    )
+
+
 # --- --update-sessions -----------------------------------------------------------------------------
 
 
@@ -174,26 +269,31 @@ class MetadataUpdate:
 
 
 def session_lock_path(path: Path) -> Path:
-    """``sessions/<file>.lock``: agents that honour it never write the session while it is held."""
+    """The lock a session's writer honours: nanobot 0.3.5's ``.session-files.lock`` in its store,
+    else ``sessions/<file>.lock`` (agents that honour it never write the session while held)."""
+    if is_in_nanobot_store(path):
+        return path.parent / NANOBOT_FILES_LOCK
     return path.with_name(path.name + ".lock")
 
 
 def update_last_consolidated(path: Path, value: int, *, timeout: float = SESSION_LOCK_TIMEOUT) -> MetadataUpdate:
-    """Write ``last_consolidated = value`` into the session file's metadata line.
+    """Write the consolidated-message count ``value`` into the session file's metadata line, under
+    the field(s) the agent reads (``keys_to_write``: nanobot 0.3.5 reads ``last_archived``).
 
-    Only the digits of that value change (or the key is added at the end of the line); every
-    other byte and line stays as it was. Done under ``sessions/<file>.lock``. The file is replaced
+    Only the digits of those values change (or a key is added at the end of the line); every
+    other byte and line stays as it was. Done under ``session_lock_path``. The file is replaced
     atomically; it is re-read if it changed between the read and the write (a writer that does
     not honour the lock), so a message appended meanwhile is never dropped. A value that would
-    move ``last_consolidated`` backwards is not written.
+    move the watermark backwards is not written.
     """
-    lock = filelock.FileLock(str(session_lock_path(path)), timeout=timeout)
+    lock_path = session_lock_path(path)
+    lock = filelock.FileLock(str(lock_path), timeout=timeout)
     try:
         lock.acquire()
     except filelock.Timeout:  # before OSError: filelock's Timeout is a TimeoutError
-        return MetadataUpdate("skipped", f"{session_lock_path(path).name} was held for more than {timeout:g} s")
+        return MetadataUpdate("skipped", f"{lock_path.name} was held for more than {timeout:g} s")
     except OSError as exc:
-        return MetadataUpdate("skipped", f"cannot take {session_lock_path(path).name}: {fsutil.describe_os_error(exc)}")
+        return MetadataUpdate("skipped", f"cannot take {lock_path.name}: {fsutil.describe_os_error(exc)}")
     try:
         for _ in range(5):
             try:
@@ -211,33 +311,48 @@ def update_last_consolidated(path: Path, value: int, *, timeout: float = SESSION
             current = _current_value(line)
             if current is None:
                 return MetadataUpdate("skipped", "the first line is not a metadata line")
-            if current >= value:
-                return MetadataUpdate("unchanged", f"last_consolidated is already {current}")
-            updated = with_last_consolidated(line, value)
+            keys = keys_to_write(line, nanobot_store=is_in_nanobot_store(path))
+            if current >= value and all(_key_value(line, k) == current for k in keys):
+                return MetadataUpdate("unchanged", f"{' and '.join(keys)} already {current}")
+            if current > value:
+                return MetadataUpdate("unchanged", f"{keys[0]} is already {current}")
+            updated = with_progress(line, value, keys)
             if updated is None:
-                return MetadataUpdate("skipped", "last_consolidated cannot be set without rewriting other fields")
+                return MetadataUpdate("skipped", f"{' and '.join(keys)} cannot be set without rewriting other fields")
             try:
                 if FileSignature.of(path) != before:
                     continue
                 fsutil.atomic_write(path, updated.encode("utf-8") + data[end:], site=SITE_SESSION)
             except OSError as exc:
                 raise WorkspaceError(f"cannot write session file {path}: {fsutil.describe_os_error(exc)}") from exc
-            return MetadataUpdate("written", f"last_consolidated {current} -> {value}")
+            return MetadataUpdate("written", f"{' and '.join(keys)} {current} -> {value}")
         return MetadataUpdate("skipped", "the file kept changing while it was updated (a writer ignores the lock)")
     finally:
         lock.release()
 
 
+def _key_value(line: str, key: str) -> int | None:
+    with contextlib.suppress(ValueError):
+        obj = json.loads(line)
+        value = obj.get(key) if isinstance(obj, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return None
+
+
 def _current_value(line: str) -> int | None:
-    """last_consolidated of a metadata line (0 when absent), None when it is no metadata line."""
+    """The watermark nanobot reads from a metadata line (``last_archived``, else
+    ``last_consolidated``; 0 when neither), None when it is no metadata line."""
     try:
         obj = json.loads(line)
     except ValueError:
         return None
     if not isinstance(obj, dict) or obj.get("_type") != "metadata":
         return None
-    value = obj.get("last_consolidated", 0)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    for key in ("last_archived", "last_consolidated"):
+        value = obj.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return 0
 
 
 def progress_key(root: Path, path: Path) -> str:

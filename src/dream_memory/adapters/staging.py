@@ -20,6 +20,27 @@ from dream_memory.errors import EditRejected, ToolDenied
 _READ_LIMIT_BYTES = 2 * 1024 * 1024  # a memory file larger than this is not read whole
 
 
+def _writable_text(rel: str, text: str) -> str:
+    """``text`` when Dream could read it back next run; EditRejected (a tool error for the model)
+    otherwise. Reads refuse files over the size limit, binary files and invalid UTF-8, so a write
+    that broke one of those rules would leave a file no later run can edit (an 8 MB MEMORY.md,
+    a NUL byte), or crash the commit (a lone surrogate cannot be encoded)."""
+    if "\0" in text:
+        raise EditRejected(f"the text for {rel} holds a NUL byte; memory files are plain text, send it without")
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise EditRejected(
+            f"the text for {rel} holds a lone UTF-16 surrogate, which is not valid UTF-8; send plain text"
+        ) from None
+    if size > _READ_LIMIT_BYTES:
+        raise EditRejected(
+            f"{rel} would be {size} bytes, larger than the {_READ_LIMIT_BYTES} bytes Dream reads back; keep "
+            "memory concise: summarize, or move details into entities/<name>.md"
+        )
+    return text
+
+
 class StagingWorkspace:
     def __init__(
         self,
@@ -90,14 +111,29 @@ class StagingWorkspace:
     def execute(self, name: str, arguments: dict[str, object]) -> ToolOutcome:
         try:
             if name == "read_file":
-                return self._read_file(arguments)
-            if name == "edit_file":
-                return self._edit_file(arguments)
-            if name == "write_file":
-                return self._write_file(arguments)
+                outcome = self._read_file(arguments)
+            elif name == "edit_file":
+                outcome = self._edit_file(arguments)
+            elif name == "write_file":
+                outcome = self._write_file(arguments)
+            else:
+                outcome = ToolOutcome(False, f"unknown tool {name!r}")
         except EditRejected as exc:  # ToolDenied included
-            return ToolOutcome(False, str(exc.message))
-        return ToolOutcome(False, f"unknown tool {name!r}")
+            outcome = ToolOutcome(False, str(exc.message))
+        if outcome.ok:
+            return outcome
+        # A refusal quotes what the model sent (a path, a line of the file): it is kept in the
+        # batch's errors, which reach the report, stderr, the state and a set-aside commit.
+        clean, _ = self.redactor.redact(outcome.text)
+        return ToolOutcome(False, clean, outcome.changed)
+
+    def _checked_path(self, raw: object, check: Callable[[object], str]) -> str:
+        """A policy-checked path that holds nothing secret-shaped: a file name is committed, listed
+        in reports and commit subjects, and cannot be redacted after the fact."""
+        rel = check(raw)
+        if self.redactor.redact(rel)[0] != rel:
+            raise ToolDenied("the path holds a secret-shaped value; name the file after what it is about")
+        return rel
 
     def _string_arg(self, arguments: dict[str, object], key: str, *, required: bool = True) -> str:
         value = arguments.get(key)
@@ -108,7 +144,7 @@ class StagingWorkspace:
         return value
 
     def _read_file(self, arguments: dict[str, object]) -> ToolOutcome:
-        rel = policy.check_readable(arguments.get("path"))
+        rel = self._checked_path(arguments.get("path"), policy.check_readable)
         text = self.read(rel)
         if text is None:
             return ToolOutcome(False, f"{rel} does not exist (create it with write_file)")
@@ -135,11 +171,11 @@ class StagingWorkspace:
         return clean
 
     def _edit_file(self, arguments: dict[str, object]) -> ToolOutcome:
-        rel = policy.check_writable(arguments.get("path"))
+        rel = self._checked_path(arguments.get("path"), policy.check_writable)
         old_text = self._string_arg(arguments, "old_text", required=False)
-        new_text = self._redact(self._string_arg(arguments, "new_text"))
+        new_text = self._redact(_writable_text(rel, self._string_arg(arguments, "new_text")))
         current = self.read(rel)
-        updated = apply_edit(current, old_text, new_text, rel)
+        updated = _writable_text(rel, apply_edit(current, old_text, new_text, rel))
         if updated == current:
             raise EditRejected(f"no-op edit of {rel}: the file would not change")
         self.overlay[rel] = updated
@@ -152,9 +188,9 @@ class StagingWorkspace:
         )
 
     def _write_file(self, arguments: dict[str, object]) -> ToolOutcome:
-        rel = policy.check_writable(arguments.get("path"))
-        content = self._redact(self._string_arg(arguments, "content"))
-        self.overlay[rel] = create_file(self.read(rel), content, rel)
+        rel = self._checked_path(arguments.get("path"), policy.check_writable)
+        content = self._redact(_writable_text(rel, self._string_arg(arguments, "content")))
+        self.overlay[rel] = _writable_text(rel, create_file(self.read(rel), content, rel))
         return ToolOutcome(True, f"created {rel}", changed=True)
 
     # --- the result --------------------------------------------------------------------------

@@ -35,7 +35,9 @@ from dream_memory.adapters.sessions import (
     ConsolidationStore,
     SessionSnapshot,
     consolidation_lock,
+    find_nanobot_sessions,
     history_cursor_bound,
+    is_in_nanobot_store,
     progress_key,
     read_session,
     update_last_consolidated,
@@ -61,7 +63,7 @@ from dream_memory.core.consolidation import (
     summary_entry_texts,
 )
 from dream_memory.core.ports import ChatModel, Clock, NoRedaction, Redactor, TokenCounter
-from dream_memory.core.prompts import consolidation_messages
+from dream_memory.core.prompts import consolidation_messages, summary_problem
 from dream_memory.core.sessions import (
     SessionRecord,
     key_from_file_name,
@@ -70,7 +72,7 @@ from dream_memory.core.sessions import (
     short_timestamp,
     transcript_lines,
 )
-from dream_memory.errors import DreamError, InputError, LockBusy, ModelError, UsageError
+from dream_memory.errors import BadReply, DreamError, InputError, LockBusy, ModelError, UsageError
 
 STATUS_OK = "ok"
 STATUS_NOTHING = "nothing_to_do"
@@ -167,6 +169,7 @@ class ConsolidateReport:
     status: str = STATUS_NOTHING
     sessions: list[SessionReport] = field(default_factory=list)
     recovered: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)  # where --all looked for sessions
     usage: Usage = field(default_factory=Usage)
     redactions: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -191,6 +194,7 @@ class ConsolidateReport:
             "dry_run": self.dry_run,
             "sessions": [s.to_json() for s in self.sessions],
             "recovered": self.recovered,
+            "sources": self.sources,
             "usage": self.usage.to_report(),
             "redactions": dict(sorted(self.redactions.items())),
             "warnings": self.warnings,
@@ -211,13 +215,23 @@ class _StopRun(Exception):
 # --- choosing the sessions -------------------------------------------------------------------------
 
 
-def select_sessions(root: Path, given: Sequence[str], all_sessions: bool, cwd: Path) -> list[Path]:
+def select_sessions(
+    root: Path,
+    given: Sequence[str],
+    all_sessions: bool,
+    cwd: Path,
+    *,
+    nanobot_roots: Sequence[Path] = (),
+    sources: list[str] | None = None,
+) -> list[Path]:
     """The session files to consolidate: ``--session`` paths (taken from the current folder, else
-    the workspace, else its sessions/ folder) and, with ``--all``, every ``sessions/*.jsonl``."""
+    the workspace, else its sessions/ folder) and, with ``--all``, every ``sessions/*.jsonl`` plus
+    every session of this workspace in nanobot 0.3.5's session store (``nanobot_roots``: the
+    candidate ``<nanobot data dir>/sessions`` folders). ``sources`` receives where --all looked."""
     if not given and not all_sessions:
         raise UsageError(
             "say which sessions to consolidate",
-            hint="pass --all for every sessions/*.jsonl of the workspace, or --session FILE (repeatable)",
+            hint="pass --all for every session of the workspace, or --session FILE (repeatable)",
         )
     chosen: list[Path] = []
     for raw in given:
@@ -233,11 +247,39 @@ def select_sessions(root: Path, given: Sequence[str], all_sessions: bool, cwd: P
         chosen.append(found)
     if all_sessions:
         folder = root / layout.SESSIONS_DIR
-        chosen += sorted(p for p in folder.glob("*.jsonl") if p.is_file()) if folder.is_dir() else []
+        local = sorted(p for p in folder.glob("*.jsonl") if p.is_file()) if folder.is_dir() else []
+        chosen += local
+        store = find_nanobot_sessions(root, nanobot_roots)
+        stored = sorted(p for p in store.folder.glob("*.jsonl") if p.is_file()) if store.folder else []
+        chosen += stored
+        if sources is not None:
+            sources.append(f"{layout.SESSIONS_DIR}/: {len(local)} session file(s)")
+            sources.append(f"{store.detail}: {len(stored)} session file(s)" if store.folder else store.detail)
     unique: dict[str, Path] = {}
     for path in chosen:
         unique.setdefault(str(path.resolve()), path)
     return list(unique.values())
+
+
+def _session_key(parsed_key: str | None, path: Path) -> str:
+    # nanobot 0.3.5's store names files after the base64url of the key; elsewhere a name is the
+    # key with ':' as '_' (nanobot's files carry their key in the metadata line anyway).
+    return parsed_key or key_from_file_name(path.name, encoded=is_in_nanobot_store(path))
+
+
+def _moved_progress(
+    ctx: ConsolidateContext, state: ConsolidationState, path: Path, rel: str
+) -> tuple[str, Progress] | None:
+    """nanobot 0.3.5 moves a workspace's sessions/ files into its store on its first start: the
+    progress recorded under the old path, for the same session key, whose file is gone, is this
+    file's (its fingerprints still decide whether it applies)."""
+    if rel in state.sessions or not is_in_nanobot_store(path):
+        return None
+    key = _session_key(read_session(path).parsed.meta.key, path)
+    for old, progress in state.sessions.items():
+        if progress.key == key and not (ctx.root / old).exists() and not Path(old).exists():
+            return old, progress
+    return None
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -347,7 +389,7 @@ def _read_and_resume(
     to the file (another session now, or a reset); None when the file is being rewritten."""
     stale = False
     snapshot = read_session(path)
-    key = snapshot.parsed.meta.key or key_from_file_name(path.name)
+    key = _session_key(snapshot.parsed.meta.key, path)
     resume = resume_point(snapshot.parsed, progress if progress is not None and progress.key == key else None)
     if progress is not None and progress.key != key:
         stale = True
@@ -370,6 +412,8 @@ def _read_and_resume(
             )
     if resume.note:
         result.notes.append(resume.note)
+    if resume.warning:
+        result.notes.append(resume.warning)
     return snapshot, resume, stale
 
 
@@ -384,16 +428,25 @@ def _one_session(
     result = SessionReport(path=rel)
     opts = ctx.options
     try:
-        found = _read_and_resume(ctx, path, state.sessions.get(rel), result)
+        moved = _moved_progress(ctx, state, path, rel)
+        if moved is not None and not opts.dry_run:
+            old, progress = moved
+            state.sessions[rel] = progress
+            del state.sessions[old]
+            store.save(state, site=SITE_PROGRESS)
+            result.notes.append(f"nanobot moved {old} here; its consolidation progress moved with it")
+        found = _read_and_resume(ctx, path, state.sessions.get(rel, moved[1] if moved else None), result)
         if found is None:
             return result
         snapshot, resume, stale = found
+        if resume.warning:
+            report.warnings.append(f"{rel}: {resume.warning}")
         if stale and not opts.dry_run:
             # Forget the old file's position now, so later runs need not detect the reset again.
             del state.sessions[rel]
             store.save(state, site=SITE_PROGRESS)
         parsed = snapshot.parsed
-        key = parsed.meta.key or key_from_file_name(path.name)
+        key = _session_key(parsed.meta.key, path)
         result.key = key
         start = resume.index or 0
         records = parsed.records
@@ -412,7 +465,7 @@ def _one_session(
             return result
         chosen = records[plan.start : plan.end]
         result.lines = (chosen[0].line_no, chosen[-1].line_no)
-        result.messages_archived = sum(1 for r in chosen if r.is_message)
+        result.messages_archived = sum(1 for r in chosen if r.is_visible)
         result.tokens_after = plan.tokens_after
         if opts.dry_run:
             result.outcome = OUTCOME_DRY_RUN
@@ -500,7 +553,7 @@ def _entry_texts(
     """The history entries for a slice: its summary (plus unreadable lines archived raw), or,
     when the model fails or answers with nothing usable, the whole slice archived raw."""
     opts = ctx.options
-    readable = [r for r in chosen if r.is_message]
+    readable = [r for r in chosen if r.is_visible]  # internal turns are never sent
     unreadable = [r for r in chosen if not r.is_message]
     kept_raw = [
         text
@@ -526,6 +579,9 @@ def _entry_texts(
             reply = ctx.model.complete(messages, tools=None, purpose="consolidation")
             report.usage = report.usage + reply.usage
             text = (check_reply(reply, tools_offered=False).content or "").strip()
+            problem = summary_problem(text)
+            if problem is not None:  # a reply that is not a summary falls back like a failed one
+                raise BadReply(problem)
             if not is_nothing(text):
                 summaries.append(text)
     except ModelError as exc:

@@ -1,14 +1,27 @@
-"""`dream context`: gather the parts of the memory block from a workspace and fit them."""
+"""`dream context`: gather the parts of the memory block from a workspace and fit them.
+
+Reads are bounded by the budget, never by the store: a file is read up to ``file_bytes(budget)``
+(16 bytes per token of budget, at least 64 KiB: more than any text that fits could take), and a
+larger one is given as the outline of what was read; the whole block reads at most four times
+that. History is read backwards from the end of ``memory/history.jsonl`` and only as far as the
+budget can use, so a stuck Dream with millions of undreamt entries costs the same as one with a
+hundred. Every file is opened through ``adapters.rooted.Beneath``: a symlink that leads out of the
+workspace (SOUL.md linked to a file elsewhere, a skill folder linked out) is left out and said so.
+"""
 
 from __future__ import annotations
 
+import os
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 
-from dream_memory.adapters import fsutil
 from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.adapters.rooted import Beneath, OutsideRoot
 from dream_memory.core import layout
 from dream_memory.core.context import ContextBlock, Part, build_context
-from dream_memory.core.guards import is_always_on
+from dream_memory.core.frontmatter import is_always_on
+from dream_memory.core.history import HistoryEntry, parse_line
 from dream_memory.core.ports import TokenCounter
 
 _DURABLE = (
@@ -16,22 +29,167 @@ _DURABLE = (
     (layout.USER, "`dream section user`"),
     (layout.MEMORY, "`dream section memory`"),
 )
+BYTES_PER_TOKEN = 16
+MIN_FILE_BYTES = 64 * 1024
+SKILL_HEAD_BYTES = 16 * 1024  # enough for any frontmatter: whether a skill is always on
+_BLOCK = 64 * 1024  # history is read backwards in blocks of this size
+
+
+def file_bytes(budget: int) -> int:
+    """The most bytes read of one file for a block of ``budget`` tokens."""
+    return max(MIN_FILE_BYTES, budget * BYTES_PER_TOKEN)
+
+
+class _Reads:
+    """The block's reading budget and what it had to leave out."""
+
+    def __init__(self, root: Path, budget: int) -> None:
+        self.beneath = Beneath(root)
+        self.per_file = file_bytes(budget)
+        self.left = 4 * self.per_file
+        self.notes: list[str] = []
+
+    def head(self, rel: str, limit: int) -> tuple[str, int | None] | None:
+        """(text of at most ``limit`` bytes, cut at a line end; the file's size when that is not
+        all of it) or None when missing, not a regular file, or leading out of the workspace
+        (noted)."""
+        try:
+            found = self.beneath.open(rel)
+        except OutsideRoot as exc:
+            self.notes.append(f"{rel} leads outside the workspace ({exc.why}); not included")
+            return None
+        if found is None:
+            return None
+        fd, _ = found
+        try:
+            size = os.fstat(fd).st_size
+            data = _read_up_to(fd, min(limit, size))
+        finally:
+            os.close(fd)
+        whole = len(data) >= size
+        if not whole and b"\n" in data:
+            data = data[: data.rindex(b"\n") + 1]
+        self.left -= len(data)
+        return data.decode("utf-8", errors="replace"), None if whole else size
+
+    def part(self, rel: str, title: str, pointer: str) -> Part:
+        got = self.head(rel, min(self.per_file, max(self.left, 0)))
+        if got is None:
+            return Part(title, "", pointer)
+        text, size = got
+        return Part(title, text, pointer, size=size)
+
+
+def _read_up_to(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while total < limit:
+        chunk = os.read(fd, min(limit - total, 1024 * 1024))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
+
+
+def _skill_names(reads: _Reads) -> list[str]:
+    folder = reads.beneath.dir_fd((layout.SKILLS_DIR,))
+    if folder is None:
+        return []
+    try:
+        return sorted(name for name in os.listdir(folder) if not name.startswith("."))
+    except OSError:
+        return []
+
+
+def _always_on_skills(reads: _Reads) -> list[Part]:
+    """Skills whose frontmatter says ``always: true``: they reach every prompt."""
+    parts: list[Part] = []
+    names = _skill_names(reads)
+    for index, name in enumerate(names):
+        if reads.left < SKILL_HEAD_BYTES:
+            reads.notes.append(
+                f"{len(names) - index} skill(s) from skills/{name} on were not looked at: the block was full"
+            )
+            break
+        rel = f"{layout.SKILLS_DIR}/{name}/SKILL.md"
+        got = reads.head(rel, max(SKILL_HEAD_BYTES, min(reads.per_file, reads.left)))
+        if got is None:
+            continue
+        text, size = got
+        if is_always_on(text):
+            parts.append(Part(f"Skill: {name} (always on)", text, f"`cat {rel}`", size=size))
+        else:
+            reads.left += len(text.encode("utf-8"))  # read only to look at its frontmatter
+    return parts
 
 
 def always_on_skills(root: Path) -> list[Part]:
-    """Skills whose frontmatter says ``always: true``: they reach every prompt."""
-    folder = root / layout.SKILLS_DIR
-    parts: list[Part] = []
-    if folder.is_dir():
-        for path in sorted(folder.glob("*/SKILL.md")):
-            if path.is_symlink():
-                continue
-            text = fsutil.read_text(path) or ""
-            if is_always_on(text):
-                parts.append(
-                    Part(f"Skill: {path.parent.name} (always on)", text, f"`cat skills/{path.parent.name}/SKILL.md`")
-                )
-    return parts
+    """Skills whose frontmatter says ``always: true`` (read within the default block's budget)."""
+    reads = _Reads(root, 8000)
+    try:
+        return _always_on_skills(reads)
+    finally:
+        reads.beneath.close()
+
+
+def _lines_backwards(fd: int, size: int, limit: int) -> Iterator[bytes]:
+    """Complete lines of a file from its end, newest first, reading at most ``limit`` bytes."""
+    position = size
+    tail = b""
+    spent = 0
+    while position > 0 and spent < limit:
+        step = min(_BLOCK, position)
+        position -= step
+        spent += step
+        block = os.pread(fd, step, position) + tail
+        lines = block.split(b"\n")
+        tail = lines[0]  # may be the end of a line that starts before this block
+        yield from reversed([line for line in lines[1:] if line.strip()])
+    if position == 0 and tail.strip():
+        yield tail
+
+
+def _recent_history(reads: _Reads, dream_cursor: int, session_key: str | None) -> tuple[list[HistoryEntry], int]:
+    """(undreamt entries read from the end of history.jsonl, oldest first; an estimate of the
+    older undreamt entries not read). Reading stops at Dream's cursor or at the budget."""
+    try:
+        found = reads.beneath.open(layout.HISTORY)
+    except OutsideRoot as exc:
+        reads.notes.append(f"{layout.HISTORY} leads outside the workspace ({exc.why}); history not included")
+        return [], 0
+    if found is None:
+        return [], 0
+    fd, _ = found
+    entries: list[HistoryEntry] = []
+    # A session filter skips most lines: look further back for the same amount of its own.
+    limit = reads.per_file * (16 if session_key else 1)
+    reached_cursor = False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return [], 0
+        wanted = 0
+        for raw in _lines_backwards(fd, st.st_size, limit):
+            parsed = parse_line(raw.decode("utf-8", errors="replace"), 0)
+            for entry in reversed(parsed.entries):
+                if entry.cursor <= dream_cursor:
+                    reached_cursor = True
+                    break
+                if session_key is None or entry.session_key == session_key:
+                    entries.append(entry)
+                    wanted += len(entry.content)
+            if reached_cursor or wanted > reads.per_file:
+                break
+    finally:
+        os.close(fd)
+    entries.reverse()
+    not_read = 0
+    if not reached_cursor and entries and session_key is None:
+        # Cursors are allocated one by one: the ones between Dream's and the oldest read are
+        # entries that were not read (at most; a gap makes it fewer).
+        not_read = max(0, entries[0].cursor - dream_cursor - 1)
+    return entries, not_read
 
 
 def entity_for_path(store: Path, path: str, *, excludes: frozenset[str], home: str | None = None) -> Part | None:
@@ -61,9 +219,15 @@ def memory_context(
     extra_parts: list[Part] | None = None,
 ) -> ContextBlock:
     """The block for an agent's system prompt (CONTRACT section 5, `dream context`)."""
-    parts = [Part(path, fsutil.read_text(root / path) or "", pointer) for path, pointer in _DURABLE]
-    parts += always_on_skills(root)
-    parts += extra_parts or []
-    cursor = history.read_dream_cursor() or 0
-    entries = [e for e in history.entries_after(cursor) if session_key is None or e.session_key == session_key]
-    return build_context(parts, entries, budget=budget, count_tokens=counter.count)
+    reads = _Reads(root, budget)
+    try:
+        parts = [reads.part(path, path, pointer) for path, pointer in _DURABLE]
+        parts += _always_on_skills(reads)
+        parts += extra_parts or []
+        cursor = history.read_dream_cursor() or 0
+        entries, not_read = _recent_history(reads, cursor, session_key)
+    finally:
+        reads.beneath.close()
+    block = build_context(parts, entries, budget=budget, count_tokens=counter.count, history_not_read=not_read)
+    block.left_out += reads.notes
+    return block

@@ -18,10 +18,10 @@ memory that produced it.
 from __future__ import annotations
 
 import json
-import re
 import time
+import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,16 +32,30 @@ from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.locks import dream_lock
 from dream_memory.adapters.staging import StagingWorkspace
 from dream_memory.adapters.workspace import init_workspace, is_template
+from dream_memory.app.deletion_window import recent_removals
 from dream_memory.app.versioning import apply_commit, commit_manual_edits, recover
 from dream_memory.core import layout
-from dream_memory.core.agent_loop import LoopResult, run_agent_loop
+from dream_memory.core.agent_loop import (
+    LoopResult,
+    TargetedExecutor,
+    place_with_rules,
+    run_agent_loop,
+    run_text_loop,
+)
 from dream_memory.core.chat import ChatReply, Message, ToolSpec, Usage, check_reply
-from dream_memory.core.facts import Facts, parse_facts
+from dream_memory.core.facts import Fact, Facts, parse_facts
+from dream_memory.core.frontmatter import skill_description
 from dream_memory.core.guards import GuardSettings, hold_reasons
 from dream_memory.core.history import Batch, format_timestamp, plan_batches, split_text
 from dream_memory.core.markdown import outline, query_terms
+from dream_memory.core.placement import place_facts
 from dream_memory.core.ports import ChatModel, Clock, NoRedaction, Redactor, TokenCounter
 from dream_memory.core.prompts import (
+    PHASE1_EXAMPLES,
+    PHASE1_PROTOCOL,
+    PHASE2_SYSTEM,
+    PHASE2_TEXT_SYSTEM,
+    TEXT_EXAMPLE_LINE,
     FileContext,
     dream_tools,
     phase1_correction,
@@ -51,7 +65,7 @@ from dream_memory.core.prompts import (
 )
 from dream_memory.core.search import relevant_sections
 from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldBatch, SetAside
-from dream_memory.errors import BadReply, DreamError, EditRejected, ModelError
+from dream_memory.errors import BadReply, ConfigError, DreamError, EditRejected, ModelError
 
 STATUS_OK = "ok"
 STATUS_NOTHING = "nothing_to_do"
@@ -60,6 +74,9 @@ STATUS_FAILED = "failed"
 STATUS_LOCKED = "locked"
 STATUS_HELD = "held"
 STATUS_BUDGET = "budget_exhausted"
+STATUS_SET_ASIDE = "set_aside"
+EDIT_PROTOCOLS = ("tools", "text", "auto", "facts")
+_EXCERPT_CHARS = 300
 
 
 @dataclass(frozen=True)
@@ -76,6 +93,10 @@ class DreamOptions:
     max_wall_seconds: float | None = None
     max_history_entries: int = 1000
     guard: GuardSettings = field(default_factory=GuardSettings)
+    edit_protocol: str = "tools"  # tools | text | auto | facts (the preset's editProtocol)
+    context_window: int | None = None  # the preset's contextWindow: bounds every prompt
+    reply_tokens: int = 4096  # the preset's maxTokens: room kept for the answer
+    follow_external_cursor: bool = False  # a .dream_cursor moved outside a commit is followed
 
 
 @dataclass
@@ -93,6 +114,9 @@ class BatchRecord:
     notes: list[str] = field(default_factory=list)
     duration_s: float = 0.0
     model_s: float = 0.0  # of which waiting for the model
+    protocol: str = ""  # the edit protocol that ran last for this batch
+    dialects: dict[str, int] = field(default_factory=dict)  # tool calls by how they arrived
+    left_out: list[str] = field(default_factory=list)  # what the context window kept out of prompts
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -109,6 +133,9 @@ class BatchRecord:
             "notes": self.notes,
             "duration_s": round(self.duration_s, 4),
             "model_s": round(self.model_s, 4),
+            "edit_protocol": self.protocol or None,
+            "tool_call_dialects": dict(sorted(self.dialects.items())),
+            "left_out": self.left_out,
         }
 
 
@@ -132,10 +159,11 @@ class DreamReport:
     manual_edits_commit: str | None = None
     compaction: dict[str, Any] | None = None
     dry_run_changes: list[FileChange] = field(default_factory=list)
+    failed_exit: int = 1  # 2 when the run was refused for bad input (a crafted tree, a merge in progress)
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.status == STATUS_FAILED else 75 if self.status == STATUS_LOCKED else 0
+        return self.failed_exit if self.status == STATUS_FAILED else 75 if self.status == STATUS_LOCKED else 0
 
     def _content_changes(self) -> list[FileChange]:
         if self.dry_run_changes:
@@ -173,7 +201,16 @@ class DreamReport:
             "notes": self.notes,
             "manual_edits_commit": self.manual_edits_commit,
             "compaction": self.compaction,
+            "tool_call_dialects": _summed(b.dialects for b in self.batches),
         }
+
+
+def _summed(counts: Any) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for mapping in counts:
+        for key, value in mapping.items():
+            total[key] = total.get(key, 0) + value
+    return dict(sorted(total.items()))
 
 
 class BudgetExceeded(ModelError):
@@ -243,16 +280,40 @@ def builtin_guide() -> str:
     return (resources.files("dream_memory") / "data" / "guide" / "dream.md").read_text(encoding="utf-8")
 
 
+# nanobot caps a workspace prompt override at this many characters (WORKSPACE_PROMPT_MAX_CHARS),
+# with the same marker: a guide that works for nanobot's Dream works the same here.
+GUIDE_MAX_CHARS = 32_000
+GUIDE_TRUNCATED = "\n... (truncated)"
+
+
 def guide_in_use(root: Path) -> tuple[str, str]:
-    """(text, source): the workspace's prompts/dream.md when it has content, else the built-in guide."""
+    """(text, source): the workspace's prompts/dream.md when it has content, else the built-in
+    guide. A workspace guide longer than GUIDE_MAX_CHARS is cut there (``guide_note`` says so)."""
     custom = fsutil.read_text(root / layout.DREAM_GUIDE)
     if custom is not None and custom.strip():
+        text = custom.rstrip()
+        if len(text) > GUIDE_MAX_CHARS:
+            return text[:GUIDE_MAX_CHARS] + GUIDE_TRUNCATED, layout.DREAM_GUIDE
         return custom, layout.DREAM_GUIDE
     return builtin_guide(), "built-in"
 
 
+def guide_note(root: Path) -> str | None:
+    """Why the workspace guide is not sent whole, or None."""
+    custom = fsutil.read_text(root / layout.DREAM_GUIDE)
+    size = len(custom.rstrip()) if custom is not None else 0
+    if size <= GUIDE_MAX_CHARS:
+        return None
+    return (
+        f"{layout.DREAM_GUIDE} has {size} characters; only the first {GUIDE_MAX_CHARS} are used "
+        "(nanobot caps its Dream prompt the same way)"
+    )
+
+
 def run_dream(ctx: DreamContext) -> DreamReport:
     """One Dream run over ``ctx.root``. Raises LockBusy (exit 75) when another run holds the lock."""
+    log, redactor = ctx.log, ctx.redactor
+    ctx = replace(ctx, log=lambda message: log(_scrub(redactor, message)))
     report = DreamReport(workspace=str(ctx.root), model=ctx.model.name)
     metered = MeteredModel(ctx.model, ctx.options, ctx.clock)
     started = ctx.clock.monotonic()
@@ -271,16 +332,41 @@ def run_dream(ctx: DreamContext) -> DreamReport:
             # A disk that fills up, a repository that cannot be written: the run stops where it
             # is (the journal lets the next run finish or roll back), and the report still says so.
             _fail_run(report, exc)
+        except Exception as exc:  # a bug: the report still lists the batches committed before it
+            ctx.log("internal error:\n" + traceback.format_exc())
+            _fail_run(report, exc)
         finally:
             if git is not None:
                 git.close()
     report.usage = metered.usage
     report.duration_s = ctx.clock.monotonic() - started
+    _scrub_report(report, ctx.redactor)
     return report
 
 
-def _fail_run(report: DreamReport, exc: DreamError | OSError) -> None:
-    message = exc.message if isinstance(exc, DreamError) else f"{exc.strerror or exc} ({getattr(exc, 'filename', '')})"
+def _scrub(redactor: Redactor, text: str) -> str:
+    """Error and note texts quote what the model sent (a refused path, a line it tried to match):
+    they pass the secret guard before reaching a report, a log line, the state or a commit."""
+    return redactor.redact(text)[0]
+
+
+def _scrub_report(report: DreamReport, redactor: Redactor) -> None:
+    report.errors = [_scrub(redactor, e) for e in report.errors]
+    report.notes = [_scrub(redactor, n) for n in report.notes]
+    for batch in report.batches:
+        batch.error = None if batch.error is None else _scrub(redactor, batch.error)
+        batch.notes = [_scrub(redactor, n) for n in batch.notes]
+    for item in [*report.held, *report.set_aside]:
+        item["reason"] = _scrub(redactor, str(item.get("reason", "")))
+
+
+def _fail_run(report: DreamReport, exc: Exception) -> None:
+    if isinstance(exc, DreamError):
+        message = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+    elif isinstance(exc, OSError):
+        message = fsutil.os_error(exc, "write").message
+    else:
+        message = f"internal error ({type(exc).__name__}): {exc}"
     open_batch = next((b for b in reversed(report.batches) if not b.outcome), None)
     if open_batch is not None:
         open_batch.outcome, open_batch.error = "failed", message
@@ -288,6 +374,8 @@ def _fail_run(report: DreamReport, exc: DreamError | OSError) -> None:
     else:
         report.errors.append(message)
     report.status = STATUS_FAILED
+    if isinstance(exc, DreamError) and exc.exit_code == 2:
+        report.failed_exit = 2
 
 
 def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
@@ -311,6 +399,8 @@ def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
     if ctx.options.branch and git.checkout_branch(ctx.options.branch):
         report.notes.append(f"created branch {ctx.options.branch}")
     report.manual_edits_commit = commit_manual_edits(git)
+    if (cut := guide_note(ctx.root)) is not None:
+        report.notes.append(cut)
     return git
 
 
@@ -322,7 +412,7 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
     state = _read_state(ctx.root)
     for warning in state.warnings:
         report.notes.append(warning)
-    cursor = ctx.history.read_dream_cursor() or 0
+    cursor = _trusted_cursor(ctx, git, report)
     report.cursor_before = report.cursor_after = cursor
     entries = ctx.history.entries_after(cursor)
     batches = plan_batches(
@@ -336,6 +426,7 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
         return
     report.status = STATUS_DRY_RUN if ctx.options.dry_run else STATUS_OK
     shared_staging = _new_staging(ctx) if ctx.options.dry_run else None
+    protocols = _Protocols(ctx.options.edit_protocol)
     for number, batch in enumerate(batches):
         if ctx.options.max_batches is not None and number >= ctx.options.max_batches:
             report.notes.append(f"stopped after {number} batch(es) (--max-batches); {len(batches) - number} left")
@@ -350,21 +441,25 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
         report.batches.append(record)
         before_usage = model.usage
         batch_started, model_before = time.perf_counter(), model.seconds
+
+        def timed(record: BatchRecord = record, started: float = batch_started, before: float = model_before) -> None:
+            record.duration_s = time.perf_counter() - started
+            record.model_s = model.seconds - before
+            # Notes may quote the model (rejected lines, a cut-off line): secrets never pass.
+            record.notes = [ctx.redactor.redact(note)[0] for note in record.notes]
+
         try:
-            facts, loop = _dream_batch(ctx, model, batch, staging)
-            record.facts = len(facts.facts)
-            if loop is not None:
-                record.tool_calls = loop.tool_calls
-                if loop.stop != "done":
-                    record.notes.append(f"tool loop stopped: {loop.stop} after {loop.tool_calls} call(s)")
+            _dream_batch(ctx, model, batch, staging, record, protocols)
         except BudgetExceeded as exc:
             record.usage = _usage_since(model.usage, before_usage)
             record.outcome, record.error = "failed", str(exc)
             report.status = STATUS_BUDGET
             report.notes.append(f"stopped in batch {batch.cursor_from}..{batch.cursor_to}: {exc}; it will run again")
+            timed()
             break
         except BadReply as exc:
             record.usage = _usage_since(model.usage, before_usage)
+            timed()
             state = _content_failure(ctx, git, batch, record, report, state, exc)
             if record.outcome == "failed":
                 break
@@ -374,6 +469,7 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
             record.outcome, record.error = "failed", f"{exc.kind}: {exc}"
             report.status = STATUS_FAILED
             report.errors.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {exc.kind}: {exc.message}")
+            timed()
             break
         record.usage = _usage_since(model.usage, before_usage)
         for kind, count in staging.redactions.items():
@@ -387,16 +483,18 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
             record.outcome = "dry_run"
             record.files_changed = [unified_diff(p, _b(b), _b(a)) for p, (b, a) in staging.changes().items()]
             report.entries_processed += record.entries
+            timed()
             continue
         assert git is not None
         state = _land_batch(ctx, git, batch, staging, record, report, state, model.name)
         report.cursor_after = batch.cursor_to
         report.entries_processed += record.entries
-        record.duration_s = time.perf_counter() - batch_started
-        record.model_s = model.seconds - model_before
+        timed()
     if ctx.options.dry_run and shared_staging is not None:
         report.dry_run_changes = [unified_diff(p, _b(b), _b(a)) for p, (b, a) in shared_staging.changes().items()]
-    if report.held and report.status == STATUS_OK:
+    if report.set_aside and report.status in (STATUS_OK, STATUS_HELD, STATUS_BUDGET):
+        report.status = STATUS_SET_ASIDE
+    elif report.held and report.status == STATUS_OK:
         report.status = STATUS_HELD
 
 
@@ -426,7 +524,44 @@ def _new_staging(ctx: DreamContext) -> StagingWorkspace:
 # --- the two phases ------------------------------------------------------------------------------
 
 
-def _file_context(ctx: DreamContext, staging: StagingWorkspace, path: str, query: Sequence[str]) -> FileContext:
+@dataclass(frozen=True)
+class _Budget:
+    """What one prompt may hold: per file shown, and for the history (tokens, our counter)."""
+
+    file_tokens: int
+    history_tokens: int
+    window: int | None = None
+
+
+# The server counts with the model's own tokenizer, ours is an estimate of it: keep a margin.
+_WINDOW_MARGIN = 0.85
+
+
+def _budget(ctx: DreamContext, system: str) -> _Budget:
+    """The prompt's budgets: the configured ones, tightened to fit the preset's contextWindow."""
+    o = ctx.options
+    if o.context_window is None:
+        return _Budget(o.file_context_tokens, o.batch_tokens)
+    reply = min(o.reply_tokens, o.context_window // 4)
+    room = int((o.context_window - reply) * _WINDOW_MARGIN) - ctx.counter.count(system) - 200
+    if room < 400:
+        raise ConfigError(
+            f"contextWindow {o.context_window} is too small for Dream's prompt: the system part alone "
+            f"is about {ctx.counter.count(system)} tokens and {reply} are kept for the answer",
+            hint="raise the preset's contextWindow, lower its maxTokens, or shorten prompts/dream.md",
+        )
+    files = max(100, min(o.file_context_tokens, int(room * 0.45) // 3))
+    return _Budget(files, max(200, min(o.batch_tokens, room - 3 * files)), o.context_window)
+
+
+def _file_context(
+    ctx: DreamContext,
+    staging: StagingWorkspace,
+    path: str,
+    query: Sequence[str],
+    budget: int | None = None,
+    left_out: list[str] | None = None,
+) -> FileContext:
     """A file as the model sees it: whole, or (when over budget) outline plus relevant sections."""
     try:
         text = staging.read(path)
@@ -435,28 +570,59 @@ def _file_context(ctx: DreamContext, staging: StagingWorkspace, path: str, query
         return FileContext(path, None, "", unreadable=exc.message)
     if text is None:
         return FileContext(path, None, "")
-    budget = ctx.options.file_context_tokens
-    if ctx.counter.count(text) <= budget:
+    budget = ctx.options.file_context_tokens if budget is None else budget
+    size = ctx.counter.count(text)
+    if size <= budget:
         return FileContext(path, text, text)
-    parts = [f"Outline of {path}:", outline(text), "", "Relevant sections:"]
+    shape = outline(text)
+    if ctx.counter.count(shape) > budget:
+        # Not even the outline fits: the model is told the file exists and can read sections.
+        if left_out is not None:
+            left_out.append(f"{path}: left out ({size} tokens; not even its outline fits)")
+        return FileContext(path, text, f"(left out: {size} tokens, too large for this prompt)", partial=True)
+    parts = [f"Outline of {path}:", shape, "", "Relevant sections:"]
     # The read side's ranking picks the sections; the budget decides how many fit.
     room = budget // 2
+    shown = 0
     for section in relevant_sections(text, " ".join(query)):
         cost = ctx.counter.count(section.text)
         if cost <= room:
             parts.append(section.text.rstrip())
             room -= cost
+            shown += 1
+    if left_out is not None:
+        left_out.append(f"{path}: outline and {shown} relevant section(s) of {size} tokens")
     return FileContext(path, text, "\n".join(parts), partial=True)
 
 
-def _history_blocks(ctx: DreamContext, batch: Batch) -> list[list[str]]:
-    """The batch as prompt blocks, one list per phase-1 call: an entry too large for one prompt is
-    given in parts (never cut), each part in its own call."""
-    if len(batch.entries) == 1 and batch.tokens > ctx.options.batch_tokens:
-        entry = batch.entries[0]
-        parts = split_text(entry.content, ctx.options.batch_tokens, ctx.counter.count)
-        return [[render_entry(entry, (i, len(parts)), part)] for i, part in enumerate(parts, start=1)]
-    return [[render_entry(entry) for entry in batch.entries]]
+def _history_blocks(ctx: DreamContext, batch: Batch, budget: int | None = None) -> list[list[str]]:
+    """The batch as prompt blocks, one list per phase-1 call: entries grouped so each call's
+    history fits ``budget``; an entry too large for one prompt is given in parts (never cut),
+    each part in its own call."""
+    limit = ctx.options.batch_tokens if budget is None else budget
+    if batch.tokens <= limit:
+        return [[render_entry(entry) for entry in batch.entries]]
+    blocks: list[list[str]] = []
+    current: list[str] = []
+    used = 0
+    for entry in batch.entries:
+        rendered = render_entry(entry)
+        cost = ctx.counter.count(rendered)
+        if cost > limit:
+            if current:
+                blocks.append(current)
+                current, used = [], 0
+            parts = split_text(entry.content, max(50, limit - 40), ctx.counter.count)
+            blocks += [[render_entry(entry, (i, len(parts)), part)] for i, part in enumerate(parts, start=1)]
+            continue
+        if current and used + cost > limit:
+            blocks.append(current)
+            current, used = [], 0
+        current.append(rendered)
+        used += cost
+    if current:
+        blocks.append(current)
+    return blocks
 
 
 def _skills_listing(root: Path) -> list[str]:
@@ -464,9 +630,8 @@ def _skills_listing(root: Path) -> list[str]:
     folder = root / layout.SKILLS_DIR
     if folder.is_dir():
         for skill in sorted(folder.glob("*/SKILL.md")):
-            text = fsutil.read_text(skill) or ""
-            match = re.search(r"^description:\s*(.+)$", text, re.MULTILINE)
-            skills.append(f"{skill.parent.name}: {match.group(1).strip() if match else '(no description)'}")
+            description = skill_description(fsutil.read_text(skill))  # YAML, as nanobot reads it
+            skills.append(f"{skill.parent.name}: {description or '(no description)'}")
     return skills
 
 
@@ -479,58 +644,227 @@ def _entities_listing(root: Path) -> list[str]:
     )
 
 
-def _phase1(ctx: DreamContext, model: ChatModel, batch: Batch, staging: StagingWorkspace) -> Facts:
+def _phase1(ctx: DreamContext, model: ChatModel, batch: Batch, staging: StagingWorkspace, record: BatchRecord) -> Facts:
     guide, _ = guide_in_use(ctx.root)
+    budget = _budget(ctx, guide + PHASE1_PROTOCOL)
     query = query_terms("\n".join(e.content for e in batch.entries), limit=16)
-    files = [_file_context(ctx, staging, path, query) for path in layout.DURABLE_FILES]
+    left_out: list[str] = []
+    files = [_file_context(ctx, staging, path, query, budget.file_tokens, left_out) for path in layout.DURABLE_FILES]
     collected: list[Facts] = []
-    for blocks in _history_blocks(ctx, batch):
+    blocks = _history_blocks(ctx, batch, budget.history_tokens)
+    if budget.window is not None:
+        if len(blocks) > 1:
+            left_out.append(f"history: given in {len(blocks)} parts, one call each")
+        record.left_out += [f"contextWindow {budget.window}, analysis: {item}" for item in left_out]
+    for history in blocks:
         messages = phase1_messages(
-            guide, files, blocks, skills=_skills_listing(ctx.root), entities=_entities_listing(ctx.root)
+            guide, files, history, skills=_skills_listing(ctx.root), entities=_entities_listing(ctx.root)
         )
-        collected.append(_ask_for_facts(model, messages))
+        collected.append(_ask_for_facts(model, messages, record.notes))
+        # Counted as they arrive: a batch that fails later still reports what phase 1 found.
+        record.facts = len({f for result in collected for f in result.facts})
     facts = tuple(dict.fromkeys(f for result in collected for f in result.facts))
+    rejected = [line for result in collected for line in result.rejected]
+    if rejected:
+        record.notes.append(f"not facts, left out: {'; '.join(rejected[:5])}")
     return Facts(facts, skip=not facts)
 
 
-def _ask_for_facts(model: ChatModel, messages: list[Message]) -> Facts:
+def _whole_lines(reply: ChatReply, notes: list[str]) -> ChatReply:
+    """A phase-1 reply cut off by the token limit keeps its complete lines: each is a fact on its
+    own, and only the last one can be cut (small models ramble until the limit). A reply with no
+    complete line stays cut off, and fails as such."""
+    text = reply.content or ""
+    if reply.finish_reason != "length" or reply.tool_calls or "\n" not in text.strip():
+        return reply
+    kept, _, cut = text.rstrip().rpartition("\n")
+    notes.append(f"the analysis reply was cut off by the token limit; its last line was left out: {_excerpt(cut, 120)}")
+    return ChatReply(content=kept, finish_reason="stop", usage=reply.usage)
+
+
+def _ask_for_facts(model: ChatModel, messages: list[Message], notes: list[str]) -> Facts:
     """One phase-1 call; an unusable reply gets exactly one corrective retry."""
-    reply = model.complete(messages, purpose="dream.phase1")
+    reply = _whole_lines(model.complete(messages, purpose="dream.phase1"), notes)
     try:
         check_reply(reply, tools_offered=False)
-        return parse_facts(reply.content or "")
+        return parse_facts(reply.content or "", examples=PHASE1_EXAMPLES)
     except BadReply as first:
         retry = [*messages, {"role": "assistant", "content": reply.content or ""}, phase1_correction(first.message)]
-        second = model.complete(retry, purpose="dream.phase1.retry")
+        second = _whole_lines(model.complete(retry, purpose="dream.phase1.retry"), notes)
         check_reply(second, tools_offered=False)
         try:
-            return parse_facts(second.content or "")
+            return parse_facts(second.content or "", examples=PHASE1_EXAMPLES)
         except BadReply as exc:
-            raise BadReply(
-                f"the analysis reply could not be read, even after a corrective retry: {exc.message}"
+            raise ModelSaid(
+                f"the analysis reply could not be read, even after a corrective retry: {exc.message}",
+                [_excerpt(second.content)],
             ) from exc
 
 
+def _excerpt(text: str | None, limit: int = _EXCERPT_CHARS) -> str:
+    """A model reply fit for a report: one line, cut, quoted (secrets are redacted by the caller)."""
+    flat = " ".join((text or "").split())
+    return repr(flat if len(flat) <= limit else flat[: limit - 3] + "...")
+
+
+class _Protocols:
+    """Which edit protocol a batch starts with. ``auto`` starts with tools and, once a reply
+    came back with no tool call in any form, starts later batches of the run with text."""
+
+    def __init__(self, configured: str) -> None:
+        self.configured = configured
+        self.start = "tools" if configured == "auto" else configured
+
+    def fell_back(self, protocol: str) -> None:
+        if self.configured == "auto":
+            self.start = protocol
+
+
 def _dream_batch(
-    ctx: DreamContext, model: ChatModel, batch: Batch, staging: StagingWorkspace
-) -> tuple[Facts, LoopResult | None]:
-    facts = _phase1(ctx, model, batch, staging)
+    ctx: DreamContext,
+    model: ChatModel,
+    batch: Batch,
+    staging: StagingWorkspace,
+    record: BatchRecord,
+    protocols: _Protocols,
+) -> None:
+    """Both phases for one batch, into ``staging``; ``record`` is filled in as they go.
+
+    Raises BadReply (a content failure) when phase 1 found facts and phase 2 applied none while
+    some fact is not in memory yet: a batch that did not do its work is never "nothing new".
+    """
+    facts = _phase1(ctx, model, batch, staging, record)
     if facts.nothing_to_add:
-        return facts, None
-    query = query_terms("\n".join(f.text for f in facts.facts), limit=16)
+        return
+    today = format_timestamp(ctx.clock.now())[:10]
     targets = list(dict.fromkeys(f.target for f in facts.facts))
     if any(f.tag == "ENTITY" for f in facts.facts):
         targets.append(layout.INDEX)
-    contexts = [_file_context(ctx, staging, path, query) for path in targets]
-    messages = phase2_messages(facts.facts, contexts, format_timestamp(ctx.clock.now())[:10])
-    loop = run_agent_loop(model, messages, dream_tools(), staging, max_tool_calls=ctx.options.max_iterations)
-    if not staging.changes():
+    executor = TargetedExecutor(staging, targets, lambda path: _target_hint(path, facts.facts))
+    protocol = protocols.start
+    why: list[str] = []
+    said: list[str] = []
+    while True:
+        record.protocol = protocol
+        try:
+            loop = _phase2(ctx, model, protocol, facts, targets, staging, executor, today, record)
+        except BadReply as exc:
+            if ctx.options.edit_protocol != "auto" or protocol == "facts":
+                raise
+            # An empty or cut-off edit reply (Qwen behind its own template answered nothing) is
+            # one more way of not editing: auto moves on instead of failing the batch.
+            loop = LoopResult(tool_less=True, errors=[exc.message])
+            loop.replies.append(f"({exc.message})")
+        for dialect, n in loop.dialects.items():
+            record.dialects[dialect] = record.dialects.get(dialect, 0) + n
+        record.tool_calls += loop.tool_calls
         if loop.stop != "done":
-            raise BadReply(f"the edit loop ended ({loop.stop}) after {loop.tool_calls} tool call(s) with no valid edit")
-        if loop.edits_rejected and not loop.edits_applied:
-            detail = loop.errors[-1] if loop.errors else "no detail"
-            raise BadReply(f"every edit was rejected ({loop.edits_rejected}); last: {detail}")
-    return facts, loop
+            record.notes.append(f"{protocol} edits stopped: {loop.stop} after {loop.tool_calls} call(s)")
+        if staging.changes():
+            break
+        reason, quote = _why_nothing(protocol, loop, ctx.redactor)
+        why.append(reason)
+        said.append(f"{protocol}: {quote}" if quote else "")
+        following = _fallback(ctx.options.edit_protocol, protocol, loop)
+        if following is None:
+            break
+        quoted = f"; it answered {said[-1].partition(': ')[2]}" if said[-1] else ""
+        record.notes.append(f"{protocol} protocol applied nothing ({why[-1]}{quoted}); falling back to {following}")
+        if protocol == "tools" and following == "text":
+            protocols.fell_back("text")
+        protocol = following
+    pending = place_facts(facts.facts, staging.read, today)
+    if not staging.changes():
+        if not pending:
+            record.notes.append("every fact is already in memory")
+            return
+        raise ModelSaid(
+            f"phase 1 found {len(facts.facts)} fact(s) but phase 2 applied none: " + "; then ".join(why),
+            said,
+            hint="try editProtocol 'auto' or 'facts' for a model that cannot edit (docs/configuration.md)",
+        )
+    left = sorted({f.target for f in facts.facts if f.target in pending})
+    if left and protocol != "facts":
+        record.notes.append(
+            f"facts for {', '.join(left)} may not all be applied (the placement rules would still add some)"
+        )
+
+
+def _fallback(configured: str, protocol: str, loop: LoopResult) -> str | None:
+    """``auto``'s next protocol after one that applied nothing: text after a tool-less reply,
+    the placement rules after anything else."""
+    if configured != "auto" or protocol == "facts":
+        return None
+    if protocol == "tools" and loop.tool_less:
+        return "text"
+    return "facts"
+
+
+class ModelSaid(BadReply):
+    """A content failure whose report quotes the model. The quote goes to the report only: the
+    state file and commit messages keep the reason alone (a reply is untrusted text)."""
+
+    def __init__(self, message: str, said: list[str], *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.said = [s for s in said if s]
+
+
+def _why_nothing(protocol: str, loop: LoopResult, redactor: Redactor) -> tuple[str, str]:
+    """Why a protocol applied nothing, and what the model last said (quoted, cut, redacted)."""
+    said = redactor.redact(_excerpt(loop.replies[-1]))[0] if loop.replies else ""
+    if protocol == "facts":
+        return "the placement rules changed nothing: " + (loop.errors[-1] if loop.errors else "no change"), ""
+    if loop.tool_calls == 0:
+        what = "no tool call" if protocol == "tools" else "no SEARCH/REPLACE block"
+        return f"{protocol}: the model answered with {what}", said
+    if loop.edits_rejected and not loop.edits_applied:
+        last = redactor.redact(loop.errors[-1] if loop.errors else "no detail")[0]
+        return f"{protocol}: every edit was refused ({loop.edits_rejected}); last: {last}", said
+    if loop.stop != "done":
+        return f"{protocol}: the edit loop ended ({loop.stop}) after {loop.tool_calls} call(s) with no valid edit", said
+    return f"{protocol}: {loop.tool_calls} call(s) changed nothing", said
+
+
+def _target_hint(path: str, facts: Sequence[Fact]) -> str:
+    targets = list(dict.fromkeys(f.target for f in facts))
+    if len(targets) == 1:
+        return f"Put the facts in {targets[0]}."
+    return "Each fact goes to the file it is listed under: " + ", ".join(targets) + "."
+
+
+def _phase2(
+    ctx: DreamContext,
+    model: ChatModel,
+    protocol: str,
+    facts: Facts,
+    targets: list[str],
+    staging: StagingWorkspace,
+    executor: TargetedExecutor,
+    today: str,
+    record: BatchRecord,
+) -> LoopResult:
+    if protocol == "facts":
+        return place_with_rules(facts.facts, executor, staging.read, today)
+    system = PHASE2_TEXT_SYSTEM if protocol == "text" else PHASE2_SYSTEM
+    budget = _budget(ctx, system)
+    query = query_terms("\n".join(f.text for f in facts.facts), limit=16)
+    left_out: list[str] = []
+    contexts = [_file_context(ctx, staging, path, query, budget.file_tokens, left_out) for path in targets]
+    if budget.window is not None:
+        record.left_out += [f"contextWindow {budget.window}, edits: {item}" for item in left_out]
+    messages = phase2_messages(facts.facts, contexts, today, system=system)
+    if protocol == "text":
+        single = targets[0] if len(targets) == 1 else None
+        return run_text_loop(
+            model,
+            messages,
+            executor,
+            max_edits=ctx.options.max_iterations,
+            default_path=single,
+            read=staging.read,
+            refuse=(TEXT_EXAMPLE_LINE,),
+        )
+    return run_agent_loop(model, messages, dream_tools(), executor, max_tool_calls=ctx.options.max_iterations)
 
 
 # --- landing a batch ------------------------------------------------------------------------------
@@ -591,11 +925,10 @@ def _land_batch(
     changes = staging.changes()
     state = state.clear_failure()
     diffs = [unified_diff(p, _b(b), _b(a)) for p, (b, a) in changes.items()]
-    reasons = hold_reasons(
-        changes,
-        ctx.options.guard,
-        is_template=lambda path, text: path in layout.DURABLE_FILES and is_template(path, text),
-    )
+    template = lambda path, text: path in layout.DURABLE_FILES and is_template(path, text)  # noqa: E731
+    edited = [path for path, (before, _) in changes.items() if before is not None]
+    window = recent_removals(git, edited, ctx.options.guard.window_batches, is_template=template)
+    reasons = hold_reasons(changes, ctx.options.guard, is_template=template, recent=window)
     files: dict[str, bytes | None] = {}
     if not changes:
         record.outcome = "nothing_new"
@@ -616,7 +949,7 @@ def _land_batch(
     files.update(_bookkeeping(batch.cursor_to, state))
     files.update(_carried(ctx, git))
     message = _commit_message(subject, batch, diffs if record.outcome == "committed" else [], record, model_name)
-    record.commit = apply_commit(git, files, message)
+    record.commit = apply_commit(git, files, _scrub(ctx.redactor, message))
     if record.commit:
         report.commits.append(record.commit)
     return state
@@ -661,13 +994,17 @@ def _content_failure(
     exc: BadReply,
 ) -> DreamState:
     """Count a content failure against the batch; the third in a row sets it aside."""
-    record.error = f"content: {exc.message}"
-    report.errors.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {exc.message}")
+    message = _scrub(ctx.redactor, exc.message)  # it reaches the state and a commit message
+    # What the model said goes to the report (redacted), never to the state file or a commit.
+    quote = "; ".join(exc.said) if isinstance(exc, ModelSaid) else ""
+    shown = message + (f"; the model answered: {_scrub(ctx.redactor, quote)}" if quote else "")
+    record.error = f"content: {shown}"
+    report.errors.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {shown}")
     if ctx.options.dry_run or git is None:
         record.outcome = "failed"
         report.status = STATUS_FAILED
         return state
-    state = state.record_failure(batch.cursor_from, batch.cursor_to, exc.message)
+    state = state.record_failure(batch.cursor_from, batch.cursor_to, message)
     failure = state.failure
     assert failure is not None
     if failure.count < SET_ASIDE_AFTER:
@@ -676,7 +1013,7 @@ def _content_failure(
         report.status = STATUS_FAILED
         fsutil.atomic_write(ctx.root / layout.DREAM_STATE, state.to_json(), site="dream_state.write")
         return state
-    reason = f"failed {failure.count} runs in a row: {exc.message}"
+    reason = f"failed {failure.count} runs in a row: {message}"
     state = state.add_set_aside(
         SetAside(batch.cursor_from, batch.cursor_to, reason, ctx.clock.now().isoformat(timespec="seconds"))
     )
@@ -692,8 +1029,21 @@ def _content_failure(
     return state
 
 
+def _trusted_cursor(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> int:
+    """The committed cursor, not a file another program moved (app/cursor.py, issue 15)."""
+    from dream_memory.app.cursor import dream_cursor_check
+
+    check = dream_cursor_check(ctx.history, git, follow_external=ctx.options.follow_external_cursor)
+    if check.trouble:
+        report.notes.append(check.reason)
+        ctx.log(check.reason)
+    return check.value
+
+
 def _compact(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> None:
-    cursor = ctx.history.read_dream_cursor() or 0
+    # What this run's commits left (never a file moved ahead of them: that would archive entries
+    # still pending).
+    cursor = report.cursor_after
     result = ctx.history.compact(dream_cursor=cursor, max_entries=ctx.options.max_history_entries)
     if not result.archived:
         return

@@ -289,6 +289,7 @@ class ScenarioResult:
     scenario: Scenario
     items: list[Item] = field(default_factory=list)
     runs: list[Run] = field(default_factory=list)
+    baseline: list[Item] = field(default_factory=list)  # what a model that stores nothing scores
     workspace: Path | None = None
     duration_s: float = 0.0
 
@@ -303,6 +304,10 @@ class ScenarioResult:
     @property
     def score(self) -> float:
         return self.passed_items / len(self.items) if self.items else 0.0
+
+    @property
+    def baseline_passed(self) -> int:
+        return sum(1 for i in self.baseline if i.passed)
 
     @property
     def failed_required(self) -> list[str]:
@@ -323,6 +328,8 @@ class ScenarioResult:
             "required": list(s.required),
             "passed": self.passed,
             "score": {"passed": self.passed_items, "total": len(self.items), "share": round(self.score, 4)},
+            "baseline": _score(self.baseline_passed, len(self.baseline)),
+            "above_baseline": self.passed_items - self.baseline_passed,
             "checks": [
                 {"check": c, "title": t, "passed": self.counts(c)[0], "total": self.counts(c)[1]} for c, t in CHECKS
             ],
@@ -352,10 +359,12 @@ class EvalReport:
     def to_json(self) -> dict[str, Any]:
         passed = sum(r.passed_items for r in self.results)
         total = sum(len(r.items) for r in self.results)
+        baseline = sum(r.baseline_passed for r in self.results)
         return {
             "model": self.model,
             "passed": self.passed,
             "score": {"passed": passed, "total": total, "share": round(passed / total, 4) if total else 0.0},
+            "baseline": _score(baseline, total),
             "scenarios": [r.to_json() for r in self.results],
             "tokens": sum(r.to_json()["tokens"] for r in self.results),
             "duration_s": round(self.duration_s, 3),
@@ -378,6 +387,8 @@ class EvalReport:
         lines.append("-" * len(head))
         score_cells = [f"{r.passed_items}/{len(r.items)}".rjust(w) for r, w in zip(self.results, cols, strict=True)]
         lines.append(f"{'score':<{width}}  " + "  ".join(score_cells))
+        base = [f"{r.baseline_passed}/{len(r.items)}".rjust(w) for r, w in zip(self.results, cols, strict=True)]
+        lines.append(f"{'do-nothing baseline':<{width}}  " + "  ".join(base))
         need = [f"{r.scenario.threshold:.0%}".rjust(w) for r, w in zip(self.results, cols, strict=True)]
         lines.append(f"{'threshold':<{width}}  " + "  ".join(need))
         verdict = [("PASS" if r.passed else "FAIL").rjust(w) for r, w in zip(self.results, cols, strict=True)]
@@ -392,6 +403,10 @@ class EvalReport:
                     lines.append(f"  {r.scenario.name}: required check(s) not met: {', '.join(r.failed_required)}")
         lines += ["", f"overall: {'PASS' if self.passed else 'FAIL'}"]
         return "\n".join(lines)
+
+
+def _score(passed: int, total: int) -> dict[str, Any]:
+    return {"passed": passed, "total": total, "share": round(passed / total, 4) if total else 0.0}
 
 
 def run_evaluation(
@@ -450,6 +465,14 @@ def run_scenario(
         dreamt = workspace.dream()
         held = [f"held {h.get('id')}: {h.get('reason')}" for h in dreamt.get("held", [])]
         aside = [f"set aside {s.get('cursor_from')}..{s.get('cursor_to')}" for s in dreamt.get("set_aside", [])]
+        # A failed batch says what it did get: phase-1 facts, tool calls, time (a model that
+        # found facts and could not edit is not the same as one that found nothing).
+        aside += [
+            f"batch {b.get('cursor_from')}..{b.get('cursor_to')} {b.get('outcome')}: {b.get('facts')} fact(s), "
+            f"{b.get('tool_calls')} tool call(s), {b.get('duration_s')} s"
+            for b in dreamt.get("batches", [])
+            if b.get("outcome") in ("failed", "set_aside")
+        ]
         result.runs.append(
             Run(
                 date=day.date,
@@ -467,6 +490,7 @@ def run_scenario(
             f"dream {last[1].status} ({last[1].detail}, {last[1].commits} commit(s))"
         )
     result.items = check_workspace(scenario, root, result.runs, secrets)
+    result.baseline = baseline_items(scenario, result.runs, secrets)
     return result
 
 
@@ -558,8 +582,37 @@ def _where(files: dict[str, str], value: str) -> list[str]:
 
 def check_workspace(scenario: Scenario, root: Path, runs: Sequence[Run], secrets: dict[str, str]) -> list[Item]:
     """The checks of the module docstring, one Item per (check, subject)."""
-    files = memory_files(root)
-    history = GitHistory.read(root)
+    stored = {rel: (root / rel).read_text(encoding="utf-8", errors="replace") for rel in _stored_history_files(root)}
+    return check_memory(scenario, memory_files(root), GitHistory.read(root), runs, secrets, stored)
+
+
+def _template_files() -> dict[str, str]:
+    base = resources.files("dream_memory") / "data" / "templates"
+    return {rel: (base / rel).read_text(encoding="utf-8") for rel in FILES if (base / rel).is_file()}
+
+
+def baseline_items(scenario: Scenario, runs: Sequence[Run], secrets: dict[str, str]) -> list[Item]:
+    """The score of a model that keeps nothing: every run finished and memory is the templates.
+
+    Shown beside each score: a model that stores nothing still passes "noise left out",
+    "superseded values gone" and "no secret", so a raw score alone cannot tell "kept nothing"
+    from "kept half" (Qwen2.5-Coder-1.5B scored exactly this baseline on `personal`).
+    """
+    templates = _template_files()
+    history = GitHistory([("init", rel, text) for rel, text in templates.items()], [], [("init", "memory: init")])
+    finished = [Run(r.date, r.step, "ok") for r in runs]
+    return check_memory(scenario, templates, history, finished, secrets, {})
+
+
+def check_memory(
+    scenario: Scenario,
+    files: dict[str, str],
+    history: GitHistory,
+    runs: Sequence[Run],
+    secrets: dict[str, str],
+    stored: dict[str, str],
+) -> list[Item]:
+    """The checks on memory as given: its files, its git history, the runs, stored history texts."""
     items: list[Item] = []
     for run in runs:
         # A consolidation that reports errors fell back to archiving raw (the model failed); a Dream
@@ -603,9 +656,7 @@ def check_workspace(scenario: Scenario, root: Path, runs: Sequence[Run], secrets
         value = secrets[spec.placeholder]
         leaks = list(history.leaks(value))
         leaks += [f"{rel} (on disk)" for rel, text in files.items() if value in text]
-        for rel in _stored_history_files(root):
-            if value in (root / rel).read_text(encoding="utf-8", errors="replace"):
-                leaks.append(f"{rel} (not versioned)")
+        leaks += [f"{rel} (not versioned)" for rel, text in stored.items() if value in text]
         subject = f"{spec.kind} canary"
         items.append(Item("no_secret", subject, not leaks, f"the value is in {', '.join(leaks)}" if leaks else ""))
     return items

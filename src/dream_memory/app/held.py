@@ -4,43 +4,112 @@ A held batch's diff waits under memory/.dream_held/<id>/ (held.json holds each f
 and after). Applying it follows restore's conflict rule: every file must still hold the text the
 batch started from, unless --force. Either way the held folder goes and the state forgets it, in
 one commit.
+
+The record is a file in the workspace, which anyone who can write there can change: its id, its
+JSON and every path in it are checked before anything is read or written through them. A path
+must be one Dream itself could have written (``core.policy.check_writable``); anything else (an
+absolute path, ``..``, ``.git/hooks/...``) refuses the whole batch with exit 2 and changes nothing.
+A record that cannot be read can still be discarded.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import GitStore
 from dream_memory.app.versioning import apply_commit, recover
-from dream_memory.core import layout
-from dream_memory.core.state import DreamState
-from dream_memory.errors import InputError, RestoreConflict
+from dream_memory.core import layout, policy
+from dream_memory.core.paths import describe, path_problem
+from dream_memory.core.state import DreamState, HeldBatch
+from dream_memory.errors import InputError, RestoreConflict, ToolDenied
+
+# Dream names a held batch after its cursor range ("12-31"); any id is one plain name.
+_HELD_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 
 
-def _load(git: GitStore, held_id: str) -> tuple[DreamState, dict[str, Any], str]:
+def _check_id(held_id: str) -> str:
+    if not _HELD_ID.fullmatch(held_id) or ".." in held_id:
+        raise InputError(
+            f"{describe(held_id)} is not a held batch id (ids are plain names such as 12-31)",
+            hint="`dream status` lists the held batches",
+        )
+    return held_id
+
+
+def _state(git: GitStore, held_id: str) -> tuple[DreamState, HeldBatch, str]:
     recover(git)
-    state = DreamState.from_json(fsutil.read_text(git.workspace / layout.DREAM_STATE))
-    folder = f"{layout.DREAM_HELD_DIR}/{held_id}"
-    text = fsutil.read_text(git.workspace / folder / "held.json")
-    if state.find_held(held_id) is None or text is None:
+    _check_id(held_id)
+    git.check_can_commit()
+    data = git.read_file(layout.DREAM_STATE)
+    state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
+    held = state.find_held(held_id)
+    if held is None:
         known = ", ".join(h.id for h in state.held) or "none"
         raise InputError(f"no held batch {held_id!r} (held now: {known})")
-    return state, json.loads(text), folder
+    return state, held, f"{layout.DREAM_HELD_DIR}/{held_id}"
+
+
+def _record(git: GitStore, held_id: str, folder: str) -> dict[str, Any]:
+    """held.json, checked: an object whose ``files`` are Dream-writable paths with text or null."""
+    where = f"{folder}/held.json"
+    fix = (
+        f"discard it with `dream restore --discard-held {held_id}` (its history stays consumed), "
+        f"or restore {where} from git"
+    )
+    data = git.read_file(where)
+    if data is None:
+        raise InputError(f"{where} is missing (or not a regular file)", hint=fix)
+    try:
+        meta = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{where} is not UTF-8 text", hint=fix) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where} is not valid JSON ({exc.msg} at line {exc.lineno})", hint=fix) from None
+    files = meta.get("files") if isinstance(meta, dict) else None
+    if not isinstance(files, list):
+        raise InputError(f"{where} has no list of files", hint=fix)
+    seen: set[str] = set()
+    for item in files:
+        if not isinstance(item, dict) or not all(
+            isinstance(item.get(key), (str, type(None))) for key in ("before", "after")
+        ):
+            raise InputError(f"{where}: every file needs a path and a before/after text (or null)", hint=fix)
+        raw = item.get("path")
+        problem = path_problem(raw) if isinstance(raw, str) else "not a string"
+        path = ""
+        if problem is None:
+            try:
+                path = policy.check_writable(raw)
+            except ToolDenied:
+                problem = "not a memory file Dream may change"
+        if problem is not None:
+            raise InputError(
+                f"{where} names the path {describe(str(raw))} ({problem}), which a held batch can never hold; "
+                "nothing was changed",
+                hint=fix,
+            )
+        if path != raw or path in seen:
+            raise InputError(f"{where} names {describe(str(raw))} in an unexpected form or twice", hint=fix)
+        seen.add(path)
+    assert isinstance(meta, dict)
+    return meta
 
 
 def _folder_removal(git: GitStore, folder: str) -> dict[str, bytes | None]:
-    base = git.workspace / folder
-    return {p.relative_to(git.workspace).as_posix(): None for p in base.rglob("*") if p.is_file()}
+    """Every file of the held folder, for deletion; nothing beyond a symlink is listed."""
+    return dict.fromkeys(git.fs.walk_files(folder))
 
 
 def apply_held_batch(git: GitStore, held_id: str, *, force: bool = False) -> dict[str, Any]:
-    state, meta, folder = _load(git, held_id)
-    files = meta.get("files", [])
+    state, _, folder = _state(git, held_id)
+    meta = _record(git, held_id, folder)
+    files = meta["files"]
     conflicts = []
     for item in files:
-        current = fsutil.read_text(git.workspace / item["path"])
+        data = git.read_file(item["path"])
+        current = None if data is None else data.decode("utf-8", errors="replace")
         if current != item["before"]:
             conflicts.append(item["path"])
     if conflicts and not force:
@@ -52,11 +121,10 @@ def apply_held_batch(git: GitStore, held_id: str, *, force: bool = False) -> dic
     for item in files:
         changes[item["path"]] = None if item["after"] is None else item["after"].encode("utf-8")
     changes[layout.DREAM_STATE] = state.without_held(held_id).to_json().encode()
-    subject = f"dream: apply held {held_id} ({meta.get('reason', '')})"
+    subject = f"dream: apply held {held_id} ({_one_line(meta.get('reason', ''))})"
     body = "\n".join(f"- {item['path']}" for item in files)
-    commit = apply_commit(
-        git, changes, f"{subject}\n\n{body}\n\nHeld-Range: {meta.get('cursor_from')}..{meta.get('cursor_to')}"
-    )
+    span = f"{_one_line(meta.get('cursor_from'))}..{_one_line(meta.get('cursor_to'))}"
+    commit = apply_commit(git, changes, f"{subject}\n\n{body}\n\nHeld-Range: {span}")
     message = f"applied held batch {held_id} in commit {commit[:10] if commit else '(none)'}"
     if conflicts:
         message += f"; --force: later work in {', '.join(conflicts)} was replaced (it is still in git history)"
@@ -70,13 +138,20 @@ def apply_held_batch(git: GitStore, held_id: str, *, force: bool = False) -> dic
 
 
 def discard_held_batch(git: GitStore, held_id: str) -> dict[str, Any]:
-    state, meta, folder = _load(git, held_id)
+    """Drop a held batch; works on a record that is damaged too (that is how one is got rid of)."""
+    state, held, folder = _state(git, held_id)
     changes: dict[str, bytes | None] = _folder_removal(git, folder)
     changes[layout.DREAM_STATE] = state.without_held(held_id).to_json().encode()
-    commit = apply_commit(git, changes, f"dream: discard held {held_id} ({meta.get('reason', '')})")
+    commit = apply_commit(git, changes, f"dream: discard held {held_id} ({_one_line(held.reason)})")
     return {
         "discarded": held_id,
         "commit": commit,
         "message": f"discarded held batch {held_id} in commit {commit[:10] if commit else '(none)'}; "
         "its history stays consumed",
     }
+
+
+def _one_line(value: object) -> str:
+    """A record's free text in a commit subject: one line, printable, bounded."""
+    text = "" if value is None else str(value)
+    return "".join(c if c.isprintable() else " " for c in text)[:200]

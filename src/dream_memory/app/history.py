@@ -58,11 +58,19 @@ def read_state(root: Path) -> DreamState:
     return DreamState.from_json(fsutil.read_text(root / layout.DREAM_STATE))
 
 
-def workspace_status(root: Path, history: HistoryLog, git: GitStore | None) -> dict[str, Any]:
-    """What ``dream status`` shows (CONTRACT section 5); reads only, never migrates or creates."""
+def workspace_status(
+    root: Path, history: HistoryLog, git: GitStore | None, *, follow_external: bool = False
+) -> dict[str, Any]:
+    """What ``dream status`` shows (CONTRACT section 5); reads only, never migrates or creates.
+
+    ``dream_cursor`` is the cursor Dream trusts (the committed one, app/cursor.py) and
+    ``cursor_check`` says how it compares with the file and why (``dream doctor`` reuses it)."""
+    from dream_memory.app.cursor import dream_cursor_check
+
     scan = history.scan()
     counter = history.read_counter()
-    dream_cursor = history.read_dream_cursor() or 0
+    check = dream_cursor_check(history, git, follow_external=follow_external)
+    dream_cursor = check.value
     holder = current_holder(root)
     state = read_state(root)
     return {
@@ -70,6 +78,7 @@ def workspace_status(root: Path, history: HistoryLog, git: GitStore | None) -> d
         "exists": root.is_dir(),
         "cursor": max(counter or 0, scan.max_cursor),
         "dream_cursor": dream_cursor,
+        "cursor_check": check.to_json(),
         # entries_after also counts archived entries above the cursor (after a --replay)
         "pending": len(history.entries_after(dream_cursor, scan)),
         "entries": len(scan.entries),

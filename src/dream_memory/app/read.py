@@ -28,7 +28,6 @@ the search index are the only I/O.
 from __future__ import annotations
 
 import codecs
-import errno
 import io
 import os
 import stat
@@ -38,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
+from dream_memory.adapters.rooted import Beneath, OutsideRoot
 from dream_memory.adapters.search_index import IndexedText, IndexRows, OpenIndex, SearchIndex, StatKey, stat_key
 from dream_memory.core import layout
 from dream_memory.core.bounded import MAX_BYTES, Page, bound_lines, cli_hint, split_lines
@@ -47,9 +47,9 @@ from dream_memory.core.index_table import (
     filtered_index_text,
     parse_index,
     resolve,
-    root_contains,
     safe_relative,
 )
+from dream_memory.core.paths import describe, serve_problem
 from dream_memory.core.search import (
     DEFAULT_MAX_RESULTS,
     LineHit,
@@ -253,16 +253,7 @@ class _TooLarge(Exception):
     pass
 
 
-# O_NONBLOCK: a FIFO planted in the store must not hang the reader (it is then refused as not a
-# regular file). O_NOFOLLOW: the path was checked; a symlink swapped in since is not followed.
-_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-
-
-def _regular(fd: int) -> int | None:
-    if stat.S_ISREG(os.fstat(fd).st_mode):
-        return fd
-    os.close(fd)
-    return None
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 _READ_CHUNK = 256 * 1024
@@ -283,60 +274,76 @@ def _read_fd(fd: int, rel: str, limit: int) -> bytes:
 
 
 class _WorkTree:
-    """The store folder as it is on disk."""
+    """The store folder as it is on disk, reached through ``adapters.rooted.Beneath``: a symlink
+    is followed only while it stays inside the store, and a file it leads to must itself be one
+    the read side serves (never ``.git/``, raw history or a hidden file)."""
 
     revision: str | None = None
 
     def __init__(self, root: Path) -> None:
         self.root = str(root)
-        self.real_root = os.path.realpath(self.root)
+        self.beneath = Beneath(self.root)
+        self.real_root = self.beneath.real_root
 
-    def _real(self, rel: str) -> str | None:
-        """The real path of a store-relative path, None when missing; Refused when it escapes."""
-        full = os.path.join(self.root, rel)
-        if not os.path.lexists(full):
-            return None
-        real = os.path.realpath(full)
-        if not root_contains(self.real_root, real):
-            raise Refused(f"{rel} is a symlink that leads outside the store; it is not served")
-        return real
+    def close(self) -> None:
+        self.beneath.close()
 
     def _open_fd(self, rel: str) -> int | None:
         """A read-only descriptor of a regular file inside the store, None when missing."""
-        real = self._real(rel)
-        if real is None:
-            return None
         try:
-            fd = os.open(real, _OPEN_FLAGS)
-        except FileNotFoundError:
-            return None
+            found = self.beneath.open(rel)
+        except OutsideRoot as exc:
+            raise Refused(f"{rel} leads outside the store ({exc.why}); it is not served") from None
         except OSError as exc:
             raise Refused(f"{rel} cannot be opened for reading ({exc.strerror})") from exc
-        return _regular(fd)
+        if found is None:
+            return None
+        fd, real = found
+        if real != rel:
+            # A symlink inside the store: where it leads must be servable too.
+            problem = serve_problem(real, markdown=False) if real != layout.HISTORY else None
+            if problem is not None:
+                os.close(fd)
+                raise Refused(f"{rel} leads to {real} ({problem}); it is not served")
+        return fd
 
     def is_file(self, rel: str) -> bool:
         try:
-            real = self._real(rel)
-        except Refused:
+            found = self.beneath.resolve(rel)
+        except OutsideRoot:
             return True  # it exists; reading it will refuse with the reason
-        return real is not None and os.path.isfile(real)
+        return found is not None and stat.S_ISREG(found[1].st_mode)
 
     def open_stream(self, rel: str) -> IO[bytes] | None:
         fd = self._open_fd(rel)
         return None if fd is None else os.fdopen(fd, "rb")
 
+    def identity_of(self, rel: str, stream: IO[bytes]) -> object:
+        st = os.fstat(stream.fileno())
+        return (st.st_dev, st.st_ino)
+
+    def identity(self, rel: str) -> object | None:
+        """What makes two names one file (device and inode): hard links and symlinks share it."""
+        try:
+            fd = self._open_fd(rel)
+        except Refused:
+            return None
+        if fd is None:
+            return None
+        try:
+            st = os.fstat(fd)
+        finally:
+            os.close(fd)
+        return (st.st_dev, st.st_ino)
+
     def read_bytes(self, rel: str, limit: int, *, listed: bool = False) -> bytes | None:
         if listed:
-            # Hot path of search (thousands of files): no realpath, no fstat. A symlink at the
-            # last step fails with ELOOP and takes the checked path below.
-            try:
-                fd = os.open(os.path.join(self.root, rel), _OPEN_FLAGS)
-            except FileNotFoundError:
-                return None
-            except OSError as exc:
-                if exc.errno != errno.ELOOP:
-                    raise Refused(f"{rel} cannot be opened for reading ({exc.strerror})") from exc
-            else:
+            # Hot path of search (thousands of files just listed as regular files): one openat
+            # relative to the folder's descriptor, no symlink followed. Anything else (a symlink
+            # swapped in, a file gone) takes the checked path below.
+            folder, _, name = rel.rpartition("/")
+            fd = self.beneath.open_listed(tuple(folder.split("/")) if folder else (), name)
+            if fd is not None:
                 try:
                     return _read_fd(fd, rel, limit)
                 except (IsADirectoryError, BlockingIOError):
@@ -347,6 +354,8 @@ class _WorkTree:
         if checked is None:
             return None
         try:
+            if not stat.S_ISREG(os.fstat(checked).st_mode):
+                return None
             return _read_fd(checked, rel, limit)
         finally:
             os.close(checked)
@@ -356,19 +365,14 @@ class _WorkTree:
         folders not followed, symlinked files kept only when they stay inside the store.
         ``stats`` receives the lstat of each regular file (the search index's freshness proof)."""
         found: list[str] = []
-        base = os.path.join(self.root, folder)
-        if os.path.islink(base) or not os.path.isdir(base):
-            return found
-        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+        cached = self.beneath.dir_fd(tuple(folder.split("/")))
+        if cached is None:
+            return found  # missing, not a folder, or a symlink: not descended into
         lstat = os.lstat
-        stack = [folder]
+        stack: list[tuple[str, int]] = [(folder, os.dup(cached))]  # ours: the cache may close its own
         while stack:
-            current = stack.pop()
+            current, fd = stack.pop()
             prefix = current + "/"
-            try:
-                fd = os.open(os.path.join(self.root, current), flags)
-            except OSError:
-                continue
             # listdir plus one lstat per name relative to the folder's descriptor: the cheapest
             # way Python has to both list and stat (search needs the stat of every file).
             try:
@@ -387,11 +391,13 @@ class _WorkTree:
                             if stats is not None:
                                 stats[rel] = st
                     elif stat.S_ISDIR(mode):
-                        stack.append(prefix + name)
-                    elif stat.S_ISLNK(mode) and name.endswith(".md"):
-                        real = os.path.realpath(os.path.join(self.root, prefix + name))
-                        if root_contains(self.real_root, real) and os.path.isfile(real):
-                            found.append(prefix + name)
+                        try:
+                            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                        except OSError:
+                            continue
+                        stack.append((prefix + name, child))
+                    elif stat.S_ISLNK(mode) and name.endswith(".md") and self.is_file(prefix + name):
+                        found.append(prefix + name)
             except OSError:
                 pass
             finally:
@@ -436,6 +442,14 @@ class _RevisionTree:
 
     def is_file(self, rel: str) -> bool:
         return rel in self.files
+
+    def identity_of(self, rel: str, stream: IO[bytes]) -> object:
+        return self.identity(rel)
+
+    def identity(self, rel: str) -> object | None:
+        """The blob: two paths holding the same content are one file here."""
+        entry = self.files.get(rel)
+        return None if entry is None else entry[1]
 
     def list_markdown(self, folder: str, stats: dict[str, os.stat_result] | None = None) -> list[str]:
         prefix = folder + "/"
@@ -553,6 +567,7 @@ class ReadStore:
     _tree: _WorkTree | _RevisionTree = field(init=False, repr=False)
     _index: tuple[IndexTable, str] | None = field(init=False, default=None, repr=False)
     _index_text: str | None = field(init=False, default=None, repr=False)
+    _excluded_ids: set[object] | None = field(init=False, default=None, repr=False)
     # How the last search was answered: files answered by the index, files read, files (re-)indexed,
     # whether the index was built.
     last_search_stats: dict[str, int] = field(init=False, default_factory=dict, repr=False)
@@ -574,8 +589,7 @@ class ReadStore:
         return self._tree.revision
 
     def close(self) -> None:
-        if isinstance(self._tree, _RevisionTree):
-            self._tree.close()
+        self._tree.close()
 
     def __enter__(self) -> ReadStore:
         return self
@@ -627,10 +641,13 @@ class ReadStore:
             return set()
         pairs = list(rows) if rows is not None else [(r.entity, r.file) for r in self.index.rows]
         if isinstance(self._tree, _RevisionTree):
+            now = _WorkTree(self.root)
             try:
-                today = _WorkTree(self.root).read_bytes(layout.INDEX, MAX_SEARCH_FILE_BYTES)
+                today = now.read_bytes(layout.INDEX, MAX_SEARCH_FILE_BYTES)
             except (Refused, _TooLarge):
                 today = None
+            finally:
+                now.close()
             if today:
                 pairs += [
                     (r.entity, r.file) for r in parse_index(today.decode("utf-8", "replace"), home=self.home).rows
@@ -642,6 +659,36 @@ class ReadStore:
                 if rel:
                     files.add(rel.casefold())
         return files
+
+    def _excluded_identities(self) -> set[object]:
+        """The file identities (device and inode; the blob with ``--at``) of every excluded
+        entity's file: a second name for the same file (a hard link, a symlink, another index
+        row spelling the path differently) is withheld too."""
+        if self._excluded_ids is None:
+            ids: set[object] = set()
+            if self.excludes:
+                excluded = self._excluded_files()
+                rels = {
+                    rel
+                    for entity, file in [(r.entity, r.file) for r in self.index.rows]
+                    if entity.casefold() in self.excludes and file and (rel := safe_relative(file))
+                }
+                rels.update(
+                    rel for rel in self._tree.list_markdown(layout.ENTITIES_DIR) if self.is_excluded_path(rel, excluded)
+                )
+                for rel in rels:
+                    ident = self._tree.identity(rel)
+                    if ident is not None:
+                        ids.add(ident)
+            self._excluded_ids = ids
+        return self._excluded_ids
+
+    def _refuse_same_file(self, rel: str, ident: object) -> None:
+        if ident is not None and ident in self._excluded_identities():
+            raise Refused(
+                f"{rel} is the same file as an entity excluded by {EXCLUDE_VARIABLE} (a link or a second "
+                "index row); it is not served"
+            )
 
     def is_excluded_path(self, rel: str, excluded_files: set[str] | None = None) -> bool:
         """True for a file that belongs to an excluded entity (by the index, or by its name under
@@ -724,6 +771,13 @@ class ReadStore:
                 f"{layout.INDEX} line {line_no}: the File cell of entity {entity!r} points outside the store",
                 hint="File must be a path relative to the store, without '..'",
             )
+        problem = serve_problem(rel)
+        if problem is not None:
+            raise Refused(
+                f"{layout.INDEX} line {line_no}: the File cell of entity {entity!r} names {describe(rel)} "
+                f"({problem}); it is not served",
+                hint="File must name a markdown file of the store, such as entities/NAME.md",
+            )
         return rel
 
     def _entity_file(self, name: str) -> tuple[str, str]:
@@ -738,7 +792,7 @@ class ReadStore:
         if row is not None and row.file:
             return row.entity, self._checked_file(row.entity, row.file, row.line_no)
         fallback = safe_relative(f"{layout.ENTITIES_DIR}/{clean}.md")
-        if fallback is not None and self._tree.is_file(fallback):
+        if fallback is not None and serve_problem(fallback) is None and self._tree.is_file(fallback):
             return (row.entity if row else clean), fallback
         known = self.entity_names()[:12]
         where = (
@@ -761,6 +815,8 @@ class ReadStore:
             raise NotFound(f"{kind} {name!r}: {rel} does not exist" + self._at_suffix())
         provisional = rel == layout.OBSERVATIONS
         with stream:
+            if self.excludes:
+                self._refuse_same_file(rel, self._tree.identity_of(rel, stream))
             head = stream.read(_SNIFF_BYTES)
             if looks_binary(head):
                 raise Refused(f"{rel} is not a UTF-8 text file; the read side serves text only")
@@ -787,7 +843,7 @@ class ReadStore:
             return clean.casefold(), alias
         base = clean[:-3] if clean.endswith(".md") else clean
         rel = safe_relative(f"{layout.SECTIONS_DIR}/{base}.md") if safe_relative(base) == base else None
-        if rel is None:
+        if rel is None or serve_problem(rel) is not None:
             raise Refused(f"section name {clean!r} would leave the {layout.SECTIONS_DIR}/ folder; it is not served")
         if not self._tree.is_file(rel):
             names = self.section_names()
@@ -817,14 +873,22 @@ class ReadStore:
         history: bool,
         rows: list[tuple[str, str]],
         stats: dict[str, os.stat_result] | None = None,
+        refused: dict[str, str] | None = None,
     ) -> list[tuple[str, str, str, bool]]:
-        """(path, name, kind, listed) of every searchable file, excluded ones already left out."""
+        """(path, name, kind, listed) of every searchable file, excluded ones already left out;
+        index rows naming a file the read side never serves go to ``refused`` (path: reason)."""
         excluded_files = self._excluded_files(rows)
+        if self.excludes and stats is None and isinstance(self._tree, _WorkTree):
+            stats = {}  # the identities of the listed files, to withhold links to excluded ones
         by_file: dict[str, str] = {}
         for entity, file in rows:
             rel = safe_relative(file) if file else None
             if rel and entity.casefold() not in self.excludes:
-                by_file.setdefault(rel, entity)
+                problem = serve_problem(rel)
+                if problem is None:
+                    by_file.setdefault(rel, entity)
+                elif refused is not None:
+                    refused[rel] = f"not served ({problem})"
         sources: list[tuple[str, str, str, bool]] = []
         seen: set[str] = set()
 
@@ -855,6 +919,15 @@ class ReadStore:
                 add(rel, name, "entity")
         if history:
             add(layout.HISTORY, "history", "history")
+        if self.excludes and (ids := self._excluded_identities()):
+            kept: list[tuple[str, str, str, bool]] = []
+            for source in sources:
+                rel, listed = source[0], source[3]
+                st = stats.get(rel) if stats is not None and listed else None
+                ident = (st.st_dev, st.st_ino) if st is not None else self._tree.identity(rel)
+                if ident not in ids:
+                    kept.append(source)
+            sources = kept
         return sources
 
     def _search_index(self) -> SearchIndex | None:
@@ -893,7 +966,8 @@ class ReadStore:
         recorded = opened.rows_for(index_key) if opened is not None else None
         rows = recorded.rows if recorded is not None else [(r.entity, r.file) for r in self.index.rows]
         stats: dict[str, os.stat_result] | None = {} if index is not None else None
-        sources = self._sources(history, rows, stats)
+        refused: dict[str, str] = {}
+        sources = self._sources(history, rows, stats, refused)
         use_index = index is not None and len(sources) >= self.cache_min_files and not index.busy
         if index is not None and len(sources) < self.cache_min_files and opened is not None:
             opened.close()
@@ -946,6 +1020,7 @@ class ReadStore:
             if score is not None:
                 candidates.append((score, rel, (name, kind)))
         skipped = [f"{rel}: {skip_reasons[rel]}" for rel, _, _, _ in sources if rel in skip_reasons]
+        skipped += [f"{rel}: {reason}" for rel, reason in sorted(refused.items())]
 
         rebuilt = indexed = False
         if use_index and index is not None:

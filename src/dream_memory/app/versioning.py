@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.git import CommitInfo, FileChange, GitStore, unified_diff
+from dream_memory.adapters.git import GITIGNORE_BEGIN, CommitInfo, FileChange, GitStore, unified_diff
 from dream_memory.adapters.history_log import HistoryLog
-from dream_memory.core import layout
+from dream_memory.core import jsontext, layout
 from dream_memory.errors import RestoreConflict, UsageError, VersionStoreError
 
 P = ParamSpec("P")
@@ -38,6 +38,8 @@ def _store_errors(func: Callable[P, R]) -> Callable[P, R]:
         try:
             return func(*args, **kwargs)
         except OSError as exc:
+            if fsutil.os_error(exc, "commit").exit_code != 1:  # permissions, read-only: fix it first
+                raise fsutil.os_error(exc, "commit memory to git with", exc.filename) from exc
             where = f" ({exc.filename})" if exc.filename else ""
             raise VersionStoreError(
                 f"cannot write memory to git: {fsutil.describe_os_error(exc)}{where}",
@@ -67,9 +69,12 @@ def apply_commit(git: GitStore, changes: dict[str, bytes | None], message: str, 
     written, and a crash is finished by bringing the index in step only. Returns the new commit,
     or None when the changes equal HEAD already.
     """
+    git.check_paths(changes)
     effective = git.effective_changes(changes)
     if not effective:
         return None
+    if not on_disk:
+        git.check_writable(_memory_files(effective))
     sha, base = git.build_commit(effective, message)
     journal = _journal_path(git)
     record = {
@@ -102,10 +107,7 @@ def _memory_files(changes: dict[str, bytes | None]) -> dict[str, bytes | None]:
 
 def _commit_disk_state(git: GitStore, paths: Iterable[str], message: str) -> str | None:
     """Commit files as they are on disk (missing ones as deletions), through the journal."""
-    changes: dict[str, bytes | None] = {}
-    for rel in paths:
-        full = git.workspace / rel
-        changes[rel] = full.read_bytes() if full.is_file() and not full.is_symlink() else None
+    changes: dict[str, bytes | None] = {rel: git.read_file(rel) for rel in paths}
     return apply_commit(git, changes, message, on_disk=True)
 
 
@@ -148,7 +150,7 @@ def recover(git: GitStore) -> Recovery | None:
     if text is None:
         return None
     try:
-        data = json.loads(text)
+        data = jsontext.loads(text)
         sha, base, paths = str(data["commit"]), data.get("base"), [str(p) for p in data["paths"]]
         subject = str(data.get("subject", ""))
     except (ValueError, KeyError, TypeError, AttributeError):
@@ -160,6 +162,9 @@ def recover(git: GitStore) -> Recovery | None:
     git.clear_stale_locks(since=journal.stat().st_mtime)
     head = git.head()
     if head == sha:
+        # The journal is a plain file in the workspace: its paths are taken only where the
+        # commit itself changed them, so a tampered journal can name nothing else to write.
+        paths = _journal_paths(git, sha, paths)
         if not data.get("on_disk"):
             files = git.entries_at(sha, paths)
             contents = {rel: git.blob(files[rel][1]) if rel in files else None for rel in paths}
@@ -172,6 +177,11 @@ def recover(git: GitStore) -> Recovery | None:
         action = "abandoned"
     fsutil.remove(journal, site="journal.remove")
     return Recovery(action, sha, subject)
+
+
+def _journal_paths(git: GitStore, sha: str, paths: list[str]) -> list[str]:
+    changed = set(git.changed_paths(git.info(sha, with_files=False).parent, sha))
+    return [p for p in paths if p in changed]
 
 
 # --- first commit and hand edits ----------------------------------------------------------------
@@ -197,11 +207,24 @@ def commit_manual_edits(git: GitStore) -> str | None:
     """Commit hand edits of memory files as their own commit, so Dream's commits hold only Dream's
     changes. Dream's own bookkeeping files are not hand edits and are left for Dream's commit."""
     initial = ensure_versioned(git)
-    dirty = [p for p in git.dirty() if not layout.is_dream_owned(p)]
+    dirty = [p for p in git.dirty() if not layout.is_dream_owned(p) and not _line_endings_only(git, p)]
     if not dirty:
         return initial
     body = "\n".join(f"- {p}" for p in dirty)
     return _commit_disk_state(git, dirty, f"{MANUAL_SUBJECT}\n\nEdited outside Dream:\n{body}")
+
+
+def _line_endings_only(git: GitStore, rel: str) -> bool:
+    """The file differs from HEAD only in CRLF against LF line ends (rewritten by an editor or an
+    agent on another platform): no hand edit of its content, so no `memory: manual edits`."""
+    head = git.head()
+    path = git.workspace / rel
+    if head is None or not path.is_file():
+        return False
+    committed = git.read_at(head, rel)
+    if committed is None:
+        return False
+    return committed.replace(b"\r\n", b"\n") == path.read_bytes().replace(b"\r\n", b"\n")
 
 
 # --- log -------------------------------------------------------------------------------------------
@@ -335,9 +358,11 @@ def restore_commit(
     ``replay`` moves the cursor back to just before the commit's ``Dream-Range``; ``history``
     (optional) lets the result say how many entries the next run re-reads, and from where.
     """
-    recover(git)
+    git.check_can_commit()  # a merge in progress, a detached HEAD of our own repository: exit 2 first
     sha = git.resolve(rev)
     info = git.info(sha, with_files=False)
+    _refuse_root(info)
+    recover(git)
     touched = [p for p in git.changed_paths(info.parent, sha) if git.is_versioned(p) and not layout.is_dream_owned(p)]
     before = git.entries_at(info.parent, touched)
     after = git.entries_at(sha, touched)
@@ -373,6 +398,7 @@ def restore_commit(
                 notes.append(f"no entry of {span[0]}..{span[1]} is left in history.jsonl or memory/archive/")
     if not touched and span is None:
         raise UsageError(f"{sha[:10]} ({info.subject}) changed no memory file; there is nothing to restore")
+    _refuse_losing_gitignore_block(info, changes)
     # Hand edits of the files about to be written are committed first, as Dream does before its
     # own commits: under --force that keeps the work being thrown away in git history, and in
     # every case it makes HEAD match the disk, so the revert commit is exactly what gets written.
@@ -422,6 +448,30 @@ def restore_commit(
     )
 
 
+def _refuse_root(info: CommitInfo) -> None:
+    """The first commit (``memory: init``) has nothing before it: undoing it would delete SOUL.md,
+    USER.md, memory/MEMORY.md and the .gitignore block. nanobot refuses a root commit too."""
+    if info.parent is None:
+        raise UsageError(
+            f"{info.sha[:10]} ({info.subject}) is the repository's first commit: there is no earlier state to "
+            "restore, and undoing it would delete the memory files; nothing was changed",
+            hint="restore a later commit, or edit the files by hand (the next dream run commits the edits)",
+        )
+
+
+def _refuse_losing_gitignore_block(info: CommitInfo, changes: dict[str, bytes | None]) -> None:
+    """The .gitignore block keeps runtime files (history, locks, sessions) out of git; a restore
+    that would delete it, or the file, is refused before anything is written."""
+    if ".gitignore" not in changes:
+        return
+    new = changes[".gitignore"]
+    if new is None or GITIGNORE_BEGIN.encode() not in new:
+        raise UsageError(
+            f"restoring {info.sha[:10]} ({info.subject}) would delete the dream-memory block of .gitignore, "
+            "after which runtime files show up as untracked; nothing was changed",
+            hint="restore a later commit, or edit the files by hand",
+        )
+
+
 def _current(git: GitStore, rel: str) -> bytes | None:
-    path = git.workspace / rel
-    return path.read_bytes() if path.is_file() else None
+    return git.read_file(rel)

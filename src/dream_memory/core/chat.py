@@ -23,15 +23,11 @@ class ToolCall:
     name: str
     arguments: str  # the JSON text exactly as the model sent it
 
+    dialect: str = "native"  # how the call reached us: native tool_calls, or a text dialect
+
     def parsed_arguments(self) -> dict[str, Any]:
-        """The arguments as a dict; raises ValueError with a message written for the model."""
-        try:
-            value = json.loads(self.arguments or "{}")
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"arguments are not valid JSON ({exc.msg} at char {exc.pos})") from exc
-        if not isinstance(value, dict):
-            raise ValueError("arguments must be a JSON object")
-        return value
+        """The arguments as a dict, read leniently; raises ValueError with a message for the model."""
+        return parse_json_object(self.arguments or "{}")
 
     def to_message(self) -> dict[str, Any]:
         return {
@@ -39,6 +35,71 @@ class ToolCall:
             "type": "function",
             "function": {"name": self.name, "arguments": self.arguments},
         }
+
+
+_FENCE = re.compile(r"^\s*```[A-Za-z0-9_-]*\s*\n?(?P<body>.*?)\n?\s*```\s*$", re.DOTALL)
+
+
+def balanced_end(text: str, start: int) -> int | None:
+    """The index just past the JSON object or array opening at ``text[start]``, or None when it
+    never closes (strings and escapes respected, so a brace inside a string does not count)."""
+    depth, in_string, escaped = 0, False, False
+    for index in range(start, len(text)):
+        char = text[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            depth -= 1
+            if depth == 0:
+                return index + 1
+    return None
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    """A JSON object as small models write it: strict JSON first, then raw control characters
+    inside strings (``strict=False``), then a code fence around it, then json-repair for a
+    trailing comma or a stray quote. An object that never closes is refused rather than
+    completed: a cut-off edit must not be applied as if it were whole.
+    """
+    try:
+        return _parse_json_object(text)
+    except RecursionError:
+        # Python's parsers recurse per nesting level: input thousands deep is malformed, not a crash.
+        raise ValueError("arguments are not valid JSON (nested too deeply to be read)") from None
+
+
+def _parse_json_object(text: str) -> dict[str, Any]:
+    raw = text.strip()
+    fenced = _FENCE.match(raw)
+    if fenced:
+        raw = fenced["body"].strip()
+    value: Any = None
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as strict_error:
+        try:
+            value = json.loads(raw, strict=False)
+        except json.JSONDecodeError:
+            if not raw.startswith("{") or balanced_end(raw, 0) is None:
+                raise ValueError(
+                    f"arguments are not valid JSON ({strict_error.msg} at char {strict_error.pos})"
+                ) from strict_error
+            # Imported here: json-repair costs a quarter of a second to import and is rarely needed.
+            import json_repair
+
+            value = json_repair.loads(raw, skip_json_loads=True)
+    if not isinstance(value, dict):
+        raise ValueError("arguments must be a JSON object")
+    return value
 
 
 @dataclass(frozen=True)

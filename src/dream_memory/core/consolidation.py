@@ -361,40 +361,47 @@ class Resume:
     index: int | None  # first unconsolidated record; None: the file no longer matches the progress
     first_seen: bool = False
     note: str | None = None
+    warning: str | None = None  # something about the file the user should know
 
 
 def resume_point(session: ParsedSession, progress: Progress | None) -> Resume:
     """Where consolidation of ``session`` continues.
 
-    First sight: after the session's own ``last_consolidated`` messages. Later: after our recorded
-    line, provided the last consolidated line is still there unchanged (else None: the file was
-    rewritten or reset). When the session's ``last_consolidated`` has moved past our progress,
-    the agent has consolidated those messages itself, and we follow it rather than archive them
-    twice.
+    First sight: after the session's own watermark (``last_archived``, else
+    ``last_consolidated``: what nanobot reads). Later: after our recorded line, provided the last
+    consolidated line is still there unchanged (else None: the file was rewritten or reset).
+    When the session's own watermark has moved past our progress, the agent has consolidated
+    those messages itself, and we follow it rather than archive them twice. A watermark beyond
+    the session's end is read as 0, as nanobot reads it, with a warning.
     """
-    own = session.meta.last_consolidated
-    readable = sum(1 for r in session.records if r.is_message)
+    own = session.meta.archive_offset
+    field = "last_archived" if session.meta.last_archived is not None else "last_consolidated"
+    count = session.message_count
+    warning = None
+    if own is not None and own > count:
+        warning = (
+            f"{field} {own} is beyond the {count} messages in the file; read as 0, as nanobot reads it "
+            "(the whole session counts as not consolidated)"
+        )
+        own = 0
     if progress is None:
-        wanted = own or 0
-        note = None
-        if wanted > readable:
-            note = f"last_consolidated {wanted} is beyond the {readable} messages in the file; starting at its end"
-        return Resume(session.index_after_messages(wanted), first_seen=True, note=note)
+        return Resume(session.index_after_messages(own or 0), first_seen=True, warning=warning)
     if progress.last_line > 0:
         at = session.index_at_line(progress.last_line)
         record = session.records[at] if at < len(session.records) else None
         if record is None or record.line_no != progress.last_line or record.fingerprint != progress.last_sha:
-            return Resume(None)
+            return Resume(None, warning=warning)
     index = session.index_at_line(progress.next_line)
     if own is not None and own > session.messages_before(index):
         ahead = session.index_after_messages(own)
         if ahead > index:
             return Resume(
                 ahead,
-                note=f"the session's own last_consolidated ({own}) is ahead of this consolidator's progress "
+                note=f"the session's own {field} ({own}) is ahead of this consolidator's progress "
                 f"({session.messages_before(index)}): those messages were consolidated elsewhere; following it",
+                warning=warning,
             )
-    return Resume(index)
+    return Resume(index, warning=warning)
 
 
 def progress_at(session: ParsedSession, key: str, end: int, updated: str) -> Progress:

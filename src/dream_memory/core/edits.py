@@ -9,6 +9,8 @@ that "succeeded" with a warning and a loop of no-op edits that burnt millions of
 from __future__ import annotations
 
 import difflib
+import re
+from dataclasses import dataclass
 
 from dream_memory.errors import EditRejected
 
@@ -87,6 +89,19 @@ def apply_edit(text: str | None, old_text: str, new_text: str, path: str) -> str
             f"old_text appears {count} times in {path} (at lines {where}). "
             "Add surrounding lines to old_text so it matches exactly once."
         )
+    # What models get wrong without meaning anything else: trailing spaces and line endings,
+    # then indentation. Each looser level still needs exactly one match; it never guesses.
+    for level in ("trailing", "indent"):
+        starts = _line_matches(text, old_text, level)
+        if len(starts) == 1:
+            return _replace_lines(text, starts[0], old_text, new_text, level)
+        if len(starts) > 1:
+            where = ", ".join(str(n + 1) for n in starts[:5])
+            raise EditRejected(
+                f"old_text does not match {path} exactly, and ignoring "
+                f"{'trailing spaces' if level == 'trailing' else 'indentation'} it matches {len(starts)} "
+                f"places (at lines {where}). Quote the text exactly, with enough lines to be unique."
+            )
     near = closest_lines(text, old_text)
     hint = (
         "The closest lines are:\n" + "\n".join(f"  {n}: {line}" for n, line in near)
@@ -96,6 +111,57 @@ def apply_edit(text: str | None, old_text: str, new_text: str, path: str) -> str
     raise EditRejected(
         f"old_text was not found in {path}. It must match the file exactly, including spaces and line breaks. {hint}"
     )
+
+
+def _key(line: str, level: str) -> str:
+    line = line.rstrip("\r\n").rstrip()
+    return line.strip() if level == "indent" else line
+
+
+def _needle_lines(old_text: str) -> list[str]:
+    lines = old_text.replace("\r\n", "\n").split("\n")
+    while lines and not lines[-1].strip():
+        lines.pop()
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    return lines
+
+
+def _line_matches(text: str, old_text: str, level: str) -> list[int]:
+    """0-based numbers of the file lines where ``old_text``'s lines start to match, compared at
+    ``level`` ("trailing": trailing whitespace and line endings ignored; "indent": also leading)."""
+    needle = [_key(line, level) for line in _needle_lines(old_text)]
+    if not needle or not any(needle):
+        return []
+    hay = [_key(line, level) for line in text.splitlines()]
+    return [i for i in range(len(hay) - len(needle) + 1) if hay[i : i + len(needle)] == needle]
+
+
+def _indent(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _replace_lines(text: str, start: int, old_text: str, new_text: str, level: str) -> str:
+    """Replace the matched whole lines with ``new_text``, in the file's line endings and (for an
+    indentation match) shifted by the indentation the model left out or added."""
+    lines = text.splitlines(keepends=True)
+    needle = _needle_lines(old_text)
+    matched = lines[start : start + len(needle)]
+    eol = "\r\n" if matched and matched[0].endswith("\r\n") else "\n"
+    replacement = new_text.replace("\r\n", "\n").split("\n")
+    if replacement and replacement[-1] == "":
+        replacement.pop()
+    if level == "indent":
+        pairs = [(_indent(f), _indent(n)) for f, n in zip(matched, needle, strict=True) if n.strip()]
+        file_ws, model_ws = pairs[0]
+        if all(f.endswith(m) and f[: len(f) - len(m)] == file_ws[: len(file_ws) - len(model_ws)] for f, m in pairs):
+            extra = file_ws[: len(file_ws) - len(model_ws)]
+            replacement = [extra + line if line.strip() else line for line in replacement]
+        elif all(m.endswith(f) and m[: len(m) - len(f)] == model_ws[: len(model_ws) - len(file_ws)] for f, m in pairs):
+            cut = len(model_ws) - len(file_ws)
+            replacement = [line[cut:] if line[:cut].strip() == "" else line for line in replacement]
+    body = "".join(line + eol for line in replacement)
+    return "".join(lines[:start]) + body + "".join(lines[start + len(needle) :])
 
 
 def create_file(existing: str | None, content: str, path: str) -> str:
@@ -142,3 +208,116 @@ def minimal_edit(before: str, after: str) -> tuple[str, str]:
             end_new += 1
         else:
             return before, after
+
+
+# --- SEARCH/REPLACE blocks (the text edit protocol) ------------------------------------------------
+
+_SEARCH = re.compile(r"^\s*<{5,9}\s*SEARCH\b.*$", re.IGNORECASE)
+_DIVIDER = re.compile(r"^\s*={5,9}\s*$")
+_REPLACE = re.compile(r"^\s*>{5,9}\s*REPLACE\b.*$", re.IGNORECASE)
+_FENCE_LINE = re.compile(r"^\s*```")
+_PATH_LINE = re.compile(r"^[\s>*_`#-]*(?:(?:file|path)\s*:\s*)?(?P<path>[\w./-]+\.md)[\s*_`:]*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class EditBlock:
+    path: str
+    search: str
+    replace: str
+    whole: bool = False  # the file's whole new text in a fence (aider's "whole" format), no SEARCH
+
+
+_WHOLE = re.compile(r"^```[\w-]*[ \t]*\n(?P<body>.*?)^```[ \t]*$", re.DOTALL | re.MULTILINE)
+
+
+def whole_file_blocks(text: str) -> list[EditBlock]:
+    """``path`` on its own line, then the file's whole new text in a fence: what Qwen2.5-Coder-1.5B
+    answered when asked for SEARCH/REPLACE blocks."""
+    blocks: list[EditBlock] = []
+    lines = text.splitlines(keepends=True)
+    offsets = [0]
+    for line in lines:
+        offsets.append(offsets[-1] + len(line))
+    for index, line in enumerate(lines[:-1]):
+        named = _PATH_LINE.match(line.rstrip("\n"))
+        if named is None:
+            continue
+        fence = _WHOLE.match(text, offsets[index + 1])
+        if fence is not None:
+            blocks.append(EditBlock(named["path"], "", fence["body"], whole=True))
+    return blocks
+
+
+def whole_file_problem(current: str, new: str) -> str | None:
+    """Why a whole-file answer may not replace ``current``: it must keep the file's lines (a
+    model shown only part of a file, or one that rewrites freely, would delete memory)."""
+    old_lines = [ln.strip() for ln in current.splitlines() if ln.strip()]
+    kept = {ln.strip() for ln in new.splitlines()}
+    missing = [ln for ln in old_lines if ln not in kept]
+    if old_lines and len(missing) > max(1, len(old_lines) // 10):
+        return (
+            f"the whole-file answer drops {len(missing)} of the file's {len(old_lines)} lines "
+            f"(first: {missing[0]!r}); send SEARCH/REPLACE blocks that change only what the facts need"
+        )
+    return None
+
+
+def _block_text(lines: list[str]) -> str:
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def parse_edit_blocks(text: str, default_path: str | None = None) -> tuple[list[EditBlock], list[str]]:
+    """SEARCH/REPLACE blocks in aider's edit-block form, and what could not be read (for the model).
+
+    The file's path is the last line before ``<<<<<<< SEARCH`` that looks like a path (backticks,
+    bold, "File:" and fences around it are tolerated), else the previous block's path, else
+    ``default_path`` (a batch whose facts all go to one file).
+    """
+    blocks: list[EditBlock] = []
+    problems: list[str] = []
+    lines = text.splitlines()
+    path = default_path
+    candidate: str | None = None
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if not _SEARCH.match(line):
+            named = _PATH_LINE.match(line)
+            if named:
+                candidate = named["path"]
+            elif line.strip() and not _FENCE_LINE.match(line):
+                candidate = None
+            index += 1
+            continue
+        path = candidate or path
+        candidate = None
+        search: list[str] = []
+        replace: list[str] = []
+        index += 1
+        while index < len(lines) and not _DIVIDER.match(lines[index]):
+            if _REPLACE.match(lines[index]) or _SEARCH.match(lines[index]):
+                break
+            search.append(lines[index])
+            index += 1
+        if index >= len(lines) or not _DIVIDER.match(lines[index]):
+            problems.append(f"block {len(blocks) + len(problems) + 1} has no ======= line after its SEARCH part")
+            continue
+        index += 1
+        while index < len(lines) and not _REPLACE.match(lines[index]):
+            if _SEARCH.match(lines[index]):
+                break
+            replace.append(lines[index])
+            index += 1
+        if index >= len(lines) or not _REPLACE.match(lines[index]):
+            problems.append(f"block {len(blocks) + len(problems) + 1} does not end with >>>>>>> REPLACE")
+            continue
+        index += 1
+        if path is None:
+            problems.append(
+                f"block {len(blocks) + len(problems) + 1} names no file: put the path alone on the line before it"
+            )
+            continue
+        blocks.append(EditBlock(path, _block_text(search), _block_text(replace)))
+    if not blocks and not problems:
+        blocks = whole_file_blocks(text)
+    return blocks, problems

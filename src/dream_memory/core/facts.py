@@ -9,12 +9,20 @@
     [SKIP]               -> nothing worth keeping
 
 Models decorate their answers (bullets, bold tags, code fences, a sentence before the list);
-the parser accepts those and refuses only a reply with no tagged line at all.
+the parser accepts those. Real small models also answer in shapes that are not facts, and the
+parser says so instead of storing them (measured with Qwen2.5-Coder-1.5B and SmolLM2-135M):
+
+- ``[USER] [SKIP]`` on every tag, ``[USER] none``: a skip, not a fact;
+- several tags on one line (``[USER] a [MEMORY] b``): split into one fact per tag;
+- the prompt's own examples copied back (``Timezone is CET (was PST)``) and placeholders
+  (``[SKILL] skill-name: ...``): not facts; a reply holding nothing else is refused.
 """
 
 from __future__ import annotations
 
+import html
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from dream_memory.errors import BadReply
@@ -22,6 +30,11 @@ from dream_memory.errors import BadReply
 TAGS = ("USER", "SOUL", "MEMORY", "SKILL", "ENTITY", "OBSERVATION")
 NAMED_TAGS = ("SKILL", "ENTITY")
 TARGET_FILES = {"USER": "USER.md", "SOUL": "SOUL.md", "MEMORY": "memory/MEMORY.md", "OBSERVATION": "observations.md"}
+
+_SKIP_WORDS = frozenset({"skip", "none", "nothing", "n/a", "na", "-", "null", "no facts", "nothing new"})
+PLACEHOLDER_NAMES = frozenset({"name", "skill-name", "skill name", "entity-name", "entity name", "<name>"})
+_PLACEHOLDER_TEXT = re.compile(r"^(?:<[^>]*>|\.\.\.|…|fact|a fact|description|text|tbd|todo)$", re.IGNORECASE)
+_ANY_TAG = re.compile(r"(?:\*\*|__)?\[(?:" + "|".join((*TAGS, "SKIP")) + r")\](?:\*\*|__)?", re.IGNORECASE)
 
 _LINE = re.compile(r"^\s*(?:[-*+]\s+|\d+[.)]\s+)?(?:\*\*|__)?\[(?P<tag>[A-Za-z]+)\](?:\*\*|__)?\s*(?P<rest>.*?)\s*$")
 _NAME = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9 ._-]{0,80}?)\s*:\s*(?P<text>.+)$")
@@ -51,34 +64,67 @@ class Fact:
         return TARGET_FILES[self.tag]
 
 
+def normalize(text: str) -> str:
+    """Text compared loosely: case, punctuation and spacing ignored."""
+    return re.sub(r"[^\w]+", " ", text.casefold()).strip()
+
+
+def _is_skip_word(text: str) -> bool:
+    value = text.strip().strip("*_`.").strip().strip("()[]").strip().casefold()
+    return value in _SKIP_WORDS
+
+
+def _segments(line: str) -> list[str]:
+    """A line holding several tags, split before each tag (``[USER] a [MEMORY] b``)."""
+    starts = [m.start() for m in _ANY_TAG.finditer(line)]
+    if len(starts) <= 1:
+        return [line]
+    head = line[: starts[0]]
+    parts = [line[a:b] for a, b in zip(starts, [*starts[1:], len(line)], strict=True)]
+    return [head + parts[0], *parts[1:]]
+
+
 @dataclass(frozen=True)
 class Facts:
     facts: tuple[Fact, ...]
     skip: bool
     ignored: tuple[str, ...] = ()
+    rejected: tuple[str, ...] = ()  # tagged lines that are not facts (examples, placeholders), with why
 
     @property
     def nothing_to_add(self) -> bool:
         return not self.facts
 
 
-def parse_facts(reply: str) -> Facts:
-    """Parse phase 1's reply; BadReply when it holds neither a tagged line nor [SKIP]."""
+def parse_facts(reply: str, *, examples: Collection[str] = ()) -> Facts:
+    """Parse phase 1's reply; BadReply when it holds neither a usable tagged line nor a skip.
+
+    ``examples`` are fact texts the prompt itself shows: a reply line equal to one of them was
+    copied, not learnt.
+    """
     facts: list[Fact] = []
     ignored: list[str] = []
+    rejected: list[str] = []
     skip = False
     seen: set[tuple[str, str | None, str]] = set()
-    for raw in reply.splitlines():
+    copied = {normalize(e) for e in examples}
+    lines = [seg for raw in reply.splitlines() for seg in _segments(raw.strip())]
+    for raw in lines:
         line = raw.strip()
         if not line or line.startswith("```"):
             continue
         match = _LINE.match(line)
         if match is None:
-            ignored.append(line)
+            if _is_skip_word(line) and line.strip("*_`[]() .").casefold() == "skip":
+                skip = True  # "SKIP" without its brackets
+            else:
+                ignored.append(line)
             continue
         tag = match["tag"].upper()
-        rest = match["rest"].strip().strip("*_").strip()
-        if tag == "SKIP":
+        # html.unescape: a server whose chat template HTML-escapes the prompt (llama-cpp-python's
+        # chatml-function-calling) gets "User&#39;s" copied back into the facts.
+        rest = html.unescape(match["rest"]).strip().strip("*_").strip()
+        if tag == "SKIP" or (tag in TAGS and (_is_skip_word(rest) or "[skip]" in rest.casefold())):
             skip = True
             continue
         if tag not in TAGS or not rest:
@@ -91,15 +137,29 @@ def parse_facts(reply: str) -> Facts:
                 ignored.append(line)
                 continue
             name, rest = named["name"].strip(), named["text"].strip()
+            if name.casefold() in PLACEHOLDER_NAMES:
+                rejected.append(f"{line} (the placeholder {name!r} is not a name)")
+                continue
+        if _PLACEHOLDER_TEXT.match(rest):
+            rejected.append(f"{line} (a placeholder, not a fact)")
+            continue
+        if normalize(rest) in copied:
+            rejected.append(f"{line} (copied from the prompt's examples)")
+            continue
         key = (tag, name.lower() if name else None, rest.lower())
         if key in seen:
             continue
         seen.add(key)
         facts.append(Fact(tag, rest, name))
     if not facts and not skip:
+        if rejected:
+            raise BadReply(
+                "the analysis reply holds no fact of its own: " + "; ".join(rejected[:3]),
+                hint="answer with facts from the conversation, or [SKIP] alone",
+            )
         raise BadReply(
             "the analysis reply holds no tagged line",
             hint="each line must start with [USER], [SOUL], [MEMORY], [SKILL] name:, [ENTITY] name:, "
             "[OBSERVATION], or be [SKIP]",
         )
-    return Facts(tuple(facts), skip and not facts, tuple(ignored))
+    return Facts(tuple(facts), skip and not facts, tuple(ignored), tuple(rejected))

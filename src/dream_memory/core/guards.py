@@ -8,14 +8,13 @@ memory files in a day, and 745 of 931 memories in two days.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from dream_memory.core import layout
+from dream_memory.core.frontmatter import is_always_on, may_be_always_on
 
-_FRONTMATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*(?:\n|\Z)", re.DOTALL)
-_ALWAYS = re.compile(r"^\s*always\s*:\s*(?:true|yes|on)\s*(?:#.*)?$", re.IGNORECASE | re.MULTILINE)
+__all__ = ["GuardSettings", "hold_reasons", "is_always_on", "net_removed"]
 
 
 @dataclass(frozen=True)
@@ -23,14 +22,17 @@ class GuardSettings:
     max_share: float = 0.3
     min_lines: int = 10
     hold_soul_changes: bool = False
+    window_batches: int = 10  # the deletion guard also weighs Dream's last N batches (0: this batch only)
 
 
-def is_always_on(text: str | None) -> bool:
-    """True when a skill's YAML frontmatter says ``always: true``."""
-    if not text:
-        return False
-    match = _FRONTMATTER.match(text)
-    return bool(match and _ALWAYS.search(match.group(1)))
+@dataclass(frozen=True)
+class RecentRemovals:
+    """What Dream's recent batches (the deletion window) did to one file: net lines removed, and
+    the file's line count before the first of them."""
+
+    removed: int
+    baseline: int
+    batches: int
 
 
 def _count_lines(text: str | None) -> int:
@@ -59,11 +61,15 @@ def hold_reasons(
     settings: GuardSettings,
     *,
     is_template: Callable[[str, str | None], bool] = lambda path, text: False,
+    recent: Mapping[str, RecentRemovals] | None = None,
 ) -> list[str]:
     """Why these changes (path -> (before, after)) must be held; empty when they may land.
 
     A durable file that still holds its template is exempt from the line guard: the first Dream
-    on a fresh workspace replaces template lines on purpose.
+    on a fresh workspace replaces template lines on purpose. ``recent`` holds what Dream's last
+    batches removed from each file: a batch that removes lines is held when, added to them, the
+    removal passes the same limits (a model removing a few lines per batch, "salami" deletion,
+    is stopped as surely as one removing them at once).
     """
     reasons: list[str] = []
     for path, (before, after) in sorted(changes.items()):
@@ -72,12 +78,45 @@ def hold_reasons(
             continue
         if path == layout.SOUL and settings.hold_soul_changes and before != after:
             reasons.append("changes SOUL.md while holdSoulChanges is set")
-        if path.startswith(layout.SKILLS_DIR + "/") and is_always_on(after) and not is_always_on(before):
-            reasons.append(f"would make {path} always-on (always: true reaches every prompt)")
+        # Every form nanobot honours (always: true, metadata.nanobot.always, metadata.openclaw.always,
+        # as YAML: flow maps, quoted keys and values), and an always key in broken YAML too.
+        if path.startswith(layout.SKILLS_DIR + "/") and may_be_always_on(after) and not is_always_on(before):
+            reasons.append(f"would make {path} always-on (an always-on skill reaches every prompt)")
         if before is None or is_template(path, before):
             continue
         lost = net_removed(before, after)
         total = _count_lines(before)
         if lost >= settings.min_lines and total and lost > settings.max_share * total:
             reasons.append(f"would remove {lost} of {total} lines from {path}")
+            continue
+        window = (recent or {}).get(path)
+        if lost > 0 and window is not None and window.batches:
+            overall = window.removed + lost
+            baseline = max(window.baseline, total)
+            if overall >= settings.min_lines and baseline and overall > settings.max_share * baseline:
+                reasons.append(
+                    f"would remove {overall} of {baseline} lines from {path} over the last "
+                    f"{window.batches + 1} batches ({lost} in this one)"
+                )
     return reasons
+
+
+def window_removals(
+    path: str,
+    versions: Iterable[tuple[str | None, str | None]],
+    *,
+    is_template: Callable[[str, str | None], bool] = lambda path, text: False,
+) -> RecentRemovals:
+    """The deletion window of ``path`` from Dream's recent batches, newest first, each given as
+    (text before, text after). A batch that replaced the file's template does not count."""
+    removed = batches = 0
+    baseline = 0
+    for before, after in versions:
+        if before == after:
+            continue
+        batches += 1
+        if before is not None and not is_template(path, before):
+            # Only batches that removed count: lines another batch added earn no credit.
+            removed += max(net_removed(before, after), 0)
+        baseline = _count_lines(before)
+    return RecentRemovals(removed, baseline, batches)

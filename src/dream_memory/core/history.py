@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from dream_memory.errors import InputError
+
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M"
 
 ProblemKind = Literal["malformed", "foreign", "repaired"]
@@ -159,13 +161,23 @@ def split_physical_lines(text: str) -> list[str]:
     return lines
 
 
-def next_cursor(counter: int | None, dream_cursor: int | None, seen_cursors: Iterable[int]) -> int:
+def next_cursor(counter: int | None, dream_cursor: int | None, seen_cursors: Iterable[int], count: int = 1) -> int:
     """The cursor for a new entry: above every cursor seen in the file, the counter and Dream's cursor.
 
     An entry at or below ``.dream_cursor`` would never reach Dream, and real workspaces have
-    ``.dream_cursor`` ahead of the last entry, so it takes part in the maximum.
+    ``.dream_cursor`` ahead of the last entry, so it takes part in the maximum. ``count`` cursors
+    from there must stay within MAX_CURSOR, the bound every reader checks: one past it would be
+    written and then read back as a malformed line (InputError instead).
     """
-    return max([0, counter or 0, dream_cursor or 0, *seen_cursors]) + 1
+    first = max([0, counter or 0, dream_cursor or 0, *seen_cursors]) + 1
+    if first + count - 1 > MAX_CURSOR:
+        raise InputError(
+            f"no cursor is left for a new entry: the highest cursor in use is {first - 1}, and cursors stop at "
+            f"{MAX_CURSOR} (2**63-1)",
+            hint="such a cursor comes from a hand-edited or corrupt memory/.cursor, memory/.dream_cursor or "
+            "history line: put the real last cursor back",
+        )
+    return first
 
 
 # Leading zeros are consumed outside the group, so comparing digit strings by (length, bytes)
@@ -385,13 +397,20 @@ class LegacyEntry:
 
 _TIME = r"\d{1,2}:\d{2}(?::\d{2})?"
 _DATE = r"\d{4}-\d{2}-\d{2}"
-# [2026-03-09 21:04], [2026-03-09 21:04-22:12], [2026-03-09 19:15-03-10 00:27], [2026-03-12]
-_HEADER = re.compile(
-    rf"^\[(?P<date>{_DATE})(?:[ T](?P<time>{_TIME}))?"
-    rf"(?:\s*[-–~]\s*(?:(?:\d{{4}}-)?\d{{2}}-\d{{2}}[ T])?{_TIME})?\]\s*(?P<rest>.*)$"
-)
-# A paragraph that opens with a bare date: "2026-05-31 09:46 User asked ..."
-_BARE = re.compile(rf"^(?P<date>{_DATE})(?:[ T](?P<time>{_TIME}))?(?:\s+|$)(?P<rest>.*)$")
+# nanobot's migration (agent/memory.py, MemoryStore._parse_legacy_history, read to match it): an
+# entry starts at a line opening with "[" and a date, or at the first non-blank line after a blank
+# line; inside a "[<date HH:MM>] [RAW] ..." entry, transcript lines ("[<date...>] ROLE: ...",
+# "ROLE [tools: ...]:") do not start one. Only "[YYYY-MM-DD HH:MM]" gives a timestamp there, and
+# is then left out of the content; any other entry keeps its text whole.
+_ENTRY_START = re.compile(rf"^\[{_DATE}[^\]]*\]")
+_PLAIN_HEADER = re.compile(rf"^\[(?P<stamp>{_DATE} \d{{2}}:\d{{2}})\]\s*")
+_RAW_TRANSCRIPT_LINE = re.compile(rf"^\[{_DATE}[^\]]*\]\s+[A-Z][A-Z0-9_]*(?:\s+\[tools:\s*[^\]]+\])?:")
+# Header forms whose start we read as the entry's time, beyond nanobot's: a time range
+# [2026-03-09 21:04-22:12], a cross-day range [2026-03-09 19:15-03-10 00:27], a day range
+# [2026-03-25–2026-04-02] or [2026-03-26/27], a date only [2026-03-12], seconds, "T".
+_LEADING_DATE = re.compile(rf"^\[(?P<date>{_DATE})(?:[ T](?P<time>{_TIME}))?")
+# An entry that opens with a bare date: "2026-05-31 09:46 User asked ..."
+_BARE = re.compile(rf"^(?P<date>{_DATE})(?:[ T](?P<time>{_TIME}))?(?:\s|$)")
 
 
 def _legacy_timestamp(date: str, time: str | None) -> str:
@@ -401,42 +420,56 @@ def _legacy_timestamp(date: str, time: str | None) -> str:
     return f"{date} {int(hours):02d}:{minutes}"
 
 
-def parse_legacy_history(text: str) -> list[LegacyEntry]:
-    """Entries of an old HISTORY.md, in file order.
+def _is_raw_entry(lines: Sequence[str]) -> bool:
+    first = next((line for line in lines if line.strip()), "")
+    match = _PLAIN_HEADER.match(first)
+    return bool(match and first[match.end() :].lstrip().startswith("[RAW]"))
 
-    An entry starts at a ``[date ...]`` header (single time, time range, cross-day range or date
-    only), or at a paragraph opening with a bare date. Lines without a header continue the current
-    entry; a header-less paragraph at the top of the file is an entry of its own, without a date.
-    A stray ``-e `` prefix (from ``echo -e`` under sh) is dropped.
-    """
-    entries: list[tuple[str | None, list[str]]] = []
-    after_blank = True
-    for raw_line in text.splitlines():
-        line = raw_line.rstrip()
-        if line == "-e":
-            line = ""
-        elif line.startswith("-e "):
-            line = line[3:]
-        if not line.strip():
-            if entries:
-                entries[-1][1].append("")
-            after_blank = True
+
+def _legacy_chunks(text: str) -> list[str]:
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").strip().split("\n")
+    chunks: list[list[str]] = []
+    current: list[str] = []
+    after_blank = False
+    for raw_line in lines:
+        # A stray "-e " (from `echo -e` under sh) is not part of the text.
+        line = "" if raw_line.rstrip() == "-e" else raw_line[3:] if raw_line.startswith("-e ") else raw_line
+        starts = bool(current) and (
+            (after_blank and bool(line.strip()))
+            or (
+                _ENTRY_START.match(line) is not None
+                and not (_is_raw_entry(current) and _RAW_TRANSCRIPT_LINE.match(line))
+            )
+        )
+        if starts:
+            chunks.append(current)
+            current = [line]
+            after_blank = False
             continue
-        header = _HEADER.match(line)
-        bare = _BARE.match(line) if after_blank and header is None else None
-        if header is not None:
-            entries.append((_legacy_timestamp(header["date"], header["time"]), [header["rest"]]))
-        elif bare is not None:
-            entries.append((_legacy_timestamp(bare["date"], bare["time"]), [bare["rest"]]))
-        elif not entries:
-            entries.append((None, [line]))
-        else:
-            entries[-1][1].append(line)
-        after_blank = False
+        current.append(line)
+        after_blank = not line.strip()
+    if current:
+        chunks.append(current)
+    return [body for body in ("\n".join(chunk).strip() for chunk in chunks) if body]
+
+
+def parse_legacy_history(text: str) -> list[LegacyEntry]:
+    """Entries of an old HISTORY.md, in file order, split exactly as nanobot's own migration
+    splits them (see ``_ENTRY_START``).
+
+    The content is nanobot's too: the text after a ``[YYYY-MM-DD HH:MM]`` header, else the entry
+    whole. The timestamp is that header's; for the other header forms (``_LEADING_DATE``) and an
+    entry opening with a bare date it is their start, where nanobot has none. An entry without
+    any date gets None (the caller uses the file's modification time, as nanobot does).
+    """
     result: list[LegacyEntry] = []
-    for timestamp, body in entries:
-        content = "\n".join(body).strip()
-        content = re.sub(r"\n{3,}", "\n\n", content)
-        if content:
-            result.append(LegacyEntry(timestamp, content))
+    for chunk in _legacy_chunks(text):
+        plain = _PLAIN_HEADER.match(chunk)
+        if plain is not None:
+            rest = chunk[plain.end() :].lstrip()
+            result.append(LegacyEntry(plain["stamp"], rest or chunk))
+            continue
+        dated = _LEADING_DATE.match(chunk) or _BARE.match(chunk)
+        stamp = _legacy_timestamp(dated["date"], dated["time"]) if dated is not None else None
+        result.append(LegacyEntry(stamp, chunk))
     return result

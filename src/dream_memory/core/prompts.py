@@ -6,6 +6,7 @@ gets: it finds the history, the facts and the files by these headings.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,11 +20,31 @@ MEMORY_MARKER = "## Current Memory"
 FACTS_MARKER = "## Facts to Apply"
 FILES_MARKER = "## Files"
 CONSOLIDATION_MARKER = "## Conversation to Summarize"
+INSTRUCTION_MARKER = "## Your Task"
+TARGET_PREFIX = "### For "
+SEARCH_MARK = "<<<<<<< SEARCH"
+DIVIDER_MARK = "======="
+REPLACE_MARK = ">>>>>>> REPLACE"
 ENTRY_PREFIX = "### Entry "
 FILE_PREFIX = "### File: "
 NOTHING = "(nothing)"
 
-PHASE1_PROTOCOL = """\
+# Example facts the protocol shows. A reply that copies one back learnt nothing: core.facts
+# refuses such lines (PHASE1_EXAMPLES), as a small model was seen storing them as facts.
+# Chosen to collide with nothing a user is likely to say: Qwen2.5-Coder-1.5B answered a history
+# saying "timezone is CET" with the old example "Timezone is CET (was PST)", inventing the PST.
+_EXAMPLE_CORRECTION = "Indents with tabs (was two spaces)"
+_EXAMPLE_FORGET = "Forget: the old phone number (was 555-0100)"
+# The worked example is about something no agent's history is likely to discuss: a weak model
+# blends the example's words into real facts (Qwen turned "ledger-api stores balances in
+# PostgreSQL 16" into "The billing service deploys with PostgreSQL 16" after a billing example).
+_WORKED_FACTS = (
+    "Is vegetarian since March",
+    "The allotment's tomatoes are watered every second morning",
+    "Bakes sourdough on Sundays (was Saturdays)",
+)
+
+PHASE1_PROTOCOL = f"""\
 ## How to answer
 
 Answer with one fact per line, each line starting with its tag:
@@ -31,14 +52,37 @@ Answer with one fact per line, each line starting with its tag:
 [USER] a stable fact about the user
 [SOUL] a change to the agent's own voice or manner
 [MEMORY] a project fact, decision, solution or environment fact
-[SKILL] skill-name: what the repeatable procedure is and when to use it
-[ENTITY] entity-name: a fact about that project, system or person
+[SKILL] <skill name>: what the repeatable procedure is and when to use it
+[ENTITY] <entity name>: a fact about that project, system or person
 [OBSERVATION] something noticed but not confirmed
 
-A correction says what it replaces, e.g. "[USER] Timezone is CET (was PST)".
-A request to forget something says what to remove, e.g. "[USER] Forget: the home address (was 12 Oak Lane)".
-Write each fact so it stands alone. Answer [SKIP] alone when nothing is worth keeping.
-No other text."""
+A correction says what it replaces, e.g. "[USER] {_EXAMPLE_CORRECTION}".
+A request to forget something says what to remove, e.g. "[USER] {_EXAMPLE_FORGET}".
+Write each fact so it stands alone, from the conversation only: never copy these examples.
+Answer [SKIP] alone, on one line, when nothing is worth keeping.
+No other text.
+
+Worked example. For this history:
+    user: hi! just so you know, I've been vegetarian since March
+    user: we water the allotment's tomatoes every second morning now
+    user: what's the weather like?
+    user: I moved my sourdough baking from Saturdays to Sundays
+the answer is:
+[USER] {_WORKED_FACTS[0]}
+[MEMORY] {_WORKED_FACTS[1]}
+[USER] {_WORKED_FACTS[2]}"""
+
+PHASE1_EXAMPLES = (
+    _EXAMPLE_CORRECTION,
+    _EXAMPLE_FORGET,
+    *_WORKED_FACTS,
+    "a stable fact about the user",
+    "a change to the agent's own voice or manner",
+    "a project fact, decision, solution or environment fact",
+    "what the repeatable procedure is and when to use it",
+    "a fact about that project, system or person",
+    "something noticed but not confirmed",
+)
 
 PHASE2_SYSTEM = f"""\
 You keep an AI agent's long-term memory files. Apply the facts you are given to the files with
@@ -57,7 +101,8 @@ Rules:
 - A fact starting "Forget:" asks for removal: delete the line it names (the "(was ...)" part
   quotes it) and add nothing.
 - Keep the files' structure; never remove content the facts do not touch.
-- Files you may read and change: {ALLOWED_DESCRIPTION}. Nothing else.
+- Each fact is listed under the file it goes to: edit only those files. Files you may read:
+  {ALLOWED_DESCRIPTION}.
 - [SKILL] facts: skills/<name>/SKILL.md starting with YAML frontmatter (name, description).
   Never set `always: true` unless a fact asks for it.
 - [ENTITY] facts: entities/<name>.md, and a row in index.md's table (| Entity | File | Repos |);
@@ -124,11 +169,58 @@ def phase1_correction(reason: str) -> Message:
     }
 
 
-def phase2_messages(facts: Sequence[Fact], files: Sequence[FileContext], today: str) -> list[Message]:
-    body = [FACTS_MARKER, "", *(f"- {fact.render()}" for fact in facts), "", FILES_MARKER, ""]
+def render_facts(facts: Sequence[Fact]) -> list[str]:
+    """The facts grouped under the file each one goes to (``### For USER.md``).
+
+    The headings carry no tag, so ``parse_facts`` reads the block back unchanged."""
+    lines: list[str] = []
+    for target in dict.fromkeys(f.target for f in facts):
+        lines += [f"{TARGET_PREFIX}{target}", *(f"- {f.render()}" for f in facts if f.target == target), ""]
+    return lines
+
+
+def phase2_messages(
+    facts: Sequence[Fact], files: Sequence[FileContext], today: str, *, system: str | None = None
+) -> list[Message]:
+    body = [FACTS_MARKER, "", *render_facts(facts), FILES_MARKER, ""]
     body += [render_file(f) for f in files]
     body.append(f"Today is {today}.")
-    return [{"role": "system", "content": PHASE2_SYSTEM}, {"role": "user", "content": "\n".join(body)}]
+    return [{"role": "system", "content": system or PHASE2_SYSTEM}, {"role": "user", "content": "\n".join(body)}]
+
+
+# The block the text protocol shows. Qwen2.5-Coder-1.5B copied an earlier, plausible example
+# ("- Prefers short answers") into USER.md instead of its facts: the example is now visibly a
+# placeholder, and a block adding it is refused (run_text_loop's ``refuse``).
+TEXT_EXAMPLE_LINE = "- <the fact, as one bullet line>"
+
+PHASE2_TEXT_SYSTEM = f"""\
+You keep an AI agent's long-term memory files. Apply the facts you are given to the files,
+making the smallest honest change. You have no tools: write each change as a SEARCH/REPLACE
+block, exactly like this:
+
+USER.md
+{SEARCH_MARK}
+## Preferences
+{DIVIDER_MARK}
+## Preferences
+
+{TEXT_EXAMPLE_LINE}
+{REPLACE_MARK}
+
+Rules:
+- The file's path alone on the line before the block. Edit only the files the facts are listed
+  under.
+- SEARCH quotes lines of the file exactly, enough of them to match exactly once; REPLACE is what
+  they become. An empty SEARCH creates a file that does not exist yet.
+- Put each fact under the right heading as a "- " bullet line. Do not add a fact the file
+  already holds; when a fact corrects an older one, replace the old line.
+- A fact starting "Forget:" asks for removal: replace the line it names with nothing.
+- Keep the files' structure; never remove content the facts do not touch.
+- [SKILL] facts: skills/<name>/SKILL.md starting with YAML frontmatter (name, description).
+- [ENTITY] facts: entities/<name>.md, and a row in index.md's table (| Entity | File | Repos |).
+- [OBSERVATION] facts: add "- YYYY-MM-DD: fact" to observations.md.
+- You will be told which blocks failed and why; send corrected blocks for those only. When
+  every fact is applied, answer DONE and nothing else."""
 
 
 def dream_tools() -> list[ToolSpec]:
@@ -175,9 +267,39 @@ Tag lasting facts [durable] and passing ones [ephemeral]. Keep names, paths and 
 Never copy passwords, API keys, tokens or private keys. If nothing is worth keeping, answer (nothing)."""
 
 
+# Repeated after the transcript: a small model reads the last lines most, and without this it
+# answered the conversation's last question instead of summarizing it.
+CONSOLIDATION_REMINDER = (
+    'Summarize the conversation above as "- " bullet lines of durable notes, as the system message '
+    "says. Do not answer or continue the conversation. If nothing is worth keeping, answer (nothing)."
+)
+
+
 def consolidation_messages(transcript_lines: Sequence[str], *, part: tuple[int, int] | None = None) -> list[Message]:
     header = CONSOLIDATION_MARKER + (f" (part {part[0]} of {part[1]})" if part else "")
+    tail = f"\n\n{INSTRUCTION_MARKER}\n\n{CONSOLIDATION_REMINDER}"
     return [
         {"role": "system", "content": CONSOLIDATION_SYSTEM},
-        {"role": "user", "content": header + "\n\n" + "\n".join(transcript_lines)},
+        {"role": "user", "content": header + "\n\n" + "\n".join(transcript_lines) + tail},
     ]
+
+
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+•]|\d+[.)])\s+\S")
+
+
+def summary_problem(text: str) -> str | None:
+    """Why a consolidation reply is not a summary of its slice, or None when it is one.
+
+    A summary is a list of notes ("- " bullets; numbered items are tolerated) or "(nothing)".
+    Prose with no list item is a model answering or continuing the conversation: the slice would
+    be archived as the model's chat reply instead of what was said.
+    """
+    stripped = text.strip()
+    if not stripped or stripped.strip("()").casefold() in ("nothing", "none"):
+        return None
+    if any(_LIST_ITEM.match(line) for line in stripped.splitlines()):
+        return None
+    first = stripped.splitlines()[0][:80]
+    return (
+        f"the reply is not a list of notes (it starts {first!r}): it answers the conversation instead of summarizing it"
+    )

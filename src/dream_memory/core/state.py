@@ -10,6 +10,8 @@ import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from dream_memory.core import jsontext
+
 SET_ASIDE_AFTER = 3  # consecutive runs failing the same batch on its content
 
 
@@ -85,7 +87,7 @@ class DreamState:
         if text is None or not text.strip():
             return cls()
         try:
-            data = json.loads(text)
+            data = jsontext.loads(text)
             failure = data.get("failure")
             return cls(
                 failure=FailureRecord(**failure) if failure else None,

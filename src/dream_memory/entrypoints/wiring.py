@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dream_memory.settings import Settings
 
@@ -73,6 +73,18 @@ class Wiring:
             f"cursors {result.first_cursor}..{result.last_cursor}; kept the old file as {result.backup}"
         )
 
+    def nanobot_session_roots(self) -> list[Path]:
+        """Where nanobot 0.3.5 may keep this workspace's sessions: ``sessions/`` beside the
+        nanobot config.json in use (nanobot's data dir is its config's folder), then
+        ``~/.nanobot/sessions``."""
+        roots: list[Path] = []
+        if self.settings.config_path is not None:
+            roots.append(self.settings.config_path.parent / "sessions")
+        home = self.settings.env.get("HOME")
+        if home:
+            roots.append(Path(home) / ".nanobot" / "sessions")
+        return roots
+
     def token_counter(self) -> TokenCounter:
         from dream_memory.adapters.tokens import default_counter
 
@@ -98,12 +110,21 @@ class Wiring:
         max_tokens: int | None = None,
         max_cost: float | None = None,
         max_seconds: float | None = None,
+        resolved: ResolvedModel | None = None,
     ) -> DreamOptions:
         from dream_memory.app.dream import DreamOptions
         from dream_memory.core.guards import GuardSettings
 
         d = self.settings.dream
+        model_settings: dict[str, Any] = {}
+        if resolved is not None:  # the preset's editProtocol, contextWindow and maxTokens
+            model_settings = {
+                "edit_protocol": resolved.edit_protocol,
+                "context_window": resolved.context_window,
+                "reply_tokens": resolved.max_tokens,
+            }
         return DreamOptions(
+            **model_settings,
             batch_size=batch_size or d.max_batch_size,
             max_batches=max_batches,
             dry_run=dry_run,
@@ -115,9 +136,11 @@ class Wiring:
             max_cost_usd=max_cost if max_cost is not None else d.max_cost_usd,
             max_wall_seconds=max_seconds if max_seconds is not None else d.max_wall_seconds,
             max_history_entries=d.max_history_entries,
+            follow_external_cursor=d.follow_external_cursor,
             guard=GuardSettings(
                 max_share=d.deletion_guard.max_share,
                 min_lines=d.deletion_guard.min_lines,
+                window_batches=d.deletion_guard.window_batches,
                 hold_soul_changes=d.hold_soul_changes,
             ),
         )

@@ -4,7 +4,7 @@
 - ``build_workspace`` / ``write_session`` / ``read_history``: real workspaces on disk;
   ``clean_env``: the environment of a machine with no configuration, for subprocesses.
 - ``ScriptedLLMServer`` and its steps (``Reply``, ``Fail``, ``Hang``, ``Garbage``, ``Drop``,
-  ``tool_call``, ``from_chat_model``): an OpenAI-compatible HTTP server on 127.0.0.1 that answers
+  ``Trickle``, ``tool_call``, ``from_chat_model``): an OpenAI-compatible HTTP server on 127.0.0.1 that answers
   from a script and records every request. ``python -m dream_memory.testing.llm_server`` runs it
   on its own.
 """
@@ -19,6 +19,7 @@ from dream_memory.testing.llm_server import (
     Hang,
     Reply,
     ScriptedLLMServer,
+    Trickle,
     from_chat_model,
     tool_call,
 )
@@ -32,6 +33,7 @@ __all__ = [
     "Hang",
     "Reply",
     "ScriptedLLMServer",
+    "Trickle",
     "build_workspace",
     "clean_env",
     "from_chat_model",

@@ -1210,7 +1210,7 @@ def _failure_count(state: Mapping[str, Any]) -> int:
 
 def _check_dream_report(checks: Checks, root: Path, report: Mapping[str, Any], state_before: Mapping[str, Any]) -> None:
     """What a report of a run that met a misbehaving model must say."""
-    statuses = {"ok", "nothing_to_do", "failed", "held", "budget_exhausted"}
+    statuses = {"ok", "nothing_to_do", "failed", "held", "budget_exhausted", "set_aside"}
     checks.expect(report.get("status") in statuses, "report_status", f"status {report.get('status')!r}")
     checks.expect(
         report.get("cursor_after") == dream_cursor(root),

@@ -30,6 +30,7 @@ A script file is a JSON list of steps, each an object with one of these keys::
     {"hang": 5, "then": {"reply": "late"}}      (no "then": the connection is dropped)
     {"garbage": "<html>oops</html>", "status": 200}
     {"drop": true}
+    {"trickle": 1.0, "then": {"reply": "slow"}}  (the body one byte per second)
 """
 
 from __future__ import annotations
@@ -120,7 +121,16 @@ class Drop:
     """Close the connection without sending anything."""
 
 
-Step = Reply | Fail | Hang | Garbage | Drop
+@dataclass(frozen=True)
+class Trickle:
+    """Answer with ``then`` (a Reply), but send its body one byte every ``interval`` seconds: each
+    read gets data before a per-read timeout, so only a bound on the whole request ends it."""
+
+    then: Reply
+    interval: float = 1.0
+
+
+Step = Reply | Fail | Hang | Garbage | Drop | Trickle
 Responder = Callable[[dict[str, Any]], Step | None]
 
 _ERROR_TYPES = {
@@ -173,7 +183,12 @@ def step_from_json(data: Any) -> Step:
         return Garbage(body=str(data["garbage"]), status=int(data.get("status", 200)))
     if data.get("drop"):
         return Drop()
-    raise ValueError(f"unknown step {sorted(data)}: expected one of reply, fail, hang, garbage, drop")
+    if "trickle" in data:
+        then = step_from_json(data.get("then", {"reply": "late"}))
+        if not isinstance(then, Reply):
+            raise ValueError("a trickle step's 'then' must be a reply")
+        return Trickle(then=then, interval=float(data["trickle"]))
+    raise ValueError(f"unknown step {sorted(data)}: expected one of reply, fail, hang, garbage, drop, trickle")
 
 
 def load_script(path: str | os.PathLike[str]) -> list[Step]:
@@ -517,6 +532,8 @@ def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
                     self._send_bytes(step.status, data, step.content_type)
                 elif isinstance(step, Drop):
                     self._drop()
+                elif isinstance(step, Trickle):
+                    self._trickle(json.dumps(completion_body(step.then, request.body, request.number)), step.interval)
                 else:
                     self._send_json(500, _error_body(500, f"ScriptedLLMServer: not a step: {step!r}"))
             except (BrokenPipeError, ConnectionResetError):
@@ -539,6 +556,20 @@ def _make_handler(server: ScriptedLLMServer) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
             self.wfile.flush()
+
+        def _trickle(self, text: str, interval: float) -> None:
+            data = text.encode("utf-8")
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.flush()
+            for i in range(len(data)):
+                if server._stopping.wait(interval):
+                    self._drop()
+                    return
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
 
         def _drop(self) -> None:
             self.close_connection = True

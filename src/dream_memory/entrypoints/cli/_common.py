@@ -7,13 +7,14 @@ command functions.
 
 from __future__ import annotations
 
-import json
 import sys
 import warnings
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+from dream_memory.core.terminal import for_terminal, json_for_terminal
 
 if TYPE_CHECKING:
     from dream_memory.settings import Settings
@@ -22,11 +23,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _show_warning(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-    print(f"dream: warning: {message}", file=sys.stderr)
+    print(f"dream: warning: {for_terminal(str(message))}", file=sys.stderr)
 
 
-def _fail(message: str, code: int) -> None:
-    click.echo(f"dream: error: {message}", err=True)
+def _fail(message: str, code: int, *, hint: str | None = None) -> None:
+    click.echo(f"dream: error: {for_terminal(message)}" + (f"\n  hint: {for_terminal(hint)}" if hint else ""), err=True)
     raise click.exceptions.Exit(code)
 
 
@@ -48,6 +49,19 @@ class DreamCommand(click.Command):
             _fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
             _fail("interrupted", 130)
+        except OSError as exc:
+            # The adapters wrap what they expect; this is the net under the rest (a permission or
+            # a full disk met somewhere else): still one message naming the path, never a traceback.
+            from dream_memory.adapters.fsutil import os_error
+
+            error = os_error(exc, "use")
+            _fail(str(error), error.exit_code)
+        except RecursionError:
+            _fail(
+                "the input is nested too deeply to be read (JSON thousands of levels deep?)",
+                2,
+                hint="check the config file and the workspace's JSON files (memory/.dream_state.json, ...)",
+            )
         if isinstance(result, int) and result != 0:
             raise click.exceptions.Exit(result)
         return result
@@ -87,12 +101,19 @@ def load_settings(workspace: str | None, config_path: str | None) -> Settings:
 
 
 def emit_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    """JSON on stdout: exact (every string as it is), with nothing a terminal would act on."""
+    click.echo(json_for_terminal(value))
+
+
+def echo(text: str = "", *, nl: bool = True) -> None:
+    """A human rendering on stdout: store and model text may hold escape sequences, which are
+    shown, never sent to the terminal (``core.terminal``)."""
+    click.echo(for_terminal(text), nl=nl)
 
 
 def note(message: str) -> None:
-    """Progress for humans: stderr, so stdout stays the result."""
-    click.echo(message, err=True)
+    """Progress for humans: stderr, so stdout stays the result (escapes shown, never sent)."""
+    click.echo(for_terminal(message), err=True)
 
 
 def not_available(name: str, issue: int) -> None:

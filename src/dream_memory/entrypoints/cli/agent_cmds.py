@@ -6,6 +6,7 @@ import click
 
 from dream_memory.entrypoints.cli._common import (
     command,
+    echo,
     emit_json,
     json_option,
     load_settings,
@@ -63,7 +64,7 @@ def context(
     if as_json:
         emit_json(block.to_json())
     else:
-        click.echo(block.text, nl=False)
+        echo(block.text, nl=False)
         note(f"dream context: {block.tokens} of {limit} tokens; " + ("; ".join(block.left_out) or "nothing left out"))
     return 0
 

@@ -44,7 +44,12 @@ def _summary(report: dict[str, Any]) -> str:
 @click.option(
     "--session", "sessions", multiple=True, type=click.Path(dir_okay=False), help="A session file (repeatable)."
 )
-@click.option("--all", "all_sessions", is_flag=True, help="Every sessions/*.jsonl of the workspace.")
+@click.option(
+    "--all",
+    "all_sessions",
+    is_flag=True,
+    help="Every session of the workspace: sessions/*.jsonl and nanobot 0.3.5's session store for it.",
+)
 @click.option(
     "--budget",
     type=click.IntRange(min=1),
@@ -53,7 +58,11 @@ def _summary(report: dict[str, Any]) -> str:
 )
 @click.option("--force", is_flag=True, help="Consolidate regardless of the budget (up to the last safe cut).")
 @click.option("--dry-run", is_flag=True, help="Change nothing and call no model; report what would be archived.")
-@click.option("--update-sessions", is_flag=True, help="Also write last_consolidated into each session file.")
+@click.option(
+    "--update-sessions",
+    is_flag=True,
+    help="Also write the progress into each session file (last_archived and/or last_consolidated, as its agent reads).",
+)
 @click.option("--model", default=None, help="Model preset or litellm id ('offline' for the built-in engine).")
 @json_option
 @workspace_options
@@ -88,7 +97,15 @@ def consolidate(
     if resolved is None:
         raise ConfigError("no model is configured for dream consolidate", hint=NO_MODEL_HINT)
     wiring = Wiring(settings)
-    paths = select_sessions(settings.workspace, sessions, all_sessions, Path.cwd())
+    sources: list[str] = []
+    paths = select_sessions(
+        settings.workspace,
+        sessions,
+        all_sessions,
+        Path.cwd(),
+        nanobot_roots=wiring.nanobot_session_roots(),
+        sources=sources,
+    )
     if not dry_run:
         wiring.ensure_workspace()
     ctx = wiring.consolidate_context(
@@ -100,7 +117,9 @@ def consolidate(
         context_window=resolved.context_window,
         max_tokens=resolved.max_tokens,
     )
-    report = consolidate_sessions(ctx, paths).to_json()
+    result = consolidate_sessions(ctx, paths)
+    result.sources = sources
+    report = result.to_json()
     del as_json  # the report is JSON either way (CONTRACT section 5)
     click.echo(json.dumps(report, indent=2, ensure_ascii=False))
     note(_summary(report))

@@ -41,27 +41,86 @@ def _summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _locked_report(wiring: Wiring, model: str, message: str) -> dict[str, Any]:
-    from dream_memory.app.dream import STATUS_LOCKED, DreamReport
+def _early_report(wiring: Wiring, model: str, status: str, error: str) -> dict[str, Any]:
+    """The report of a run that stopped before its first batch (locked, or the lock could not
+    be taken): nothing was done, and a scheduler reading stdout still gets a report saying so."""
+    from dream_memory.app.dream import DreamReport
+    from dream_memory.errors import DreamError
 
-    report = DreamReport(workspace=str(wiring.root), model=model, status=STATUS_LOCKED)
-    cursor = wiring.history.read_dream_cursor() or 0
+    report = DreamReport(workspace=str(wiring.root), model=model, status=status)
+    try:
+        cursor = wiring.history.read_dream_cursor() or 0
+    except (DreamError, OSError):
+        cursor = 0
     report.cursor_before = report.cursor_after = cursor
-    report.errors.append(message)
+    report.errors.append(error)
     return report.to_json()
 
 
 def _dream(wiring: Wiring, resolved: ResolvedModel, **option_values: Any) -> tuple[dict[str, Any], int]:
-    from dream_memory.app.dream import run_dream
-    from dream_memory.errors import LockBusy
+    from dream_memory.app.dream import STATUS_FAILED, STATUS_LOCKED, run_dream
+    from dream_memory.errors import DreamError, LockBusy
 
     model = wiring.chat_model(resolved)
-    options = wiring.dream_options(**option_values)
+    options = wiring.dream_options(**option_values, resolved=resolved)
     try:
         report: DreamReport = run_dream(wiring.dream_context(model, options))
     except LockBusy as exc:
-        return _locked_report(wiring, model.name, exc.message), exc.exit_code
+        return _early_report(wiring, model.name, STATUS_LOCKED, exc.message), exc.exit_code
+    except DreamError as exc:  # before the first batch: the lock could not be taken (a full disk, ...)
+        note(f"dream: error: {exc}")
+        return _early_report(wiring, model.name, STATUS_FAILED, exc.message), exc.exit_code
     return report.to_json(), report.exit_code
+
+
+def _unstarted_report(workspace: str | None, model: str | None, exc: BaseException) -> dict[str, Any]:
+    from dream_memory.app.dream import STATUS_FAILED, DreamReport
+    from dream_memory.errors import DreamError
+    from dream_memory.settings import load_read_settings
+
+    root = load_read_settings(workspace).workspace
+    report = DreamReport(workspace=str(root), model=model or "", status=STATUS_FAILED)
+    if isinstance(exc, DreamError):
+        report.errors.append(exc.message)
+    elif isinstance(exc, OSError):
+        from dream_memory.adapters import fsutil
+
+        report.errors.append(fsutil.os_error(exc, "use").message)
+    else:
+        report.errors.append("the input is nested too deeply to be read")
+    return report.to_json()
+
+
+def _check_report_path(report_path: str) -> Path:
+    """Where --report goes, checked before any work: a run must not commit batches and then fail
+    on a report it could never write. Opening for append creates the file, keeps what is there."""
+    from dream_memory.adapters import fsutil
+    from dream_memory.errors import UsageError
+
+    path = Path(report_path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        error = fsutil.os_error(exc, "write the report to", path)
+        raise UsageError(f"--report: {error.message}", hint=error.hint) from exc
+    return path
+
+
+def _write_report(path: Path, text: str) -> str | None:
+    """Write the report file; the reason when that failed (the report is on stdout anyway).
+
+    Written in place, not by rename: FILE may be /dev/stderr, a pipe or a symlink a CI step
+    reads, which a rename would replace instead of writing into."""
+    from dream_memory.adapters import fsutil
+
+    try:
+        fsutil.checkpoint("report.write", path)
+        path.write_text(text + "\n", encoding="utf-8")
+    except OSError as exc:
+        return fsutil.os_error(exc, "write the report to", path).message
+    return None
 
 
 @command("run")
@@ -98,15 +157,22 @@ def run(
     """
     from dream_memory.adapters.preflight import prepare_run
     from dream_memory.entrypoints.wiring import Wiring
-    from dream_memory.errors import ConfigError
+    from dream_memory.errors import ConfigError, DreamError
 
-    settings = load_settings(workspace, config_path)
-    # A workspace this process cannot write is exit 2 now, not a PermissionError mid-run.
-    prepare_run(settings.workspace, settings.env, dry_run=dry_run)
-    resolved = settings.model(model)  # a missing API key fails here, before any lock
-    if resolved is None:
-        raise ConfigError("no model is configured for dream run", hint=NO_MODEL_HINT)
-    wiring = Wiring(settings)
+    try:
+        settings = load_settings(workspace, config_path)
+        # A workspace this process cannot write is exit 2 now, not a PermissionError mid-run.
+        prepare_run(settings.workspace, settings.env, dry_run=dry_run)
+        resolved = settings.model(model)  # a missing API key fails here, before any lock
+        if resolved is None:
+            raise ConfigError("no model is configured for dream run", hint=NO_MODEL_HINT)
+        report_file = _check_report_path(report_path) if report_path else None
+        wiring = Wiring(settings)
+    except (DreamError, OSError, RecursionError) as exc:
+        # Stopped before it could start (config, model, --report): a scheduler reading stdout
+        # still gets a report saying so; the error itself ends the command as usual.
+        click.echo(json.dumps(_unstarted_report(workspace, model, exc), indent=2, ensure_ascii=False))
+        raise
     report, code = _dream(
         wiring,
         resolved,
@@ -119,11 +185,12 @@ def run(
         max_seconds=max_seconds,
     )
     text = json.dumps(report, indent=2, ensure_ascii=False)
-    if report_path:
-        Path(report_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(report_path).write_text(text + "\n", encoding="utf-8")
-    click.echo(text)
+    click.echo(text)  # first: whatever happens to the report file, stdout has the report
     note(_summary(report))
+    failed = _write_report(report_file, text) if report_file is not None else None
+    if failed is not None:
+        note(f"dream: error: {failed} (the report is on stdout)")
+        return code or 1
     return code
 
 
@@ -139,7 +206,7 @@ def prompt(action: str | None, as_json: bool, workspace: str | None, config_path
     """
     from dream_memory.adapters import fsutil
     from dream_memory.adapters.workspace import init_workspace
-    from dream_memory.app.dream import builtin_guide, guide_in_use
+    from dream_memory.app.dream import builtin_guide, guide_in_use, guide_note
     from dream_memory.core import layout
 
     settings = load_settings(workspace, config_path)
@@ -169,7 +236,11 @@ def prompt(action: str | None, as_json: bool, workspace: str | None, config_path
         note(f"Dream uses its built-in guide (no content in {path}; `dream prompt init` creates an editable copy)")
     else:
         note(f"Dream uses the workspace guide {path}")
-    click.echo(text.rstrip("\n"))
+        if (cut := guide_note(root)) is not None:
+            note(cut)
+    from dream_memory.entrypoints.cli._common import echo  # a workspace file: escapes shown, not sent
+
+    echo(text.rstrip("\n"))
     return 0
 
 

@@ -48,7 +48,8 @@ class WiredWorkspace:
     def dream(self) -> dict[str, Any]:
         from dream_memory.app.dream import run_dream
 
-        return run_dream(self.wiring.dream_context(self.model, self.wiring.dream_options())).to_json()
+        options = self.wiring.dream_options(resolved=self.resolved)
+        return run_dream(self.wiring.dream_context(self.model, options)).to_json()
 
 
 @command("eval")

@@ -10,6 +10,7 @@ import click
 from dream_memory.entrypoints.cli._common import (
     DreamCommand,
     command,
+    echo,
     emit_json,
     json_option,
     load_settings,
@@ -121,7 +122,9 @@ def status(as_json: bool, workspace: str | None, config_path: str | None) -> int
     wiring = Wiring(load_settings(workspace, config_path))
     git = wiring.git(create=False) if wiring.root.is_dir() else None
     try:
-        result = workspace_status(wiring.root, wiring.history, git)
+        result = workspace_status(
+            wiring.root, wiring.history, git, follow_external=wiring.settings.dream.follow_external_cursor
+        )
     finally:
         if git is not None:
             git.close()
@@ -130,25 +133,28 @@ def status(as_json: bool, workspace: str | None, config_path: str | None) -> int
         return 0
     if not result["exists"]:
         note(f"workspace {wiring.root} does not exist yet (dream init creates it)")
-    click.echo(f"workspace      {result['workspace']}")
-    click.echo(f"cursor         {result['cursor']}  (last entry written)")
-    click.echo(f"dream cursor   {result['dream_cursor']}  (last entry Dream consumed)")
-    click.echo(f"pending        {result['pending']} entr{'y' if result['pending'] == 1 else 'ies'}")
+    echo(f"workspace      {result['workspace']}")
+    echo(f"cursor         {result['cursor']}  (last entry written)")
+    echo(f"dream cursor   {result['dream_cursor']}  (last entry Dream consumed)")
+    check = result["cursor_check"]
+    if check["state"] in ("ahead", "behind", "missing"):
+        echo(f"cursor file    {check['on_disk']}: {check['reason']}")
+    echo(f"pending        {result['pending']} entr{'y' if result['pending'] == 1 else 'ies'}")
     if result["malformed"]:
-        click.echo(f"malformed      {result['malformed']} line(s) skipped (details on stderr)")
+        echo(f"malformed      {result['malformed']} line(s) skipped (details on stderr)")
     lock = result["lock"]
-    click.echo(f"lock           {'held by pid ' + str(lock['pid']) + ' on ' + str(lock['host']) if lock else 'free'}")
+    echo(f"lock           {'held by pid ' + str(lock['pid']) + ' on ' + str(lock['host']) if lock else 'free'}")
     last = result["last_dream_commit"]
-    click.echo(f"last dream     {last['commit'][:10] + ' ' + last['subject'] if last else 'none yet'}")
-    click.echo(f"unsaved edits  {', '.join(result['dirty']) if result['dirty'] else 'none'}")
+    echo(f"last dream     {last['commit'][:10] + ' ' + last['subject'] if last else 'none yet'}")
+    echo(f"unsaved edits  {', '.join(result['dirty']) if result['dirty'] else 'none'}")
     if result["held"]:
-        click.echo(f"held batches   {', '.join(result['held'])}  (dream restore --apply-held / --discard-held)")
+        echo(f"held batches   {', '.join(result['held'])}  (dream restore --apply-held / --discard-held)")
     if result["set_aside"]:
-        click.echo(f"set aside      {', '.join(result['set_aside'])}")
+        echo(f"set aside      {', '.join(result['set_aside'])}")
     if result["pending_migration"]:
-        click.echo("migration      memory/HISTORY.md will be migrated by the next writing command")
+        echo("migration      memory/HISTORY.md will be migrated by the next writing command")
     if not result["versioned"]:
-        click.echo("versioning     no repository yet (created by dream init or the first dream run)")
+        echo("versioning     no repository yet (created by dream init or the first dream run)")
     return 0
 
 

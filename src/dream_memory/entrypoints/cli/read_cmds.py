@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dream_memory.entrypoints.cli._common import command, emit_json, json_option, note, workspace_options
+from dream_memory.entrypoints.cli._common import command, echo, emit_json, json_option, note, workspace_options
 
 if TYPE_CHECKING:
     from dream_memory.app.read import ReadStore
@@ -85,7 +85,7 @@ def resolve(
     if as_json:
         emit_json(result.to_json())
     else:
-        click.echo(result.to_text(), nl=False)
+        echo(result.to_text(), nl=False)
     return 0
 
 
@@ -154,7 +154,7 @@ def _emit_page(result: object, as_json: bool) -> None:
     if as_json:
         emit_json(result.to_json())
         return
-    click.echo(result.to_text(), nl=False)
+    echo(result.to_text(), nl=False)
     if result.last_line == 0 and not result.truncated:
         note(f"dream: {result.path} has no line {result.first_line}")
 
@@ -215,7 +215,7 @@ def search(
     if not result.results:
         note(f"dream: no source matches {query!r}")
         return 0
-    click.echo(result.to_text(), nl=False)
+    echo(result.to_text(), nl=False)
     return 0
 
 

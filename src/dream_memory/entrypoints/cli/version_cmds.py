@@ -6,7 +6,15 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dream_memory.entrypoints.cli._common import command, emit_json, json_option, load_settings, note, workspace_options
+from dream_memory.entrypoints.cli._common import (
+    command,
+    echo,
+    emit_json,
+    json_option,
+    load_settings,
+    note,
+    workspace_options,
+)
 
 if TYPE_CHECKING:
     from dream_memory.adapters.git import CommitInfo, FileChange, GitStore
@@ -28,18 +36,27 @@ def _file_table(files: tuple[FileChange, ...] | list[FileChange]) -> list[str]:
     return [f"  {f.path.ljust(width)}  +{f.added} -{f.removed}  {f.status}" for f in files]
 
 
+SHALLOW_NOTE = (
+    "dream: this clone is shallow (actions/checkout fetches one commit by default): older versions are "
+    "not in it; `git fetch --unshallow` brings them"
+)
+
+
 def _render_commit(info: CommitInfo) -> None:
-    click.echo(f"commit  {info.sha}")
-    click.echo(f"date    {info.time}")
-    click.echo(f"author  {info.author}")
-    click.echo(f"subject {info.subject}")
-    click.echo("")
+    echo(f"commit  {info.sha}")
+    echo(f"date    {info.time}")
+    echo(f"author  {info.author}")
+    echo(f"subject {info.subject}")
+    echo("")
+    if info.shallow:
+        echo("  (the oldest commit of this shallow clone: its parent is not here, so its changes are not shown)")
+        return
     for line in _file_table(info.files):
-        click.echo(line)
+        echo(line)
     diff = "".join(f.diff for f in info.files)
     if diff:
-        click.echo("")
-        click.echo(diff.rstrip("\n"))
+        echo("")
+        echo(diff.rstrip("\n"))
 
 
 @command("log")
@@ -55,7 +72,7 @@ def log(rev: str | None, as_json: bool, workspace: str | None, config_path: str 
         if as_json:
             emit_json(None)
         else:
-            click.echo("No memory versions yet: Dream has not committed anything in this workspace.")
+            echo("No memory versions yet: Dream has not committed anything in this workspace.")
         return 0
     with git:
         if rev and ".." in rev:
@@ -64,25 +81,29 @@ def log(rev: str | None, as_json: bool, workspace: str | None, config_path: str 
             if as_json:
                 emit_json(comparison.to_json())
                 return 0
-            click.echo(f"from    {comparison.old.sha}  {comparison.old.subject}")
-            click.echo(f"to      {comparison.new.sha}  {comparison.new.subject}")
-            click.echo(f"commits {len(comparison.commits)}")
+            echo(f"from    {comparison.old.sha}  {comparison.old.subject}")
+            echo(f"to      {comparison.new.sha}  {comparison.new.subject}")
+            echo(f"commits {len(comparison.commits)}")
             for c in comparison.commits:
-                click.echo(f"  {c.short}  {c.time}  {c.subject}")
-            click.echo("")
+                echo(f"  {c.short}  {c.time}  {c.subject}")
+            echo("")
             for line in _file_table(comparison.files):
-                click.echo(line)
+                echo(line)
             diff = "".join(f.diff for f in comparison.files)
             if diff:
-                click.echo("")
-                click.echo(diff.rstrip("\n"))
+                echo("")
+                echo(diff.rstrip("\n"))
             return 0
         info = git.info(git.resolve(rev)) if rev else latest_dream_change(git)
+        if git.is_shallow:
+            note(SHALLOW_NOTE)
         if info is None:
             if as_json:
                 emit_json(None)
+            elif git.is_shallow:
+                echo("No Dream change in the commits this shallow clone holds.")
             else:
-                click.echo("No Dream change yet: the repository holds only commits made outside Dream.")
+                echo("No Dream change yet: the repository holds only commits made outside Dream.")
             return 0
         if as_json:
             emit_json(info.to_json())
@@ -129,19 +150,27 @@ def restore(
         return _settle_held(apply_held, discard_held, force, as_json, workspace, config_path)
     if rev is None:
         git = _open_git(workspace, config_path)
-        versions = [] if git is None else dream_versions(git, limit=limit)
+        shallow = False
         if git is not None:
-            git.close()
+            with git:
+                versions = dream_versions(git, limit=limit)
+                shallow = git.is_shallow and len(versions) < limit
+        else:
+            versions = []
+        if shallow:
+            note(SHALLOW_NOTE)
         if as_json:
             emit_json([v.to_json(with_diff=False) for v in versions])
             return 0
         if not versions:
-            click.echo("No Dream versions yet.")
+            echo("No Dream versions yet.")
             return 0
         for v in versions:
             files = ", ".join(f"{f.path} (+{f.added} -{f.removed})" for f in v.files) or "no file"
-            click.echo(f"{v.short}  {v.time}  {v.subject}")
-            click.echo(f"            {files}")
+            if v.shallow:
+                files = "(its changes are not in this shallow clone)"
+            echo(f"{v.short}  {v.time}  {v.subject}")
+            echo(f"            {files}")
         note("restore one with: dream restore <sha>")
         return 0
     return _restore_one(
@@ -174,29 +203,29 @@ def _restore_one(
         emit_json(result.to_json())
         return 0
     if result.saved_edits:
-        click.echo(f"committed your unsaved edits first: {result.saved_edits[:10]} memory: manual edits")
+        echo(f"committed your unsaved edits first: {result.saved_edits[:10]} memory: manual edits")
     if result.commit:
-        click.echo(f"restored {result.restored[:10]}: undid its changes in a new commit {result.commit[:10]}")
+        echo(f"restored {result.restored[:10]}: undid its changes in a new commit {result.commit[:10]}")
         for line in _file_table(result.files):
-            click.echo(line)
+            echo(line)
     else:
-        click.echo(f"restored {result.restored[:10]}: nothing to write")
+        echo(f"restored {result.restored[:10]}: nothing to write")
     if result.forced_over:
-        click.echo(
+        echo(
             f"--force: later work in {', '.join(result.forced_over)} was thrown away "
             "(it stays in the git history: dream log shows it)"
         )
     if replay:
-        click.echo(f"--replay: the Dream cursor moved from {result.cursor_before} to {result.cursor_after}")
+        echo(f"--replay: the Dream cursor moved from {result.cursor_before} to {result.cursor_after}")
         if result.replay_entries is not None:
             archived = ""
             if result.replay_from_archive:
                 archived = f", {result.replay_from_archive} of them from memory/archive/"
             start = (result.cursor_after or 0) + 1
             reads = f"{result.replay_entries} entries from cursor {start} on"
-            click.echo(f"--replay: the next Dream run reads {reads}{archived}")
+            echo(f"--replay: the next Dream run reads {reads}{archived}")
     for line in result.notes:
-        click.echo(line)
+        echo(line)
     return 0
 
 
@@ -226,7 +255,7 @@ def _settle_held(
     if as_json:
         emit_json(result)
         return 0
-    click.echo(result["message"])
+    echo(result["message"])
     return 0
 
 

@@ -1,0 +1,189 @@
+"""Where a fact goes and how it is written there: the deterministic placement rules.
+
+Shared by the offline engine (which answers phase 2 with the edits these rules give) and by
+Dream's ``facts`` edit protocol (which places phase-1 facts itself when a model cannot edit):
+add a bullet under the section the fact belongs to, replace the line a "(was X)" names, remove
+what a "Forget: ... (was X)" names, and never add a line the file already holds.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+from dream_memory.core import layout
+from dream_memory.core.facts import Fact, slug
+from dream_memory.core.frontmatter import render_frontmatter
+from dream_memory.core.markdown import find_section
+
+_LABEL_PREFIX = re.compile(r"^(?:decisions?|solutions?|environment|user (?:preferences?|facts?)):\s+", re.IGNORECASE)
+_SUPERSEDES = (
+    re.compile(r"\(\s*(?:was|previously|formerly|not)\s+(?P<old>[^)]+?)\s*\)", re.IGNORECASE),
+    re.compile(r"\binstead of\s+(?P<old>[^,.;]+)", re.IGNORECASE),
+    re.compile(r"\bno longer\s+(?P<old>[^,.;]+)", re.IGNORECASE),
+    re.compile(r"\bchanged from\s+(?P<old>.+?)\s+to\b", re.IGNORECASE),
+)
+# "[2026-04-03 00:02] user: text" / "assistant: (tool call) name(args)" / "tool (name): result"
+_ABS_PATH = re.compile(r"(?<![\w.~])(/(?:[\w.@-]+/)*[\w.@-]+)")
+SECTION_RULES: dict[str, list[tuple[str, re.Pattern[str]]]] = {
+    layout.USER: [
+        (
+            "Profile",
+            re.compile(
+                r"\b(name|timezone|time zone|lives|based in|moved to|works as|role|job|pronoun|born|age)\b", re.I
+            ),
+        ),
+        ("Preferences", re.compile(r"\b(prefer|like|dislike|hate|want|style|format|language|favou?rite)", re.I)),
+    ],
+    layout.MEMORY: [
+        (
+            "Decisions",
+            re.compile(r"^decisions?:|\b(decid|decision|chose|choose|will use|switched|agreed|standardi[sz]e)", re.I),
+        ),
+        (
+            "Solutions",
+            re.compile(r"^solutions?:|\b(solution|fix|fixed|fixes|workaround|resolved|root cause|the trick)\b", re.I),
+        ),
+        (
+            "Environment",
+            re.compile(
+                r"^environment:|\b(path|install|version|python|node|macos|linux|windows|server|host|port|conda|docker|venv)\b",
+                re.I,
+            ),
+        ),
+    ],
+    layout.SOUL: [("Voice", re.compile(r"\b(tone|voice|persona|personality)\b", re.I))],
+}
+DEFAULT_SECTION = {layout.USER: "Work Context", layout.MEMORY: "Project Facts", layout.SOUL: "Communication Style"}
+
+
+def _normalize(text: str) -> str:
+    return re.sub(r"[^\w]+", " ", text.casefold()).strip()
+
+
+def section_for(path: str, text: str) -> str:
+    for title, pattern in SECTION_RULES.get(path, []):
+        if pattern.search(text):
+            return title
+    return DEFAULT_SECTION.get(path, "Notes")
+
+
+def superseded_value(text: str) -> str | None:
+    for pattern in _SUPERSEDES:
+        match = pattern.search(text)
+        if match:
+            return match["old"].strip()
+    return None
+
+
+def _bullet_text(text: str) -> str:
+    """The fact as it should read in memory: routing label and '(was X)' note dropped."""
+    text = _LABEL_PREFIX.sub("", text.strip())
+    text = re.sub(r"\s*\(\s*(?:was|previously|formerly)\s+[^)]*\)", "", text).strip()
+    return text[:1].upper() + text[1:]
+
+
+def is_forget(text: str) -> bool:
+    """A request to forget: it names what to remove with "(was ...)" (the protocol's form)."""
+    return bool(re.search(r"\bforget\b", text, re.IGNORECASE)) and superseded_value(text) is not None
+
+
+def add_fact(text: str, path: str, fact_text: str) -> str:
+    """The file text with one fact filed under its section; a superseded line is replaced, and a
+    request to forget removes the line it names and adds nothing."""
+    if is_forget(fact_text):
+        wanted = _normalize(superseded_value(fact_text) or "")
+        lines = text.splitlines(keepends=True)
+        kept = [ln for ln in lines if not (ln.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize(ln))]
+        return "".join(kept)
+    bullet = f"- {_bullet_text(fact_text)}"
+    if _normalize(bullet) in {_normalize(line) for line in text.splitlines()}:
+        return text
+    old = superseded_value(fact_text)
+    if old:
+        wanted = _normalize(old)
+        lines = text.splitlines(keepends=True)
+        for i, line in enumerate(lines):
+            if line.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize(line):
+                lines[i] = bullet + "\n"
+                return "".join(lines)
+    title = section_for(path, fact_text)
+    section = find_section(text, title)
+    if section is None:
+        base = text if text.endswith("\n") or not text else text + "\n"
+        return f"{base}\n## {title}\n\n{bullet}\n"
+    body = section.text.rstrip("\n")
+    # Keep one blank line after the heading when the section is still empty.
+    joined = f"{body}\n\n{bullet}\n" if body.count("\n") == 0 else f"{body}\n{bullet}\n"
+    trailing = section.text[len(section.text.rstrip("\n")) :]
+    replacement = joined + ("\n" if trailing.count("\n") > 1 else "")
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[: section.start - 1]) + replacement + "".join(lines[section.end :])
+
+
+def skill_text(name: str, description: str, existing: str | None) -> str:
+    if existing is None:
+        header = render_frontmatter({"name": slug(name), "description": description})
+        return f"{header}\n# {name}\n\n{description}\n"
+    return add_fact(existing, "skill", description) if description not in existing else existing
+
+
+def entity_text(name: str, fact: str, existing: str | None) -> str:
+    if existing is None:
+        return f"# {name}\n\n- {fact}\n"
+    return add_fact(existing, "entity", fact)
+
+
+def index_text(existing: str | None, name: str, file: str, fact: str) -> str:
+    repos = ", ".join(dict.fromkeys(_ABS_PATH.findall(fact)))
+    row = f"| {name} | {file} | {repos} |"
+    if existing is None or "|" not in existing:
+        head = "# Index\n\n" if existing is None else existing.rstrip("\n") + "\n\n"
+        return f"{head}| Entity | File | Repos |\n|---|---|---|\n{row}\n"
+    if re.search(rf"^\|\s*{re.escape(name)}\s*\|", existing, re.MULTILINE | re.IGNORECASE):
+        return existing
+    lines = existing.splitlines()
+    last_row = max(i for i, line in enumerate(lines) if line.lstrip().startswith("|"))
+    lines.insert(last_row + 1, row)
+    return "\n".join(lines) + "\n"
+
+
+def observation_text(existing: str | None, fact: str, today: str) -> str:
+    line = f"- {today}: {fact}"
+    if existing is None:
+        return f"# Observations\n\nProvisional notes: noticed in conversations, not yet confirmed.\n\n{line}\n"
+    if _normalize(fact) in _normalize(existing):
+        return existing
+    return existing.rstrip("\n") + "\n" + line + "\n"
+
+
+def place_facts(
+    facts: Sequence[Fact], read: Callable[[str], str | None], today: str
+) -> dict[str, tuple[str | None, str]]:
+    """path -> (text before, text after) for every file the facts change, in fact order.
+
+    ``read`` gives a file's current text (None: it does not exist). A fact the file already holds
+    changes nothing; a "SOUL.md / USER.md / memory/MEMORY.md" fact for a missing file creates
+    nothing (those files come from the templates).
+    """
+    before: dict[str, str | None] = {}
+    after: dict[str, str | None] = {}
+
+    def current(path: str) -> str | None:
+        if path not in after:
+            before[path] = after[path] = read(path)
+        return after[path]
+
+    for fact in facts:
+        path = fact.target
+        text = current(path)
+        if fact.tag == "SKILL":
+            after[path] = skill_text(fact.name or "skill", fact.text, text)
+        elif fact.tag == "ENTITY":
+            after[path] = entity_text(fact.name or "entity", fact.text, text)
+            after[layout.INDEX] = index_text(current(layout.INDEX), fact.name or "entity", path, fact.text)
+        elif fact.tag == "OBSERVATION":
+            after[path] = observation_text(text, fact.text, today)
+        elif text is not None:
+            after[path] = add_fact(text, path, fact.text)
+    return {p: (before[p], a) for p, a in after.items() if a is not None and a != before[p]}

@@ -1,0 +1,39 @@
+"""Text that is safe to print on a terminal, and JSON that is safe to print too.
+
+Memory text comes from a model and from files anyone may have written: an escape sequence in it
+would be acted on by the terminal that shows it (OSC 52 writes the clipboard, CSI sequences clear
+the screen or move the cursor, a bidi override makes a line read as something else). Every human
+rendering passes its text through ``for_terminal``: controls are shown as visible escapes
+(``\\x1b``), never sent. Tabs and newlines stay.
+
+JSON output stays exact: ``json_for_terminal`` only writes the few characters JSON leaves raw
+(C1 controls, bidi controls, line and paragraph separators) as ``\\uXXXX`` escapes, which any JSON
+reader turns back into the same string.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+# C0 but tab and newline, DEL, C1, the bidi embedding/override/isolate controls, lone surrogates.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# What json.dumps(ensure_ascii=False) leaves raw that a terminal may act on.
+_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def for_terminal(text: str) -> str:
+    """``text`` with every character a terminal could act on shown as an escape."""
+    return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+
+
+def json_for_terminal(value: Any, *, indent: int | None = 2) -> str:
+    """``json.dumps`` of ``value`` (UTF-8 kept readable) with nothing a terminal acts on."""
+    text = json.dumps(value, indent=indent, ensure_ascii=False, default=str)
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

@@ -1,0 +1,125 @@
+"""history.jsonl shared with nanobot's own ``MemoryStore``, which appends with an in-process lock
+only: nothing it appends is lost to our compaction, and no cursor is given twice."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from nanobot_driver import Nanobot
+
+from dream_memory.adapters import fsutil
+from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.core.history import HistoryEntry
+from dream_memory.testing import FrozenClock, build_workspace
+
+pytestmark = pytest.mark.nanobot
+
+# nanobot's MemoryStore appending COUNT entries, one every INTERVAL seconds; prints the cursors
+# it was given. It waits for GO to exist so both sides start together.
+APPENDER = """
+import json, sys, time
+from pathlib import Path
+from nanobot.agent.memory import MemoryStore
+workspace, count, interval, go = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), Path(sys.argv[4])
+store = MemoryStore(workspace)
+while not go.exists():
+    time.sleep(0.001)
+cursors = []
+for i in range(count):
+    cursors.append(store.append_history(f"nanobot entry {i}", session_key="nanobot:direct"))
+    time.sleep(interval)
+print(json.dumps(cursors))
+"""
+
+
+def _everything(ws: Path) -> list[HistoryEntry]:
+    log = HistoryLog(ws, clock=FrozenClock())
+    scan = log.scan()
+    assert scan.problems == [], [p.describe() for p in scan.problems]
+    return log.archive_entries() + scan.entries
+
+
+def test_nanobot_appending_every_2ms_loses_nothing_to_six_compactions(nanobot: Nanobot, tmp_path: Path) -> None:
+    """nanobot's own MemoryStore.append_history appends 1,500 entries, one every 2 ms, while
+    dream-memory compacts six times (each moving hundreds of consumed entries to the archive):
+    all 1,500 are there afterwards exactly once, history.jsonl and memory/archive/ together, every
+    cursor is distinct, and each cursor nanobot was given holds its own text. (Before the
+    compaction drained the replaced file, 8-14 appends were lost per run.)"""
+    old = [HistoryEntry(c, "2026-04-03 00:02", f"- consumed {c}") for c in range(1, 1201)]
+    ws = build_workspace(tmp_path / "ws", history=old, cursor=1200, dream_cursor=1200)
+    go = tmp_path / "go"
+    count = 1500
+    proc = nanobot.start(APPENDER, str(ws), str(count), "0.002", str(go))
+    log = HistoryLog(ws, clock=FrozenClock())
+    time.sleep(1.0)  # nanobot's imports
+    go.touch()
+    archived = 0
+    for _ in range(6):
+        time.sleep(0.35)
+        top = log.scan(report=False).max_cursor
+        fsutil.atomic_write(ws / "memory/.dream_cursor", f"{top - 10}\n")
+        archived += log.compact(dream_cursor=top - 10, max_entries=40).archived
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    given = json.loads(out)
+
+    everything = _everything(ws)
+    cursors = [e.cursor for e in everything]
+    assert len(set(cursors)) == len(cursors), "a cursor appears twice"
+    theirs = [e for e in everything if e.session_key == "nanobot:direct"]
+    assert sorted(e.content for e in theirs) == sorted(f"nanobot entry {i}" for i in range(count))
+    by_cursor = {e.cursor: e.content for e in everything}
+    assert [by_cursor[c] for c in given] == [f"nanobot entry {i}" for i in range(count)]
+    assert len([e for e in everything if e.content.startswith("- consumed")]) == 1200
+    assert archived > 1200, "the compactions really ran while nanobot appended"
+
+
+# dream-memory's side of the race: our HistoryLog appending as fast as it can in a process of its own.
+OURS = """
+import json, sys, time
+from pathlib import Path
+from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.testing import FrozenClock
+workspace, count, go = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
+log = HistoryLog(workspace, clock=FrozenClock(), on_problem=lambda message: print(message, file=sys.stderr))
+while not go.exists():
+    time.sleep(0.001)
+print(json.dumps([log.append(f"dream entry {i}", session_key="dream:cli").cursor for i in range(count)]))
+"""
+
+
+def test_appends_from_both_sides_at_once_never_share_a_cursor(nanobot: Nanobot, tmp_path: Path) -> None:
+    """nanobot's MemoryStore and dream-memory append 300 entries each at the same time (nanobot
+    every 2 ms, reading .cursor and the last line without our lock): every one of the 600 entries
+    is stored once and no two share a cursor, and each side's cursors hold its own texts. (Before
+    appends raised .cursor first and checked afterwards, 3 of 200 came out as duplicates.)"""
+    import subprocess
+    import sys
+
+    ws = build_workspace(tmp_path / "ws", history=["- one", "- two"], cursor=2)
+    go = tmp_path / "go"
+    count = 300
+    theirs_proc = nanobot.start(APPENDER, str(ws), str(count), "0.002", str(go))
+    ours_proc = subprocess.Popen(
+        [sys.executable, "-c", OURS, str(ws), str(count), str(go)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.0)
+    go.touch()
+    theirs_out, theirs_err = theirs_proc.communicate(timeout=120)
+    ours_out, ours_err = ours_proc.communicate(timeout=120)
+    assert theirs_proc.returncode == 0, theirs_err
+    assert ours_proc.returncode == 0, ours_err
+
+    everything = _everything(ws)
+    cursors = [e.cursor for e in everything]
+    assert len(cursors) == 2 + 2 * count
+    assert len(set(cursors)) == len(cursors), "a cursor appears twice"
+    by_cursor = {e.cursor: e.content for e in everything}
+    assert [by_cursor[c] for c in json.loads(theirs_out)] == [f"nanobot entry {i}" for i in range(count)]
+    assert [by_cursor[c] for c in json.loads(ours_out)] == [f"dream entry {i}" for i in range(count)]
