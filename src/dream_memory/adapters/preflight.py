@@ -126,8 +126,8 @@ def _check(root: Path, path: Path, is_dir: bool) -> None:
     kind = "folder" if is_dir else "file"
     owner, group = info.st_uid, info.st_gid
     raise WorkspaceNotWritable(
-        f"cannot write the workspace: the {kind} {where} is owned by uid {owner} (gid {group}, mode "
-        f"{stat.filemode(info.st_mode)}) and this process runs as uid {uid} (gid {gid}{in_groups})",
+        f"cannot write the workspace (permission denied): the {kind} {where} is owned by uid {owner} "
+        f"(gid {group}, mode {stat.filemode(info.st_mode)}) and this process runs as uid {uid} (gid {gid}{in_groups})",
         hint=f"run as uid {owner} (docker run --user {owner}:{group}; Kubernetes securityContext.runAsUser: "
         f"{owner}), or share its group: set fsGroup: {group} (docker run --group-add {group}) and make the "
         f"workspace group-writable (chmod -R g+rwX), or chown -R {uid}:{gid} {root} once; "
