@@ -163,7 +163,13 @@ def test_a_nul_byte_or_a_lone_surrogate_in_a_write_is_refused(isolated: Cli) -> 
         tool_call("edit_file", path=MEMORY, old_text=current, new_text=current + "- a good fact\n"),
     ]
     make_workspace(isolated, ["- entry"], files={MEMORY: current})
-    with ScriptedLLMServer([Reply("[MEMORY] a good fact\n[ENTITY] nul: The nul project has one file"), Reply(tool_calls=calls), Reply("done")]) as server:
+    with ScriptedLLMServer(
+        [
+            Reply("[MEMORY] a good fact\n[ENTITY] nul: The nul project has one file"),
+            Reply(tool_calls=calls),
+            Reply("done"),
+        ]
+    ) as server:
         use_server(isolated, server)
         code, report = isolated.run_json("run")
         tool_results = [
