@@ -4,8 +4,9 @@
 # scripted LLM server on the host network. The workflow (ci/docker/act/dream-action.yml) asserts
 # the outputs, the report, the commits, the step summary and exit 75 passed through; this script
 # asserts that the job succeeded and printed its final marker.
-# Needs a running private dockerd and the base image (60-container.sh leaves both; 70-action.sh
-# makes them when missing).
+# Needs a running private dockerd and the base image: 60-container.sh starts this script in the
+# background as soon as the base image exists (its pip install waits on the network while the image
+# builds); 70-action.sh runs it when 60 did not. Leaves $DREAM_CI_ROOT/act-proof.passed.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
@@ -30,7 +31,7 @@ cleanup() {
 trap cleanup EXIT
 
 t0=$(date +%s)
-DOCKER_BUILDKIT=1 "$DOCKER" build --network host --build-arg "BASE_IMAGE=$(base_image_name)" \
+DOCKER_BUILDKIT=1 "$DOCKER" build --network host --build-arg "BASE_IMAGE=$(base_image_name)" --target runner \
   -t "$RUNNER_IMAGE" -f ci/docker/runner.Dockerfile ci/docker >"$work/runner-build.log" 2>&1 \
   || { tail -n 30 "$work/runner-build.log" >&2; die "building the runner image failed"; }
 log "runner image $RUNNER_IMAGE built in $(( $(date +%s) - t0 )) s"
@@ -69,3 +70,4 @@ grep -E "outputs: status=|locked run:|report ok:|Job succeeded" "$work/act.log" 
 echo "  --- the step summary the action wrote (from the job log) ---"
 sed -n '/--- step summary/,/Success - Main Check the outputs/p' "$work/act.log" \
   | sed -e '1d;$d' -e 's/^\[[^]]*\] *| \{0,1\}//' | sed 's/^/  /'
+touch "$DREAM_CI_ROOT/act-proof.passed"

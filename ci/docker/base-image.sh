@@ -50,6 +50,9 @@ if [ -z "$tarball" ] || [ ! -s "$tarball" ]; then
   work="$(mktemp -d "${TMPDIR:-/tmp}/dream-base.XXXXXX")"
   trap 'rm -rf "$work"' EXIT
   rootfs="$work/rootfs"
+  # Commands in the new root get a clean environment: the caller's TMPDIR (and anything else
+  # pointing into this machine's filesystem) does not exist in there.
+  in_root() { env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 chroot "$rootfs" "$@"; }
   log "debootstrap --variant=minbase $SUITE from $MIRROR (+ $PACKAGES)"
   t0=$(date +%s)
   debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$rootfs" "$MIRROR" \
@@ -63,12 +66,12 @@ if [ -z "$tarball" ] || [ ! -s "$tarball" ]; then
   # Outbound TLS may be re-signed by a local CA: the image trusts what this machine trusts.
   if compgen -G "$CA_DIR/*" >/dev/null; then
     cp -a "$CA_DIR/." "$rootfs$CA_DIR/"
-    chroot "$rootfs" update-ca-certificates >/dev/null 2>&1 || die "update-ca-certificates failed in the rootfs"
+    in_root update-ca-certificates >/dev/null 2>&1 || die "update-ca-certificates failed in the rootfs"
   fi
   # pip (bundled certifi) would ignore the system store; point it at it.
   printf '[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n' >"$rootfs/etc/pip.conf"
   # Slim it: no package caches, lists, docs, man pages or translations.
-  chroot "$rootfs" apt-get clean
+  in_root apt-get clean
   rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/log/* \
     "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
     "$rootfs"/tmp/* "$rootfs"/var/tmp/*

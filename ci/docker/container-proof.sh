@@ -8,8 +8,11 @@
 #     the same with `--user UID:GID` on a workspace owned by that uid;
 #   - exit 75 while another process on the host holds memory/.dream.lock (flock);
 #   - `--entrypoint dream-consolidate` and `--entrypoint dream-restore` reachable (--help);
-#   - the `git` target (Kubernetes git variant): `clone` then `run` as two containers sharing a
-#     folder, pushing Dream's commit to a bare repository.
+#   - every provider dream-memory names loads in the slimmed venv (ci/docker/provider-smoke.py);
+#   - `docker stop -t 10` while dream-run waits on the model returns within 3 s (tini), exit 143;
+#   - over a workspace owned by another uid: exit 2 at once, naming owner, uid and fixes; :ro too;
+#   - an agent and Dream under different uids writing one folder through a shared group.
+# The Kubernetes manifests are simulated by ci/docker/k8s-proof.sh.
 # Needs a running private dockerd (dockerd-start.sh) and the base image (base-image.sh).
 # Results (for docs/deploy-docker.md) go to $DREAM_CI_ROOT/container-proof.md.
 set -euo pipefail
@@ -21,9 +24,11 @@ PY="$REPO_ROOT/.venv/bin/python"
 work="$(mktemp -d "${TMPDIR:-/tmp}/dream-container.XXXXXX")"
 server_pid=""
 holder_pid=""
+hang_pid=""
 cleanup() {
-  [ -n "$holder_pid" ] && kill "$holder_pid" 2>/dev/null
-  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
+  [ -n "$holder_pid" ] && kill "$holder_pid" 2>/dev/null || true
+  [ -n "$hang_pid" ] && kill "$hang_pid" 2>/dev/null || true
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -44,6 +49,16 @@ record "- build: $(elapsed "$t0" "$t1") s (docker build --network host, BuildKit
 record "- image size: $(( size_bytes / 1000000 )) MB ($size_bytes bytes; base image $(( base_bytes / 1000000 )) MB)"
 user_line=$("$DOCKER" image inspect --format 'user={{.Config.User}} entrypoint={{json .Config.Entrypoint}} workdir={{.Config.WorkingDir}}' "$IMAGE")
 record "- image config: $user_line"
+# What each layer weighs (docs/deploy-docker.md), and the venv's largest packages.
+record "- layers (docker history, newest first; empty metadata layers left out):"
+"$DOCKER" history --no-trunc --format '{{.Size}}|{{.CreatedBy}}' "$IMAGE" | awk -F'|' '$1 != "0B" {
+  cmd = $2; gsub(/[[:space:]]+/, " ", cmd); sub(/^\/bin\/sh -c /, "", cmd); sub(/ # buildkit$/, "", cmd)
+  if (cmd == "") cmd = "(the base image)"
+  printf "  - %s: %s\n", $1, substr(cmd, 1, 90) }' | tee -a "$results"
+"$DOCKER" run --rm --entrypoint /bin/sh "$IMAGE" -c \
+  'cd /opt/dream/lib/python3*/site-packages && du -sk -- * | sort -rn | head -n 8' \
+  | awk '{ printf "%s %.1f MB", (NR == 1 ? "  - in the venv:" : ","), $1 / 1024; printf " %s", $2 } END { print "" }' \
+  | tee -a "$results"
 "$DOCKER" image inspect --format '{{range .Config.Env}}{{println .}}{{end}}' "$IMAGE" >"$work/env.txt"
 grep -qx 'DREAM_WORKSPACE=/workspace' "$work/env.txt" || die "DREAM_WORKSPACE=/workspace is not set in the image"
 grep -qx 'LITELLM_LOCAL_MODEL_COST_MAP=True' "$work/env.txt" || die "LITELLM_LOCAL_MODEL_COST_MAP=True is not set"
@@ -161,39 +176,111 @@ for ep in dream-consolidate dream-restore; do
   grep -q "Usage: $ep" "$work/$ep.txt" || die "--entrypoint $ep --help printed no usage"
   record "- docker run --entrypoint $ep IMAGE --help: exit 0 ($(grep -m1 'Usage:' "$work/$ep.txt"))"
 done
-# 5) the `git` target: the Kubernetes git variant's two containers, as two docker runs sharing a
-#    folder (the pod's emptyDir): `clone`, then `run` (Dream, push back to the remote).
+# The MCP server over stdio in the image (mcp, pydantic, anyio as bytecode only): initialize, list
+# tools; stdin stays open until each answer is in (a closed stdin ends the server).
+tools=$("$PY" - "$DOCKER" "$ws1" "$IMAGE" <<'PYEOF' 2>"$work/mcp.err" || true
+import json, subprocess, sys
+docker, ws, image = sys.argv[1:4]
+proc = subprocess.Popen(
+    [docker, "run", "--rm", "-i", "--read-only", "--tmpfs", "/tmp", "-v", f"{ws}:/workspace:ro",
+     "--entrypoint", "dream-mcp", image],
+    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def call(message, wait_for=None):
+    proc.stdin.write(json.dumps(message) + "\n"); proc.stdin.flush()
+    while wait_for is not None:
+        reply = json.loads(proc.stdout.readline())
+        if reply.get("id") == wait_for:
+            return reply
+call({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18",
+      "capabilities": {}, "clientInfo": {"name": "proof", "version": "1"}}}, 1)
+call({"jsonrpc": "2.0", "method": "notifications/initialized"})
+listed = call({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, 2)
+proc.stdin.close(); proc.wait(timeout=60)
+print(len(listed["result"]["tools"]))
+PYEOF
+)
+[ -n "$tools" ] && [ "$tools" -gt 0 ] || { cat "$work/mcp.err" >&2; die "dream-mcp in the image did not answer tools/list"; }
+record "- docker run -i --entrypoint dream-mcp (stdio, workspace :ro): initialize and tools/list answered ($tools tools)"
+
+# 5) every provider dream-memory names still loads in the slimmed venv
+"$DOCKER" run --rm --network host --read-only --tmpfs /tmp -v "$REPO_ROOT/ci/docker/provider-smoke.py:/smoke.py:ro" \
+  --entrypoint python3 "$IMAGE" /smoke.py "http://127.0.0.1:$port/v1" >"$work/smoke.txt" 2>"$work/smoke.err" \
+  || { cat "$work/smoke.txt" "$work/smoke.err" >&2; die "a provider's code path no longer loads in the image"; }
+record "- litellm in the image, one completion per provider against the scripted server (no ImportError):"
+sed 's/^ */  /' "$work/smoke.txt" | tee -a "$results"
+
+# 6) docker stop while dream-run waits on the model: tini (PID 1) passes SIGTERM on at once
+"$PY" "$REPO_ROOT/ci/docker/llm-hang-on.py" "" --port-file "$work/hang.port" --hung-file "$work/hung" \
+  >"$work/hang.log" 2>&1 &
+hang_pid=$!
+for _ in $(seq 1 100); do [ -s "$work/hang.port" ] && break; sleep 0.1; done
+ws3="$work/ws-stop"
+make_workspace "$ws3" 10001:10001
+cid=$("$DOCKER" run -d --network host --read-only --tmpfs /tmp -v "$ws3:/workspace" -e DREAM_MODEL=openai/scripted \
+  -e "DREAM_API_BASE=http://127.0.0.1:$(cat "$work/hang.port")/v1" -e DREAM_API_KEY=dummy "$IMAGE")
+for _ in $(seq 1 600); do [ -e "$work/hung" ] && break; sleep 0.1; done
+[ -e "$work/hung" ] || { "$DOCKER" logs "$cid" >&2; "$DOCKER" rm -f "$cid" >/dev/null; die "dream-run never reached the model"; }
+t0=$(now); "$DOCKER" stop -t 10 "$cid" >/dev/null; t1=$(now)
+stop_s=$(elapsed "$t0" "$t1")
+stop_rc=$("$DOCKER" inspect --format '{{.State.ExitCode}}' "$cid")
+pid1=$("$DOCKER" inspect --format '{{json .Config.Entrypoint}}' "$cid")
+"$DOCKER" rm "$cid" >/dev/null
+kill "$hang_pid" 2>/dev/null; wait "$hang_pid" 2>/dev/null || true; hang_pid=""
+awk -v s="$stop_s" 'BEGIN { exit !(s < 3) }' || die "docker stop -t 10 took $stop_s s (expected < 3)"
+[ "$stop_rc" -eq 143 ] || die "a stopped dream-run exited $stop_rc (expected 143)"
+record "- docker stop -t 10 while dream-run waits on the model: returned in **$stop_s s**, exit $stop_rc (entrypoint $pid1)"
+
+# 7) a workspace the container cannot write: exit 2 at once, naming the owner, the uid and the fix
+ws4="$work/ws-foreign"
+make_workspace "$ws4" 4242:4242
+chmod 755 "$ws4"
 t0=$(now)
-DOCKER_BUILDKIT=1 "$DOCKER" build --network host --target git -t "$IMAGE-git" . >"$work/build-git.log" 2>&1 \
-  || { tail -n 30 "$work/build-git.log" >&2; die "docker build --target git failed"; }
-t1=$(now)
-git_size=$("$DOCKER" image inspect --format '{{.Size}}' "$IMAGE-git")
-record "- docker build --target git: $(elapsed "$t0" "$t1") s, $(( git_size / 1000000 )) MB"
-remote="$work/remote.git"
-seed="$work/seed"
-git init -q --bare -b main "$remote"
-git clone -q "$remote" "$seed" 2>/dev/null
-make_workspace "$seed" 0:0
-git -C "$seed" add -A -- . ':!memory/*.lock'
-git -C "$seed" -c user.name=agent -c user.email=agent@localhost commit -q -m "agent: workspace and history"
-git -C "$seed" push -q origin HEAD:refs/heads/main
-chown -R 10001:10001 "$remote"
-pod="$work/pod"
-install -d -o 10001 -g 10001 "$pod"
-git_env=(-e DREAM_GIT_URL=/remote -e DREAM_GIT_BRANCH=main -e DREAM_GIT_DIR=/workspace/repo -e HOME=/tmp)
-"$DOCKER" run --rm --network host --read-only --tmpfs /tmp -v "$remote:/remote" -v "$pod:/workspace" \
-  "${git_env[@]}" "$IMAGE-git" clone 2>"$work/clone.err" || { cat "$work/clone.err" >&2; die "dream-git-sync clone failed"; }
 set +e
-"$DOCKER" run --rm --network host --read-only --tmpfs /tmp -v "$remote:/remote" -v "$pod:/workspace" \
-  "${git_env[@]}" -e DREAM_WORKSPACE=/workspace/repo "${llm_env[@]}" "$IMAGE-git" run \
-  >"$work/report-git.json" 2>"$work/run-git.err"
+"$DOCKER" run --rm --network host --read-only --tmpfs /tmp -v "$ws4:/workspace" "${llm_env[@]}" "$IMAGE" \
+  >/dev/null 2>"$work/foreign.err"
 rc=$?
 set -e
-[ "$rc" -eq 0 ] || { cat "$work/run-git.err" >&2; die "dream-git-sync run exited $rc"; }
-grep -q "pushed" "$work/run-git.err" || { cat "$work/run-git.err" >&2; die "dream-git-sync pushed nothing"; }
-subject=$(git -c safe.directory='*' --git-dir "$remote" log -1 --format=%s main)
-case "$subject" in dream:*) ;; *) die "the remote's main does not end with a Dream commit ($subject)";; esac
-record "- git target, init container \`clone\` then \`run\` (read-only root, uid 10001): exit 0; remote main now ends with \"$subject\""
+t1=$(now)
+[ "$rc" -eq 2 ] || { cat "$work/foreign.err" >&2; die "over a workspace owned by 4242 the container exited $rc (expected 2)"; }
+grep -q "owned by uid 4242" "$work/foreign.err" && grep -q "runs as uid 10001" "$work/foreign.err" \
+  && grep -q "run as uid 4242" "$work/foreign.err" && grep -q fsGroup "$work/foreign.err" && grep -q chown "$work/foreign.err" \
+  || { cat "$work/foreign.err" >&2; die "the error does not name the owner, the uid and the fixes"; }
+grep -q Traceback "$work/foreign.err" && die "a traceback over a foreign workspace"
+record "- docker run (uid 10001) over a workspace owned by 4242: exit $rc in $(elapsed "$t0" "$t1") s:"
+sed 's/^/    /' "$work/foreign.err" | tee -a "$results"
+set +e
+"$DOCKER" run --rm --network host --read-only --tmpfs /tmp -v "$ws1:/workspace:ro" "${llm_env[@]}" "$IMAGE" \
+  >/dev/null 2>"$work/ro.err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] && grep -q "read-only file system" "$work/ro.err" || { cat "$work/ro.err" >&2; die "a read-only mount exited $rc"; }
+record "- docker run with the workspace mounted :ro: exit $rc ($(head -n1 "$work/ro.err"))"
+
+# 8) an agent (uid 1000) and Dream (uid 10001) on one folder, through a shared group (gid 2000),
+#    a setgid folder and umask 0002 (docs/deploy-docker.md, sharing a workspace)
+shared="$work/ws-shared"
+install -d -o 1000 -g 2000 -m 2775 "$shared"
+agent() { "$DOCKER" run --rm --network host --read-only --tmpfs /tmp --user 1000:2000 -v "$shared:/workspace" \
+  --entrypoint /bin/sh "$IMAGE" -c "umask 0002 && exec dream $*"; }
+agent init >/dev/null
+agent append --session-key cli:direct "'- [durable] User fact number 1: prefers option 1 for setting 1.'" >/dev/null
+set +e
+"$DOCKER" run --rm --network host --read-only --tmpfs /tmp --user 10001:10001 --group-add 2000 -e DREAM_UMASK=0002 \
+  -v "$shared:/workspace" "${llm_env[@]}" "$IMAGE" >"$work/shared.json" 2>"$work/shared.err"
+rc=$?
+set -e
+[ "$rc" -eq 0 ] || { cat "$work/shared.err" >&2; die "Dream on the shared folder exited $rc"; }
+set +e
+agent append --session-key cli:direct "'- [durable] User fact number 2: prefers option 2 for setting 2.'" \
+  >/dev/null 2>"$work/agent2.err"
+rc=$?
+set -e
+[ "$rc" -eq 0 ] || { cat "$work/agent2.err" >&2; die "the agent could not write after Dream ran (exit $rc)"; }
+owners=$(find "$shared" -path "$shared/.git" -prune -o -printf '%U\n' | sort | uniq -c \
+  | awk '{ printf "%suid %s: %s", (NR > 1 ? ", " : ""), $2, $1 }')
+not_group=$(find "$shared" \( -type f -o -type d \) ! -group 2000 | head -n3)
+[ -z "$not_group" ] || die "files outside the shared group: $not_group"
+record "- shared folder (setgid, gid 2000): agent uid 1000 \`dream init\` + \`append\`, Dream uid 10001 \`--group-add 2000 -e DREAM_UMASK=0002\`: exit 0, then the agent appends again: exit 0; files outside .git by owner ($owners), all of group 2000"
 
 record "- scripted LLM server received $(wc -l <"$work/requests.jsonl") requests"
 log "all container checks passed"

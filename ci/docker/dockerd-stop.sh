@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stop the private dockerd started by dockerd-start.sh, by its PID, and (with --purge) remove its
-# data-root. Safe to call when nothing runs.
+# data-root and the proofs' files, leaving other lanes' folders under $DREAM_CI_ROOT alone. Safe to
+# call when nothing runs.
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 pid=""
@@ -25,6 +26,10 @@ if [ "${1:-}" = "--purge" ] && [ -d "$DREAM_CI_ROOT" ]; then
   grep -F " $DREAM_CI_ROOT/" /proc/self/mounts | awk '{print $2}' | sort -r | while read -r m; do
     umount -l "$m" 2>/dev/null || true
   done
-  rm -rf "$DREAM_CI_ROOT"
+  # Only what this lane made: dockerd's folders and the proofs' files at the top. Other CI lanes
+  # (ci/steps/65-real-model.sh keeps its work in $DREAM_CI_ROOT/real-model) run beside this one.
+  rm -rf "$DREAM_CI_ROOT"/data-* "$DREAM_CI_ROOT/exec"
+  find "$DREAM_CI_ROOT" -mindepth 1 -maxdepth 1 ! -type d -exec rm -f {} +
+  rmdir "$DREAM_CI_ROOT" 2>/dev/null || true
 fi
 exit 0

@@ -24,12 +24,13 @@ manifests=(deploy/kubernetes/*.yaml "$gen/dream-schedule-k8s.yaml")
 
 run() { printf -- '--- %s\n' "$*"; "$@"; }
 run "$T/hadolint" Dockerfile ci/docker/runner.Dockerfile
-run "$T/check-jsonschema" --builtin-schema vendor.github-actions action.yml
+actions=(action.yml ci/docker/act/stand-ins/*/action.yml)
+run "$T/check-jsonschema" --builtin-schema vendor.github-actions "${actions[@]}"
 run "$T/check-jsonschema" --builtin-schema vendor.github-workflows "${workflows[@]}"
 run "$T/actionlint" "${workflows[@]}"
 # zizmor's remaining inline ignores are explained where they stand (docs/deploy-github-actions.md).
-run "$T/zizmor" --offline --min-severity low action.yml "${workflows[@]}"
+run "$T/zizmor" --offline --min-severity low "${actions[@]}" "${workflows[@]}"
 run "$T/kubernetes-validate" --strict --quiet "${manifests[@]}"
 run "$T/kubernetes-validate" --strict --quiet -k 1.33.0 "${manifests[@]}"
-run "$T/yamllint" --strict -c ci/docker/yamllint.yml action.yml "${workflows[@]}" "${manifests[@]}"
+run "$T/yamllint" --strict -c ci/docker/yamllint.yml "${actions[@]}" "${workflows[@]}" "${manifests[@]}"
 echo "50-validators.sh: all validators passed in $(( $(date +%s) - t0 )) s"

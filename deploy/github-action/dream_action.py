@@ -3,8 +3,17 @@
 Reads the action's inputs from ``DREAM_ACTION_*`` variables (never interpolated into a shell),
 runs ``dream-run`` / ``dream-consolidate`` / ``dream-restore`` from the action's venv, saves the
 JSON it prints as the report, writes the step outputs (report, summary, changed, commits, status,
-exit-code) and a markdown summary to ``$GITHUB_STEP_SUMMARY``, and exits with the command's exit
-code (0 ok, 1 failed, 2 bad usage or config, 75 locked).
+exit-code, held, continued, update-pr) and a markdown summary to ``$GITHUB_STEP_SUMMARY``, and
+exits with the command's exit code (0 ok, 1 failed, 2 bad usage or config, 75 locked).
+
+With ``continue-from`` (the pull-request flow, docs/examples/dream-pr.yml), Dream continues from
+the open review branch instead of starting over from the checkout: that branch's commits are
+rebased onto the checked-out default branch first, so Dream reads the branch's cursor and state
+(no batch is dreamt, or paid for, twice; a held batch stays held) and the new commits land on top.
+A branch that is merged (or has nothing left once rebased) is simply not continued; a rebase that
+conflicts falls back to rebuilding from the default branch. The summary then describes the whole
+review branch (its commits and every held batch waiting in memory/.dream_held/), so the pull
+request body stays true even after a run that had nothing new.
 
 Standard library only: it also runs under ``act`` and in tests without the package imported.
 """
@@ -24,6 +33,10 @@ from typing import Any
 COMMANDS = {"run": "dream-run", "consolidate": "dream-consolidate", "restore": "dream-restore"}
 STATUS_BY_EXIT = {0: "ok", 1: "failed", 2: "usage_error", 75: "locked"}
 MAX_FILES_LISTED = 50
+MAX_COMMITS_LISTED = 50
+HELD_DIR = "memory/.dream_held"
+# Who rebases the review branch's commits (their authors stay Dream's).
+COMMITTER = {"GIT_COMMITTER_NAME": "dream-memory", "GIT_COMMITTER_EMAIL": "dream-memory@localhost"}
 
 
 class ActionInputError(Exception):
@@ -46,6 +59,85 @@ def build_argv(command: str, workspace: str, model: str, args: str, bindir: str 
     return argv + extra
 
 
+class Branch:
+    """Where the run started, for a summary of what the review branch holds (``continue-from``)."""
+
+    def __init__(self, repo: Path, name: str, base: str, continued: bool, note: str, fell_back: bool) -> None:
+        self.repo, self.name, self.base = repo, name, base
+        self.continued, self.note, self.fell_back = continued, note, fell_back
+
+
+def _git(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["git", "-C", str(repo), *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def continue_from(workspace: str, branch: str) -> Branch:
+    """Put the open review branch's commits on top of the checkout (see the module docstring)."""
+    top = _git(Path(workspace), "rev-parse", "--show-toplevel")
+    if top.returncode != 0:
+        raise ActionInputError(f"input 'continue-from' needs the workspace in a git checkout ({top.stderr.strip()})")
+    repo = Path(top.stdout.strip())
+    base = _git(repo, "rev-parse", "HEAD").stdout.strip()
+    remote_ref = f"refs/remotes/origin/{branch}"
+    tip = _git(repo, "rev-parse", "--verify", "--quiet", remote_ref).stdout.strip()
+    if not tip:
+        return Branch(
+            repo, branch, base, False, f"no {branch} branch on the remote: Dream starts from the checkout", False
+        )
+    if _git(repo, "merge-base", "--is-ancestor", tip, base).returncode == 0:
+        note = f"{branch} is merged into the checkout: Dream starts from the checkout"
+        return Branch(repo, branch, base, False, note, False)
+    current = _git(repo, "symbolic-ref", "--quiet", "--short", "HEAD").stdout.strip()
+    temp = "dream-action/continue"
+    steps = [("checkout", "-q", "-B", temp, tip), ("rebase", "-q", base)]
+    for step in steps:
+        done = _git(repo, *step, env=COMMITTER)
+        if done.returncode != 0:
+            _git(repo, "rebase", "--abort")
+            _git(repo, "checkout", "-q", current or base)
+            _git(repo, "branch", "-q", "-D", temp)
+            detail = (done.stdout + done.stderr).strip().splitlines()
+            note = (
+                f"{branch} does not rebase onto the checkout ({detail[-1] if detail else 'git ' + step[0]} failed): "
+                "Dream rebuilds the branch from the checkout instead"
+            )
+            return Branch(repo, branch, base, False, note, True)
+    rebased = _git(repo, "rev-parse", "HEAD").stdout.strip()
+    if current:
+        _git(repo, "checkout", "-q", current)
+        _git(repo, "reset", "-q", "--hard", rebased)
+    else:
+        _git(repo, "checkout", "-q", "--detach", rebased)
+    _git(repo, "branch", "-q", "-D", temp)
+    if rebased == base:
+        note = f"{branch} has nothing the checkout lacks (merged): Dream starts from the checkout"
+        return Branch(repo, branch, base, False, note, False)
+    ahead = _git(repo, "rev-list", "--count", f"{base}..{rebased}").stdout.strip()
+    note = f"continuing from {branch} ({ahead} commit(s) on top of the checkout): Dream starts at its cursor"
+    return Branch(repo, branch, base, True, note, False)
+
+
+def pending_holds(workspace: str) -> list[dict[str, Any]]:
+    """Every held batch waiting for review in the workspace (memory/.dream_held/<id>/held.json)."""
+    holds = []
+    for record in sorted(Path(workspace, HELD_DIR).glob("*/held.json")):
+        try:
+            data = json.loads(record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+        data.setdefault("id", record.parent.name)
+        holds.append(data)
+    return holds
+
+
 def _facts(batch: Mapping[str, Any]) -> int:
     facts = batch.get("facts")
     if isinstance(facts, bool):
@@ -57,18 +149,28 @@ def _facts(batch: Mapping[str, Any]) -> int:
     return 0
 
 
-def outputs_for(report: Mapping[str, Any] | None, exit_code: int) -> dict[str, str]:
+def outputs_for(
+    report: Mapping[str, Any] | None, exit_code: int, *, holds: int = 0, branch: Branch | None = None
+) -> dict[str, str]:
     report = report or {}
     status = report.get("status")
     if not isinstance(status, str) or not status:
         status = STATUS_BY_EXIT.get(exit_code, "failed")
     commits = [c for c in report.get("commits") or [] if isinstance(c, str)]
-    return {
+    outs = {
         "changed": "true" if report.get("changed") is True else "false",
         "commits": json.dumps(commits),
         "status": status,
         "exit-code": str(exit_code),
+        "held": str(holds),
     }
+    if branch is not None:
+        outs["continued"] = "true" if branch.continued else "false"
+        # The review branch may be replaced by this checkout when the checkout holds everything the
+        # branch held: continued from it, or it had nothing of its own, or (after a rebase
+        # conflict) Dream redid all of it successfully.
+        outs["update-pr"] = "true" if not branch.fell_back or exit_code == 0 else "false"
+    return outs
 
 
 def _cell(value: Any) -> str:
@@ -89,10 +191,15 @@ def render_summary(
     raw_output: str = "",
     server_url: str = "",
     repository: str = "",
+    holds: list[dict[str, Any]] | None = None,
+    branch: Branch | None = None,
 ) -> str:
     """The markdown the job summary (and a pull request body) shows for one command."""
-    outs = outputs_for(report, exit_code)
+    holds = holds or []
+    outs = outputs_for(report, exit_code, holds=len(all_holds(report, holds)), branch=branch)
     lines = [f"### dream {command}: {outs['status']} (exit {exit_code})", ""]
+    if branch is not None:
+        lines += [f"_{branch.note}._", ""]
     if report is None:
         lines.append("The command printed no JSON report.")
         if raw_output.strip():
@@ -116,6 +223,7 @@ def render_summary(
         f"| facts | {sum(_facts(b) for b in batches)} |",
         f"| files changed | {len(files)} |",
         f"| content changed | {outs['changed']} |",
+        f"| held for review | {outs['held']} ({len(report.get('held') or [])} held by this run) |",
         f"| tokens | {usage.get('total_tokens', 0)} total: {usage.get('prompt_tokens', 0)} prompt, "
         f"{usage.get('completion_tokens', 0)} completion, {usage.get('llm_calls', 0)} LLM calls |",
         f"| cost | {'unknown' if cost is None else f'${float(cost):.4f}'} |",
@@ -140,15 +248,16 @@ def render_summary(
         if len(files) > MAX_FILES_LISTED:
             lines.append(f"| … and {len(files) - MAX_FILES_LISTED} more | | |")
         lines.append("")
-    for key, title in (("held", "Held for review"), ("set_aside", "Set aside")):
-        items = [i for i in report.get(key) or [] if isinstance(i, Mapping)]
-        if items:
-            lines += [f"**{title}**", ""]
-            for item in items:
-                ident = f"`{item['id']}` " if item.get("id") else ""
-                span = f"{item.get('cursor_from')}..{item.get('cursor_to')}"
-                lines.append(f"- {ident}cursors {span}: {_cell(item.get('reason', ''))}")
-            lines.append("")
+    lines += _held_section(report, holds)
+    items = [i for i in report.get("set_aside") or [] if isinstance(i, Mapping)]
+    if items:
+        lines += ["**Set aside**", ""]
+        for item in items:
+            span = f"{item.get('cursor_from')}..{item.get('cursor_to')}"
+            lines.append(f"- cursors {span}: {_cell(item.get('reason', ''))}")
+        lines.append("")
+    if branch is not None:
+        lines += _branch_section(branch, server_url, repository)
     redactions = report.get("redactions") or {}
     if redactions:
         kinds = ", ".join(f"{k}: {v}" for k, v in sorted(redactions.items()))
@@ -157,6 +266,56 @@ def render_summary(
     if errors:
         lines += ["**Errors**", ""] + [f"- {_cell(e)}" for e in errors] + [""]
     return "\n".join(lines)
+
+
+def all_holds(report: Mapping[str, Any] | None, holds: list[dict[str, Any]]) -> list[Mapping[str, Any]]:
+    """This run's held batches, then the others waiting in the workspace (once each)."""
+    items: list[Mapping[str, Any]] = [i for i in (report or {}).get("held") or [] if isinstance(i, Mapping)]
+    new_ids = {i.get("id") for i in items}
+    by_id = {h.get("id"): h for h in holds}
+    items = [{**by_id.get(i.get("id"), {}), **i} for i in items]
+    return items + [h for h in holds if h.get("id") not in new_ids]
+
+
+def _held_section(report: Mapping[str, Any], holds: list[dict[str, Any]]) -> list[str]:
+    """Every held batch waiting in the workspace (this run's first), and how to settle it."""
+    new_ids = {i.get("id") for i in report.get("held") or [] if isinstance(i, Mapping)}
+    items = all_holds(report, holds)
+    if not items:
+        return []
+    lines = [
+        f"**Held for review** ({len(items)}): a guard stopped these batches; their changes wait in `{HELD_DIR}/`",
+        "",
+    ]
+    for item in items:
+        ident = item.get("id", "?")
+        span = f"{item.get('cursor_from')}..{item.get('cursor_to')}"
+        files = [f.get("path") for f in item.get("files") or [] if isinstance(f, Mapping)]
+        on = f" ({', '.join(f'`{_cell(f)}`' for f in files)})" if files else ""
+        when = " (this run)" if ident in new_ids else ""
+        lines.append(f"- `{ident}`{when} cursors {span}{on}: {_cell(item.get('reason', ''))}")
+    lines += [
+        "",
+        f"Review `{HELD_DIR}/<id>/changes.diff`, then `dream restore --apply-held <id>` (or `--discard-held <id>`) "
+        "on this branch; the cursor has moved past them, so no later run dreams them again.",
+        "",
+    ]
+    return lines
+
+
+def _branch_section(branch: Branch, server_url: str, repository: str) -> list[str]:
+    """The commits the review branch holds beyond the default branch (the whole pull request)."""
+    log = _git(branch.repo, "log", "--reverse", "--format=%H %s", f"{branch.base}..HEAD")
+    commits = [line.split(" ", 1) for line in log.stdout.splitlines() if line.strip()]
+    if not commits:
+        return [f"**Pending review on `{branch.name}`**: nothing beyond the default branch.", ""]
+    lines = [f"**Pending review on `{branch.name}`** ({len(commits)} commit(s) beyond the default branch)", ""]
+    for sha, *subject in commits[-MAX_COMMITS_LISTED:]:
+        lines.append(f"- {_commit_link(sha, server_url, repository)} {_cell(subject[0] if subject else '')}")
+    if len(commits) > MAX_COMMITS_LISTED:
+        lines.append(f"- … and {len(commits) - MAX_COMMITS_LISTED} earlier")
+    lines.append("")
+    return lines
 
 
 def _append(path: str | None, text: str) -> None:
@@ -183,6 +342,16 @@ def main(env: Mapping[str, str] | None = None) -> int:
         _append(env.get("GITHUB_OUTPUT"), "status=usage_error\nexit-code=2\nchanged=false\ncommits=[]\n")
         return 2
 
+    branch = None
+    continue_branch = env.get("DREAM_ACTION_CONTINUE_FROM", "").strip()
+    if continue_branch and command == "run":
+        try:
+            branch = continue_from(env.get("DREAM_ACTION_WORKSPACE", ".") or ".", continue_branch)
+        except ActionInputError as exc:
+            print(f"dream-action: error: {exc}", file=sys.stderr)
+            _append(env.get("GITHUB_OUTPUT"), "status=usage_error\nexit-code=2\nchanged=false\ncommits=[]\n")
+            return 2
+        print(f"dream-action: {branch.note}", file=sys.stderr, flush=True)
     print("dream-action: " + " ".join(shlex.quote(a) for a in argv), file=sys.stderr, flush=True)
     # stderr (progress) streams to the log as it comes; stdout is the report.
     proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
@@ -198,6 +367,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
     fd, report_path = tempfile.mkstemp(prefix=f"dream-{command}-", suffix=".json", dir=temp)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(stdout if report is not None else json.dumps({"status": None, "output": stdout}))
+    holds = pending_holds(env.get("DREAM_ACTION_WORKSPACE", ".") or ".") if command == "run" else []
     summary = render_summary(
         command,
         report,
@@ -205,10 +375,16 @@ def main(env: Mapping[str, str] | None = None) -> int:
         raw_output=stdout,
         server_url=env.get("DREAM_ACTION_SERVER_URL", ""),
         repository=env.get("DREAM_ACTION_REPOSITORY", ""),
+        holds=holds,
+        branch=branch,
     )
     summary_path = report_path[: -len(".json")] + ".md"
     Path(summary_path).write_text(summary, encoding="utf-8")
-    outs = {"report": report_path, "summary": summary_path, **outputs_for(report, proc.returncode)}
+    outs = {
+        "report": report_path,
+        "summary": summary_path,
+        **outputs_for(report, proc.returncode, holds=len(all_holds(report, holds)), branch=branch),
+    }
     _append(env.get("GITHUB_OUTPUT"), "".join(f"{k}={v}\n" for k, v in outs.items()))
     _append(env.get("GITHUB_STEP_SUMMARY"), summary)
     print(

@@ -113,6 +113,8 @@ def test_run_ok_outputs_summary_and_report_file(tmp_path: Path) -> None:
     assert outputs["changed"] == "true"
     assert json.loads(outputs["commits"]) == [SHA1, SHA2]
     assert outputs["exit-code"] == "0"
+    assert outputs["held"] == "1"
+    assert "continued" not in outputs and "update-pr" not in outputs  # no continue-from
     assert json.loads(Path(outputs["report"]).read_text()) == REPORT
     assert Path(outputs["summary"]).read_text() == summary
     assert summary.startswith("### dream run: ok (exit 0)")
@@ -124,7 +126,8 @@ def test_run_ok_outputs_summary_and_report_file(tmp_path: Path) -> None:
         f"[`{SHA1[:10]}`](https://git.example.invalid/me/memory/commit/{SHA1}) cursors 4..6, 2 facts",
         "| `USER.md` | 4 | 1 |",
         "| `a\\|b.md` | 1 | 0 |",
-        "`h1` cursors 10..12: deletes SOUL.md",
+        "`h1` (this run) cursors 10..12: deletes SOUL.md",
+        "| held for review | 1 (1 held by this run) |",
         "github_token: 1",
     ):
         assert fragment in summary, fragment

@@ -16,8 +16,19 @@ import yaml
 from deploy_helpers import REPO
 
 SHA_PIN = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
-ACTION_INPUTS = {"command", "workspace", "model", "args", "python-version"}
-ACTION_OUTPUTS = {"report", "summary", "changed", "commits", "status", "exit-code", "bin-dir"}
+ACTION_INPUTS = {"command", "workspace", "model", "args", "continue-from", "python-version"}
+ACTION_OUTPUTS = {
+    "report",
+    "summary",
+    "changed",
+    "commits",
+    "status",
+    "exit-code",
+    "held",
+    "continued",
+    "update-pr",
+    "bin-dir",
+}
 # Registry hosts must never be written in the repository's deployment files.
 REGISTRY_HOSTS = re.compile(
     r"(registry-1\.docker\.io|index\.docker\.io|hub\.docker\.com|docker\.io/|ghcr\.io|quay\.io|gcr\.io|"
@@ -67,11 +78,15 @@ def stages(dockerfile: str) -> list[list[str]]:
 
 
 def test_dockerfile_final_stage_is_the_contract() -> None:
-    """Default target: non-root numeric user, ENTRYPOINT dream-run, /workspace, offline cost map."""
+    """Default target: non-root numeric user, dream-run under tini as PID 1 (so SIGTERM stops it),
+    /workspace, offline cost map; the git target's script runs under tini too."""
     text = read("Dockerfile")
     final = stages(text)[-1]
     assert final[0].startswith("FROM runtime-base AS runtime")
-    assert 'ENTRYPOINT ["dream-run"]' in final
+    assert 'ENTRYPOINT ["/usr/bin/tini", "--", "dream-run"]' in final
+    git_stage = next(s for s in stages(text) if s[0].endswith("AS git"))
+    assert 'ENTRYPOINT ["/usr/bin/tini", "--", "dream-git-sync"]' in git_stage
+    assert any("install -y --no-install-recommends tini" in line for line in stages(text)[1])
     assert "USER 10001:10001" in final
     common = " ".join(stages(text)[1])
     assert "DREAM_WORKSPACE=/workspace" in common
@@ -97,9 +112,15 @@ def test_dockerignore_keeps_the_context_to_the_package() -> None:
     lines = [line for line in read(".dockerignore").splitlines() if line and not line.startswith("#")]
     assert lines[0] == "*"
     included = {line[1:] for line in lines if line.startswith("!")}
-    assert included == {"pyproject.toml", "README.md", "src/", "deploy/kubernetes/dream-git-sync.sh"}
+    assert included == {
+        "pyproject.toml",
+        "README.md",
+        "src/",
+        "deploy/kubernetes/dream-git-sync.sh",
+        "deploy/docker/slim_venv.py",
+    }
     copied = set(re.findall(r"^COPY (?!--from)(\S+)", read("Dockerfile"), re.M))
-    assert copied <= {"pyproject.toml", "src", "deploy/kubernetes/dream-git-sync.sh"}
+    assert copied <= {"pyproject.toml", "src", "deploy/kubernetes/dream-git-sync.sh", "deploy/docker/slim_venv.py"}
 
 
 def test_git_sync_script_is_executable() -> None:
@@ -135,7 +156,8 @@ def test_action_env_matches_the_run_script() -> None:
     assert used == {k for k in run_step["env"] if k.startswith("DREAM_ACTION_")}
     for key in ("DREAM_ACTION_COMMAND", "DREAM_ACTION_WORKSPACE", "DREAM_ACTION_MODEL", "DREAM_ACTION_ARGS"):
         assert run_step["env"][key].startswith("${{ inputs.")
-    written = set(re.findall(r'"([a-z-]+)": ', script.split("def outputs_for", 1)[1].split("def _cell", 1)[0]))
+    body = script.split("def outputs_for", 1)[1].split("def _cell", 1)[0]
+    written = set(re.findall(r'"([a-z-]+)": ', body)) | set(re.findall(r'outs\["([a-z-]+)"\] = ', body))
     assert written | {"report", "summary"} == ACTION_OUTPUTS - {"bin-dir"}
 
 
@@ -176,13 +198,36 @@ def test_examples_least_privilege_and_pinned(name: str) -> None:
 
 
 def test_pr_example_opens_one_pr_from_a_fixed_branch() -> None:
+    """One PR from dream/memory; Dream continues from that branch (all branches fetched); the PR
+    step runs whenever the checkout may replace the branch (after a failed Dream step too, never
+    after a rebuild that failed), so holds, cursors and committed batches all reach the branch."""
     flow = yaml.safe_load(read("docs/examples/dream-pr.yml"))
     steps = flow["jobs"]["dream"]["steps"]
+    checkout_step = steps[0]
+    assert checkout_step["with"]["fetch-depth"] == 0
+    dream = next(s for s in steps if s.get("id") == "dream")
+    assert dream["with"]["continue-from"] == "dream/memory"
     pr = next(s for s in steps if "create-pull-request" in s.get("uses", ""))
-    assert pr["if"] == "steps.dream.outputs.changed == 'true'"
+    assert pr["if"] == "${{ !cancelled() && steps.dream.outputs.update-pr == 'true' }}"
     assert pr["with"]["branch"] == "dream/memory"
+    assert pr["with"]["delete-branch"] is True
     assert pr["with"]["body-path"] == "${{ steps.dream.outputs.summary }}"
     assert flow["concurrency"]["cancel-in-progress"] is False
+
+
+@pytest.mark.parametrize("name", ["dream-pr.yml", "dream-direct.yml"])
+def test_examples_find_the_default_branch_on_every_trigger(name: str) -> None:
+    """A schedule payload has no repository.default_branch (the run is on the default branch, so
+    github.ref_name is it): every use of the branch goes through the job's DEFAULT_BRANCH, which
+    falls back to ref_name, and the checkout is of that branch for dispatches from elsewhere too."""
+    text = read(f"docs/examples/{name}")
+    flow = yaml.safe_load(text)
+    job = flow["jobs"]["dream"]
+    assert job["env"]["DEFAULT_BRANCH"] == "${{ github.event.repository.default_branch || github.ref_name }}"
+    assert text.count("github.event.repository.default_branch") == 1
+    assert job["steps"][0]["with"]["ref"] == "${{ env.DEFAULT_BRANCH }}"
+    dream = next(s for s in job["steps"] if s.get("id") == "dream")
+    assert dream["timeout-minutes"] < job["timeout-minutes"]
 
 
 # ---- Kubernetes ---------------------------------------------------------------------------------
@@ -215,7 +260,17 @@ def test_cronjobs_are_locked_down(name: str) -> None:
     dream = next(c for c in pod["containers"] if c["name"] == "dream")
     key = next(e for e in dream["env"] if e["name"] == "DREAM_API_KEY")
     assert "secretKeyRef" in key["valueFrom"]
-    assert not any("value" in e and re.search("key|token", e["name"], re.I) for e in dream["env"])
+    # No secret as a plain value (a *_FILE variable holds the path of a mounted Secret).
+    assert not any(
+        "value" in e and re.search("key|token", e["name"], re.I) and not e["name"].endswith("_FILE")
+        for e in dream["env"]
+    )
+    # Exit 2 (bad config, a workspace this uid cannot write) ends the Job (or the index) after one
+    # pod; SIGTERM gets a grace period.
+    rules = job["podFailurePolicy"]["rules"]
+    action = "FailIndex" if job.get("completionMode") == "Indexed" else "FailJob"
+    assert any(r["action"] == action and 2 in r["onExitCodes"]["values"] for r in rules)
+    assert 10 <= pod["terminationGracePeriodSeconds"] <= 60
 
 
 def test_git_variant_clones_then_runs_and_pushes() -> None:
@@ -227,8 +282,15 @@ def test_git_variant_clones_then_runs_and_pushes() -> None:
     assert dream["args"] == ["run"]
     assert clone["image"] == dream["image"]
     assert dream["image"].endswith("-git")
-    token = next(e for e in dream["env"] if e["name"] == "GIT_TOKEN")
-    assert "secretKeyRef" in token["valueFrom"]
+    # The git token is a file from a Secret volume, never an environment variable of the pod.
+    for container in (clone, dream):
+        env = {e["name"]: e for e in container["env"]}
+        assert "GIT_TOKEN" not in env
+        token_dir = env["DREAM_GIT_TOKEN_FILE"]["value"].rsplit("/", 1)[0]
+        mount = next(m for m in container["volumeMounts"] if m["mountPath"] == token_dir)
+        assert mount.get("readOnly") is True
+        assert next(v for v in pod["volumes"] if v["name"] == mount["name"])["secret"]["secretName"] == "dream-git"
+    assert {e["name"]: e.get("value") for e in dream["env"]}["DREAM_GIT_PUSH_EVERY"] == "1"
     assert next(v for v in pod["volumes"] if v["name"] == "workspace").get("emptyDir") is not None
 
 
@@ -240,7 +302,10 @@ def test_indexed_job_picks_a_workspace_per_index() -> None:
     names = config["data"]["workspaces"].split()
     assert job["completionMode"] == "Indexed"
     assert job["completions"] == len(names)
-    script = pod_spec(cron)["containers"][0]["args"][0]
+    container = pod_spec(cron)["containers"][0]
+    # `command` replaces the image's entrypoint: tini has to be named again to stay PID 1.
+    assert container["command"][:2] == ["/usr/bin/tini", "--"]
+    script = container["args"][0]
     assert "JOB_COMPLETION_INDEX" in script
     assert 'exec dream-run --workspace "/workspaces/$name"' in script
 

@@ -8,6 +8,7 @@ runs Dream again, a bounded number of times. Real `dream-run` with the offline e
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -159,3 +160,138 @@ def test_lock_held_is_exit_75_and_nothing_pushed(tmp_path: Path, sync_env: dict[
 
 def test_usage() -> None:
     assert subprocess.run(["bash", str(SCRIPT)], capture_output=True, check=False).returncode == 2
+
+
+def counting_wrapper(tmp_path: Path, hang_from: int) -> tuple[str, Path]:
+    """A DREAM_RUN stand-in that runs the real dream-run, except from invocation HANG_FROM on, when
+    it hangs like a run waiting on a slow model; touches started-<n> as each invocation starts."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    body = (
+        f'n=$(ls "{marks}" | wc -l); n=$((n + 1)); touch "{marks}/started-$n"; '
+        f'if [ "$n" -ge {hang_from} ]; then exec sleep 300; fi'
+    )
+    return wrapper(tmp_path, body), marks
+
+
+def wait_for(path: Path, proc: subprocess.Popen[str], seconds: float = 120) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.1)
+
+
+def dream_subjects(tmp_path: Path, remote: Path, name: str) -> tuple[list[str], Path]:
+    tree = checkout(tmp_path, remote, "main", name)
+    return [s for s in git(tree, "log", "--format=%s").splitlines() if s.startswith("dream: ")], tree
+
+
+@pytest.mark.parametrize("stop", ["SIGKILL", "SIGTERM"])
+def test_a_run_stopped_after_three_batches_leaves_them_on_the_remote(
+    tmp_path: Path, run_env: dict[str, str], stop: str
+) -> None:
+    """Pushing as it goes: a run over 5 batches that is killed (a Job's deadline) while the 4th
+    batch waits on the model leaves batches 1-3 on the remote, so the next run starts at cursor 3.
+    SIGKILL shows the pushes after each batch; SIGTERM (the kubelet's stop) also ends at once,
+    exit 143, having pushed what was committed."""
+    import signal
+
+    remote = make_remote(tmp_path, run_env, range(1, 6))
+    env = {
+        **run_env,
+        "DREAM_GIT_URL": str(remote),
+        "DREAM_GIT_DIR": str(tmp_path / "pod" / "repo"),
+        "DREAM_MODEL": "offline",
+    }
+    assert sync(env, "clone").returncode == 0
+    dream_run, marks = counting_wrapper(tmp_path, hang_from=4)
+    proc = subprocess.Popen(
+        ["bash", str(SCRIPT), "run", "--batch-size", "1"],
+        env={**env, "DREAM_RUN": dream_run},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        wait_for(marks / "started-4", proc)
+        if stop == "SIGKILL":
+            os.killpg(proc.pid, signal.SIGKILL)  # the script and the hanging "model" with it
+        else:
+            proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    subjects, tree = dream_subjects(tmp_path, remote, "after")
+    assert len(subjects) == 3, subjects
+    assert (tree / "memory/.dream_cursor").read_text().strip() == "3"
+    assert fact_counts(tree, range(1, 4)) == {1: 1, 2: 1, 3: 1}
+    if stop == "SIGTERM":
+        assert proc.returncode == 143, stderr
+        assert "stopped (SIGTERM)" in stderr
+    # The next pod continues at cursor 3 and dreams only batches 4 and 5.
+    env["DREAM_GIT_DIR"] = str(tmp_path / "pod2" / "repo")
+    assert sync(env, "clone").returncode == 0
+    again = sync(env, "run", "--batch-size", "1")
+    assert again.returncode == 0, again.stderr
+    subjects, tree = dream_subjects(tmp_path, remote, "final")
+    assert len(subjects) == 5
+    assert fact_counts(tree, range(1, 6)) == dict.fromkeys(range(1, 6), 1)
+
+
+def test_the_git_token_reaches_git_and_never_dream_run(
+    tmp_path: Path, sync_env: dict[str, str], run_env: dict[str, str]
+) -> None:
+    """GIT_TOKEN (or DREAM_GIT_TOKEN_FILE) is in the environment of the git processes that talk to
+    the remote, and not in dream-run's (the process a model drives)."""
+    import shutil
+
+    real_git = shutil.which("git")
+    assert real_git
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    seen = tmp_path / "git-env.log"
+    (shims / "git").write_text(
+        "#!/usr/bin/env bash\n"
+        # The subcommand, after any -c NAME=VALUE / -C DIR options.
+        'a=("$@"); i=0; while [ "${a[$i]}" = -c ] || [ "${a[$i]}" = -C ]; do i=$((i + 2)); done\n'
+        f'echo "${{a[$i]}} ${{GIT_TOKEN:-<none>}}" >> "{seen}"\nexec "{real_git}" "$@"\n',
+        encoding="utf-8",
+    )
+    (shims / "git").chmod(0o755)
+    dream_env = tmp_path / "dream-run-env.txt"
+    dream_run = wrapper(tmp_path, f'env > "{dream_env}"')
+    token_file = tmp_path / "token"
+    token_file.write_text("file-token-value\n", encoding="utf-8")
+    cases = (
+        ({"GIT_TOKEN": "env-token-value"}, "env-token-value"),
+        ({"DREAM_GIT_TOKEN_FILE": str(token_file)}, "file-token-value"),
+    )
+    for n, (extra, expected) in enumerate(cases):
+        seen.unlink(missing_ok=True)
+        if n:
+            agent_append(tmp_path, remote_of(sync_env), run_env, range(3 + n, 4 + n))  # new work to push
+        env = {
+            **sync_env,
+            **extra,
+            "PATH": f"{shims}:{sync_env['PATH']}",
+            "DREAM_GIT_DIR": str(tmp_path / f"pod-{n}" / "repo"),
+            "DREAM_RUN": dream_run,
+        }
+        assert sync(env, "clone").returncode == 0
+        proc = sync(env, "run")
+        assert proc.returncode == 0, proc.stderr
+        assert "pushed" in proc.stderr
+        text = dream_env.read_text(encoding="utf-8")
+        assert "GIT_TOKEN" not in text and expected not in text
+        calls = seen.read_text(encoding="utf-8").splitlines()
+        remote_calls = [c for c in calls if c.split()[0] in ("clone", "push", "fetch")]
+        assert remote_calls and all(c.endswith(expected) for c in remote_calls), calls
+        local_calls = [c for c in calls if c.split()[0] in ("checkout", "rev-parse", "branch", "reset")]
+        assert local_calls and all(c.endswith("<none>") for c in local_calls), calls
+        assert expected not in proc.stderr

@@ -1,27 +1,200 @@
-"""Dream as pull requests: the review branch is rebuilt from the default branch on every run.
+"""Dream as pull requests: each scheduled run continues from the open review branch.
 
-Simulated against a bare repository, as docs/examples/dream-pr.yml runs on GitHub:
-- the job checks out the default branch (main) fresh, runs Dream, and the PR branch dream/memory
-  becomes main + this run's commits, force-pushed (what create-pull-request does with commits made
-  on the checked-out branch; `dream-run --branch dream/memory` + `git push --force` is the same);
-- two scheduled runs before the pull request is merged: the second starts again from main's
-  cursor, so the branch holds every pending entry's facts exactly once, including history that
-  reached main in between; after the merge, the next run starts where the merged branch ended.
+Simulated against a bare repository, as docs/examples/dream-pr.yml runs on GitHub: a fresh checkout
+of main with every branch fetched (fetch-depth: 0), the action's run step
+(deploy/github-action/dream_action.py with ``continue-from: dream/memory``) over the real
+``dream-run`` (offline engine), then the create-pull-request stand-in that act uses too
+(ci/docker/act/stand-ins/create-pull-request/cpr.py: the branch becomes the checkout's HEAD; no
+diff with main deletes it). ci/steps/70-action.sh runs the same flow under act with the scripted
+server counting model requests.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from deploy_helpers import BIN, agent_append, checkout, fact_counts, git, make_remote
+from deploy_helpers import BIN, REPO, agent_append, checkout, dream_cmd, fact, fact_counts, git
+
+ACTION = REPO / "deploy/github-action/dream_action.py"
+CPR = REPO / "ci/docker/act/stand-ins/create-pull-request/cpr.py"
+SOUL_ENTRY = "- [soul] Speak in a calm and concise voice."
+CONFIG = {"agents": {"defaults": {"dream": {"holdSoulChanges": True, "maxBatchSize": 1}}}}
 
 
-def dream_run(env: dict[str, str], tree: Path, *args: str) -> dict:
+def make_remote(tmp: Path, env: dict[str, str], entries: list[str]) -> Path:
+    """A bare repository whose main holds a workspace that holds SOUL.md changes for review."""
+    remote = tmp / "remote.git"
+    git(tmp, "init", "-q", "--bare", "-b", "main", str(remote))
+    seed = tmp / "seed"
+    git(tmp, "clone", "-q", str(remote), str(seed))
+    assert dream_cmd(env, "init", "--workspace", str(seed)).returncode == 0
+    (seed / "dream.json").write_text(json.dumps(CONFIG), encoding="utf-8")
+    for text in entries:
+        assert dream_cmd(env, "append", "--workspace", str(seed), text).returncode == 0
+    git(seed, "add", "-A")
+    git(seed, "commit", "-q", "-m", "agent: workspace and history")
+    git(seed, "push", "-q", "origin", "HEAD:refs/heads/main")
+    return remote
+
+
+def scheduled_run(tmp: Path, remote: Path, env: dict[str, str], name: str) -> tuple[dict, dict[str, str], str]:
+    """One run of dream-pr.yml: checkout (all branches), the Dream step, create-pull-request."""
+    tree = tmp / name
+    git(tmp, "clone", "-q", "--no-single-branch", str(remote), str(tree))  # fetch-depth: 0
+    runner = tmp / f"{name}-runner"
+    runner.mkdir()
+    step_env = {
+        **env,
+        "DREAM_MODEL": "offline",
+        "DREAM_ACTION_VENV": str(BIN.parent),
+        "DREAM_ACTION_WORKSPACE": str(tree),
+        "DREAM_ACTION_CONTINUE_FROM": "dream/memory",
+        "RUNNER_TEMP": str(runner),
+        "GITHUB_OUTPUT": str(runner / "output"),
+    }
     proc = subprocess.run(
-        [str(BIN / "dream-run"), "--workspace", str(tree), *args],
+        [sys.executable, str(ACTION)], env=step_env, cwd=tree, capture_output=True, text=True, timeout=180, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    outputs = dict(line.split("=", 1) for line in (runner / "output").read_text().splitlines())
+    assert outputs["update-pr"] == "true"
+    cpr = subprocess.run(
+        [sys.executable, str(CPR)],
+        env={
+            **env,
+            "INPUT_BRANCH": "dream/memory",
+            "INPUT_BASE": "main",
+            "INPUT_TITLE": "dream: memory updates",
+            "INPUT_BODY_PATH": outputs["summary"],
+            "INPUT_DELETE_BRANCH": "true",
+            "FAKE_GITHUB_PULLS": str(tmp / "pulls.json"),
+        },
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert cpr.returncode == 0, cpr.stderr
+    return json.loads(proc.stdout), outputs, proc.stderr
+
+
+def pulls(tmp: Path) -> list[dict]:
+    return json.loads((tmp / "pulls.json").read_text())["pulls"]
+
+
+def remote_branches(remote: Path) -> list[str]:
+    return git(remote, "for-each-ref", "--format=%(refname:short)", "refs/heads").split()
+
+
+@pytest.fixture
+def env(run_env: dict[str, str]) -> dict[str, str]:
+    return {**run_env, "GIT_AUTHOR_NAME": "x", "GIT_AUTHOR_EMAIL": "x@localhost"}
+
+
+def test_a_held_batch_reaches_the_reviewer_and_is_never_dreamt_again(tmp_path: Path, env: dict[str, str]) -> None:
+    """Run 1: batch 1 lands, batch 2 (a SOUL.md change) is held; the pull request carries the hold
+    record and the cursor past it, and its body lists the hold. Run 2, nothing new: Dream continues
+    from the branch's cursor and calls no model; the body still lists the hold. Run 3, after the
+    agent pushed entry 3 to main: only entry 3 is dreamt, on top of the branch."""
+    remote = make_remote(tmp_path, env, [fact(1), SOUL_ENTRY])
+
+    first, outs, _ = scheduled_run(tmp_path, remote, env, "run1")
+    assert first["status"] == "held"
+    assert (first["cursor_before"], first["cursor_after"]) == (0, 2)
+    (held,) = first["held"]
+    assert outs["held"] == "1"
+    review = checkout(tmp_path, remote, "origin/dream/memory", "review1")
+    assert (review / "memory/.dream_held" / held["id"] / "held.json").is_file()
+    assert (review / "memory/.dream_cursor").read_text().strip() == "2"
+    (pr,) = pulls(tmp_path)
+    assert pr["state"] == "open"
+    assert f"`{held['id']}` (this run)" in pr["body"]
+    assert "| held for review | 1 (1 held by this run) |" in pr["body"]
+
+    second, outs, stderr = scheduled_run(tmp_path, remote, env, "run2")
+    assert "continuing from dream/memory" in stderr
+    assert outs["continued"] == "true"
+    assert second["status"] == "nothing_to_do"
+    assert second["cursor_before"] == 2
+    assert second["usage"]["llm_calls"] == 0
+    (pr,) = pulls(tmp_path)
+    assert f"`{held['id']}` cursors" in pr["body"]  # still listed, from the record on the branch
+    assert "Pending review on `dream/memory`** (2 commit(s)" in pr["body"]
+
+    agent_append(tmp_path, remote, env, range(3, 4))
+    third, outs, _ = scheduled_run(tmp_path, remote, env, "run3")
+    assert outs["continued"] == "true"
+    assert (third["cursor_before"], third["cursor_after"]) == (2, 3)
+    assert third["entries_processed"] == 1
+    review = checkout(tmp_path, remote, "origin/dream/memory", "review3")
+    main_tip = git(remote, "rev-parse", "main")
+    assert git(review, "merge-base", "--is-ancestor", main_tip, "HEAD", check=False) == ""
+    assert len(git(review, "log", "--format=%H", f"{main_tip}..HEAD").split()) == 3
+    assert fact_counts(review, range(1, 4)) == {1: 1, 2: 0, 3: 1}
+    assert (review / "memory/.dream_held" / held["id"] / "held.json").is_file()
+    assert len(pulls(tmp_path)) == 1  # one pull request, updated, never a second
+
+
+@pytest.mark.parametrize("merge", ["merge-commit", "squash"])
+def test_after_the_merge_a_run_with_nothing_new_deletes_the_branch(
+    tmp_path: Path, env: dict[str, str], merge: str
+) -> None:
+    """The reviewer merges (a merge commit, or a squash); the next run has nothing new: it calls no
+    model, and the branch is deleted (its pull request closed) instead of lingering."""
+    remote = make_remote(tmp_path, env, [fact(1), fact(2)])
+    scheduled_run(tmp_path, remote, env, "run1")
+    reviewer = checkout(tmp_path, remote, "main", "reviewer")
+    git(reviewer, "fetch", "-q", "origin", "dream/memory")
+    if merge == "squash":
+        git(reviewer, "merge", "-q", "--squash", "origin/dream/memory")
+        git(reviewer, "commit", "-q", "-m", "dream: memory updates (#1)")
+    else:
+        git(reviewer, "merge", "-q", "--no-ff", "-m", "Merge pull request #1", "origin/dream/memory")
+    git(reviewer, "push", "-q", "origin", "HEAD:refs/heads/main")
+    assert "dream/memory" in remote_branches(remote)
+
+    after, outs, _ = scheduled_run(tmp_path, remote, env, "run2")
+    assert after["status"] == "nothing_to_do"
+    assert after["usage"]["llm_calls"] == 0
+    assert outs["continued"] == "false"
+    assert remote_branches(remote) == ["main"]
+    assert pulls(tmp_path)[0]["state"] == "closed"
+
+
+def test_a_branch_that_no_longer_rebases_is_rebuilt_from_main(tmp_path: Path, env: dict[str, str]) -> None:
+    """Someone edits the branch and main in conflicting ways: the continuation falls back to
+    rebuilding from main (the old strategy), so the pull request still covers all pending history
+    exactly once."""
+    remote = make_remote(tmp_path, env, [fact(1)])
+    scheduled_run(tmp_path, remote, env, "run1")
+    editor = checkout(tmp_path, remote, "main", "editor")
+    (editor / "USER.md").write_text("# User\n\nEdited by hand on main.\n", encoding="utf-8")
+    git(editor, "add", "-A")
+    git(editor, "commit", "-q", "-m", "hand edit")
+    git(editor, "push", "-q", "origin", "HEAD:refs/heads/main")
+    agent_append(tmp_path, remote, env, range(2, 3))
+
+    report, outs, stderr = scheduled_run(tmp_path, remote, env, "run2")
+    assert "does not rebase onto the checkout" in stderr
+    assert outs["continued"] == "false"
+    assert report["cursor_before"] == 0
+    review = checkout(tmp_path, remote, "origin/dream/memory", "review")
+    assert fact_counts(review, range(1, 3)) == {1: 1, 2: 1}
+    assert "Edited by hand on main." in (review / "USER.md").read_text()
+
+
+def test_dream_run_branch_flag_rebuilds_for_other_ci_systems(tmp_path: Path, env: dict[str, str]) -> None:
+    """Without the action: `dream-run --branch dream/memory` on a fresh checkout of main commits on
+    that branch (created from HEAD), for `git push --force` to a review branch."""
+    remote = make_remote(tmp_path, env, [fact(1), fact(2)])
+    tree = checkout(tmp_path, remote, "main", "t")
+    proc = subprocess.run(
+        [str(BIN / "dream-run"), "--workspace", str(tree), "--branch", "dream/memory"],
         env={**env, "DREAM_MODEL": "offline"},
         capture_output=True,
         text=True,
@@ -29,65 +202,7 @@ def dream_run(env: dict[str, str], tree: Path, *args: str) -> dict:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
-
-
-def scheduled_run(tmp: Path, remote: Path, env: dict[str, str], name: str, *, use_branch_flag: bool) -> dict:
-    """One run of the PR workflow: fresh checkout of main, Dream, force-update dream/memory."""
-    tree = checkout(tmp, remote, "main", name)
-    if use_branch_flag:
-        report = dream_run(env, tree, "--branch", "dream/memory")
-        assert git(tree, "rev-parse", "--abbrev-ref", "HEAD") == "dream/memory"
-    else:
-        report = dream_run(env, tree)
-    if report["changed"]:
-        git(tree, "push", "-q", "--force", "origin", "HEAD:refs/heads/dream/memory")
-    return report
-
-
-@pytest.mark.parametrize("use_branch_flag", [False, True], ids=["commits-on-checkout", "dream-run--branch"])
-def test_two_runs_before_merge_then_merge(tmp_path: Path, run_env: dict[str, str], use_branch_flag: bool) -> None:
-    remote = make_remote(tmp_path, run_env, range(1, 4))
-
-    first = scheduled_run(tmp_path, remote, run_env, "run1", use_branch_flag=use_branch_flag)
-    assert (first["cursor_before"], first["cursor_after"]) == (0, 3)
-
-    # History reaches main while the pull request is open.
-    agent_append(tmp_path, remote, run_env, range(4, 6))
-
-    second = scheduled_run(tmp_path, remote, run_env, "run2", use_branch_flag=use_branch_flag)
-    assert (second["cursor_before"], second["cursor_after"]) == (0, 5)  # rebuilt from main's cursor
-
-    review = checkout(tmp_path, remote, "origin/dream/memory", "review")
-    main_tip = git(tmp_path, "--git-dir", str(remote), "rev-parse", "main")
-    assert git(review, "merge-base", "--is-ancestor", main_tip, "HEAD", check=False) == ""
-    ahead = git(review, "log", "--format=%H", f"{main_tip}..HEAD").split()
-    assert ahead == list(reversed(second["commits"]))  # only the second run's commits
-    assert (review / "memory/.dream_cursor").read_text().strip() == "5"
-    assert fact_counts(review, range(1, 6)) == dict.fromkeys(range(1, 6), 1)
-
-    # The same result as one run over all of main's history: nothing from run 1 lingers.
-    reference = checkout(tmp_path, remote, "main", "reference")
-    dream_run(run_env, reference)
-    for rel in ("USER.md", "memory/MEMORY.md", "SOUL.md", "memory/.dream_cursor"):
-        assert (review / rel).read_text() == (reference / rel).read_text(), rel
-
-    # Merge the pull request (fast-forward), new history arrives, the next run continues.
-    git(review, "push", "-q", "origin", "HEAD:refs/heads/main")
-    agent_append(tmp_path, remote, run_env, range(6, 7))
-    third = scheduled_run(tmp_path, remote, run_env, "run3", use_branch_flag=use_branch_flag)
-    assert (third["cursor_before"], third["cursor_after"]) == (5, 6)
-    after = checkout(tmp_path, remote, "origin/dream/memory", "after")
-    assert fact_counts(after, range(1, 7)) == dict.fromkeys(range(1, 7), 1)
-
-
-def test_nothing_pending_opens_nothing(tmp_path: Path, run_env: dict[str, str]) -> None:
-    """A run with no new history reports changed=false: the workflow opens or updates no PR."""
-    remote = make_remote(tmp_path, run_env, range(1, 2))
-    tree = checkout(tmp_path, remote, "main", "t")
-    dream_run(run_env, tree)
-    git(tree, "push", "-q", "origin", "HEAD:refs/heads/main")
-    again = checkout(tmp_path, remote, "main", "t2")
-    report = dream_run(run_env, again)
-    assert report["changed"] is False
-    assert report["commits"] == []
+    assert git(tree, "rev-parse", "--abbrev-ref", "HEAD") == "dream/memory"
+    assert git(tree, "rev-parse", "main") == git(remote, "rev-parse", "main")
+    assert fact_counts(tree, range(1, 3)) == {1: 1, 2: 1}
+    assert os.path.exists(tree / "memory/.dream_cursor")

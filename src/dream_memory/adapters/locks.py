@@ -106,7 +106,9 @@ def dream_lock(workspace: Path, *, now: datetime) -> Iterator[LockHolder | None]
     path = lock_path(workspace)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        # 0o666 through the umask (like filelock): with DREAM_UMASK=0002 a process of the same
+        # group under another uid (the agent beside Dream on a shared volume) can take it too.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
     except OSError as exc:
         raise fsutil.os_error(exc, "take the Dream lock", path) from exc
     try:

@@ -234,8 +234,9 @@ def render_k8s_cronjob(expression: str, image: str) -> str:
 GITHUB_WORKFLOW_TEMPLATE = """\
 # Dream as pull requests: on a schedule, Dream drains the history committed to this repository
 # into memory edits, and one pull request from the branch dream/memory shows them for review.
-# The branch is rebuilt from the default branch on every run (docs/deploy-github-actions.md):
-# nothing is lost or doubled when a run happens before the previous pull request is merged.
+# Each run continues from that branch while its pull request is open (docs/deploy-github-actions.md):
+# nothing is dreamt or paid for twice, held batches wait on the branch for the reviewer, and the
+# branch is deleted once merged.
 name: dream
 
 on:
@@ -260,29 +261,39 @@ jobs:
     permissions:
       contents: write  # push the dream/memory branch
       pull-requests: write  # open or update the pull request
+    env:
+      # Schedule events carry no repository in their payload; they run on the default branch.
+      DEFAULT_BRANCH: ${{ github.event.repository.default_branch || github.ref_name }}
     steps:
       - uses: actions/checkout@08eba0b27e820071cde6df949e0beb9ba4906955 # v4.3.0
         with:
+          ref: ${{ env.DEFAULT_BRANCH }}
+          fetch-depth: 0  # brings origin/dream/memory, the open pull request's branch
           persist-credentials: false
 
       # Pin the full commit SHA of the dream-memory release you use:
       #   dream schedule --format github --action OWNER/REPO@SHA
       - id: dream
         uses: @@ACTION@@
+        timeout-minutes: 20  # leaves the job time to push what Dream committed before a stop
         with:
           command: run
           workspace: .  # the folder holding SOUL.md, USER.md and memory/
+          continue-from: dream/memory
+          args: --max-seconds 1080  # ends between batches before the step's timeout
         env:
           DREAM_MODEL: ${{ vars.DREAM_MODEL }}  # a preset or a litellm id, e.g. openai/gpt-4o-mini
           DREAM_API_KEY: ${{ secrets.DREAM_API_KEY }}
 
-      # create-pull-request rebuilds dream/memory from the default branch plus this run's commits
-      # and force-pushes it with a lease (gh pr create alone would not manage the branch).
+      # create-pull-request makes dream/memory equal to this checkout (the default branch plus the
+      # branch's commits plus this run's) and force-pushes it with a lease; with no difference
+      # left (merged) it deletes the branch. It also runs after a failed Dream step: the batches
+      # committed before the failure are kept.
       - uses: peter-evans/create-pull-request@271a8d0340265f705b14b6d32b9829c1cb33d45e # v7.0.8
-        if: steps.dream.outputs.changed == 'true'
+        if: ${{ !cancelled() && steps.dream.outputs.update-pr == 'true' }}
         with:
           branch: dream/memory
-          base: ${{ github.event.repository.default_branch }}
+          base: ${{ env.DEFAULT_BRANCH }}
           title: "dream: memory updates"
           body-path: ${{ steps.dream.outputs.summary }}
           labels: dream
@@ -327,7 +338,8 @@ spec:
       ttlSecondsAfterFinished: 86400
       podFailurePolicy:
         rules:
-          # 2 (bad config) and 75 (locked) will not get better by retrying at once.
+          # 2 (bad config, a workspace this uid cannot write) and 75 (locked) will not get
+          # better by retrying at once: the Job ends after this one pod.
           - action: FailJob
             onExitCodes:
               containerName: dream
@@ -339,6 +351,9 @@ spec:
             app.kubernetes.io/name: dream-memory
         spec:
           restartPolicy: Never
+          # SIGTERM (the deadline, a deletion) reaches dream-run through tini at once; it stops
+          # within a second. The grace leaves room for the git variant's last push.
+          terminationGracePeriodSeconds: 30
           automountServiceAccountToken: false
           securityContext:
             runAsNonRoot: true

@@ -155,11 +155,14 @@ def run(
     1 a batch failed (the cursor stays before it), 2 bad usage or config, 75 another run holds
     the workspace.
     """
+    from dream_memory.adapters.preflight import prepare_run
     from dream_memory.entrypoints.wiring import Wiring
     from dream_memory.errors import ConfigError, DreamError
 
     try:
         settings = load_settings(workspace, config_path)
+        # A workspace this process cannot write is exit 2 now, not a PermissionError mid-run.
+        prepare_run(settings.workspace, settings.env, dry_run=dry_run)
         resolved = settings.model(model)  # a missing API key fails here, before any lock
         if resolved is None:
             raise ConfigError("no model is configured for dream run", hint=NO_MODEL_HINT)
