@@ -96,7 +96,6 @@ LAYER_PREFIXES = {
     "dream_memory": "root",
     "dream_memory.errors": "errors",
     "dream_memory.settings": "settings",
-    "dream_memory.config": "settings",
     "dream_memory.core": "core",
     "dream_memory.adapters": "adapters",
     "dream_memory.app": "app",

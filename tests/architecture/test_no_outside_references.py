@@ -53,7 +53,6 @@ KNOWN_CITING: set[str] = {
     "src/dream_memory/entrypoints/cli/consolidate_cmd.py",
     "src/dream_memory/entrypoints/cli/read_cmds.py",
     "src/dream_memory/entrypoints/mcp_server.py",
-    "src/dream_memory/settings.py",
     "src/dream_memory/testing/invariants.py",
     "src/dream_memory/testing/workspace.py",
 }

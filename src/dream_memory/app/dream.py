@@ -66,6 +66,7 @@ from dream_memory.core.prompts import (
 from dream_memory.core.search import relevant_sections
 from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldBatch, SetAside
 from dream_memory.errors import BadReply, ConfigError, DreamError, EditRejected, ModelError
+from dream_memory.settings import defaults
 
 STATUS_OK = "ok"
 STATUS_NOTHING = "nothing_to_do"
@@ -81,21 +82,21 @@ _EXCERPT_CHARS = 300
 
 @dataclass(frozen=True)
 class DreamOptions:
-    batch_size: int = 20
+    batch_size: int = defaults.BATCH_SIZE
     max_batches: int | None = None
     dry_run: bool = False
     branch: str | None = None
-    max_iterations: int = 10
-    batch_tokens: int = 12000
-    file_context_tokens: int = 6000
+    max_iterations: int = defaults.MAX_ITERATIONS
+    batch_tokens: int = defaults.BATCH_TOKENS
+    file_context_tokens: int = defaults.FILE_CONTEXT_TOKENS
     max_tokens_per_run: int | None = None
     max_cost_usd: float | None = None
     max_wall_seconds: float | None = None
-    max_history_entries: int = 1000
+    max_history_entries: int = defaults.MAX_HISTORY_ENTRIES
     guard: GuardSettings = field(default_factory=GuardSettings)
     edit_protocol: str = "tools"  # tools | text | auto | facts (the preset's editProtocol)
     context_window: int | None = None  # the preset's contextWindow: bounds every prompt
-    reply_tokens: int = 4096  # the preset's maxTokens: room kept for the answer
+    reply_tokens: int = defaults.MODEL_MAX_TOKENS  # the preset's maxTokens: room kept for the answer
     follow_external_cursor: bool = False  # a .dream_cursor moved outside a commit is followed
 
 
