@@ -23,7 +23,6 @@ KNOWN_LONG: set[str] = {
     "app/dream.py",
     "app/evaluation.py",
     "app/read.py",
-    "testing/faults.py",
     "testing/llm_server.py",
 }
 

@@ -2,7 +2,7 @@
 
 Open bugs are marked ``xfail(strict=True)``: when a fix lands the test passes, strict xfail turns
 that into a failure, and the marker is removed here (with the bug's entry in
-``dream_memory.testing.faults.KNOWN_BUGS`` when it has one; then regenerate the figures in
+``KNOWN_BUGS`` in tests/faults/soak/suite.py when it has one; then regenerate the figures in
 docs/reliability.md). Fixed bugs keep their test, unmarked, so they do not come back.
 """
 

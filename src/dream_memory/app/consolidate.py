@@ -179,9 +179,9 @@ class ConsolidateReport:
 
     @property
     def exit_code(self) -> int:
-        if self.status == STATUS_LOCKED:
-            return LockBusy.exit_code
-        return 1 if self.status == STATUS_FAILED else 0
+        from dream_memory.app.outcome import exit_code
+
+        return exit_code(self)
 
     def to_json(self) -> dict[str, Any]:
         return {

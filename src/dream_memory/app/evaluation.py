@@ -353,8 +353,14 @@ class EvalReport:
         return all(r.passed for r in self.results)
 
     @property
+    def status(self) -> str:
+        return "ok" if self.passed else "failed"
+
+    @property
     def exit_code(self) -> int:
-        return 0 if self.passed else 1
+        from dream_memory.app.outcome import exit_code
+
+        return exit_code(self)
 
     def to_json(self) -> dict[str, Any]:
         passed = sum(r.passed_items for r in self.results)
