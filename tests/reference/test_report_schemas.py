@@ -170,6 +170,14 @@ def test_a_failed_run(env: Env) -> None:
     assert_valid(report, "DreamRun")
 
 
+def test_a_run_that_could_not_start(env: Env) -> None:
+    """No model configured: exit 2, and stdout still carries a failed report saying why."""
+    build_workspace(env.workspace, history=entries(1))
+    code, report = env.json("run")
+    assert (code, report["status"]) == (2, "failed") and "no model" in report["errors"][0]
+    assert_valid(report, "DreamRun")
+
+
 def test_a_held_batch(env: Env) -> None:
     """An edit removing most of USER.md is held: status held, the held record in the report."""
     body = "# User\n\n" + "".join(f"- kept fact {i}\n" for i in range(20))
@@ -272,3 +280,24 @@ def test_a_report_with_an_undeclared_key_is_refused() -> None:
     assert not validator("DreamRun").is_valid({**report, "surprise": 1})
     assert not validator("DreamRun").is_valid({k: v for k, v in report.items() if k != "notes"})
     assert not validator("DreamRun").is_valid({**report, "usage": {**usage, "calls": 0}})
+
+
+def test_keys_of_one_outcome_only_are_optional() -> None:
+    """A recovered slice that failed carries `error` and none of the finished slice's keys; one
+    that finished carries those keys and no `error`: both validate, a bare item missing `planned`
+    does not."""
+    failed = {"path": "sessions/a.jsonl", "key": "a", "planned": 2, "outcome": "failed", "error": "disk full"}
+    finished = {
+        "path": "sessions/a.jsonl",
+        "key": "a",
+        "planned": 2,
+        "outcome": "finished",
+        "already_present": [3],
+        "entries": [3, 4],
+        "appended": [4],
+        "messages_archived": 6,
+        "raw_fallback": False,
+    }
+    assert validator("RecoveredJSON").is_valid(failed)
+    assert validator("RecoveredJSON").is_valid(finished)
+    assert not validator("RecoveredJSON").is_valid({k: v for k, v in failed.items() if k != "planned"})

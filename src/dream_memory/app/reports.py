@@ -5,14 +5,11 @@ typed side of their ``to_json()``, and the source of `docs/reference/report.sche
 A key the report classes add, drop or rename must change here too: the schema is generated from
 these types with no extra keys allowed, and tests/reference validates real reports against it,
 so the two cannot drift apart without a failing test. Each field's docstring is its description
-in the schema. ``typing_extensions.TypedDict`` because pydantic reads only that one on 3.11.
+in the schema. No ``from __future__ import annotations``: on Python 3.11 it hides NotRequired
+from ``__required_keys__``.
 """
 
-from __future__ import annotations
-
-from typing import Literal, NotRequired
-
-from typing_extensions import TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 DreamStatus = Literal["ok", "nothing_to_do", "dry_run", "failed", "locked", "held", "budget_exhausted", "set_aside"]
 BatchOutcome = Literal["committed", "nothing_new", "held", "set_aside", "failed", "dry_run"]
@@ -24,7 +21,7 @@ class UsageJSON(TypedDict):
     """What the model calls of a run (or a batch) cost."""
 
     prompt_tokens: int
-    """Tokens sent, as the endpoint counted them (or estimated when it said nothing)."""
+    """Tokens sent, as the endpoint reported them (counted locally when it reports none)."""
     completion_tokens: int
     """Tokens received."""
     total_tokens: int
@@ -91,7 +88,8 @@ class BatchJSON(TypedDict):
     edit_protocol: Literal["tools", "text", "facts"] | None
     """The edit protocol that ran last for the batch; null when phase 2 did not run."""
     tool_call_dialects: dict[str, int]
-    """Tool calls by how they arrived: native, hermes, functions, fenced, bare, text."""
+    """Tool calls by how they arrived: native, hermes, functions, fenced, bare, text (SEARCH/REPLACE
+    blocks), whole (a whole-file answer), rules (placed by the facts protocol)."""
     left_out: list[str]
     """What the model's context window kept out of the prompts."""
 
@@ -145,7 +143,7 @@ class DreamRunJSON(TypedDict):
     cursor_after: int
     """Dream's cursor at the end."""
     entries_processed: int
-    """Entries in the batches that ran to an end other than failed."""
+    """Entries of the batches that ended (committed, nothing new, held, set aside, dry run)."""
     batches: list[BatchJSON]
     """Every batch started, in order."""
     commits: list[str]
