@@ -115,3 +115,17 @@ def test_the_checker_finds_a_broken_link_and_a_broken_anchor(tmp_path: Path) -> 
     assert [t for line in lines for t in _LINK.findall(line)] == ["nope.md", "#missing"]
     page = REPO / "docs" / "reference" / "README.md"
     assert "changing-the-spec" in anchors(page) and "nothing-here" not in anchors(page)
+
+
+def test_docs_cite_no_document_outside_the_repository() -> None:
+    """README.md and docs/ never send a reader to the contract, the lessons or the shared folder
+    the project was first specified in: the spec is docs/reference/, and a lesson is stated where
+    it matters."""
+    outside = ("CONTRACT", "../shared", "LESSONS", "/work/")
+    hits = [
+        f"{page.relative_to(REPO).as_posix()}:{number}: {line.strip()[:100]}"
+        for page in [*pages(), *sorted((REPO / "docs").rglob("*.json"))]
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1)
+        if any(word in line for word in outside)
+    ]
+    assert hits == [], "\n".join(hits)
