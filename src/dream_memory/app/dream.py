@@ -18,6 +18,7 @@ memory that produced it.
 from __future__ import annotations
 
 import json
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -46,7 +47,7 @@ from dream_memory.core.chat import ChatReply, Message, ToolSpec, Usage, check_re
 from dream_memory.core.facts import Fact, Facts, parse_facts
 from dream_memory.core.frontmatter import skill_description
 from dream_memory.core.guards import GuardSettings, hold_reasons
-from dream_memory.core.history import Batch, format_timestamp, plan_batches, split_text
+from dream_memory.core.history import Batch, HistoryEntry, format_timestamp, plan_batches, split_text
 from dream_memory.core.markdown import outline, query_terms
 from dream_memory.core.placement import place_facts
 from dream_memory.core.ports import ChatModel, Clock, NoRedaction, Redactor, TokenCounter
@@ -427,16 +428,17 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
     report.status = STATUS_DRY_RUN if ctx.options.dry_run else STATUS_OK
     shared_staging = _new_staging(ctx) if ctx.options.dry_run else None
     protocols = _Protocols(ctx.options.edit_protocol)
-    for number, batch in enumerate(batches):
+    for number, planned in enumerate(batches):
         if ctx.options.max_batches is not None and number >= ctx.options.max_batches:
             report.notes.append(f"stopped after {number} batch(es) (--max-batches); {len(batches) - number} left")
             break
         spent = model.exhausted()
         if spent:
             report.status = STATUS_BUDGET
-            report.notes.append(f"stopped before batch {batch.cursor_from}..{batch.cursor_to}: {spent}")
+            report.notes.append(f"stopped before batch {planned.cursor_from}..{planned.cursor_to}: {spent}")
             break
         staging = shared_staging or _new_staging(ctx)
+        batch = _guarded(ctx, planned, report)
         record = BatchRecord(batch.cursor_from, batch.cursor_to, len(batch.entries))
         report.batches.append(record)
         before_usage = model.usage
@@ -496,6 +498,26 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
         report.status = STATUS_SET_ASIDE
     elif report.held and report.status == STATUS_OK:
         report.status = STATUS_HELD
+
+
+def _guarded(ctx: DreamContext, batch: Batch, report: DreamReport) -> Batch:
+    """The batch as the model may see it: each entry through the secret guard.
+
+    Lines an agent writes into history.jsonl itself pass no guard on the way in, and a model may
+    file one line of an entry as a fact of its own: one line of a private key's block is a lone
+    run of base64 that the guard on Dream's writes cannot recognise. Whatever the guard
+    recognises in the whole entry is gone before any model sees it, so no piece of it comes back.
+    """
+    entries: list[HistoryEntry] = []
+    for entry in batch.entries:
+        clean, counts = ctx.redactor.redact(entry.content)
+        for kind, count in counts.items():
+            report.redactions[kind] = report.redactions.get(kind, 0) + count
+        entries.append(entry if clean == entry.content else replace(entry, content=clean))
+    if all(new is old for new, old in zip(entries, batch.entries, strict=True)):
+        return batch
+    # Recounted: a marker can be longer than the secret it replaced.
+    return plan_batches(entries, max_entries=len(entries), max_tokens=sys.maxsize, count_tokens=ctx.counter.count)[0]
 
 
 def _b(text: str | None) -> bytes | None:
