@@ -32,6 +32,7 @@ COMMAND_TIMEOUT = 120
 SHOWN_ROOT = "/tmp/demo"
 
 PROMPT = "$ "
+EXIT = re.compile(r"\[exit \d+\]")
 ELLIPSIS = "..."
 # A commit SHA or a prefix of one: 7 to 40 hex digits holding a digit and a letter (so plain
 # numbers and words like "deadbeef" or "added" stay exact).
@@ -168,9 +169,14 @@ def evaluate_console(example: Example) -> str | None:
     shell: Shell = example.namespace["shell"]
     recorded: list[str] = []
     for step in parse_steps(example.parsed):
-        _, actual = shell.run(step.command)
-        same = output_matches(list(step.expected), actual)
-        recorded += [PROMPT + step.command, *(step.expected if same else actual), *([""] if step.blank_after else [])]
+        code, actual = shell.run(step.command)
+        expected = list(step.expected)
+        if expected and EXIT.fullmatch(expected[-1].strip()):
+            # "[exit N]" as the last output line: the page states the exit status too
+            actual = [*actual, f"[exit {code}]"]
+        same = output_matches(expected, actual)
+        shown = step.expected if same else actual
+        recorded += [PROMPT + step.command, *shown, *([""] if step.blank_after else [])]
         if "recorded" in example.namespace:
             continue
         if not same:
@@ -178,7 +184,7 @@ def evaluate_console(example: Example) -> str | None:
             return (
                 f"`$ {step.command}` (line {line}) printed something else.\n"
                 + "--- the page shows\n"
-                + "\n".join(step.expected)
+                + "\n".join(expected)
                 + "\n--- it printed\n"
                 + "\n".join(actual)
             )
