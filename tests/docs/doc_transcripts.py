@@ -34,10 +34,11 @@ SHOWN_ROOT = "/tmp/demo"
 PROMPT = "$ "
 EXIT = re.compile(r"\[exit \d+\]")
 ELLIPSIS = "..."
-# A commit SHA or a prefix of one: 7 to 40 hex digits holding a digit and a letter (so plain
-# numbers and words like "deadbeef" or "added" stay exact).
-SHA = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
-HEREDOC = re.compile(r"<<-?\s*'?\"?(\w+)'?\"?")
+# A commit SHA or a prefix of one: 7 to 40 hex digits holding a digit and a letter, or exactly 7
+# or 10 digits (git's and dream's short SHAs can be all digits); other plain numbers and words
+# like "deadbeef" or "added" stay exact.
+SHA = re.compile(r"\b(?:(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}|[0-9]{7}|[0-9]{10})\b")
+COMMAND_SHA = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{4,40}\b")
 TIMESTAMP = re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?")
 
 
@@ -96,9 +97,10 @@ def _line_matches(expected: str, actual: str) -> bool:
     return re.fullmatch(pattern, actual) is not None
 
 
-def output_matches(expected: list[str], actual: list[str]) -> bool:
-    """Line by line, after normalising both sides; a line that is only ``...`` stands for any
-    number of lines (none included), ``...`` inside a line for any text within it."""
+def align(expected: list[str], actual: list[str]) -> list[tuple[int, int]] | None:
+    """The pairs (expected line, actual line) that match one to one, or None when the output
+    does not match: line by line after normalising both sides; a line that is only ``...`` stands
+    for any number of lines (none included), ``...`` inside a line for any text within it."""
     exp = [normalise(line) for line in expected]
     act = [normalise(line) for line in actual]
     memo: dict[tuple[int, int], bool] = {}
@@ -115,7 +117,51 @@ def output_matches(expected: list[str], actual: list[str]) -> bool:
             memo[key] = result
         return memo[key]
 
-    return match(0, 0)
+    if not match(0, 0):
+        return None
+    pairs: list[tuple[int, int]] = []
+    i = j = 0
+    while i < len(exp):
+        if exp[i].strip() == ELLIPSIS:
+            j = next(k for k in range(j, len(act) + 1) if match(i + 1, k))
+        else:
+            pairs.append((i, j))
+            j += 1
+        i += 1
+    return pairs
+
+
+def output_matches(expected: list[str], actual: list[str]) -> bool:
+    return align(expected, actual) is not None
+
+
+class ShaMap:
+    """The SHAs a page shows, mapped to the ones its run printed in the same places: a later
+    command naming a shown SHA (or a prefix of one) gets the real one, so a page can say
+    ``dream restore 13f2a2b5`` although every run makes new commits."""
+
+    def __init__(self) -> None:
+        self.shown_to_real: dict[str, str] = {}
+
+    def learn(self, expected: list[str], actual: list[str], pairs: list[tuple[int, int]]) -> None:
+        for i, j in pairs:
+            shown, real = SHA.findall(expected[i]), SHA.findall(actual[j])
+            if len(shown) == len(real):
+                for a, b in zip(shown, real, strict=True):
+                    known = next((k for k in self.shown_to_real if k.startswith(a) or a.startswith(k)), None)
+                    if known is None or len(a) > len(known):
+                        self.shown_to_real.pop(known or "", None)
+                        self.shown_to_real[a] = b
+
+    def rewrite(self, command: str) -> str:
+        def real(match: re.Match[str]) -> str:
+            token = match.group(0)
+            for shown, actual in self.shown_to_real.items():
+                if shown.startswith(token) or token.startswith(shown):
+                    return actual[: len(token)] if len(actual) >= len(token) else actual
+            return token
+
+        return COMMAND_SHA.sub(real, command)
 
 
 class Shell:
@@ -128,6 +174,7 @@ class Shell:
         self.state.mkdir(parents=True)
         (self.state / "cwd").write_text(str(root), encoding="utf-8")
         (self.state / "env.sh").write_text("", encoding="utf-8")
+        self.shas = ShaMap()
         self.env = clean_env(
             root,
             PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
@@ -169,12 +216,18 @@ def evaluate_console(example: Example) -> str | None:
     shell: Shell = example.namespace["shell"]
     recorded: list[str] = []
     for step in parse_steps(example.parsed):
-        code, actual = shell.run(step.command)
+        code, actual = shell.run(shell.shas.rewrite(step.command))
         expected = list(step.expected)
         if expected and EXIT.fullmatch(expected[-1].strip()):
             # "[exit N]" as the last output line: the page states the exit status too
             actual = [*actual, f"[exit {code}]"]
-        same = output_matches(expected, actual)
+        pairs = align(expected, actual)
+        same = pairs is not None
+        if pairs is not None:
+            shell.shas.learn(expected, actual, pairs)
+        else:  # lines that differ elsewhere still tell which SHA became which
+            like = [(k, k) for k in range(min(len(expected), len(actual))) if _line_matches(normalise(expected[k]), normalise(actual[k]))]
+            shell.shas.learn(expected, actual, like)
         shown = step.expected if same else actual
         recorded += [PROMPT + step.command, *shown, *([""] if step.blank_after else [])]
         if "recorded" in example.namespace:
@@ -235,7 +288,7 @@ def record_page(page: Path, root: Path) -> int:
         block = text[region.start : region.end]
         head, _, rest = block.partition("\n")
         prefix = re.match(r"[ \t]*", head).group(0)  # type: ignore[union-attr]
-        body = "\n".join((prefix + line).rstrip() for line in recorded[start])
+        body = "\n".join(prefix + line if line else "" for line in recorded[start])
         if head.lstrip().startswith("<!--"):  # a hidden block: the region ends before its "-->"
             new = f"{head}\n{body}\n"
         else:
