@@ -20,7 +20,6 @@ KNOWN_LONG: set[str] = {
     "adapters/search_index.py",
     "adapters/secrets.py",
     "app/consolidate.py",
-    "app/dream.py",
     "app/evaluation.py",
     "app/read.py",
     "testing/faults.py",

@@ -30,7 +30,7 @@ KNOWN_CITING: set[str] = {
     "src/dream_memory/adapters/workspace.py",
     "src/dream_memory/api.py",
     "src/dream_memory/app/context.py",
-    "src/dream_memory/app/dream.py",
+    "src/dream_memory/app/dream/run.py",
     "src/dream_memory/app/history.py",
     "src/dream_memory/app/read.py",
     "src/dream_memory/app/versioning.py",
