@@ -121,10 +121,13 @@ def test_the_checked_in_schema_is_what_the_report_types_generate() -> None:
 def test_the_schema_statuses_are_the_ones_the_code_sets() -> None:
     """Every status constant of app/dream.py and app/consolidate.py is in the schema's enum and the
     enum holds nothing else, so a new status cannot reach a report undocumented."""
-    for module, literal in ((dream_module, reports.DreamStatus), (consolidate_module, reports.ConsolidateStatus)):
+    # The modules that define the report classes (the packages re-export them from there).
+    dream_home = sys.modules[dream_module.DreamReport.__module__]
+    consolidate_home = sys.modules[consolidate_module.ConsolidateReport.__module__]
+    for module, literal in ((dream_home, reports.DreamStatus), (consolidate_home, reports.ConsolidateStatus)):
         constants = {value for name, value in vars(module).items() if name.startswith("STATUS_")}
         assert constants == set(typing.get_args(literal)), module.__name__
-    outcomes = {value for name, value in vars(consolidate_module).items() if name.startswith("OUTCOME_")}
+    outcomes = {value for name, value in vars(consolidate_home).items() if name.startswith("OUTCOME_")}
     assert outcomes == set(typing.get_args(reports.SessionOutcome))
 
 
