@@ -1191,6 +1191,26 @@ class GitStore:
         return out
 
 
+class _NoClock:
+    """The clock of a repository opened for reading: it never signs a commit or a ref."""
+
+    def now(self) -> datetime:
+        raise VersionStoreError("internal error: a repository opened read-only was asked to write")
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+READ_ONLY_AUTHOR = "dream-memory (read-only) <read-only@dream-memory.invalid>"
+
+
+def open_readonly(workspace: Path) -> GitStore | None:
+    """The repository versioning ``workspace``, opened to read commits (``dream search --at``,
+    the evaluation's history checks): nothing is created, and it has no author or clock to write
+    with. None when the workspace is not inside a repository."""
+    return GitStore.open(workspace, author=READ_ONLY_AUTHOR, clock=_NoClock(), create=False)
+
+
 def _half_created(git_dir: Path) -> bool:
     """A .git folder our own creation left without HEAD, holding no object: git cannot use it,
     and there is nothing in it to keep."""
