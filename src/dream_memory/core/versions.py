@@ -32,7 +32,7 @@ RUNTIME_PATTERNS: tuple[str, ...] = (
 
 
 def gitignore_lines() -> list[str]:
-    """Ignore everything at the workspace root but the tracked paths (CONTRACT section 2)."""
+    """Ignore everything at the workspace root but the tracked paths (docs/reference/files.md, Versioning)."""
     lines = ["/*", "!/.gitignore", f"!/{layout.SOUL}", f"!/{layout.USER}", "!/memory/", "/memory/*"]
     lines += [
         f"!/{layout.MEMORY}",

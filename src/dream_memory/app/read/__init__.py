@@ -1,4 +1,4 @@
-"""The read side's use cases: resolve, entity, section, search (CONTRACT section 7).
+"""The read side's use cases: resolve, entity, section, search (docs/reference/read-side.md).
 
 One library behind two thin faces: the CLI (``dream resolve|entity|section|search``) and the MCP
 server. Both get the same result objects from a ``ReadStore`` and render them with the same

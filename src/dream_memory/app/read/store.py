@@ -1,5 +1,5 @@
 """The read side's store: a read-only view of one store folder, now or at a git revision, with
-excludes applied (CONTRACT section 7). ``resolve``, ``entity``, ``section`` and ``index_page``
+excludes applied (docs/reference/read-side.md). ``resolve``, ``entity``, ``section`` and ``index_page``
 live here; ``search`` is in ``app.read.search``.
 
 Guarantees, each enforced here rather than left to the faces:
