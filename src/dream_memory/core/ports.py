@@ -10,10 +10,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import IO, NamedTuple, Protocol
+from typing import IO, TYPE_CHECKING, NamedTuple, Protocol
 
-from dream_memory.core.chat import ChatReply, Message, ToolSpec
-from dream_memory.core.search import Query
+if TYPE_CHECKING:
+    # Annotations only: the read side imports this module on every `dream search`.
+    from dream_memory.core.chat import ChatReply, Message, ToolSpec
+    from dream_memory.core.search import Query
 
 
 class ChatModel(Protocol):
