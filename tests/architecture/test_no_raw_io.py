@@ -102,7 +102,6 @@ KNOWN_RAW_IO = {
     "app/dream/run.py",
     "app/evaluation.py",
     "app/history.py",
-    "app/read.py",
     "app/versioning.py",
 }
 
