@@ -17,6 +17,7 @@ memory that produced it.
 
 from __future__ import annotations
 
+import sys
 import time
 import traceback
 from collections.abc import Sequence
@@ -48,7 +49,7 @@ from dream_memory.app.dream.report import (
 )
 from dream_memory.app.versioning import commit_manual_edits, recover
 from dream_memory.core import layout
-from dream_memory.core.history import Batch, plan_batches
+from dream_memory.core.history import Batch, HistoryEntry, plan_batches
 from dream_memory.core.ports import Redactor
 from dream_memory.core.state import DreamState
 from dream_memory.errors import BadReply, DreamError, ModelError
@@ -217,10 +218,31 @@ class _Meter:
         self.record.notes = [self.redactor.redact(note)[0] for note in self.record.notes]
 
 
-def _one_batch(run: _Run, batch: Batch) -> bool:
+def _guarded(ctx: DreamContext, batch: Batch, report: DreamReport) -> Batch:
+    """The batch as the model may see it: each entry through the secret guard.
+
+    Lines an agent writes into history.jsonl itself pass no guard on the way in, and a model may
+    file one line of an entry as a fact of its own: one line of a private key's block is a lone
+    run of base64 that the guard on Dream's writes cannot recognise. Whatever the guard
+    recognises in the whole entry is gone before any model sees it, so no piece of it comes back.
+    """
+    entries: list[HistoryEntry] = []
+    for entry in batch.entries:
+        clean, counts = ctx.redactor.redact(entry.content)
+        for kind, count in counts.items():
+            report.redactions[kind] = report.redactions.get(kind, 0) + count
+        entries.append(entry if clean == entry.content else replace(entry, content=clean))
+    if all(new is old for new, old in zip(entries, batch.entries, strict=True)):
+        return batch
+    # Recounted: a marker can be longer than the secret it replaced.
+    return plan_batches(entries, max_entries=len(entries), max_tokens=sys.maxsize, count_tokens=ctx.counter.count)[0]
+
+
+def _one_batch(run: _Run, planned: Batch) -> bool:
     """Dream one batch and land it; False when the run stops after it."""
     ctx, report = run.ctx, run.report
     staging = run.shared_staging or _new_staging(ctx)
+    batch = _guarded(ctx, planned, report)
     record = BatchRecord(batch.cursor_from, batch.cursor_to, len(batch.entries))
     report.batches.append(record)
     meter = _Meter(run.model, record, ctx.redactor)
