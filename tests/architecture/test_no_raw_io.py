@@ -97,7 +97,6 @@ KNOWN_RAW_IO = {
     "app/consolidate.py",
     "app/context.py",
     "app/demo.py",
-    "app/dream.py",
     "app/evaluation.py",
     "app/history.py",
     "app/read.py",
