@@ -364,3 +364,29 @@ def progress_key(root: Path, path: Path) -> str:
         return resolved.relative_to(base).as_posix()
     except ValueError:
         return resolved.as_posix()
+
+
+def locate_session(raw: str, places: Sequence[Path]) -> Path:
+    """A ``--session`` argument as a session file: the path itself when absolute, else the first
+    of ``places`` that holds it. InputError when there is none, or it is not a file."""
+    candidate = Path(raw).expanduser()
+    options = [candidate] if candidate.is_absolute() else [place / candidate for place in places]
+    found = next((p for p in options if p.exists()), None)
+    if found is None:
+        where = "" if candidate.is_absolute() else f" (looked in {', '.join(map(str, places))})"
+        raise InputError(f"session file {raw} does not exist{where}")
+    if not found.is_file():
+        raise InputError(f"{found} is not a session file")
+    return found
+
+
+def session_files(folder: Path | None) -> list[Path]:
+    """The ``*.jsonl`` files of a sessions folder, sorted; none when there is no such folder."""
+    if folder is None or not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.jsonl") if p.is_file())
+
+
+def session_file_gone(root: Path, rel: str) -> bool:
+    """Whether the session file recorded as ``rel`` (workspace-relative, or absolute) is gone."""
+    return not (root / rel).exists() and not Path(rel).exists()
