@@ -18,7 +18,6 @@ KNOWN_LONG: set[str] = {
     "adapters/git.py",
     "adapters/search_index.py",
     "adapters/secrets.py",
-    "app/evaluation.py",
     "app/read.py",
     "testing/faults.py",
 }

@@ -96,7 +96,6 @@ def _checked() -> list[Module]:
 KNOWN_RAW_IO = {
     "app/context.py",
     "app/demo.py",
-    "app/evaluation.py",
     "app/history.py",
     "app/read.py",
     "app/versioning.py",
