@@ -296,39 +296,47 @@ def update_last_consolidated(path: Path, value: int, *, timeout: float = SESSION
         return MetadataUpdate("skipped", f"cannot take {lock_path.name}: {fsutil.describe_os_error(exc)}")
     try:
         for _ in range(5):
-            try:
-                before = FileSignature.of(path)
-                data = path.read_bytes()
-            except OSError as exc:
-                raise WorkspaceError(f"cannot read session file {path}: {fsutil.describe_os_error(exc)}") from exc
-            end = data.find(b"\n")
-            if end < 0:
-                return MetadataUpdate("skipped", "the file has no complete metadata line")
-            try:
-                line = data[:end].decode("utf-8")
-            except UnicodeDecodeError:
-                return MetadataUpdate("skipped", "the metadata line is not UTF-8")
-            current = _current_value(line)
-            if current is None:
-                return MetadataUpdate("skipped", "the first line is not a metadata line")
-            keys = keys_to_write(line, nanobot_store=is_in_nanobot_store(path))
-            if current >= value and all(_key_value(line, k) == current for k in keys):
-                return MetadataUpdate("unchanged", f"{' and '.join(keys)} already {current}")
-            if current > value:
-                return MetadataUpdate("unchanged", f"{keys[0]} is already {current}")
-            updated = with_progress(line, value, keys)
-            if updated is None:
-                return MetadataUpdate("skipped", f"{' and '.join(keys)} cannot be set without rewriting other fields")
-            try:
-                if FileSignature.of(path) != before:
-                    continue
-                fsutil.atomic_write(path, updated.encode("utf-8") + data[end:], site=SITE_SESSION)
-            except OSError as exc:
-                raise WorkspaceError(f"cannot write session file {path}: {fsutil.describe_os_error(exc)}") from exc
-            return MetadataUpdate("written", f"{' and '.join(keys)} {current} -> {value}")
+            update = _try_update(path, value)
+            if update is not None:
+                return update
         return MetadataUpdate("skipped", "the file kept changing while it was updated (a writer ignores the lock)")
     finally:
         lock.release()
+
+
+def _try_update(path: Path, value: int) -> MetadataUpdate | None:
+    """One read and write of the metadata line; None when the file changed in between (so the
+    caller reads it again)."""
+    try:
+        before = FileSignature.of(path)
+        data = path.read_bytes()
+    except OSError as exc:
+        raise WorkspaceError(f"cannot read session file {path}: {fsutil.describe_os_error(exc)}") from exc
+    end = data.find(b"\n")
+    if end < 0:
+        return MetadataUpdate("skipped", "the file has no complete metadata line")
+    try:
+        line = data[:end].decode("utf-8")
+    except UnicodeDecodeError:
+        return MetadataUpdate("skipped", "the metadata line is not UTF-8")
+    current = _current_value(line)
+    if current is None:
+        return MetadataUpdate("skipped", "the first line is not a metadata line")
+    keys = keys_to_write(line, nanobot_store=is_in_nanobot_store(path))
+    if current >= value and all(_key_value(line, k) == current for k in keys):
+        return MetadataUpdate("unchanged", f"{' and '.join(keys)} already {current}")
+    if current > value:
+        return MetadataUpdate("unchanged", f"{keys[0]} is already {current}")
+    updated = with_progress(line, value, keys)
+    if updated is None:
+        return MetadataUpdate("skipped", f"{' and '.join(keys)} cannot be set without rewriting other fields")
+    try:
+        if FileSignature.of(path) != before:
+            return None
+        fsutil.atomic_write(path, updated.encode("utf-8") + data[end:], site=SITE_SESSION)
+    except OSError as exc:
+        raise WorkspaceError(f"cannot write session file {path}: {fsutil.describe_os_error(exc)}") from exc
+    return MetadataUpdate("written", f"{' and '.join(keys)} {current} -> {value}")
 
 
 def _key_value(line: str, key: str) -> int | None:
