@@ -9,8 +9,8 @@ Three ways to get a batch's facts into the files (the preset's ``editProtocol``)
 - ``place_with_rules``: no model at all; the deterministic placement rules
   (``core.placement``) file the facts, through the same executor.
 
-Bounded by construction (LESSONS: a weak model once looped read_file/no-op edits for 23 minutes
-and >10M tokens): at most ``max_tool_calls`` calls, the same call made a third time ends the
+Bounded by construction (a weak model once looped read_file/no-op edits for 23 minutes and
+>10M tokens): at most ``max_tool_calls`` calls, the same call made a third time ends the
 loop, and every reply is judged by ``check_reply``. A tool's failure is a result the model reads,
 never an exception here.
 """
