@@ -38,7 +38,8 @@ class Migration(LogBase):
         return candidate
 
     def migrate_legacy(self) -> MigrationResult | None:
-        """Fold memory/HISTORY.md into history.jsonl (docs/reference/files.md, "Legacy HISTORY.md"); None when there is none.
+        """Fold memory/HISTORY.md into history.jsonl (docs/reference/files.md, "Legacy HISTORY.md");
+        None when there is none.
 
         Into an empty history the entries arrive already consolidated (both cursors at the last
         one); beside a non-empty history they arrive as new, undreamt entries.
