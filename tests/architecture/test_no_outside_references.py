@@ -24,18 +24,14 @@ def _files() -> list:
 
 # Files still citing an outside document (issue 16 rewrites them). Empty when issue 16 is done.
 KNOWN_CITING: set[str] = {
-    "src/dream_memory/adapters/history_log.py",
     "src/dream_memory/adapters/secrets.py",
     "src/dream_memory/adapters/workspace.py",
     "src/dream_memory/api.py",
     "src/dream_memory/app/context.py",
-    "src/dream_memory/app/dream/run.py",
     "src/dream_memory/app/history.py",
     "src/dream_memory/app/versioning.py",
-    "src/dream_memory/core/agent_loop.py",
     "src/dream_memory/core/bounded.py",
     "src/dream_memory/core/chat.py",
-    "src/dream_memory/core/consolidation.py",
     "src/dream_memory/core/context.py",
     "src/dream_memory/core/edits.py",
     "src/dream_memory/core/facts.py",
