@@ -180,6 +180,9 @@ class Shell:
         self.state.mkdir(parents=True)
         (self.state / "cwd").write_text(str(root), encoding="utf-8")
         (self.state / "env.sh").write_text("", encoding="utf-8")
+        # As after the README's first command: `.venv` is there (the venv running the tests).
+        if (Path(sys.prefix) / "bin" / "activate").is_file():
+            (root / ".venv").symlink_to(sys.prefix)
         self.shas = ShaMap()
         self.env = clean_env(
             root,
@@ -249,7 +252,11 @@ def evaluate_console(example: Example) -> str | None:
         if pairs is not None:
             shell.shas.learn(expected, actual, pairs)
         else:  # lines that differ elsewhere still tell which SHA became which
-            like = [(k, k) for k in range(min(len(expected), len(actual))) if _line_matches(normalise(expected[k]), normalise(actual[k]))]
+            like = [
+                (k, k)
+                for k in range(min(len(expected), len(actual)))
+                if _line_matches(normalise(expected[k]), normalise(actual[k]))
+            ]
             shell.shas.learn(expected, actual, like)
         shown = step.expected if same else actual
         recorded += [PROMPT + step.command, *shown, *([""] if step.blank_after else [])]
@@ -341,7 +348,8 @@ def blocks_with_prompts(text: str) -> list[tuple[int, str, bool]]:
         start = i
         i += 1
         body: list[str] = []
-        while i < len(lines) and not lines[i].strip().startswith(marks[:3]):
+        closing = re.compile(rf"\s*{re.escape(marks[0])}{{{len(marks)},}}\s*")
+        while i < len(lines) and not closing.fullmatch(lines[i]):
             body.append(lines[i][len(indent) :] if lines[i].startswith(indent) else lines[i])
             i += 1
         i += 1
