@@ -73,6 +73,7 @@ from dream_memory.core.sessions import (
     transcript_lines,
 )
 from dream_memory.errors import BadReply, DreamError, InputError, LockBusy, ModelError, UsageError
+from dream_memory.settings import defaults
 
 STATUS_OK = "ok"
 STATUS_NOTHING = "nothing_to_do"
@@ -97,8 +98,8 @@ class ConsolidateOptions:
     force: bool = False
     dry_run: bool = False
     update_sessions: bool = False
-    context_window: int | None = None  # of the model; None: core.consolidation's default
-    max_tokens: int = 4096  # the model's completion limit
+    context_window: int | None = None  # of the model; None: defaults.MODEL_CONTEXT_WINDOW_FALLBACK
+    max_tokens: int = defaults.MODEL_MAX_TOKENS  # the model's completion limit
     entry_cap_bytes: int = ENTRY_CAP_BYTES
     # How long to wait before reading a session again whose consolidated part no longer matches:
     # an agent rewriting the file is done by then; a file still different was reset.
@@ -565,7 +566,9 @@ def _entry_texts(
     lines = [line for r in readable for line in transcript_lines(r)]
     count = ctx.counter.count
     fixed = sum(count(str(m["content"])) for m in consolidation_messages([], part=(99, 99)))
-    per_call = input_budget(opts.context_window, opts.max_tokens, fixed)
+    per_call = input_budget(
+        opts.context_window, opts.max_tokens, fixed, fallback_window=defaults.MODEL_CONTEXT_WINDOW_FALLBACK
+    )
     slice_tokens = sum(c for r, c in zip(chosen, costs, strict=True) if r.is_message)
     if slice_tokens + _LINE_PREFIX_TOKENS * len(lines) <= per_call:
         parts = [lines]

@@ -487,7 +487,7 @@ def _stream_lines(stream: IO[bytes], first: bytes, max_line_bytes: int) -> Itera
             continue
         if len(chunk) >= max_line_bytes:
             while True:
-                rest = buffered.readline(65536)
+                rest = buffered.readline(64 * 1024)
                 if not rest or rest.endswith(b"\n"):
                     break
             yield chunk.decode("utf-8", errors="ignore")

@@ -623,7 +623,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--script {args.script}: {exc}")
     responder = None
     if args.offline_engine:
-        from dream_memory.adapters.offline import OfflineModel
+        from dream_memory.core.offline.engine import OfflineModel
 
         responder = from_chat_model(OfflineModel())
     server = ScriptedLLMServer(

@@ -1,63 +1,25 @@
-"""Configuration: the pydantic models, where a config file is found, and model resolution.
+"""Which model a command uses, and with which endpoint and key: ``resolve_model``.
 
-This is the only module that reads the environment. Everything else receives a ``Settings``.
-The pydantic models live in ``dream_memory.config`` and load only when a command needs the
-configuration, so read-only commands start fast (``load_read_settings``).
-Precedence rules (CONTRACT sections 2 and 4) live here and nowhere else:
-
-- workspace: ``--workspace`` > ``DREAM_WORKSPACE`` > ``~/.nanoinfra/workspaces/default``
-- config file: ``--config`` > ``DREAM_CONFIG`` > ``<workspace>/dream.json`` > ``~/.nanoinfra/config.json``
-- model: ``--model`` > ``DREAM_MODEL`` > ``dream.modelOverride`` > ``agents.defaults.model``
-
-Error messages name the file and the field, never the value (a value may be a secret).
+The choice follows ``settings.precedence`` (``--model`` > ``DREAM_MODEL`` > ``dream.modelOverride``
+> ``agents.defaults.modelPreset`` > ``agents.defaults.model``); the key is looked up at once, so a
+missing variable is a ConfigError naming it before any lock is taken. A nanobot config.json's
+presets and providers are read the way nanobot reads them.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dream_memory.errors import ConfigError
+from dream_memory.settings import defaults as D
 
 if TYPE_CHECKING:
-    from dream_memory.config import Config, DreamSettings
+    from dream_memory.settings.schema import Config, ModelPreset
 
-OFFLINE_MODEL = "offline"
-DEFAULT_GIT_AUTHOR = "dream-memory <dream-memory@localhost>"
-
-
-def default_workspace(env: Mapping[str, str]) -> Path:
-    home = Path(env.get("HOME") or Path.home())
-    return home / ".nanoinfra" / "workspaces" / "default"
-
-
-def resolve_workspace(option: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path:
-    raw = option if option is not None else env.get("DREAM_WORKSPACE") or None
-    path = Path(raw).expanduser() if raw else default_workspace(env)
-    return Path(os.path.abspath(path))
-
-
-def resolve_config_path(
-    option: str | os.PathLike[str] | None, workspace: Path, env: Mapping[str, str]
-) -> tuple[Path | None, bool]:
-    """The config file to read and whether it was asked for explicitly (then it must exist)."""
-    if option is not None:
-        return Path(option).expanduser(), True
-    if env.get("DREAM_CONFIG"):
-        return Path(env["DREAM_CONFIG"]).expanduser(), True
-    local = workspace / "dream.json"
-    if local.is_file():
-        return local, False
-    home = Path(env.get("HOME") or Path.home())
-    shared = home / ".nanoinfra" / "config.json"
-    if shared.is_file():
-        return shared, False
-    return None, False
-
+OFFLINE_MODEL = D.OFFLINE_MODEL
 
 # Where litellm looks for a provider's key when no preset names one. Used only to fail early with
 # the variable's name instead of a provider error after the lock is taken.
@@ -85,17 +47,36 @@ class ResolvedModel:
     preset: str | None = None
     api_base: str | None = None
     api_key: str | None = field(default=None, repr=False)
-    temperature: float = 0.0
-    max_tokens: int = 4096
-    timeout: float = 120.0
+    temperature: float = D.MODEL_TEMPERATURE
+    max_tokens: int = D.MODEL_MAX_TOKENS
+    timeout: float = D.MODEL_TIMEOUT_S
     context_window: int | None = None
-    max_retries: int = 3
-    retry_base_seconds: float = 1.0
-    edit_protocol: str = "tools"  # how phase 2 edits: tools | text | auto | facts
+    max_retries: int = D.MODEL_MAX_RETRIES
+    retry_base_seconds: float = D.MODEL_RETRY_BASE_S
+    edit_protocol: str = D.MODEL_EDIT_PROTOCOL  # how phase 2 edits: tools | text | auto | facts
 
     @property
     def is_offline(self) -> bool:
         return self.name == OFFLINE_MODEL
+
+    @classmethod
+    def of_preset(
+        cls, name: str, preset: ModelPreset, source: str, api_base: str | None, api_key: str | None
+    ) -> ResolvedModel:
+        return cls(
+            name=preset.model,
+            source=source,
+            preset=name,
+            api_base=api_base,
+            api_key=api_key,
+            temperature=preset.temperature,
+            max_tokens=preset.max_tokens,
+            timeout=preset.timeout,
+            context_window=preset.context_window,
+            max_retries=preset.max_retries,
+            retry_base_seconds=preset.retry_base_seconds,
+            edit_protocol=preset.edit_protocol,
+        )
 
 
 def resolve_model(config: Config, cli_model: str | None, env: Mapping[str, str]) -> ResolvedModel | None:
@@ -104,25 +85,7 @@ def resolve_model(config: Config, cli_model: str | None, env: Mapping[str, str])
     Raises ConfigError for a modelOverride that is not a preset, and for a missing API key
     variable (naming the variable), so that happens before any lock is taken.
     """
-    dream = config.agents.defaults.dream
-    choice: tuple[str, str] | None = None
-    if cli_model:
-        choice = (cli_model, "--model")
-    elif env.get("DREAM_MODEL"):
-        choice = (env["DREAM_MODEL"], "DREAM_MODEL")
-    elif dream.model_override:
-        nanobot_default = dream.model_override == "default" and _is_nanobot_config(config)
-        if dream.model_override not in (OFFLINE_MODEL, *config.model_presets) and not nanobot_default:
-            raise ConfigError(
-                f"agents.defaults.dream.modelOverride names no preset in modelPresets "
-                f"(known presets: {', '.join(sorted(config.model_presets)) or 'none'})",
-                hint="modelOverride accepts preset names only; define the model under modelPresets",
-            )
-        choice = (dream.model_override, "agents.defaults.dream.modelOverride")
-    elif config.agents.defaults.model_preset:
-        choice = (config.agents.defaults.model_preset, "agents.defaults.modelPreset")
-    elif config.agents.defaults.model:
-        choice = (config.agents.defaults.model, "agents.defaults.model")
+    choice = _choose(config, cli_model, env)
     if choice is None:
         return None
     name, source = choice
@@ -131,24 +94,56 @@ def resolve_model(config: Config, cli_model: str | None, env: Mapping[str, str])
     nanobot = _nanobot_model(config, name, source, env)
     if nanobot is not None:
         return nanobot
-
     preset = config.model_presets.get(name)
-    api_base = env.get("DREAM_API_BASE") or (preset.api_base if preset else None)
-    api_key = env.get("DREAM_API_KEY") or None
-    if preset is not None:
-        model_id = preset.model
-        if api_key is None and preset.api_key_env:
-            api_key = env.get(preset.api_key_env) or None
-            if api_key is None:
-                raise ConfigError(
-                    f"model preset {name!r} reads its API key from {preset.api_key_env}, which is not set",
-                    hint=f"export {preset.api_key_env}=... (or DREAM_API_KEY), or choose --model offline",
-                )
-    else:
-        model_id = name
+    model_id = preset.model if preset is not None else name
     if model_id == OFFLINE_MODEL:
         return ResolvedModel(name=OFFLINE_MODEL, source=source, preset=name if preset else None)
-    if api_key is None and api_base is None and not (preset and preset.api_key_env):
+    api_base, api_key = _credentials(name, preset, model_id, env)
+    if preset is not None:
+        return ResolvedModel.of_preset(name, preset, source, api_base, api_key)
+    return ResolvedModel(name=model_id, source=source, api_base=api_base, api_key=api_key)
+
+
+def _choose(config: Config, cli_model: str | None, env: Mapping[str, str]) -> tuple[str, str] | None:
+    """The model's name and the setting that chose it, by precedence."""
+    defaults = config.agents.defaults
+    override = defaults.dream.model_override
+    if cli_model:
+        return cli_model, "--model"
+    if env.get("DREAM_MODEL"):
+        return env["DREAM_MODEL"], "DREAM_MODEL"
+    if override:
+        nanobot_default = override == "default" and _is_nanobot_config(config)
+        if override not in (OFFLINE_MODEL, *config.model_presets) and not nanobot_default:
+            raise ConfigError(
+                f"agents.defaults.dream.modelOverride names no preset in modelPresets "
+                f"(known presets: {', '.join(sorted(config.model_presets)) or 'none'})",
+                hint="modelOverride accepts preset names only; define the model under modelPresets",
+            )
+        return override, "agents.defaults.dream.modelOverride"
+    if defaults.model_preset:
+        return defaults.model_preset, "agents.defaults.modelPreset"
+    if defaults.model:
+        return defaults.model, "agents.defaults.model"
+    return None
+
+
+def _credentials(
+    name: str, preset: ModelPreset | None, model_id: str, env: Mapping[str, str]
+) -> tuple[str | None, str | None]:
+    """(api_base, api_key): ``DREAM_API_BASE`` / ``DREAM_API_KEY`` first, then the preset's, then
+    the provider's own key variable; a variable that must be set and is not is a ConfigError."""
+    api_base = env.get("DREAM_API_BASE") or (preset.api_base if preset else None)
+    api_key = env.get("DREAM_API_KEY") or None
+    if api_key is None and preset is not None and preset.api_key_env:
+        api_key = env.get(preset.api_key_env) or None
+        if api_key is None:
+            raise ConfigError(
+                f"model preset {name!r} reads its API key from {preset.api_key_env}, which is not set",
+                hint=f"export {preset.api_key_env}=... (or DREAM_API_KEY), or choose --model offline",
+            )
+        return api_base, api_key
+    if api_key is None and api_base is None:
         provider = model_id.split("/", 1)[0] if "/" in model_id else "openai"
         var = PROVIDER_KEY_ENV.get(provider)
         if var is not None:
@@ -158,20 +153,7 @@ def resolve_model(config: Config, cli_model: str | None, env: Mapping[str, str])
                     f"model {model_id} needs an API key in {var} (or DREAM_API_KEY), which is not set",
                     hint=f"export {var}=..., set DREAM_API_BASE for a local server, or use --model offline",
                 )
-    return ResolvedModel(
-        name=model_id,
-        source=source,
-        preset=name if preset else None,
-        api_base=api_base,
-        api_key=api_key,
-        temperature=preset.temperature if preset else 0.0,
-        max_tokens=preset.max_tokens if preset else 4096,
-        timeout=preset.timeout if preset else 120.0,
-        context_window=preset.context_window if preset else None,
-        max_retries=preset.max_retries if preset else 3,
-        retry_base_seconds=preset.retry_base_seconds if preset else 1.0,
-        edit_protocol=preset.edit_protocol if preset else "tools",
-    )
+    return api_base, api_key
 
 
 # nanobot's provider names (its config.json's `providers` keys, compared without case, "_" or
@@ -237,9 +219,9 @@ def _nanobot_model(config: Config, name: str, source: str, env: Mapping[str, str
             raise ConfigError("the nanobot config names the default preset, but agents.defaults.model is not set")
         model = defaults.model if name == "default" and defaults.model else name
         provider = defaults.provider
-        max_tokens = defaults.max_tokens or 4096
+        max_tokens = defaults.max_tokens or D.MODEL_MAX_TOKENS
         window = defaults.context_window_tokens
-        temperature = defaults.temperature if defaults.temperature is not None else 0.0
+        temperature = defaults.temperature if defaults.temperature is not None else D.MODEL_TEMPERATURE
         where = "agents.defaults"
     entry_name = _nanobot_provider(config, model, provider, where)
     entry = config.providers.get(entry_name) if entry_name else None
@@ -316,92 +298,3 @@ def _expand(value: str | None, field_name: str, env: Mapping[str, str]) -> str |
             f"{field_name} refers to ${{{missing[0]}}}, which is not set", hint=f"export {missing[0]}=..."
         )
     return _ENV_REF.sub(lambda m: env[m.group(1)], value) or None
-
-
-def search_cache_dir(env: Mapping[str, str]) -> Path | None:
-    """Where search may keep its index: $XDG_CACHE_HOME/dream-memory, else ~/.cache/dream-memory
-    (None when neither is an absolute path)."""
-    base = env.get("XDG_CACHE_HOME") or (str(Path(env["HOME"]) / ".cache") if env.get("HOME") else "")
-    return Path(base) / "dream-memory" if base and Path(base).is_absolute() else None
-
-
-def parse_excludes(raw: str | None) -> frozenset[str]:
-    """DREAM_MEMORY_EXCLUDE: comma-separated entity names, compared case-insensitively."""
-    if not raw:
-        return frozenset()
-    return frozenset(part.strip().casefold() for part in raw.split(",") if part.strip())
-
-
-@dataclass(frozen=True)
-class Settings:
-    """Everything a command needs from its surroundings, resolved once."""
-
-    workspace: Path
-    config: Config
-    config_path: Path | None
-    env: Mapping[str, str] = field(repr=False)
-
-    @property
-    def dream(self) -> DreamSettings:
-        return self.config.agents.defaults.dream
-
-    @property
-    def store(self) -> Path:
-        """Read-side store root: DREAM_MEMORY_STORE > the workspace (``--store`` is applied by the CLI)."""
-        raw = self.env.get("DREAM_MEMORY_STORE")
-        return Path(os.path.abspath(Path(raw).expanduser())) if raw else self.workspace
-
-    @property
-    def excludes(self) -> frozenset[str]:
-        return parse_excludes(self.env.get("DREAM_MEMORY_EXCLUDE"))
-
-    def model(self, cli_model: str | None = None) -> ResolvedModel | None:
-        return resolve_model(self.config, cli_model, self.env)
-
-
-def load_settings(
-    workspace: str | os.PathLike[str] | None = None,
-    config: str | os.PathLike[str] | None = None,
-    env: Mapping[str, str] | None = None,
-) -> Settings:
-    from dream_memory.config import Config, load_config_file
-
-    environ = dict(os.environ if env is None else env)
-    ws = resolve_workspace(workspace, environ)
-    path, explicit = resolve_config_path(config, ws, environ)
-    if path is None:
-        cfg = Config()
-    elif not path.is_file() and explicit:
-        raise ConfigError(f"config file {path} does not exist")
-    else:
-        cfg = load_config_file(path)
-    return Settings(workspace=ws, config=cfg, config_path=path, env=environ)
-
-
-@dataclass(frozen=True)
-class ReadSettings:
-    """What the read side needs: no config file, no pydantic (keeps `dream search` start-up fast)."""
-
-    workspace: Path
-    store: Path
-    excludes: frozenset[str]
-    env: Mapping[str, str] = field(repr=False)
-
-
-def load_read_settings(
-    workspace: str | os.PathLike[str] | None = None,
-    store: str | os.PathLike[str] | None = None,
-    env: Mapping[str, str] | None = None,
-) -> ReadSettings:
-    """Store root: ``--store`` > ``DREAM_MEMORY_STORE`` > the workspace (CONTRACT section 7)."""
-    environ = dict(os.environ if env is None else env)
-    ws = resolve_workspace(workspace, environ)
-    if store is not None:
-        root = Path(os.path.abspath(Path(store).expanduser()))
-    elif environ.get("DREAM_MEMORY_STORE"):
-        root = Path(os.path.abspath(Path(environ["DREAM_MEMORY_STORE"]).expanduser()))
-    else:
-        root = ws
-    return ReadSettings(
-        workspace=ws, store=root, excludes=parse_excludes(environ.get("DREAM_MEMORY_EXCLUDE")), env=environ
-    )
