@@ -53,7 +53,7 @@ def test_the_test_fails_when_a_documented_output_line_is_edited(tmp_path: Path) 
         run_page(edited, tmp_path / "b")
     message = str(failure.value)
     assert "`$ dream init`" in message
-    assert "created USERS.md" in message.split("--- it printed")[0]
+    assert "created USERS.md" in message.split("--- it printed", maxsplit=1)[0]
     assert "created USER.md" in message.split("--- it printed")[1]
 
 
