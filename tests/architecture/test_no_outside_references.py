@@ -24,18 +24,12 @@ def _files() -> list:
 
 # Files still citing an outside document (issue 16 rewrites them). Empty when issue 16 is done.
 KNOWN_CITING: set[str] = {
-    "src/dream_memory/adapters/git.py",
-    "src/dream_memory/adapters/history_log.py",
     "src/dream_memory/adapters/secrets.py",
     "src/dream_memory/adapters/workspace.py",
-    "src/dream_memory/app/dream.py",
     "src/dream_memory/app/history.py",
-    "src/dream_memory/app/read.py",
     "src/dream_memory/app/versioning.py",
-    "src/dream_memory/core/agent_loop.py",
     "src/dream_memory/core/bounded.py",
     "src/dream_memory/core/chat.py",
-    "src/dream_memory/core/consolidation.py",
     "src/dream_memory/core/context.py",
     "src/dream_memory/core/edits.py",
     "src/dream_memory/core/facts.py",
