@@ -11,10 +11,25 @@ Each turn it:
 Dream itself is left to the schedule (`dream-run` from cron, a GitHub Action or a CronJob): the
 next prompt after a Dream run sees the new memory.
 
+Without any key or server, `--model offline`: the turns get a stand-in reply (there is no chat
+model) and consolidation uses dream-memory's built-in offline engine, so the whole loop runs:
+
+    python examples/agent.py --workspace ws --model offline --session-budget 40 \\
+        --message "I prefer green tea, remember that." --message "Thanks!" --message "And?"
+    dream run --workspace ws --model offline        # what the schedule does
+    python examples/agent.py --workspace ws --model offline --message "What do I drink?"
+
+With a real model, or any OpenAI-compatible server (dream-memory's scripted test server
+`python -m dream_memory.testing.llm_server --script replies.json --offline-engine` answers the
+turns from its script, then dream-memory's own prompts with the offline engine):
+
     export OPENAI_API_KEY=...
     python examples/agent.py --workspace ~/agent-ws --model openai/gpt-4o-mini
     python examples/agent.py --workspace ~/agent-ws --model openai/x --api-base http://127.0.0.1:8000/v1 \\
         --message "I prefer green tea" --message "What do I drink?"
+
+A model that fails (no key, a server that refuses) ends the agent with one line on stderr and
+exit 1; `--show-prompt` prints each turn's system prompt on stderr.
 """
 
 from __future__ import annotations
@@ -28,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_memory import Workspace
+from dream_memory.errors import DreamError
 
 SYSTEM = "You are a helpful assistant. Be brief."
 
@@ -67,20 +83,34 @@ def _now() -> str:
     return datetime.now().isoformat(timespec="seconds")
 
 
+class ModelFailed(Exception):
+    """The chat model did not answer (the message is one line, for the user)."""
+
+
 def answer(model: str, messages: list[dict[str, Any]], api_base: str | None, api_key: str | None) -> str:
+    if model == "offline":
+        # No chat model: a stand-in reply, so the memory side (sessions, consolidation, Dream,
+        # the context block) can be tried without a key.
+        return "OK. (offline: there is no chat model; your message is in the session)"
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
     import litellm  # imported here: only turns that talk to a model pay for it
 
     litellm.suppress_debug_info = True
-    response = litellm.completion(
-        model=model, messages=messages, api_base=api_base, api_key=api_key or ("no-key" if api_base else None)
-    )
+    try:
+        response = litellm.completion(
+            model=model, messages=messages, api_base=api_base, api_key=api_key or ("no-key" if api_base else None)
+        )
+    except Exception as exc:  # litellm maps every provider failure to its own exception types
+        first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ModelFailed(f"model {model} failed: {first_line}") from exc
     return str(response.choices[0].message.content or "")
 
 
 def turn(ws: Workspace, session: Session, text: str, args: argparse.Namespace) -> str:
     session.add("user", text)
     memory = ws.context(budget=args.context_budget, session_key=session.key).text
+    if args.show_prompt:
+        print(f"--- system prompt\n{SYSTEM}\n\n{memory}\n---", file=sys.stderr)
     history = [{"role": m["role"], "content": m.get("content") or ""} for m in session.unconsolidated(ws.path)]
     reply = answer(
         args.model, [{"role": "system", "content": f"{SYSTEM}\n\n{memory}"}, *history], args.api_base, args.api_key
@@ -107,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-budget", type=int, default=2000, help="consolidate past this many tokens")
     parser.add_argument("--context-budget", type=int, default=4000, help="token budget of the memory block")
     parser.add_argument("--message", action="append", help="send these messages and exit (else read stdin)")
+    parser.add_argument("--show-prompt", action="store_true", help="print each turn's system prompt on stderr")
     args = parser.parse_args(argv)
 
     env = dict(os.environ)
@@ -118,9 +149,16 @@ def main(argv: list[str] | None = None) -> int:
     ws.init()
     session = Session(ws.path, args.session_key)
     inputs = args.message if args.message else (line.strip() for line in sys.stdin)
-    for text in inputs:
-        if text:
-            print(turn(ws, session, text, args), flush=True)
+    try:
+        for text in inputs:
+            if text:
+                print(turn(ws, session, text, args), flush=True)
+    except ModelFailed as exc:
+        print(f"agent: error: {exc}", file=sys.stderr)
+        return 1
+    except DreamError as exc:  # consolidation's errors: a missing key, a bad config, ...
+        print(f"agent: error: {exc}", file=sys.stderr)
+        return exc.exit_code
     return 0
 
 

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 
 from dream_memory.adapters.tokens import estimate_tokens
 from dream_memory.core.consolidation import (
-    DEFAULT_CONTEXT_WINDOW,
     SAFETY_MARGIN_TOKENS,
     Progress,
     is_nothing,
@@ -27,6 +26,7 @@ from dream_memory.core.consolidation import (
     split_utf8,
 )
 from dream_memory.core.sessions import parse_session, safe_cuts, with_last_consolidated
+from dream_memory.settings.defaults import MODEL_CONTEXT_WINDOW_FALLBACK as FALLBACK
 
 META = '{"_type": "metadata", "key": "cli:direct", "last_consolidated": 0}'
 
@@ -127,11 +127,14 @@ def test_the_slice_leaves_half_the_budget_or_folds_what_it_safely_can() -> None:
 
 def test_the_budget_comes_from_the_flag_the_config_or_the_model_window() -> None:
     """--budget beats the config, which beats the model's window minus completion and margin."""
-    assert resolve_budget(500, 900, 8_000, 1_000).tokens == 500
-    assert resolve_budget(None, 900, 8_000, 1_000).tokens == 900
-    assert resolve_budget(None, None, 8_000, 1_000).tokens == 8_000 - 1_000 - SAFETY_MARGIN_TOKENS
-    default = resolve_budget(None, None, None, 4_096)
-    assert default.tokens == DEFAULT_CONTEXT_WINDOW - 4_096 - SAFETY_MARGIN_TOKENS and "default" in default.source
+    assert resolve_budget(500, 900, 8_000, 1_000, fallback_window=FALLBACK).tokens == 500
+    assert resolve_budget(None, 900, 8_000, 1_000, fallback_window=FALLBACK).tokens == 900
+    assert (
+        resolve_budget(None, None, 8_000, 1_000, fallback_window=FALLBACK).tokens
+        == 8_000 - 1_000 - SAFETY_MARGIN_TOKENS
+    )
+    default = resolve_budget(None, None, None, 4_096, fallback_window=FALLBACK)
+    assert default.tokens == FALLBACK - 4_096 - SAFETY_MARGIN_TOKENS and "default" in default.source
 
 
 @settings(max_examples=200, deadline=None)

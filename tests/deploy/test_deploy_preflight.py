@@ -22,10 +22,6 @@ import pytest
 from click.testing import CliRunner
 
 # Imported before any fork: the child runs as a uid that cannot read this interpreter's library.
-import dream_memory.app.dream
-import dream_memory.config
-import dream_memory.entrypoints.cli.dream_cmds
-import dream_memory.settings  # noqa: F401
 from dream_memory.adapters import preflight
 from dream_memory.entrypoints.cli import cli as cli_main
 

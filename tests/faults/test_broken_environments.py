@@ -185,7 +185,7 @@ def test_a_folder_where_a_lock_file_belongs(tmp_path: Path, lock: str) -> None:
 AS_USER = r"""
 import importlib, os, sys
 for name in '''dream_memory.entrypoints.cli dream_memory.entrypoints.wiring dream_memory.settings
-dream_memory.config dream_memory.app.dream dream_memory.app.consolidate dream_memory.app.versioning
+dream_memory.settings.loading dream_memory.app.dream dream_memory.app.consolidate dream_memory.app.versioning
 dream_memory.app.held dream_memory.app.read dream_memory.app.context dream_memory.app.history
 dream_memory.app.deletion_window dream_memory.adapters.git dream_memory.adapters.history_log
 dream_memory.adapters.locks dream_memory.adapters.staging dream_memory.adapters.offline

@@ -19,13 +19,13 @@ from hypothesis import strategies as st
 
 from dream_memory.adapters.secrets import SecretScanner
 from dream_memory.adapters.staging import StagingWorkspace
-from dream_memory.config import parse_config
 from dream_memory.core.agent_loop import ToolOutcome
 from dream_memory.core.facts import parse_facts
 from dream_memory.core.history import parse_line, parse_lines, split_physical_lines
 from dream_memory.core.index_table import parse_index, resolve
 from dream_memory.core.sessions import parse_record, parse_session, safe_cuts, transcript_lines
 from dream_memory.errors import BadReply, ConfigError
+from dream_memory.settings.loading import parse_config
 from dream_memory.testing import build_workspace
 
 FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])

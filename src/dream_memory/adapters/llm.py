@@ -298,10 +298,9 @@ def _tool_fields(tools: Sequence[ToolSpec] | None) -> dict[str, Any]:
 def build_chat_model(resolved: ResolvedModel) -> ChatModel:
     """The ChatModel for a resolved model: the offline engine for ``offline``, litellm otherwise."""
     if resolved.is_offline:
-        from dream_memory.adapters.offline import OfflineModel
+        from dream_memory.adapters.offline import build_offline_model
 
-        model: ChatModel = OfflineModel()
-        return model
+        return build_offline_model()
     return LiteLLMChatModel(resolved)
 
 

@@ -24,6 +24,9 @@ from dream_memory.adapters import fsutil
 from dream_memory.core import layout
 from dream_memory.errors import LockBusy
 
+# The holder record is one short JSON line; more than this is not ours to parse.
+_HOLDER_READ_BYTES = 4096
+
 
 @dataclass(frozen=True)
 class LockHolder:
@@ -92,7 +95,7 @@ def current_holder(workspace: Path) -> LockHolder | None:
 
 def _read_holder(fd: int) -> str:
     try:
-        return os.pread(fd, 4096, 0).decode("utf-8", errors="replace")
+        return os.pread(fd, _HOLDER_READ_BYTES, 0).decode("utf-8", errors="replace")
     except OSError:  # a folder where the lock file belongs, say: the holder is unknown
         return ""
 
@@ -121,7 +124,7 @@ def dream_lock(workspace: Path, *, now: datetime) -> Iterator[LockHolder | None]
                 hint="nothing was done; the next scheduled run will pick the work up",
             ) from None
         try:
-            previous = os.pread(fd, 4096, 0).decode("utf-8", errors="replace")
+            previous = os.pread(fd, _HOLDER_READ_BYTES, 0).decode("utf-8", errors="replace")
             stale = _parse_holder(previous) if previous.strip() else None
             me = {"pid": os.getpid(), "host": socket.gethostname(), "started": now.isoformat(timespec="seconds")}
             os.ftruncate(fd, 0)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.rooted import Beneath, OutsideRoot
+from dream_memory.adapters.workspace import template_text
 from dream_memory.core import layout
 from dream_memory.core.context import ContextBlock, Part, build_context
 from dream_memory.core.frontmatter import is_always_on
@@ -228,6 +229,9 @@ def memory_context(
         entries, not_read = _recent_history(reads, cursor, session_key)
     finally:
         reads.beneath.close()
-    block = build_context(parts, entries, budget=budget, count_tokens=counter.count, history_not_read=not_read)
+    templates = {rel: template_text(rel) for rel, _ in _DURABLE}  # a file as dream init made it is left out
+    block = build_context(
+        parts, entries, budget=budget, count_tokens=counter.count, history_not_read=not_read, templates=templates
+    )
     block.left_out += reads.notes
     return block

@@ -1,10 +1,10 @@
 """The Consolidator's rules: the token budget, which slice of a session to fold, how a slice is
 divided for the model, and how a raw archive is written when the model cannot summarize.
 
-LESSONS ("History and cursors"): the predecessor truncated its input to fit the budget yet moved
-past the whole slice, so the tail was never archived. Here nothing is ever cut: a slice too large
-for one call is summarized in parts, and a raw archive too large for one entry becomes several
-entries whose bodies, joined, give back the transcript exactly.
+A lesson of the predecessor: it truncated its input to fit the budget yet moved past the whole
+slice, so the tail was never archived. Here nothing is ever cut: a slice too large for one call is
+summarized in parts, and a raw archive too large for one entry becomes several entries whose
+bodies, joined, give back the transcript exactly.
 """
 
 from __future__ import annotations
@@ -16,9 +16,6 @@ from dream_memory.core.history import split_text
 from dream_memory.core.prompts import NOTHING
 from dream_memory.core.sessions import ParsedSession
 
-# A model whose context window is not configured (``contextWindow`` in its preset) is assumed to
-# hold this many tokens: the common 64K class, and the nanobot agents' own default.
-DEFAULT_CONTEXT_WINDOW = 65_536
 # Kept free of prompt and reply on every call: token counts are estimates (cl100k is not every
 # model's tokenizer) and chat framing costs a few tokens per message.
 SAFETY_MARGIN_TOKENS = 1_024
@@ -37,22 +34,24 @@ class Budget:
     source: str  # for the report: where the number came from
 
 
-def resolve_budget(explicit: int | None, configured: int | None, context_window: int | None, max_tokens: int) -> Budget:
+def resolve_budget(
+    explicit: int | None, configured: int | None, context_window: int | None, max_tokens: int, *, fallback_window: int
+) -> Budget:
     """``--budget`` > ``agents.defaults.consolidate.budgetTokens`` > context window minus max
-    completion minus the safety margin (DEFAULT_CONTEXT_WINDOW when the window is unknown)."""
+    completion minus the safety margin (``fallback_window``, a setting, when the window is unknown)."""
     if explicit is not None:
         return Budget(explicit, "--budget")
     if configured is not None:
         return Budget(configured, "agents.defaults.consolidate.budgetTokens")
-    window = context_window or DEFAULT_CONTEXT_WINDOW
+    window = context_window or fallback_window
     tokens = max(MIN_INPUT_TOKENS, window - max_tokens - SAFETY_MARGIN_TOKENS)
     known = "contextWindow" if context_window else "default context window"
     return Budget(tokens, f"{known} {window} - maxTokens {max_tokens} - margin {SAFETY_MARGIN_TOKENS}")
 
 
-def input_budget(context_window: int | None, max_tokens: int, prompt_tokens: int) -> int:
+def input_budget(context_window: int | None, max_tokens: int, prompt_tokens: int, *, fallback_window: int) -> int:
     """Transcript tokens one summarizing call may carry, beside the fixed prompt and the reply."""
-    window = context_window or DEFAULT_CONTEXT_WINDOW
+    window = context_window or fallback_window
     return max(MIN_INPUT_TOKENS, window - max_tokens - SAFETY_MARGIN_TOKENS - prompt_tokens)
 
 

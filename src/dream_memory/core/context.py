@@ -9,7 +9,8 @@ the block grow (LESSONS: a stuck Dream once bloated every prompt).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from dream_memory.core.history import HistoryEntry
@@ -79,6 +80,79 @@ def _outlined(part: Part) -> str:
     return _section(f"{part.title} (outline)", f"{note}\n\n{outline(part.text)}")
 
 
+_HEADING = re.compile(r"^(#{1,6})[ \t]+\S")
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})")
+
+
+def _content_lines(lines: Sequence[str]) -> list[tuple[int, int | None]]:
+    """(index, heading level or None) of every line that is not blank; fenced code is content,
+    never headings."""
+    out: list[tuple[int, int | None]] = []
+    fence: str | None = None
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        marker = _FENCE.match(line)
+        if fence is not None:
+            if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence):
+                fence = None
+            out.append((i, None))
+            continue
+        if marker:
+            fence = marker.group(1)
+            out.append((i, None))
+            continue
+        heading = _HEADING.match(line)
+        out.append((i, len(heading.group(1)) if heading else None))
+    return out
+
+
+def without_empty_headings(text: str) -> str:
+    """``text`` without the headings that head nothing: a heading whose section (up to the next
+    heading of the same or a higher level) holds no line but other empty headings. Blank lines
+    left doubled by a removal are folded; everything else stays byte for byte."""
+    lines = text.split("\n")
+    marked = _content_lines(lines)
+    drop: set[int] = set()
+    for k, (i, level) in enumerate(marked):
+        if level is None:
+            continue
+        rest = marked[k + 1 :]
+        end = next((n for n, (_, lv) in enumerate(rest) if lv is not None and lv <= level), len(rest))
+        if all(lv is not None for _, lv in rest[:end]):
+            drop.add(i)
+    if not drop:
+        return text
+    kept: list[str] = []
+    for i, line in enumerate(lines):
+        if i in drop:
+            continue
+        if not line.strip() and kept and not kept[-1].strip():
+            continue
+        kept.append(line)
+    while kept and not kept[0].strip():
+        kept.pop(0)
+    return "\n".join(kept)
+
+
+def adds_nothing(text: str, template: str | None) -> bool:
+    """True when ``text`` holds nothing beyond headings and the lines of its template (a file
+    as ``dream init`` created it, or emptied back to that)."""
+    lines = text.split("\n")
+    known = {line.strip() for line in (template or "").split("\n")}
+    return all(level is not None or lines[i].strip() in known for i, level in _content_lines(lines))
+
+
+def pruned(part: Part, template: str | None) -> Part | None:
+    """The part as the block shows it: None for a template-only file, else without its empty
+    headings. A file too large to read whole (``size`` set) is judged by the head that was read,
+    so it is never left out, only pruned."""
+    if part.size is None and adds_nothing(part.text, template):
+        return None
+    text = without_empty_headings(part.text)
+    return part if text == part.text else Part(part.title, text, part.pointer, part.size)
+
+
 def build_context(
     parts: Sequence[Part],
     history: Sequence[HistoryEntry],
@@ -86,17 +160,21 @@ def build_context(
     budget: int,
     count_tokens: Callable[[str], int],
     history_not_read: int = 0,
+    templates: Mapping[str, str] | None = None,
 ) -> ContextBlock:
     """Assemble the block within ``budget`` tokens (see the module docstring for the order of cuts).
 
     ``history`` is oldest first; ``history_not_read`` counts older undreamt entries the caller
     did not read at all (they could never fit), so the block can say they were left out.
+    ``templates`` (part title -> the template the file was created from) lets a file that adds
+    nothing to its template be left out; every part loses its empty headings (``pruned``).
 
     Each piece is counted once: the block's size is the sum of its pieces (the separators
     between them included), and the whole is counted once at the end, so a block made of
     hundreds of parts costs one pass of the token counter over what is kept, not one per cut.
     """
-    shown = [p for p in parts if p.text.strip()]
+    kept = [pruned(p, (templates or {}).get(p.title)) for p in parts]
+    shown = [p for p in kept if p is not None and p.text.strip()]
     full = {p.title: _section(p.title, p.text) for p in shown}
     short: dict[str, str] = {}
     cost: dict[str, int] = {}

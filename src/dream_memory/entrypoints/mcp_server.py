@@ -49,11 +49,13 @@ to pass to read on. Some entities may be withheld by the user's configuration; a
 # Every tool only reads a local folder: safe to call repeatedly, nothing outside is touched.
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
 
+# Linux's PATH_MAX: a longer path names no file.
+MAX_PATH_CHARS = 4096
 PathArg = Annotated[
     str,
     Field(
         min_length=1,
-        max_length=4096,
+        max_length=MAX_PATH_CHARS,
         description="Absolute path of a file or folder (e.g. the current repository); ~ is expanded.",
     ),
 ]

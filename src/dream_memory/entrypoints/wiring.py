@@ -173,10 +173,13 @@ class Wiring:
     ) -> ConsolidateContext:
         from dream_memory.app.consolidate import ConsolidateContext, ConsolidateOptions
         from dream_memory.core.consolidation import resolve_budget
+        from dream_memory.settings import defaults
 
         configured = self.settings.config.agents.defaults.consolidate.budget_tokens
         options = ConsolidateOptions(
-            budget=resolve_budget(budget, configured, context_window, max_tokens),
+            budget=resolve_budget(
+                budget, configured, context_window, max_tokens, fallback_window=defaults.MODEL_CONTEXT_WINDOW_FALLBACK
+            ),
             force=force,
             dry_run=dry_run,
             update_sessions=update_sessions,

@@ -397,7 +397,7 @@ class Child:
     def wait(self) -> ChildResult:
         chunks = []
         while True:
-            chunk = os.read(self.read_fd, 65536)
+            chunk = os.read(self.read_fd, 64 * 1024)
             if not chunk:
                 break
             chunks.append(chunk)
@@ -1519,7 +1519,7 @@ def _fuzz_index(trial: Trial) -> Injected:
 def _fuzz_config(trial: Trial) -> Injected:
     import warnings
 
-    from dream_memory.config import parse_config
+    from dream_memory.settings.loading import parse_config
 
     rng = trial.rng
     count = 0

@@ -34,6 +34,7 @@ COMMAND_MODULES: dict[str, str] = {
     "context": "agent_cmds",
     "eval": "eval_cmd",
     "schedule": "deploy_cmds",
+    "doctor": "doctor_cmd",
 }
 
 

@@ -1,0 +1,450 @@
+"""``dream doctor``: is this workspace ready for its scheduled job, and if not, what to do.
+
+One service returning a typed report: each check has a status (``ok``, ``info``, ``warning``,
+``problem``), one line saying what was found, and for warnings and problems the fix. Problems are
+what stops or misleads the next ``dream run`` (no workspace, a bad config, no usable model, a
+stale git lock, a held batch waiting for a person, an index row that leads nowhere, a nearly full
+disk); warnings are worth knowing but the run copes (unsaved edits, a pending migration, an
+interrupted change the next run finishes). It reads only: nothing is created, locked or fixed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from dream_memory.adapters import health
+from dream_memory.adapters.git import GitStore
+from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.core import layout
+from dream_memory.core.ports import ChatModel
+from dream_memory.errors import DreamError, NotFound, Refused
+from dream_memory.settings import PROVIDER_KEY_ENV, ResolvedModel, Settings
+
+Status = Literal["ok", "info", "warning", "problem"]
+
+LOW_DISK_BYTES = 100 * 1024 * 1024  # below this a run may stop on a full disk half way
+STALE_GIT_LOCK_S = 60.0  # a live git holds its locks for milliseconds
+MODEL_CHECK_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: Status
+    summary: str
+    fix: str | None = None
+    details: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "summary": self.summary,
+            "fix": self.fix,
+            "details": list(self.details),
+        }
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    workspace: str
+    checks: tuple[Check, ...]
+
+    @property
+    def problems(self) -> list[Check]:
+        return [c for c in self.checks if c.status == "problem"]
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.healthy else 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workspace": self.workspace,
+            "healthy": self.healthy,
+            "problems": [c.name for c in self.problems],
+            "warnings": [c.name for c in self.checks if c.status == "warning"],
+            "checks": [c.to_json() for c in self.checks],
+        }
+
+
+@dataclass
+class DoctorInputs:
+    """What the doctor looks at, wired by the face: the settings (None when the config could not
+    be loaded, with the error that says why), and the adapters to reach the workspace."""
+
+    root: Path
+    settings: Settings | None
+    config_error: DreamError | None
+    config_path: Path | None
+    env: Mapping[str, str]
+    history: Callable[[], HistoryLog]
+    git: Callable[[], GitStore | None]
+    chat_model: Callable[[ResolvedModel], ChatModel]
+    cli_model: str | None = None
+    check_model: bool = False
+    clock: Callable[[], float] = field(default=time.monotonic)
+
+
+def diagnose(inputs: DoctorInputs) -> DoctorReport:
+    """Every check, in the order an operator fixes them (workspace, repository, config, model,
+    content, disk). Checks that need a workspace are left out when there is none."""
+    checks: list[Check] = []
+    workspace = _workspace_check(inputs.root)
+    checks.append(workspace)
+    if workspace.status == "ok":
+        checks += _repository_checks(inputs)
+    checks.append(_config_check(inputs))
+    checks += _model_checks(inputs)
+    if workspace.status == "ok":
+        checks += _content_checks(inputs.root)
+    checks.append(_disk_check(inputs.root))
+    return DoctorReport(str(inputs.root), tuple(checks))
+
+
+# --- the workspace and its repository -------------------------------------------------------------
+
+_MARKERS = (layout.SOUL, layout.USER, layout.MEMORY, layout.HISTORY, "memory")
+
+
+def _workspace_check(root: Path) -> Check:
+    init = f"dream init --workspace {root}"
+    if not health.is_folder(root):
+        return Check("workspace", "problem", f"no workspace at {root}", fix=f"`{init}` creates it")
+    found = health.present(root, _MARKERS)
+    if not found:
+        return Check(
+            "workspace",
+            "problem",
+            f"{root} is not a dream workspace (no SOUL.md, USER.md or memory/)",
+            fix=f"check the path; `{init}` adds the templates there (it never overwrites a file)",
+        )
+    missing = [rel for rel in layout.DURABLE_FILES if rel not in found]
+    if missing:
+        return Check(
+            "workspace",
+            "warning",
+            f"a dream workspace, but {', '.join(missing)} missing",
+            fix=f"`{init}` adds the missing templates (the next writing command does too)",
+        )
+    return Check("workspace", "ok", f"a dream workspace ({', '.join(layout.DURABLE_FILES)})")
+
+
+def _repository_checks(inputs: DoctorInputs) -> list[Check]:
+    from dream_memory.app.history import workspace_status
+
+    root = inputs.root
+    follow = inputs.settings.dream.follow_external_cursor if inputs.settings else False
+    git = inputs.git()
+    try:
+        status = workspace_status(root, inputs.history(), git, follow_external=follow)
+        checks = [_git_check(git, status, root)]
+        if git is not None:
+            checks += _git_lock_checks(git)
+            busy = git.in_progress()
+            if busy is not None:
+                checks.append(Check("git-operation", "problem", f"git is in the middle of {busy[0]}", fix=busy[1]))
+    finally:
+        if git is not None:
+            git.close()
+    checks += _state_checks(root, status)
+    return checks
+
+
+def _git_check(git: GitStore | None, status: dict[str, Any], root: Path) -> Check:
+    if git is None:
+        return Check(
+            "git",
+            "warning",
+            "not versioned yet: no repository",
+            fix=f"`dream init --workspace {root}` creates it (the first dream run does too)",
+        )
+    head = git.head()
+    if head is None:
+        return Check("git", "warning", f"repository at {git.root} has no commit yet", fix="`dream init` commits one")
+    branch = git.branch()
+    where = f"on {branch}" if branch else "detached"
+    details = [f"repository {git.root}"]
+    if git.is_shallow:
+        details.append("a shallow clone: older commits are absent (git fetch --unshallow brings them)")
+    last = status["last_dream_commit"]
+    details.append(f"last Dream commit {last['commit'][:10]} {last['subject']}" if last else "no Dream commit yet")
+    if branch is None and git.created:
+        return Check(
+            "git",
+            "problem",
+            f"HEAD {head[:10]} is detached in dream-memory's own repository: Dream refuses to commit there",
+            fix="check a branch out (git checkout main), or give dream run --branch NAME",
+            details=tuple(details),
+        )
+    dirty = status["dirty"]
+    if dirty:
+        return Check(
+            "git",
+            "warning",
+            f"HEAD {head[:10]} {where}; unsaved edits in {', '.join(dirty)}",
+            fix="nothing to do unless they are a mistake: "
+            "the next dream run commits them as `memory: manual edits` first",
+            details=tuple(details),
+        )
+    return Check("git", "ok", f"HEAD {head[:10]} {where}; no unsaved edits", details=tuple(details))
+
+
+def _git_lock_checks(git: GitStore) -> list[Check]:
+    stale = [lock for lock in health.git_lock_files(git) if lock.age_s >= STALE_GIT_LOCK_S]
+    if not stale:
+        return [Check("git-locks", "ok", "no lock file left in .git")]
+    named = ", ".join(f".git/{lock.path} ({lock.age_s:.0f} s old)" for lock in stale)
+    return [
+        Check(
+            "git-locks",
+            "problem",
+            f"lock files left in the repository: {named}; commits fail while they exist",
+            fix="if no git command is running, delete them (rm "
+            + " ".join(f"{git.root}/.git/{lock.path}" for lock in stale)
+            + "); dream run removes the ones an interrupted change of its own left",
+        )
+    ]
+
+
+def _state_checks(root: Path, status: dict[str, Any]) -> list[Check]:
+    checks: list[Check] = []
+    holder = status["lock"]
+    if holder:
+        checks.append(
+            Check(
+                "dream-lock",
+                "info",
+                f"a Dream run (or restore) is working: pid {holder['pid']} on {holder['host']}, "
+                f"since {holder['started']}",
+            )
+        )
+    else:
+        checks.append(Check("dream-lock", "ok", "free"))
+    if health.present(root, [layout.DREAM_JOURNAL]):
+        checks.append(
+            Check(
+                "journal",
+                "warning",
+                f"an interrupted change waits in {layout.DREAM_JOURNAL}",
+                fix="the next writing command (dream run, dream append) finishes or rolls it back",
+            )
+        )
+    cursor = status["cursor_check"]
+    if cursor["state"] in ("ahead", "behind", "missing"):
+        checks.append(Check("cursor", "warning", f"{layout.DREAM_CURSOR}: {cursor['reason']}"))
+    else:
+        where = f"cursor {status['cursor']}, Dream at {status['dream_cursor']}, {status['pending']} pending"
+        checks.append(Check("cursor", "ok", where))
+    if status["malformed"]:
+        checks.append(
+            Check(
+                "history",
+                "warning",
+                f"{status['malformed']} line(s) of {layout.HISTORY} are skipped (not entries of ours)",
+                fix="dream status names them on stderr; they are never removed, fix or leave them",
+            )
+        )
+    if status["pending_migration"]:
+        checks.append(
+            Check(
+                "migration",
+                "warning",
+                f"{layout.LEGACY_HISTORY} is waiting to be migrated",
+                fix="the next writing command (dream append, dream run) migrates it",
+            )
+        )
+    if status["held"]:
+        checks.append(
+            Check(
+                "held",
+                "problem",
+                f"batch(es) held for a person to decide: {', '.join(status['held'])}",
+                fix="look at them (dream status, memory/.dream_held/), "
+                "then dream run --apply-held ID or --discard-held ID",
+            )
+        )
+    if status["set_aside"]:
+        checks.append(
+            Check(
+                "set-aside",
+                "warning",
+                f"entries set aside after failing three runs: {', '.join(status['set_aside'])}",
+                fix="dream log shows the set-aside commit; dream restore --replay runs them again",
+            )
+        )
+    return checks
+
+
+# --- configuration and model ------------------------------------------------------------------
+
+
+def _config_check(inputs: DoctorInputs) -> Check:
+    if inputs.config_error is not None:
+        return Check(
+            "config",
+            "problem",
+            inputs.config_error.message,
+            fix=inputs.config_error.hint or "fix the file (docs/configuration.md lists every setting)",
+        )
+    if inputs.config_path is None:
+        return Check("config", "ok", "no config file: the defaults apply")
+    return Check("config", "ok", f"{inputs.config_path} is valid")
+
+
+def key_source(resolved: ResolvedModel, settings: Settings) -> str:
+    """Where the model's key comes from, never its value (the same precedence as the settings)."""
+    env = settings.env
+    if resolved.is_offline:
+        return "none needed (the built-in offline engine)"
+    if env.get("DREAM_API_KEY"):
+        return "DREAM_API_KEY"
+    preset = settings.config.model_presets.get(resolved.preset) if resolved.preset else None
+    if preset is not None and preset.api_key_env:
+        return preset.api_key_env
+    if resolved.api_key is None:
+        if resolved.api_base:
+            return "none (an endpoint without a key)"
+        return "none: litellm reads the provider's own variables"
+    provider = resolved.name.split("/", 1)[0] if "/" in resolved.name else "openai"
+    var = PROVIDER_KEY_ENV.get(provider)
+    if var and env.get(var):
+        return var
+    return f"the config file {settings.config_path} (its providers section)"
+
+
+def _safe_endpoint(url: str | None) -> str | None:
+    """An endpoint as shown: scheme, host, port and path, never credentials or a query."""
+    if not url:
+        return None
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else "(an endpoint that is not a URL)"
+
+
+def _model_checks(inputs: DoctorInputs) -> list[Check]:
+    settings = inputs.settings
+    if settings is None:
+        return [Check("model", "problem", "unknown: the config could not be read", fix="fix the config first")]
+    try:
+        resolved = settings.model(inputs.cli_model)
+    except DreamError as exc:
+        return [Check("model", "problem", exc.message, fix=exc.hint)]
+    if resolved is None:
+        return [
+            Check(
+                "model",
+                "problem",
+                "no model is configured: dream run and dream consolidate refuse to start",
+                fix="set DREAM_MODEL or agents.defaults.model (a preset, a litellm id, or 'offline'); "
+                "docs/configuration.md",
+            )
+        ]
+    endpoint = _safe_endpoint(resolved.api_base)
+    summary = f"{resolved.name} (chosen by {resolved.source}"
+    summary += f", preset {resolved.preset})" if resolved.preset else ")"
+    details = [f"key: {key_source(resolved, settings)}"]
+    if endpoint:
+        details.append(f"endpoint: {endpoint}")
+    checks = [Check("model", "ok", summary, details=tuple(details))]
+    if inputs.check_model:
+        checks.append(_model_call_check(inputs, resolved))
+    return checks
+
+
+def _model_call_check(inputs: DoctorInputs, resolved: ResolvedModel) -> Check:
+    if resolved.is_offline:
+        return Check("model-call", "ok", "the offline engine runs in process: nothing to call")
+    # One attempt with a short timeout: the doctor says what happens, it does not wait out retries.
+    probe = replace(resolved, max_retries=0, timeout=min(resolved.timeout, MODEL_CHECK_TIMEOUT_S), max_tokens=8)
+    model = inputs.chat_model(probe)
+    started = inputs.clock()
+    try:
+        model.complete(
+            [
+                {"role": "system", "content": "You are a health check. Answer with one word."},
+                {"role": "user", "content": "Say OK."},
+            ],
+            purpose="doctor",
+        )
+    except DreamError as exc:
+        fix = exc.hint or "check the endpoint, the model name and the key"
+        return Check("model-call", "problem", exc.message, fix=fix)
+    seconds = inputs.clock() - started
+    return Check("model-call", "ok", f"{resolved.name} answered one request in {seconds:.1f} s")
+
+
+# --- memory content and disk ----------------------------------------------------------------------
+
+
+def _content_checks(root: Path) -> list[Check]:
+    from dream_memory.app.context import always_on_skills
+    from dream_memory.app.read import ReadStore
+
+    checks: list[Check] = []
+    skills = always_on_skills(root)
+    if skills:
+        names = [part.title.removeprefix("Skill: ").removesuffix(" (always on)") for part in skills]
+        checks.append(Check("skills", "info", f"always on (in every prompt): {', '.join(names)}"))
+    else:
+        checks.append(Check("skills", "ok", "no always-on skill"))
+    if not health.present(root, [layout.INDEX]):
+        checks.append(Check("index", "ok", f"no {layout.INDEX} yet"))
+        return checks
+    broken: list[str] = []
+    with ReadStore(root) as store:
+        rows = store.index.rows
+        for row in rows:
+            try:
+                store.entity(row.entity)
+            except (NotFound, Refused) as exc:
+                broken.append(f"line {row.line_no} ({row.entity}): {exc.message}")
+        unusable = list(store.index_problems)
+    if broken:
+        checks.append(
+            Check(
+                "index",
+                "problem",
+                f"{len(broken)} of {len(rows)} {layout.INDEX} row(s) lead nowhere",
+                fix="fix the File cell of those rows, or create the file; dream entity NAME shows what a reader gets",
+                details=tuple(broken + unusable),
+            )
+        )
+    elif unusable:
+        checks.append(
+            Check(
+                "index",
+                "warning",
+                f"{len(unusable)} row(s) of {layout.INDEX} cannot be used",
+                fix="dream resolve names them on stderr",
+                details=tuple(unusable),
+            )
+        )
+    else:
+        checks.append(Check("index", "ok", f"{len(rows)} {layout.INDEX} row(s), each leads to its file"))
+    return checks
+
+
+def _disk_check(root: Path) -> Check:
+    free = health.free_bytes(root)
+    if free is None:
+        return Check("disk", "warning", f"free space of {root} cannot be read")
+    shown = f"{free / 1024**3:.1f} GiB" if free >= 1024**3 else f"{free / 1024**2:.0f} MiB"
+    if free < LOW_DISK_BYTES:
+        return Check(
+            "disk",
+            "problem",
+            f"only {shown} free where {root} is",
+            fix="free some space: a full disk stops dream run (nothing is lost, but nothing is dreamt)",
+        )
+    return Check("disk", "ok", f"{shown} free")

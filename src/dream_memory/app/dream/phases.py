@@ -1,0 +1,107 @@
+"""Phase 1, analysis: the batch's history becomes facts (one corrective retry for an unusable
+reply). ``ModelSaid`` is the content failure whose report quotes the model.
+"""
+
+from __future__ import annotations
+
+from dream_memory.adapters.staging import StagingWorkspace
+from dream_memory.app.dream.budget import prompt_budget
+from dream_memory.app.dream.options import DreamContext
+from dream_memory.app.dream.prompting import (
+    entities_listing,
+    file_context,
+    guide_in_use,
+    history_blocks,
+    skills_listing,
+)
+from dream_memory.app.dream.report import BatchRecord
+from dream_memory.core import layout
+from dream_memory.core.chat import ChatReply, Message, check_reply
+from dream_memory.core.facts import Facts, parse_facts
+from dream_memory.core.history import Batch
+from dream_memory.core.markdown import query_terms
+from dream_memory.core.ports import ChatModel
+from dream_memory.core.prompts import (
+    PHASE1_EXAMPLES,
+    PHASE1_PROTOCOL,
+    phase1_correction,
+    phase1_messages,
+)
+from dream_memory.errors import BadReply
+
+_EXCERPT_CHARS = 300
+
+
+def phase1(ctx: DreamContext, model: ChatModel, batch: Batch, staging: StagingWorkspace, record: BatchRecord) -> Facts:
+    guide, _ = guide_in_use(ctx.root)
+    budget = prompt_budget(ctx, guide + PHASE1_PROTOCOL)
+    query = query_terms("\n".join(e.content for e in batch.entries), limit=16)
+    left_out: list[str] = []
+    files = [
+        file_context(ctx, staging, path, query, budget=budget.file_tokens, left_out=left_out)
+        for path in layout.DURABLE_FILES
+    ]
+    collected: list[Facts] = []
+    blocks = history_blocks(ctx, batch, budget.history_tokens)
+    if budget.window is not None:
+        if len(blocks) > 1:
+            left_out.append(f"history: given in {len(blocks)} parts, one call each")
+        record.left_out += [f"contextWindow {budget.window}, analysis: {item}" for item in left_out]
+    for history in blocks:
+        messages = phase1_messages(
+            guide, files, history, skills=skills_listing(ctx.root), entities=entities_listing(ctx.root)
+        )
+        collected.append(_ask_for_facts(model, messages, record.notes))
+        # Counted as they arrive: a batch that fails later still reports what phase 1 found.
+        record.facts = len({f for result in collected for f in result.facts})
+    facts = tuple(dict.fromkeys(f for result in collected for f in result.facts))
+    rejected = [line for result in collected for line in result.rejected]
+    if rejected:
+        record.notes.append(f"not facts, left out: {'; '.join(rejected[:5])}")
+    return Facts(facts, skip=not facts)
+
+
+def _whole_lines(reply: ChatReply, notes: list[str]) -> ChatReply:
+    """A phase-1 reply cut off by the token limit keeps its complete lines: each is a fact on its
+    own, and only the last one can be cut (small models ramble until the limit). A reply with no
+    complete line stays cut off, and fails as such."""
+    text = reply.content or ""
+    if reply.finish_reason != "length" or reply.tool_calls or "\n" not in text.strip():
+        return reply
+    kept, _, cut = text.rstrip().rpartition("\n")
+    notes.append(f"the analysis reply was cut off by the token limit; its last line was left out: {excerpt(cut, 120)}")
+    return ChatReply(content=kept, finish_reason="stop", usage=reply.usage)
+
+
+def _ask_for_facts(model: ChatModel, messages: list[Message], notes: list[str]) -> Facts:
+    """One phase-1 call; an unusable reply gets exactly one corrective retry."""
+    reply = _whole_lines(model.complete(messages, purpose="dream.phase1"), notes)
+    try:
+        check_reply(reply, tools_offered=False)
+        return parse_facts(reply.content or "", examples=PHASE1_EXAMPLES)
+    except BadReply as first:
+        retry = [*messages, {"role": "assistant", "content": reply.content or ""}, phase1_correction(first.message)]
+        second = _whole_lines(model.complete(retry, purpose="dream.phase1.retry"), notes)
+        check_reply(second, tools_offered=False)
+        try:
+            return parse_facts(second.content or "", examples=PHASE1_EXAMPLES)
+        except BadReply as exc:
+            raise ModelSaid(
+                f"the analysis reply could not be read, even after a corrective retry: {exc.message}",
+                [excerpt(second.content)],
+            ) from exc
+
+
+def excerpt(text: str | None, limit: int = _EXCERPT_CHARS) -> str:
+    """A model reply fit for a report: one line, cut, quoted (secrets are redacted by the caller)."""
+    flat = " ".join((text or "").split())
+    return repr(flat if len(flat) <= limit else flat[: limit - 3] + "...")
+
+
+class ModelSaid(BadReply):
+    """A content failure whose report quotes the model. The quote goes to the report only: the
+    state file and commit messages keep the reason alone (a reply is untrusted text)."""
+
+    def __init__(self, message: str, said: list[str], *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.said = [s for s in said if s]

@@ -1,0 +1,137 @@
+"""What the model is shown: the Dream guide, each memory file whole or as outline and relevant
+sections, the batch's history in blocks that fit a prompt, and the skill and entity listings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from dream_memory.adapters import fsutil, workspace
+from dream_memory.adapters.staging import StagingWorkspace
+from dream_memory.app.dream.options import DreamContext
+from dream_memory.core import layout
+from dream_memory.core.frontmatter import skill_description
+from dream_memory.core.history import Batch, split_text
+from dream_memory.core.markdown import outline
+from dream_memory.core.prompts import (
+    FileContext,
+    render_entry,
+)
+from dream_memory.core.search import relevant_sections
+from dream_memory.errors import EditRejected
+
+
+def builtin_guide() -> str:
+    return workspace.builtin_guide_text()
+
+
+# nanobot caps a workspace prompt override at this many characters (WORKSPACE_PROMPT_MAX_CHARS),
+# with the same marker: a guide that works for nanobot's Dream works the same here.
+GUIDE_MAX_CHARS = 32_000
+GUIDE_TRUNCATED = "\n... (truncated)"
+
+
+def guide_in_use(root: Path) -> tuple[str, str]:
+    """(text, source): the workspace's prompts/dream.md when it has content, else the built-in
+    guide. A workspace guide longer than GUIDE_MAX_CHARS is cut there (``guide_note`` says so)."""
+    custom = fsutil.read_text(root / layout.DREAM_GUIDE)
+    if custom is not None and custom.strip():
+        text = custom.rstrip()
+        if len(text) > GUIDE_MAX_CHARS:
+            return text[:GUIDE_MAX_CHARS] + GUIDE_TRUNCATED, layout.DREAM_GUIDE
+        return custom, layout.DREAM_GUIDE
+    return builtin_guide(), "built-in"
+
+
+def guide_note(root: Path) -> str | None:
+    """Why the workspace guide is not sent whole, or None."""
+    custom = fsutil.read_text(root / layout.DREAM_GUIDE)
+    size = len(custom.rstrip()) if custom is not None else 0
+    if size <= GUIDE_MAX_CHARS:
+        return None
+    return (
+        f"{layout.DREAM_GUIDE} has {size} characters; only the first {GUIDE_MAX_CHARS} are used "
+        "(nanobot caps its Dream prompt the same way)"
+    )
+
+
+def file_context(
+    ctx: DreamContext,
+    staging: StagingWorkspace,
+    path: str,
+    query: Sequence[str],
+    *,
+    budget: int | None = None,
+    left_out: list[str] | None = None,
+) -> FileContext:
+    """A file as the model sees it: whole, or (when over budget) outline plus relevant sections."""
+    try:
+        text = staging.read(path)
+    except EditRejected as exc:  # not UTF-8, a folder, a symlink: shown as such, never read
+        staging.unreadable[path] = exc.message
+        return FileContext(path, None, "", unreadable=exc.message)
+    if text is None:
+        return FileContext(path, None, "")
+    budget = ctx.options.file_context_tokens if budget is None else budget
+    size = ctx.counter.count(text)
+    if size <= budget:
+        return FileContext(path, text, text)
+    shape = outline(text)
+    if ctx.counter.count(shape) > budget:
+        # Not even the outline fits: the model is told the file exists and can read sections.
+        if left_out is not None:
+            left_out.append(f"{path}: left out ({size} tokens; not even its outline fits)")
+        return FileContext(path, text, f"(left out: {size} tokens, too large for this prompt)", partial=True)
+    parts = [f"Outline of {path}:", shape, "", "Relevant sections:"]
+    # The read side's ranking picks the sections; the budget decides how many fit.
+    room = budget // 2
+    shown = 0
+    for section in relevant_sections(text, " ".join(query)):
+        cost = ctx.counter.count(section.text)
+        if cost <= room:
+            parts.append(section.text.rstrip())
+            room -= cost
+            shown += 1
+    if left_out is not None:
+        left_out.append(f"{path}: outline and {shown} relevant section(s) of {size} tokens")
+    return FileContext(path, text, "\n".join(parts), partial=True)
+
+
+def history_blocks(ctx: DreamContext, batch: Batch, budget: int | None = None) -> list[list[str]]:
+    """The batch as prompt blocks, one list per phase-1 call: entries grouped so each call's
+    history fits ``budget``; an entry too large for one prompt is given in parts (never cut),
+    each part in its own call."""
+    limit = ctx.options.batch_tokens if budget is None else budget
+    if batch.tokens <= limit:
+        return [[render_entry(entry) for entry in batch.entries]]
+    blocks: list[list[str]] = []
+    current: list[str] = []
+    used = 0
+    for entry in batch.entries:
+        rendered = render_entry(entry)
+        cost = ctx.counter.count(rendered)
+        if cost > limit:
+            if current:
+                blocks.append(current)
+                current, used = [], 0
+            parts = split_text(entry.content, max(50, limit - 40), ctx.counter.count)
+            blocks += [[render_entry(entry, (i, len(parts)), part)] for i, part in enumerate(parts, start=1)]
+            continue
+        if current and used + cost > limit:
+            blocks.append(current)
+            current, used = [], 0
+        current.append(rendered)
+        used += cost
+    if current:
+        blocks.append(current)
+    return blocks
+
+
+def skills_listing(root: Path) -> list[str]:
+    # The description is read from the YAML frontmatter, as nanobot reads it.
+    return [f"{name}: {skill_description(text) or '(no description)'}" for name, text in workspace.skill_files(root)]
+
+
+def entities_listing(root: Path) -> list[str]:
+    return workspace.entity_names(root)

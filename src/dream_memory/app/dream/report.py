@@ -1,0 +1,153 @@
+"""A Dream run's report: the run's status, one record per batch, and the JSON the faces print.
+Every text in it passes the secret guard (``scrub_report``) before it leaves the run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dream_memory import __version__
+from dream_memory.adapters.git import FileChange
+from dream_memory.core import layout
+from dream_memory.core.chat import Usage
+from dream_memory.core.ports import Redactor
+
+STATUS_OK = "ok"
+STATUS_NOTHING = "nothing_to_do"
+STATUS_DRY_RUN = "dry_run"
+STATUS_FAILED = "failed"
+STATUS_LOCKED = "locked"
+STATUS_HELD = "held"
+STATUS_BUDGET = "budget_exhausted"
+STATUS_SET_ASIDE = "set_aside"
+
+
+@dataclass
+class BatchRecord:
+    cursor_from: int
+    cursor_to: int
+    entries: int
+    outcome: str = ""  # committed | nothing_new | held | set_aside | failed | dry_run
+    facts: int = 0
+    tool_calls: int = 0
+    commit: str | None = None
+    files_changed: list[FileChange] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+    model_s: float = 0.0  # of which waiting for the model
+    protocol: str = ""  # the edit protocol that ran last for this batch
+    dialects: dict[str, int] = field(default_factory=dict)  # tool calls by how they arrived
+    left_out: list[str] = field(default_factory=list)  # what the context window kept out of prompts
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cursor_from": self.cursor_from,
+            "cursor_to": self.cursor_to,
+            "entries": self.entries,
+            "outcome": self.outcome,
+            "facts": self.facts,
+            "tool_calls": self.tool_calls,
+            "commit": self.commit,
+            "files_changed": [f.to_json(with_diff=False) for f in self.files_changed],
+            "usage": self.usage.to_report(),
+            "error": self.error,
+            "notes": self.notes,
+            "duration_s": round(self.duration_s, 4),
+            "model_s": round(self.model_s, 4),
+            "edit_protocol": self.protocol or None,
+            "tool_call_dialects": dict(sorted(self.dialects.items())),
+            "left_out": self.left_out,
+        }
+
+
+@dataclass
+class DreamReport:
+    workspace: str
+    model: str
+    status: str = STATUS_OK
+    cursor_before: int = 0
+    cursor_after: int = 0
+    entries_processed: int = 0
+    batches: list[BatchRecord] = field(default_factory=list)
+    commits: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    held: list[dict[str, Any]] = field(default_factory=list)
+    set_aside: list[dict[str, Any]] = field(default_factory=list)
+    redactions: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+    manual_edits_commit: str | None = None
+    compaction: dict[str, Any] | None = None
+    dry_run_changes: list[FileChange] = field(default_factory=list)
+    failed_exit: int = 1  # 2 when the run was refused for bad input (a crafted tree, a merge in progress)
+
+    @property
+    def exit_code(self) -> int:
+        return self.failed_exit if self.status == STATUS_FAILED else 75 if self.status == STATUS_LOCKED else 0
+
+    def _content_changes(self) -> list[FileChange]:
+        if self.dry_run_changes:
+            return self.dry_run_changes
+        return [f for b in self.batches if b.outcome == "committed" for f in b.files_changed]
+
+    def to_json(self) -> dict[str, Any]:
+        totals: dict[str, list[int]] = {}
+        for change in self._content_changes():
+            added_removed = totals.setdefault(change.path, [0, 0])
+            added_removed[0] += change.added
+            added_removed[1] += change.removed
+        return {
+            "status": self.status,
+            "workspace": self.workspace,
+            "version": __version__,
+            "cursor_before": self.cursor_before,
+            "cursor_after": self.cursor_after,
+            "entries_processed": self.entries_processed,
+            "batches": [b.to_json() for b in self.batches],
+            "commits": list(self.commits),
+            "files_changed": [{"path": p, "added": a, "removed": r} for p, (a, r) in sorted(totals.items())],
+            "model": self.model,
+            "usage": self.usage.to_report(),
+            "changed": any(
+                b.outcome == "committed" and any(layout.is_content(f.path) for f in b.files_changed)
+                for b in self.batches
+            ),
+            "held": self.held,
+            "set_aside": self.set_aside,
+            "redactions": dict(sorted(self.redactions.items())),
+            "diff": "".join(f.diff for f in self._content_changes()),
+            "duration_s": round(self.duration_s, 3),
+            "errors": self.errors,
+            "notes": self.notes,
+            "manual_edits_commit": self.manual_edits_commit,
+            "compaction": self.compaction,
+            "tool_call_dialects": _summed(b.dialects for b in self.batches),
+        }
+
+
+def _summed(counts: Any) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for mapping in counts:
+        for key, value in mapping.items():
+            total[key] = total.get(key, 0) + value
+    return dict(sorted(total.items()))
+
+
+def scrub(redactor: Redactor, text: str) -> str:
+    """Error and note texts quote what the model sent (a refused path, a line it tried to match):
+    they pass the secret guard before reaching a report, a log line, the state or a commit."""
+    return redactor.redact(text)[0]
+
+
+def scrub_report(report: DreamReport, redactor: Redactor) -> None:
+    report.errors = [scrub(redactor, e) for e in report.errors]
+    report.notes = [scrub(redactor, n) for n in report.notes]
+    for batch in report.batches:
+        batch.error = None if batch.error is None else scrub(redactor, batch.error)
+        batch.notes = [scrub(redactor, n) for n in batch.notes]
+    for item in [*report.held, *report.set_aside]:
+        item["reason"] = scrub(redactor, str(item.get("reason", "")))

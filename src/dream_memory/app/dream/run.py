@@ -1,0 +1,314 @@
+"""The Dream run: drain history.jsonl from .dream_cursor in batches, two model phases per batch, one
+commit per batch, and a report built from the real diff (docs/reference/report.md, "How a batch
+ends"; the prompts in docs/reference/llm-protocol.md).
+
+How a batch ends is decided here and nowhere else:
+
+- committed: its edits, the new cursor and the state in one commit;
+- nothing to add: a commit holding only the cursor ("dream: nothing new in a..b");
+- held: a guard stopped the edits; their diff is kept under memory/.dream_held/<id>/, the cursor
+  passes the batch;
+- failed: the cursor stays before the batch and the run stops (exit 1). Only content failures
+  count against the batch; after three consecutive runs failing it that way it is set aside.
+
+The commit lands before any memory file is written (versioning.apply_commit), so a crash at any
+point is finished or rolled back by the next run, and the cursor on disk is never ahead of the
+memory that produced it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from dream_memory.adapters import fsutil
+from dream_memory.adapters.git import FileChange, GitStore, unified_diff
+from dream_memory.adapters.locks import dream_lock
+from dream_memory.adapters.staging import StagingWorkspace
+from dream_memory.adapters.workspace import ensure_folder, init_workspace
+from dream_memory.app.dream.budget import BudgetExceeded, MeteredModel, usage_since
+from dream_memory.app.dream.landing import BatchContext, as_bytes, compact, content_failure, land_batch
+from dream_memory.app.dream.options import DreamContext
+from dream_memory.app.dream.prompting import guide_note
+from dream_memory.app.dream.protocols import Protocols, dream_batch
+from dream_memory.app.dream.report import (
+    STATUS_BUDGET,
+    STATUS_DRY_RUN,
+    STATUS_FAILED,
+    STATUS_HELD,
+    STATUS_NOTHING,
+    STATUS_OK,
+    STATUS_SET_ASIDE,
+    BatchRecord,
+    DreamReport,
+    scrub,
+    scrub_report,
+)
+from dream_memory.app.versioning import commit_manual_edits, recover
+from dream_memory.core import layout
+from dream_memory.core.history import Batch, HistoryEntry, plan_batches
+from dream_memory.core.ports import Redactor
+from dream_memory.core.state import DreamState
+from dream_memory.errors import BadReply, DreamError, ModelError
+
+
+def run_dream(ctx: DreamContext) -> DreamReport:
+    """One Dream run over ``ctx.root``. Raises LockBusy (exit 75) when another run holds the lock."""
+    log, redactor = ctx.log, ctx.redactor
+    ctx = replace(ctx, log=lambda message: log(scrub(redactor, message)))
+    report = DreamReport(workspace=str(ctx.root), model=ctx.model.name)
+    metered = MeteredModel(ctx.model, ctx.options, ctx.clock)
+    started = ctx.clock.monotonic()
+    if not ctx.options.dry_run:
+        ensure_folder(ctx.root)
+    with dream_lock(ctx.root, now=ctx.clock.now()) as stale:
+        if stale is not None and stale.pid is not None:
+            ctx.log(f"took over a stale Dream lock ({stale.describe()})")
+        git: GitStore | None = None
+        try:
+            git = _prepare(ctx, report)
+            _run_batches(ctx, git, metered, report)
+            if not ctx.options.dry_run and report.status not in (STATUS_FAILED,):
+                compact(ctx, git, report)
+        except (DreamError, OSError) as exc:
+            # A disk that fills up, a repository that cannot be written: the run stops where it
+            # is (the journal lets the next run finish or roll back), and the report still says so.
+            _fail_run(report, exc)
+        except Exception as exc:  # a bug: the report still lists the batches committed before it
+            ctx.log("internal error:\n" + traceback.format_exc())
+            _fail_run(report, exc)
+        finally:
+            if git is not None:
+                git.close()
+    report.usage = metered.usage
+    report.duration_s = ctx.clock.monotonic() - started
+    scrub_report(report, ctx.redactor)
+    return report
+
+
+def _fail_run(report: DreamReport, exc: Exception) -> None:
+    if isinstance(exc, DreamError):
+        message = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
+    elif isinstance(exc, OSError):
+        message = fsutil.os_error(exc, "write").message
+    else:
+        message = f"internal error ({type(exc).__name__}): {exc}"
+    open_batch = next((b for b in reversed(report.batches) if not b.outcome), None)
+    if open_batch is not None:
+        open_batch.outcome, open_batch.error = "failed", message
+        report.errors.append(f"batch {open_batch.cursor_from}..{open_batch.cursor_to}: {message}")
+    else:
+        report.errors.append(message)
+    report.status = STATUS_FAILED
+    if isinstance(exc, DreamError) and exc.exit_code == 2:
+        report.failed_exit = 2
+
+
+def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
+    """Workspace, migration, crash recovery, branch and hand edits: before any batch."""
+    if ctx.options.dry_run:
+        if ctx.history.legacy_pending():
+            report.notes.append("memory/HISTORY.md is waiting to be migrated; a dry run does not migrate")
+        return ctx.open_git(False)
+    created = init_workspace(ctx.root, guide_notes=False)
+    if created:
+        report.notes.append("created " + ", ".join(created))
+    migrated = ctx.history.migrate_legacy()
+    if migrated is not None:
+        report.notes.append(f"migrated {migrated.entries} entries from memory/HISTORY.md ({migrated.mode})")
+    git = ctx.open_git(True)
+    assert git is not None
+    recovered = recover(git)
+    if recovered is not None:
+        report.notes.append(f"recovered an interrupted change ({recovered.action}): {recovered.subject}")
+        ctx.log(f"recovered an interrupted change ({recovered.action}): {recovered.subject}")
+    if ctx.options.branch and git.checkout_branch(ctx.options.branch):
+        report.notes.append(f"created branch {ctx.options.branch}")
+    report.manual_edits_commit = commit_manual_edits(git)
+    if (cut := guide_note(ctx.root)) is not None:
+        report.notes.append(cut)
+    return git
+
+
+def _read_state(root: Path) -> DreamState:
+    return DreamState.from_json(fsutil.read_text(root / layout.DREAM_STATE))
+
+
+@dataclass
+class _Run:
+    """The batches of one run and what they share: the state file's content as it goes, the
+    protocol later batches start with, and (in a dry run) the one staging copy they all edit."""
+
+    ctx: DreamContext
+    git: GitStore | None
+    model: MeteredModel
+    report: DreamReport
+    state: DreamState
+    protocols: Protocols
+    shared_staging: StagingWorkspace | None
+
+
+def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, report: DreamReport) -> None:
+    state = _read_state(ctx.root)
+    report.notes.extend(state.warnings)
+    batches = _plan(ctx, git, report)
+    if not batches:
+        report.status = STATUS_NOTHING
+        return
+    report.status = STATUS_DRY_RUN if ctx.options.dry_run else STATUS_OK
+    shared_staging = _new_staging(ctx) if ctx.options.dry_run else None
+    run = _Run(ctx, git, model, report, state, Protocols(ctx.options.edit_protocol), shared_staging)
+    for number, batch in enumerate(batches):
+        if _stop_before(run, number, batches) or not _one_batch(run, batch):
+            break
+    if shared_staging is not None:
+        report.dry_run_changes = _diffs(shared_staging)
+    if report.set_aside and report.status in (STATUS_OK, STATUS_HELD, STATUS_BUDGET):
+        report.status = STATUS_SET_ASIDE
+    elif report.held and report.status == STATUS_OK:
+        report.status = STATUS_HELD
+
+
+def _plan(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> list[Batch]:
+    """The batches of the entries after the committed cursor."""
+    cursor = _trusted_cursor(ctx, git, report)
+    report.cursor_before = report.cursor_after = cursor
+    return plan_batches(
+        ctx.history.entries_after(cursor),
+        max_entries=ctx.options.batch_size,
+        max_tokens=ctx.options.batch_tokens,
+        count_tokens=ctx.counter.count,
+    )
+
+
+def _stop_before(run: _Run, number: int, batches: Sequence[Batch]) -> bool:
+    """True (and a note why) when the run ends before batch ``number``: --max-batches, or a run
+    budget already spent."""
+    limit = run.ctx.options.max_batches
+    if limit is not None and number >= limit:
+        run.report.notes.append(f"stopped after {number} batch(es) (--max-batches); {len(batches) - number} left")
+        return True
+    spent = run.model.exhausted()
+    if spent:
+        batch = batches[number]
+        run.report.status = STATUS_BUDGET
+        run.report.notes.append(f"stopped before batch {batch.cursor_from}..{batch.cursor_to}: {spent}")
+        return True
+    return False
+
+
+class _Meter:
+    """What one batch spent: tokens and calls, wall time, and of that the time waiting for the model."""
+
+    def __init__(self, model: MeteredModel, record: BatchRecord, redactor: Redactor) -> None:
+        self.model, self.record, self.redactor = model, record, redactor
+        self.usage, self.seconds, self.started = model.usage, model.seconds, time.perf_counter()
+
+    def count(self) -> None:
+        self.record.usage = usage_since(self.model.usage, self.usage)
+
+    def stop(self) -> None:
+        self.count()
+        self.record.duration_s = time.perf_counter() - self.started
+        self.record.model_s = self.model.seconds - self.seconds
+        # Notes may quote the model (rejected lines, a cut-off line): secrets never pass.
+        self.record.notes = [self.redactor.redact(note)[0] for note in self.record.notes]
+
+
+def _guarded(ctx: DreamContext, batch: Batch, report: DreamReport) -> Batch:
+    """The batch as the model may see it: each entry through the secret guard.
+
+    Lines an agent writes into history.jsonl itself pass no guard on the way in, and a model may
+    file one line of an entry as a fact of its own: one line of a private key's block is a lone
+    run of base64 that the guard on Dream's writes cannot recognise. Whatever the guard
+    recognises in the whole entry is gone before any model sees it, so no piece of it comes back.
+    """
+    entries: list[HistoryEntry] = []
+    for entry in batch.entries:
+        clean, counts = ctx.redactor.redact(entry.content)
+        for kind, count in counts.items():
+            report.redactions[kind] = report.redactions.get(kind, 0) + count
+        entries.append(entry if clean == entry.content else replace(entry, content=clean))
+    if all(new is old for new, old in zip(entries, batch.entries, strict=True)):
+        return batch
+    # Recounted: a marker can be longer than the secret it replaced.
+    return plan_batches(entries, max_entries=len(entries), max_tokens=sys.maxsize, count_tokens=ctx.counter.count)[0]
+
+
+def _one_batch(run: _Run, planned: Batch) -> bool:
+    """Dream one batch and land it; False when the run stops after it."""
+    ctx, report = run.ctx, run.report
+    staging = run.shared_staging or _new_staging(ctx)
+    batch = _guarded(ctx, planned, report)
+    record = BatchRecord(batch.cursor_from, batch.cursor_to, len(batch.entries))
+    report.batches.append(record)
+    meter = _Meter(run.model, record, ctx.redactor)
+    where = BatchContext(ctx, run.git, batch, record, report)
+    try:
+        dream_batch(ctx, run.model, batch, staging, record, protocols=run.protocols)
+    except BudgetExceeded as exc:
+        record.outcome, record.error = "failed", str(exc)
+        report.status = STATUS_BUDGET
+        report.notes.append(f"stopped in batch {batch.cursor_from}..{batch.cursor_to}: {exc}; it will run again")
+        meter.stop()
+        return False
+    except BadReply as exc:
+        meter.stop()
+        run.state = content_failure(where, run.state, exc)
+        return record.outcome != "failed"
+    except ModelError as exc:
+        record.outcome, record.error = "failed", f"{exc.kind}: {exc}"
+        report.status = STATUS_FAILED
+        report.errors.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {exc.kind}: {exc.message}")
+        meter.stop()
+        return False
+    meter.count()  # the commit message gives the batch's tokens
+    _collect_staging_notes(staging, report)
+    if ctx.options.dry_run:
+        record.outcome = "dry_run"
+        record.files_changed = _diffs(staging)
+    else:
+        run.state = land_batch(where, staging, run.state)
+        report.cursor_after = batch.cursor_to
+    report.entries_processed += record.entries
+    meter.stop()
+    return True
+
+
+def _collect_staging_notes(staging: StagingWorkspace, report: DreamReport) -> None:
+    """What the staging copy redacted and which files it left alone, into the report."""
+    for kind, count in staging.redactions.items():
+        report.redactions[kind] = report.redactions.get(kind, 0) + count
+    staging.redactions.clear()
+    for path, reason in staging.unreadable.items():
+        note = f"{path} was left alone: {reason}"
+        if note not in report.notes:
+            report.notes.append(note)
+
+
+def _diffs(staging: StagingWorkspace) -> list[FileChange]:
+    return [unified_diff(p, as_bytes(b), as_bytes(a)) for p, (b, a) in staging.changes().items()]
+
+
+def _new_staging(ctx: DreamContext) -> StagingWorkspace:
+    return StagingWorkspace(
+        ctx.root,
+        count_tokens=ctx.counter.count,
+        file_budget_tokens=ctx.options.file_context_tokens,
+        redactor=ctx.redactor,
+    )
+
+
+def _trusted_cursor(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> int:
+    """The committed cursor, not a file another program moved (app/cursor.py, issue 15)."""
+    from dream_memory.app.cursor import dream_cursor_check
+
+    check = dream_cursor_check(ctx.history, git, follow_external=ctx.options.follow_external_cursor)
+    if check.trouble:
+        report.notes.append(check.reason)
+        ctx.log(check.reason)
+    return check.value

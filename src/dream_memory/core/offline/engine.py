@@ -1,0 +1,346 @@
+"""The built-in ``offline`` model: deterministic, no network, no LLM (the ChatModel port,
+answered by the rules of ``core.offline.rules``; ``adapters/offline.py`` hands it to the wiring).
+
+It reads the same prompts a remote model gets and answers in the same protocol: tagged lines in
+phase 1, tool calls in phase 2 (through the same tool layer and its checks), bullet summaries
+when consolidating. It keeps what history marks as lasting ([permanent], [durable],
+[correction], "User prefers ...", decisions, solutions) and skips (nothing), [ephemeral], [skip]
+and what memory already holds. It is how ``dream demo`` runs with no key, and how CI runs
+Dream end to end; it is not a substitute for a model's judgement.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dream_memory.core import layout
+from dream_memory.core.chat import ChatReply, Message, ToolCall, ToolSpec, Usage
+from dream_memory.core.edits import minimal_edit
+from dream_memory.core.facts import Fact, normalize, parse_facts
+from dream_memory.core.offline.rules import classify, owner_of_superseded
+from dream_memory.core.placement import (
+    add_fact,
+    entity_text,
+    index_text,
+    observation_text,
+    section_for,
+    skill_text,
+)
+from dream_memory.core.prompts import (
+    CONSOLIDATION_MARKER,
+    DIVIDER_MARK,
+    ENTRY_PREFIX,
+    FACTS_MARKER,
+    FILE_PREFIX,
+    FILES_MARKER,
+    HISTORY_MARKER,
+    INSTRUCTION_MARKER,
+    MEMORY_MARKER,
+    NOTHING,
+    REPLACE_MARK,
+    SEARCH_MARK,
+)
+from dream_memory.errors import BadReply
+
+NAME = "offline"
+
+
+def _estimate(text: str) -> int:
+    return max(1, len(text) // 4) if text else 0
+
+
+_TURN = re.compile(
+    r"^\s*(?:\[[^\]]*\]\s*)?(?P<speaker>user|assistant|system|tool(?:\s*\([^)]*\))?)\s*:\s?(?P<rest>.*)$", re.I
+)
+
+
+# --- reading the prompts -------------------------------------------------------------------------
+
+
+def _user_text(messages: Sequence[Message]) -> str:
+    for message in messages:
+        if message.get("role") == "user":
+            return str(message.get("content") or "")
+    return ""
+
+
+def _after(text: str, marker: str) -> str:
+    index = text.find(marker)
+    return text[index + len(marker) :] if index >= 0 else ""
+
+
+def _files_in(text: str) -> dict[str, str | None]:
+    """FILE_PREFIX blocks -> the text shown (None: does not exist yet; partial views skipped)."""
+    files: dict[str, str | None] = {}
+    for block in text.split(FILE_PREFIX)[1:]:
+        header, _, rest = block.partition("\n")
+        path = header.split(" (")[0].strip()
+        if rest.startswith("(does not exist yet)"):
+            files[path] = None
+            continue
+        if "(large file" in header:
+            continue
+        match = re.match(r"````markdown\n(.*?)\n````", rest, re.DOTALL)
+        if match:
+            files[path] = match.group(1) + "\n"
+    return files
+
+
+def _entries_in(text: str) -> list[str]:
+    history = _after(text, HISTORY_MARKER)
+    return [block.partition("\n")[2] for block in history.split(ENTRY_PREFIX)[1:]]
+
+
+def _made_edits(messages: Sequence[Message]) -> bool:
+    return any(
+        call.get("function", {}).get("name") in ("edit_file", "write_file")
+        for m in messages
+        if m.get("role") == "assistant"
+        for call in m.get("tool_calls") or []
+    )
+
+
+_OUTLINE_ROW = re.compile(r"^\s*- (?P<title>.*) \(lines \d+-\d+, \d+ lines\)$")
+
+
+@dataclass
+class _ReadResults:
+    """What earlier read_file calls in this conversation returned."""
+
+    asked: set[str]
+    full: dict[str, str | None]  # path -> whole text (None: does not exist)
+    outlines: dict[str, list[str]]  # path -> its section titles, for files too large to read whole
+    sections: dict[tuple[str, str], str | None]  # (path, title) -> section text (None: no such section)
+
+    @classmethod
+    def collect(cls, messages: Sequence[Message]) -> _ReadResults:
+        calls: dict[str, dict[str, str]] = {}
+        for message in messages:
+            if message.get("role") != "assistant":
+                continue
+            for call in message.get("tool_calls") or []:
+                function = call.get("function", {})
+                if function.get("name") == "read_file":
+                    calls[str(call.get("id", ""))] = json.loads(function.get("arguments") or "{}")
+        found = cls(set(), {}, {}, {})
+        for message in messages:
+            args = calls.get(str(message.get("tool_call_id"))) if message.get("role") == "tool" else None
+            if not args or not args.get("path"):
+                continue
+            path, section = args["path"], args.get("section")
+            content = str(message.get("content") or "")
+            found.asked.add(path)
+            failed = content.startswith("Error:")
+            if section:
+                found.sections[(path, section)] = None if failed else content
+            elif failed:
+                if "does not exist" in content:
+                    found.full[path] = None
+            elif "is large; here is its outline" in content:
+                titles = [m["title"] for line in content.splitlines() if (m := _OUTLINE_ROW.match(line))]
+                found.outlines[path] = [t for t in titles if t != "(preamble)"]
+            else:
+                found.full[path] = content
+        return found
+
+
+class OfflineModel:
+    """The ChatModel port, answered by rules."""
+
+    @property
+    def name(self) -> str:
+        return NAME
+
+    def complete(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] | None = None, purpose: str = ""
+    ) -> ChatReply:
+        prompt = _user_text(messages)
+        if tools:
+            reply = self._phase2(messages, prompt)
+        elif CONSOLIDATION_MARKER in prompt:
+            reply = self._consolidate(prompt)
+        elif FACTS_MARKER in prompt:
+            reply = self._phase2_text(messages, prompt)
+        elif HISTORY_MARKER in prompt:
+            reply = self._phase1(prompt)
+        else:
+            raise BadReply("the offline engine only answers dream-memory's own prompts")
+        prompt_tokens = sum(_estimate(str(m.get("content") or "")) for m in messages)
+        completion = _estimate(reply.content or "") + sum(_estimate(c.arguments) for c in reply.tool_calls)
+        return ChatReply(
+            content=reply.content,
+            tool_calls=reply.tool_calls,
+            finish_reason="tool_calls" if reply.tool_calls else "stop",
+            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion, cost_usd=0.0, calls=1),
+        )
+
+    # --- phase 1 ---------------------------------------------------------------------------------
+
+    def _phase1(self, prompt: str) -> ChatReply:
+        memory = _files_in(_after(prompt, MEMORY_MARKER).split(HISTORY_MARKER)[0])
+        known = {normalize(line) for text in memory.values() if text for line in text.splitlines()}
+        lines: list[str] = []
+        seen: set[str] = set()
+        emitted: list[tuple[str, str]] = []
+        for entry in _entries_in(prompt):
+            for raw in entry.splitlines():
+                item = classify(raw)
+                if item is None:
+                    continue
+                key = normalize(item.text)
+                if key in seen or f"{normalize('- ')}{key}".strip() in known or key in known:
+                    continue
+                seen.add(key)
+                tag = owner_of_superseded(item, memory, emitted) or item.tag
+                emitted.append((tag, item.text))
+                lines.append(f"[{tag}] {item.name}: {item.text}" if item.name else f"[{tag}] {item.text}")
+        return ChatReply(content="\n".join(lines) if lines else "[SKIP]")
+
+    # --- phase 2 ---------------------------------------------------------------------------------
+
+    def _phase2(self, messages: Sequence[Message], prompt: str) -> ChatReply:
+        facts_block = _after(prompt, FACTS_MARKER).split(FILES_MARKER)[0]
+        facts = parse_facts(facts_block).facts if facts_block.strip() else ()
+        if _made_edits(messages) or not facts:
+            return ChatReply(content=f"Applied {len(facts)} fact(s).")
+        reads = _ReadResults.collect(messages)
+        known: dict[str, str | None] = {**_files_in(_after(prompt, FILES_MARKER)), **reads.full}
+        targets = list(dict.fromkeys(f.target for f in facts))
+        if any(f.tag == "ENTITY" for f in facts):
+            targets.append(layout.INDEX)
+        wanted: list[ToolCall] = []
+        for path in targets:
+            if path in known:
+                continue
+            if path in reads.outlines:
+                titles = {section_for(path, f.text) for f in facts if f.target == path}
+                titles |= {reads.outlines[path][-1]} if reads.outlines[path] else set()
+                wanted += [
+                    _call("read_file", path=path, section=t) for t in sorted(titles) if (path, t) not in reads.sections
+                ]
+            elif path not in reads.asked:
+                wanted.append(_call("read_file", path=path))
+        if wanted:
+            return ChatReply(content=None, tool_calls=tuple(wanted))
+        today = re.search(r"Today is (\d{4}-\d{2}-\d{2})", prompt)
+        calls = self._edits_for_whole_files(facts, known, today.group(1) if today else "today")
+        calls += self._edits_for_sections(facts, reads)
+        if not calls:
+            return ChatReply(content="Nothing to change: the files already hold these facts.")
+        return ChatReply(content=None, tool_calls=tuple(calls))
+
+    def _phase2_text(self, messages: Sequence[Message], prompt: str) -> ChatReply:
+        """Phase 2 in the text protocol: the same edits, written as SEARCH/REPLACE blocks (only
+        for files shown whole: there is no read_file to fetch a section)."""
+        if any(m.get("role") == "assistant" and SEARCH_MARK in str(m.get("content") or "") for m in messages):
+            return ChatReply(content="DONE")
+        facts_block = _after(prompt, FACTS_MARKER).split(FILES_MARKER)[0]
+        facts = parse_facts(facts_block).facts if facts_block.strip() else ()
+        known = _files_in(_after(prompt, FILES_MARKER))
+        today = re.search(r"Today is (\d{4}-\d{2}-\d{2})", prompt)
+        blocks = []
+        for call in self._edits_for_whole_files(facts, known, today.group(1) if today else "today"):
+            args = json.loads(call.arguments)
+            search = _with_eol(args.get("old_text", ""))
+            replace = _with_eol(args.get("new_text", args.get("content", "")))
+            blocks.append(f"{args['path']}\n{SEARCH_MARK}\n{search}{DIVIDER_MARK}\n{replace}{REPLACE_MARK}")
+        return ChatReply(content="\n\n".join(blocks) if blocks else "DONE")
+
+    @staticmethod
+    def _edits_for_whole_files(facts: Sequence[Fact], known: dict[str, str | None], date: str) -> list[ToolCall]:
+        after = dict(known)
+        for fact in facts:
+            path = fact.target
+            if path not in after:
+                continue  # a large file: handled section by section
+            current = after[path]
+            if fact.tag == "SKILL":
+                after[path] = skill_text(fact.name or "skill", fact.text, current)
+            elif fact.tag == "ENTITY":
+                after[path] = entity_text(fact.name or "entity", fact.text, current)
+                if layout.INDEX in after:
+                    after[layout.INDEX] = index_text(after[layout.INDEX], fact.name or "entity", path, fact.text)
+            elif fact.tag == "OBSERVATION":
+                after[path] = observation_text(current, fact.text, date)
+            elif current is not None:
+                after[path] = add_fact(current, path, fact.text)
+        calls: list[ToolCall] = []
+        for path in sorted(after):
+            old, new = known.get(path), after[path]
+            if new is None or new == old:
+                continue
+            if old is None:
+                calls.append(_call("write_file", path=path, content=new))
+            else:
+                old_text, new_text = minimal_edit(old, new)
+                calls.append(_call("edit_file", path=path, old_text=old_text, new_text=new_text))
+        return calls
+
+    @staticmethod
+    def _edits_for_sections(facts: Sequence[Fact], reads: _ReadResults) -> list[ToolCall]:
+        """Facts for large files, filed by editing only the sections that were read."""
+        staged: dict[tuple[str, str], str] = {}
+        for fact in facts:
+            path = fact.target
+            if path not in reads.outlines:
+                continue
+            title = section_for(path, fact.text)
+            key = (path, title)
+            if reads.sections.get(key) is not None:
+                staged[key] = add_fact(staged.get(key, reads.sections[key] or ""), path, fact.text)
+                continue
+            last = (path, reads.outlines[path][-1]) if reads.outlines[path] else None
+            if last is None or reads.sections.get(last) is None:
+                continue
+            base = staged.get(last, reads.sections[last] or "")
+            staged[last] = add_fact(base, path, fact.text)  # appends the missing heading after it
+        calls = []
+        for (path, title), new in sorted(staged.items()):
+            old = reads.sections[(path, title)] or ""
+            if new != old:
+                calls.append(_call("edit_file", path=path, old_text=old, new_text=new))
+        return calls
+
+    # --- consolidation ---------------------------------------------------------------------------
+
+    def _consolidate(self, prompt: str) -> ChatReply:
+        body = _after(prompt, CONSOLIDATION_MARKER).partition("\n")[2].split(INSTRUCTION_MARKER)[0]
+        kept: list[str] = []
+        seen: set[str] = set()
+        speaker = ""
+        for raw in body.splitlines():
+            turn = _TURN.match(raw)
+            if turn:
+                speaker = turn["speaker"].casefold()
+                line = turn["rest"]
+                if line.startswith("(tool call)"):
+                    speaker = "tool call"
+            else:
+                line = raw  # a continuation line of the same message
+            # Tool calls and tool results are machine output: a keyword inside them is not a fact.
+            if speaker.startswith("tool"):
+                continue
+            item = classify(line)
+            if item is None or item.tag == "OBSERVATION":
+                continue
+            key = normalize(item.text)
+            if key in seen:
+                continue
+            seen.add(key)
+            kept.append(f"- [durable] {item.text}")
+        return ChatReply(content="\n".join(kept) if kept else NOTHING)
+
+
+def _with_eol(text: str) -> str:
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+_call_ids = itertools.count(1)
+
+
+def _call(name: str, **arguments: object) -> ToolCall:
+    return ToolCall(id=f"offline-{next(_call_ids)}", name=name, arguments=json.dumps(arguments, ensure_ascii=False))
