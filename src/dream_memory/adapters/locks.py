@@ -58,10 +58,14 @@ _PROBE_GRACE_SECONDS = 0.25
 
 
 def _flock_exclusive(fd: int) -> None:
+    _flock(fd, fcntl.LOCK_EX)
+
+
+def _flock(fd: int, mode: int) -> None:
     deadline = time.monotonic() + _PROBE_GRACE_SECONDS
     while True:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, mode | fcntl.LOCK_NB)
             return
         except BlockingIOError:
             if time.monotonic() >= deadline:
@@ -140,6 +144,37 @@ def dream_lock(workspace: Path, *, now: datetime) -> Iterator[LockHolder | None]
         finally:
             with contextlib.suppress(OSError):  # the kernel drops the flock at close anyway
                 os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def dream_lock_shared(workspace: Path) -> Iterator[None]:
+    """For a dry run: raises LockBusy when a live run holds the Dream lock, and otherwise holds it
+    shared for the block (no real run starts under a dry run's reading), writing nothing: a
+    missing lock file is not created (then no run is live) and the holder record is left as it is.
+    """
+    path = lock_path(workspace)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except (FileNotFoundError, NotADirectoryError):
+        yield None
+        return
+    except OSError as exc:
+        raise fsutil.os_error(exc, "read the Dream lock", path) from exc
+    try:
+        try:
+            _flock(fd, fcntl.LOCK_SH)
+        except BlockingIOError:
+            holder = _parse_holder(_read_holder(fd))
+            raise LockBusy(
+                f"the workspace is locked by another Dream run ({holder.describe() if holder else 'holder unknown'})",
+                hint="nothing was done; try the dry run again when that run has ended",
+            ) from None
+        try:
+            yield None
+        finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)

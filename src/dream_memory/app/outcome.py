@@ -93,6 +93,8 @@ def exit_code(outcome: HasStatus | DreamError | None) -> int:
     if status == Status.FAILED:
         # A run refused for bad input (a crafted tree, a merge in progress) failed with exit 2.
         return int(getattr(outcome, "failed_exit", EXIT_FAILED))
+    if status == Status.INTERRUPTED:  # the signal's own code: 143 for SIGTERM, 130 for SIGINT
+        return exit_for_signal(getattr(outcome, "stopped_by", None) or SIGINT)
     return EXIT_FOR_STATUS[Status(status)]
 
 

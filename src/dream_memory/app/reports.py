@@ -11,8 +11,10 @@ from ``__required_keys__``.
 
 from typing import Literal, NotRequired, TypedDict
 
-DreamStatus = Literal["ok", "nothing_to_do", "dry_run", "failed", "locked", "held", "budget_exhausted", "set_aside"]
-BatchOutcome = Literal["committed", "nothing_new", "held", "set_aside", "failed", "dry_run"]
+DreamStatus = Literal[
+    "ok", "nothing_to_do", "dry_run", "failed", "locked", "held", "budget_exhausted", "set_aside", "interrupted"
+]
+BatchOutcome = Literal["committed", "nothing_new", "held", "set_aside", "failed", "dry_run", "interrupted"]
 ConsolidateStatus = Literal["ok", "nothing_to_do", "dry_run", "failed", "locked"]
 SessionOutcome = Literal["consolidated", "skipped", "would_consolidate", "failed", "not_attempted"]
 

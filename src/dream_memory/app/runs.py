@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from dream_memory.app.dream import DreamReport
     from dream_memory.app.runtime import Runtime
     from dream_memory.core.ports import ChatModel
+    from dream_memory.core.stop import StopFlag
 
 
 # --- run -------------------------------------------------------------------------------------------
@@ -84,9 +85,20 @@ def unstarted_report(workspace: Path, model: str | None, exc: BaseException) -> 
     return report
 
 
-def dream(rt: Runtime, request: RunRequest, *, before_start: Callable[[], None] | None = None) -> DreamReport:
+def dream(
+    rt: Runtime,
+    request: RunRequest,
+    *,
+    before_start: Callable[[], None] | None = None,
+    stop: StopFlag | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> DreamReport:
     """One Dream run. ``before_start`` is the face's own last check (the CLI's ``--report``
-    file), run after the service's checks and before any lock or work."""
+    file), run after the service's checks and before any lock or work. ``stop`` is set by the
+    face's signal handler (the run ends between model calls, status ``interrupted``);
+    ``progress`` gets one line per batch as it ends."""
+    from dataclasses import replace
+
     from dream_memory.app.dream import run_dream
 
     _check_run(request)
@@ -105,7 +117,8 @@ def dream(rt: Runtime, request: RunRequest, *, before_start: Callable[[], None] 
         resolved=choice.resolved,
     )
     try:
-        return run_dream(rt.dream_context(choice.chat, options))
+        ctx = replace(rt.dream_context(choice.chat, options), progress=progress)
+        return run_dream(ctx if stop is None else replace(ctx, stop=stop))
     except LockBusy as exc:
         return stopped_report(rt, choice.name, Status.LOCKED, exc)
     except DreamError as exc:  # before the first batch: the lock could not be taken (a full disk, ...)

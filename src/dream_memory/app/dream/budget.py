@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from dream_memory.app.dream.options import DreamContext, DreamOptions
 from dream_memory.core.chat import ChatReply, Message, ToolSpec, Usage
 from dream_memory.core.ports import ChatModel, Clock
+from dream_memory.core.stop import StopFlag
 from dream_memory.errors import ConfigError, ModelError
 
 
@@ -19,11 +20,21 @@ class BudgetExceeded(ModelError):
         super().__init__(message, kind="budget", retryable=False)
 
 
-class MeteredModel:
-    """Counts usage of every call and stops calls once a run budget is spent."""
+class Interrupted(Exception):  # a stop request, not an error: no DreamError, no exit code of its own
+    """A stop was requested (a signal): no further model call; the batch in flight is not landed."""
 
-    def __init__(self, model: ChatModel, options: DreamOptions, clock: Clock) -> None:
+    def __init__(self, signum: int | None) -> None:
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum
+
+
+class MeteredModel:
+    """Counts usage of every call, stops calls once a run budget is spent, and makes none after a
+    stop was requested (the call in flight finishes: its reply is paid for either way)."""
+
+    def __init__(self, model: ChatModel, options: DreamOptions, clock: Clock, stop: StopFlag | None = None) -> None:
         self.inner = model
+        self.stop = stop or StopFlag()
         self.options = options
         self.clock = clock
         self.started = clock.monotonic()
@@ -48,6 +59,8 @@ class MeteredModel:
     def complete(
         self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] | None = None, purpose: str = ""
     ) -> ChatReply:
+        if self.stop.requested:
+            raise Interrupted(self.stop.signum)
         spent = self.exhausted()
         if spent:
             raise BudgetExceeded(spent)

@@ -12,6 +12,7 @@ from dream_memory.adapters.git import GitStore
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core.guards import GuardSettings
 from dream_memory.core.ports import ChatModel, Clock, NoRedaction, Redactor, TokenCounter
+from dream_memory.core.stop import StopFlag
 from dream_memory.settings import defaults
 
 EDIT_PROTOCOLS = ("tools", "text", "auto", "facts")
@@ -50,3 +51,7 @@ class DreamContext:
     open_git: Callable[[bool], GitStore | None]
     redactor: Redactor = field(default_factory=NoRedaction)
     log: Callable[[str], None] = lambda message: None
+    # Set by the face's signal handler; the run checks it before every model call and batch.
+    stop: StopFlag = field(default_factory=StopFlag)
+    # One line per batch as it ends (the CLI's stderr unless --quiet); None: no progress lines.
+    progress: Callable[[str], None] | None = None

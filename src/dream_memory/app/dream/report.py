@@ -21,6 +21,7 @@ STATUS_LOCKED = "locked"
 STATUS_HELD = "held"
 STATUS_BUDGET = "budget_exhausted"
 STATUS_SET_ASIDE = "set_aside"
+STATUS_INTERRUPTED = "interrupted"
 
 
 @dataclass
@@ -28,7 +29,7 @@ class BatchRecord:
     cursor_from: int
     cursor_to: int
     entries: int
-    outcome: str = ""  # committed | nothing_new | held | set_aside | failed | dry_run
+    outcome: str = ""  # committed | nothing_new | held | set_aside | failed | dry_run | interrupted
     facts: int = 0
     tool_calls: int = 0
     commit: str | None = None
@@ -80,6 +81,7 @@ class DreamReport:
     errors: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     duration_s: float = 0.0
+    stopped_by: int | None = None  # the signal that interrupted the run: its exit code is 128 + it
     manual_edits_commit: str | None = None
     compaction: dict[str, Any] | None = None
     dry_run_changes: list[FileChange] = field(default_factory=list)
@@ -87,7 +89,11 @@ class DreamReport:
 
     @property
     def exit_code(self) -> int:
-        return self.failed_exit if self.status == STATUS_FAILED else 75 if self.status == STATUS_LOCKED else 0
+        """The status's exit code from the one table (app/outcome.py); ``failed_exit`` for a
+        failed run."""
+        from dream_memory.app.outcome import exit_code
+
+        return exit_code(self)
 
     def _content_changes(self) -> list[FileChange]:
         if self.dry_run_changes:

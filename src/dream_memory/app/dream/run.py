@@ -18,19 +18,20 @@ memory that produced it.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import FileChange, GitStore, unified_diff
-from dream_memory.adapters.locks import dream_lock
+from dream_memory.adapters.locks import LockHolder, dream_lock, dream_lock_shared
 from dream_memory.adapters.staging import StagingWorkspace
 from dream_memory.adapters.workspace import ensure_folder, init_workspace
-from dream_memory.app.dream.budget import BudgetExceeded, MeteredModel, usage_since
+from dream_memory.app.dream.budget import BudgetExceeded, Interrupted, MeteredModel, usage_since
 from dream_memory.app.dream.landing import BatchContext, as_bytes, compact, content_failure, land_batch
 from dream_memory.app.dream.options import DreamContext
 from dream_memory.app.dream.prompting import guide_note
@@ -40,6 +41,7 @@ from dream_memory.app.dream.report import (
     STATUS_DRY_RUN,
     STATUS_FAILED,
     STATUS_HELD,
+    STATUS_INTERRUPTED,
     STATUS_NOTHING,
     STATUS_OK,
     STATUS_SET_ASIDE,
@@ -53,6 +55,7 @@ from dream_memory.core import layout
 from dream_memory.core.history import Batch, HistoryEntry, plan_batches
 from dream_memory.core.ports import Redactor
 from dream_memory.core.state import DreamState
+from dream_memory.core.stop import signal_name
 from dream_memory.errors import BadReply, DreamError, ModelError
 
 
@@ -61,26 +64,26 @@ def run_dream(ctx: DreamContext) -> DreamReport:
     log, redactor = ctx.log, ctx.redactor
     ctx = replace(ctx, log=lambda message: log(scrub(redactor, message)))
     report = DreamReport(workspace=str(ctx.root), model=ctx.model.name)
-    metered = MeteredModel(ctx.model, ctx.options, ctx.clock)
+    metered = MeteredModel(ctx.model, ctx.options, ctx.clock, ctx.stop)
     started = ctx.clock.monotonic()
     if not ctx.options.dry_run:
         ensure_folder(ctx.root)
-    with dream_lock(ctx.root, now=ctx.clock.now()) as stale:
+    with _lock(ctx) as stale:
         if stale is not None and stale.pid is not None:
             ctx.log(f"took over a stale Dream lock ({stale.describe()})")
         git: GitStore | None = None
         try:
             git = _prepare(ctx, report)
             _run_batches(ctx, git, metered, report)
-            if not ctx.options.dry_run and report.status not in (STATUS_FAILED,):
+            if not ctx.options.dry_run and report.status not in (STATUS_FAILED, STATUS_INTERRUPTED):
                 compact(ctx, git, report)
         except (DreamError, OSError) as exc:
             # A disk that fills up, a repository that cannot be written: the run stops where it
             # is (the journal lets the next run finish or roll back), and the report still says so.
-            _fail_run(report, exc)
+            _fail_run(ctx, report, exc)
         except Exception as exc:  # a bug: the report still lists the batches committed before it
             ctx.log("internal error:\n" + traceback.format_exc())
-            _fail_run(report, exc)
+            _fail_run(ctx, report, exc)
         finally:
             if git is not None:
                 git.close()
@@ -90,7 +93,19 @@ def run_dream(ctx: DreamContext) -> DreamReport:
     return report
 
 
-def _fail_run(report: DreamReport, exc: Exception) -> None:
+@contextlib.contextmanager
+def _lock(ctx: DreamContext) -> Iterator[LockHolder | None]:
+    """The Dream lock; a dry run only checks no live run holds it (it writes nothing, not even
+    the lock file)."""
+    if not ctx.options.dry_run:
+        with dream_lock(ctx.root, now=ctx.clock.now()) as stale:
+            yield stale
+        return
+    with dream_lock_shared(ctx.root):
+        yield None
+
+
+def _fail_run(ctx: DreamContext, report: DreamReport, exc: Exception) -> None:
     if isinstance(exc, DreamError):
         message = f"{exc.message} ({exc.hint})" if exc.hint else exc.message
     elif isinstance(exc, OSError):
@@ -101,6 +116,7 @@ def _fail_run(report: DreamReport, exc: Exception) -> None:
     if open_batch is not None:
         open_batch.outcome, open_batch.error = "failed", message
         report.errors.append(f"batch {open_batch.cursor_from}..{open_batch.cursor_to}: {message}")
+        _progress(ctx, open_batch)
     else:
         report.errors.append(message)
     report.status = STATUS_FAILED
@@ -186,8 +202,13 @@ def _plan(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> list[
 
 
 def _stop_before(run: _Run, number: int, batches: Sequence[Batch]) -> bool:
-    """True (and a note why) when the run ends before batch ``number``: --max-batches, or a run
-    budget already spent."""
+    """True (and a note why) when the run ends before batch ``number``: a stop request, --max-batches,
+    or a run budget already spent."""
+    if run.ctx.stop.requested:
+        _interrupted(
+            run.report, run.ctx.stop.signum, f"before batch {batches[number].cursor_from}..{batches[-1].cursor_to}"
+        )
+        return True
     limit = run.ctx.options.max_batches
     if limit is not None and number >= limit:
         run.report.notes.append(f"stopped after {number} batch(es) (--max-batches); {len(batches) - number} left")
@@ -240,7 +261,37 @@ def _guarded(ctx: DreamContext, batch: Batch, report: DreamReport) -> Batch:
 
 
 def _one_batch(run: _Run, planned: Batch) -> bool:
-    """Dream one batch and land it; False when the run stops after it."""
+    """Dream one batch and land it, and say how it ended; False when the run stops after it."""
+    try:
+        return _dream_and_land(run, planned)
+    finally:
+        if run.report.batches and run.report.batches[-1].outcome:  # else run_dream's failure says it
+            _progress(run.ctx, run.report.batches[-1])
+
+
+def _interrupted(report: DreamReport, signum: int | None, where: str) -> None:
+    report.status = STATUS_INTERRUPTED
+    report.stopped_by = signum
+    report.notes.append(
+        f"stopped by {signal_name(signum)} {where}: every batch before it is committed; "
+        "the next run continues from the cursor"
+    )
+
+
+def _progress(ctx: DreamContext, record: BatchRecord) -> None:
+    """One line as a batch ends: its range, how it ended, what it spent."""
+    if ctx.progress is None:
+        return
+    line = (
+        f"dream: batch {record.cursor_from}..{record.cursor_to} ({record.entries} entries): {record.outcome}, "
+        f"{record.usage.total_tokens} tokens, {record.duration_s:.1f} s"
+    )
+    if record.error:
+        line += f": {record.error}"
+    ctx.progress(scrub(ctx.redactor, line))
+
+
+def _dream_and_land(run: _Run, planned: Batch) -> bool:
     ctx, report = run.ctx, run.report
     staging = run.shared_staging or _new_staging(ctx)
     batch = _guarded(ctx, planned, report)
@@ -250,6 +301,14 @@ def _one_batch(run: _Run, planned: Batch) -> bool:
     where = BatchContext(ctx, run.git, batch, record, report)
     try:
         dream_batch(ctx, run.model, batch, staging, record, protocols=run.protocols)
+    except Interrupted as exc:
+        # Nothing of the batch has landed (the edits are only in the staging copy): it is rolled
+        # back by not landing it, and the cursor stays before it.
+        record.outcome = "interrupted"
+        record.error = f"stopped by {signal_name(exc.signum)} before the batch landed; the next run dreams it again"
+        meter.stop()
+        _interrupted(report, exc.signum, f"in batch {batch.cursor_from}..{batch.cursor_to}")
+        return False
     except BudgetExceeded as exc:
         record.outcome, record.error = "failed", str(exc)
         report.status = STATUS_BUDGET

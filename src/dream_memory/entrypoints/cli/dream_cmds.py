@@ -59,6 +59,7 @@ def _write_report(path: Path, text: str) -> str | None:
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Token budget for this run.")
 @click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="Cost budget in USD for this run.")
 @click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None, help="Wall-time budget.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr (one per batch as it ends).")
 @workspace_options
 def run(
     batch_size: int | None,
@@ -70,6 +71,7 @@ def run(
     max_tokens: int | None,
     max_cost: float | None,
     max_seconds: float | None,
+    quiet: bool,
     workspace: str | None,
     config_path: str | None,
 ) -> int:
@@ -77,8 +79,10 @@ def run(
 
     Exit codes: 0 done (also when batches were held, set aside or a budget stopped the run),
     1 a batch failed (the cursor stays before it), 2 bad usage or config, 75 another run holds
-    the workspace.
+    the workspace, 130 / 143 stopped by SIGINT / SIGTERM (after the model call in flight; the
+    report lists every batch committed before; a second signal stops at once).
     """
+    from dream_memory.app.dream.stopping import stop_on_signals
     from dream_memory.app import outcome
     from dream_memory.app.runs import RunRequest, dream, unstarted_report
     from dream_memory.errors import DreamError
@@ -100,8 +104,13 @@ def run(
         if report_path:
             report_file.append(_check_report_path(report_path))
 
+    # Held until the command returns (click closes it): the report is printed even after a signal.
+    stop = click.get_current_context().with_resource(stop_on_signals())
+    progress = None if quiet else note
     try:
-        report = dream(runtime(workspace, config_path), request, before_start=check_report_file)
+        report = dream(
+            runtime(workspace, config_path), request, before_start=check_report_file, stop=stop, progress=progress
+        )
     except (DreamError, OSError, RecursionError) as exc:
         # Stopped before it could start (config, model, permissions, --report): a scheduler
         # reading stdout still gets a report saying so; the error itself ends the command as usual.
