@@ -77,6 +77,6 @@ ENTRYPOINT ["/usr/bin/tini", "--", "dream-git-sync"]
 # ---- runtime (the default target): dream-run -----------------------------------------------------
 FROM runtime-base AS runtime
 USER 10001:10001
-# Stopped (SIGTERM), dream-run ends at once with exit 143 (128 + 15); the run's committed batches
-# stay, the next run continues from the cursor.
+# Stopped (SIGTERM), dream-run ends after the model call in flight (at most 2 s) with the
+# interrupted report and exit 143 (128 + 15); the committed batches stay, the next run continues.
 ENTRYPOINT ["/usr/bin/tini", "--", "dream-run"]

@@ -9,7 +9,8 @@
 #   - exit 75 while another process on the host holds memory/.dream.lock (flock);
 #   - `--entrypoint dream-consolidate` and `--entrypoint dream-restore` reachable (--help);
 #   - every provider dream-memory names loads in the slimmed venv (ci/docker/provider-smoke.py);
-#   - `docker stop -t 10` while dream-run waits on the model returns within 3 s (tini), exit 143;
+#   - `docker stop -t 10` while dream-run waits on the model returns within 3 s (tini), exit 143,
+#     with the interrupted report on stdout;
 #   - over a workspace owned by another uid: exit 2 at once, naming owner, uid and fixes; :ro too;
 #   - an agent and Dream under different uids writing one folder through a shared group.
 # The Kubernetes manifests are simulated by ci/docker/k8s-proof.sh.
@@ -224,10 +225,12 @@ t0=$(now); "$DOCKER" stop -t 10 "$cid" >/dev/null; t1=$(now)
 stop_s=$(elapsed "$t0" "$t1")
 stop_rc=$("$DOCKER" inspect --format '{{.State.ExitCode}}' "$cid")
 pid1=$("$DOCKER" inspect --format '{{json .Config.Entrypoint}}' "$cid")
+"$DOCKER" logs "$cid" >"$work/stop.out" 2>/dev/null || true
 "$DOCKER" rm "$cid" >/dev/null
 kill "$hang_pid" 2>/dev/null; wait "$hang_pid" 2>/dev/null || true; hang_pid=""
 awk -v s="$stop_s" 'BEGIN { exit !(s < 3) }' || die "docker stop -t 10 took $stop_s s (expected < 3)"
 [ "$stop_rc" -eq 143 ] || die "a stopped dream-run exited $stop_rc (expected 143)"
+grep -q '"status": "interrupted"' "$work/stop.out" || die "a stopped dream-run printed no interrupted report"
 record "- docker stop -t 10 while dream-run waits on the model: returned in **$stop_s s**, exit $stop_rc (entrypoint $pid1)"
 
 # 7) a workspace the container cannot write: exit 2 at once, naming the owner, the uid and the fix

@@ -51,7 +51,8 @@ class Running:
         )
         self.lines: queue.Queue[tuple[float, str]] = queue.Queue()
         self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
@@ -71,8 +72,13 @@ class Running:
                 return at
 
     def finish(self, timeout: float = 60) -> tuple[int, dict[str, Any], float]:
-        out, _ = self.proc.communicate(timeout=timeout)
+        assert self.proc.stdout is not None
+        out = self.proc.stdout.read()
+        self.proc.wait(timeout=timeout)
         ended = time.monotonic()
+        self.reader.join(timeout=5)
+        while not self.lines.empty():  # every line, for the assertion messages
+            self.seen.append(self.lines.get()[1])
         return self.proc.returncode, json.loads(out), ended
 
 
@@ -168,3 +174,25 @@ def test_progress_lines_arrive_while_the_run_goes(isolated: Cli, tmp_path: Path)
         quiet = isolated.subprocess("dream", "run", "--quiet", env={"DREAM_WORKSPACE": str(other)}, timeout=120)
     assert quiet.returncode == 0, quiet.stderr
     assert "dream: batch" not in quiet.stderr
+
+
+def test_a_model_call_that_does_not_answer_is_abandoned_soon_after_the_signal(isolated: Cli) -> None:
+    """Behind a model taking 60 s per call, SIGTERM ends the run within the stop wait (2 s) and a
+    few seconds of start-up, not after the call: the report says interrupted, the batch in flight
+    is rolled back (no commit, no cursor), exit 143."""
+    build_workspace(isolated.workspace, history=sample_entries(ENTRIES))
+    with slow_model(isolated, 60.0) as server:
+        run = Running(isolated)
+        deadline = time.monotonic() + 60
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.requests, "the run made no model call"
+        sent = time.monotonic()
+        run.proc.send_signal(signal.SIGTERM)
+        exit_code, report, ended = run.finish(timeout=30)
+    assert exit_code == 143, run.seen
+    assert ended - sent < 20.0  # the 2 s wait, then the report (a loaded machine is slow); the call: 60 s
+    assert report["status"] == "interrupted"
+    assert report["commits"] == []
+    assert [b["outcome"] for b in report["batches"]] == ["interrupted"]
+    assert not (isolated.workspace / "memory" / ".dream_cursor").exists() or _cursor(isolated.workspace) == 0

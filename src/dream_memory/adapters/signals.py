@@ -5,6 +5,11 @@ or rolls back its batch, and reports ``interrupted``); a second one ends the pro
 128 + its number. That needs no clean-up: the kernel drops the Dream lock with the process and the
 next run finishes or rolls back a half-written commit from the journal.
 
+The model call in flight gets ``wait`` seconds to answer (retry waits included); past that it is
+abandoned (``StopNow`` raised inside it, its batch rolled back), so a stop fits the grace periods
+schedulers give (docker stop 10 s, GitHub 7.5 s to its second signal, Kubernetes 30 s) even
+behind a model that takes minutes per call.
+
 The handler ends the process itself instead of relying on the default action: as PID 1 in a
 container (no init) the default SIGTERM action does nothing.
 """
@@ -18,13 +23,15 @@ import threading
 from collections.abc import Iterator
 from types import FrameType
 
-from dream_memory.core.stop import StopFlag, signal_name
+from dream_memory.core.stop import StopFlag, StopNow, signal_name
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# How long the model call in flight may still take once a stop is requested.
+STOP_WAIT_SECONDS = 2.0
 
 
 @contextlib.contextmanager
-def stop_on_signals(flag: StopFlag | None = None) -> Iterator[StopFlag]:
+def stop_on_signals(flag: StopFlag | None = None, *, wait: float = STOP_WAIT_SECONDS) -> Iterator[StopFlag]:
     """Within the block SIGINT and SIGTERM request a stop on the yielded flag; the handlers that
     were there before come back after it. Outside the main thread (where Python cannot install
     handlers) the flag is yielded as it is, for the caller to set."""
@@ -40,13 +47,21 @@ def stop_on_signals(flag: StopFlag | None = None) -> Iterator[StopFlag]:
         flag.request(signum)
         _say(
             f"dream: {signal_name(signum)} received: stopping after the current model call "
-            "(send it again to stop at once)\n"
+            f"(at most {wait:g} s more; send it again to stop at once)\n"
         )
+        signal.setitimer(signal.ITIMER_REAL, wait)
+
+    def out_of_time(signum: int, frame: FrameType | None) -> None:
+        if flag.in_call:  # never in the middle of landing a batch: that finishes on its own
+            _say(f"dream: the model call did not answer within {wait:g} s of the stop; abandoning it\n")
+            raise StopNow
 
     previous = {signum: signal.signal(signum, handle) for signum in STOP_SIGNALS}
+    previous[signal.SIGALRM] = signal.signal(signal.SIGALRM, out_of_time)
     try:
         yield flag
     finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 

@@ -9,11 +9,18 @@ from __future__ import annotations
 _NAMES = {2: "SIGINT", 15: "SIGTERM"}
 
 
+class StopNow(BaseException):  # like KeyboardInterrupt: no library's `except Exception` may eat it
+    """Raised inside a model call that outlived the wait after a stop request: the call is
+    abandoned and its batch rolled back (only ever raised while ``StopFlag.in_call``)."""
+
+
 class StopFlag:
-    """Set once (the first signal wins); ``requested`` is what the run checks."""
+    """Set once (the first signal wins); ``requested`` is what the run checks. ``in_call`` is
+    true while a model call (with its retries) is in flight: only then may it be cut short."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.in_call = False
 
     def request(self, signum: int) -> None:
         if self.signum is None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from dream_memory.app.dream.options import DreamContext, DreamOptions
 from dream_memory.core.chat import ChatReply, Message, ToolSpec, Usage
 from dream_memory.core.ports import ChatModel, Clock
-from dream_memory.core.stop import StopFlag
+from dream_memory.core.stop import StopFlag, StopNow
 from dream_memory.errors import ConfigError, ModelError
 
 
@@ -66,8 +66,12 @@ class MeteredModel:
             raise BudgetExceeded(spent)
         started = time.perf_counter()
         try:
+            self.stop.in_call = True  # inside the try: the stop may cut in right here too
             reply = self.inner.complete(messages, tools=tools, purpose=purpose)
+        except StopNow:
+            raise Interrupted(self.stop.signum) from None
         finally:
+            self.stop.in_call = False
             self.seconds += time.perf_counter() - started
         self.usage = self.usage + reply.usage
         return reply

@@ -82,8 +82,8 @@ def run(
     the workspace, 130 / 143 stopped by SIGINT / SIGTERM (after the model call in flight; the
     report lists every batch committed before; a second signal stops at once).
     """
-    from dream_memory.app.dream.stopping import stop_on_signals
     from dream_memory.app import outcome
+    from dream_memory.app.dream.stopping import stop_on_signals
     from dream_memory.app.runs import RunRequest, dream, unstarted_report
     from dream_memory.errors import DreamError
     from dream_memory.settings import load_read_settings
