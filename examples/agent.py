@@ -120,9 +120,9 @@ def turn(ws: Workspace, session: Session, text: str, args: argparse.Namespace) -
     report = ws.consolidate(
         model=args.consolidate_model or args.model, sessions=[session.path], budget=args.session_budget
     )
-    for item in report["sessions"]:
-        if item["entries"]:
-            print(f"(memory: consolidated {item['messages_archived']} messages into history)", file=sys.stderr)
+    for item in report.sessions:
+        if item.entries:
+            print(f"(memory: consolidated {item.messages_archived} messages into history)", file=sys.stderr)
     return reply
 
 

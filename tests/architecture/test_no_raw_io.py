@@ -3,8 +3,9 @@
 Checked on the syntax tree: calls of ``os`` functions that reach the system, the builtin
 ``open``, ``shutil``, ``tempfile``, ``subprocess``, ``socket``, and the pathlib methods that read,
 write or look at the disk. A call through one of our adapter modules (``fsutil.read_text(...)``)
-is the adapter's I/O and fine. ``GitStore.open`` (a repository with an author and a clock) is
-built by the runtime, nowhere else in app/.
+is the adapter's I/O and fine. ``app/runtime.py`` is the composition root: it opens the adapters
+(``GitStore.open``, a repository with an author and a clock, is built there and nowhere else in
+app/), so it is not checked.
 """
 
 from __future__ import annotations
@@ -87,22 +88,23 @@ def raw_io(module: Module, tree: ast.Module | None = None) -> list[str]:
     return found
 
 
+COMPOSITION_ROOT = "dream_memory.app.runtime"
+
+
 def _checked() -> list[Module]:
-    return [m for m in modules() if m.name.startswith(("dream_memory.core", "dream_memory.app"))]
+    return [
+        m
+        for m in modules()
+        if m.name.startswith(("dream_memory.core", "dream_memory.app")) and m.name != COMPOSITION_ROOT
+    ]
 
 
 # Files that still do I/O themselves (issue 16 moves it into adapters). The test fails when one is
 # clean and still listed, so the list can only shrink. Empty when issue 16 is done.
 KNOWN_RAW_IO = {
-    "app/consolidate.py",
     "app/context.py",
     "app/demo.py",
-    "app/dream/landing.py",
-    "app/dream/prompting.py",
-    "app/dream/run.py",
-    "app/evaluation.py",
     "app/history.py",
-    "app/read.py",
     "app/versioning.py",
 }
 

@@ -184,7 +184,7 @@ def test_a_folder_where_a_lock_file_belongs(tmp_path: Path, lock: str) -> None:
 # the command in the same process.
 AS_USER = r"""
 import importlib, os, sys
-for name in '''dream_memory.entrypoints.cli dream_memory.entrypoints.wiring dream_memory.settings
+for name in '''dream_memory.entrypoints.cli dream_memory.app.runtime dream_memory.settings
 dream_memory.settings.loading dream_memory.app.dream dream_memory.app.consolidate dream_memory.app.versioning
 dream_memory.app.held dream_memory.app.read dream_memory.app.context dream_memory.app.history
 dream_memory.app.deletion_window dream_memory.adapters.git dream_memory.adapters.history_log

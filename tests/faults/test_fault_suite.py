@@ -20,6 +20,8 @@ from faults_helpers import DOCS
 
 from dream_memory.testing import clean_env
 
+pytestmark = pytest.mark.slow  # the 300-trial fault soak (scripts/test --fast leaves it out)
+
 TRIALS, SEED, SHARDS = 300, 1, 2
 MATCHED = ("trials", "faults", "violations")
 _ROW = re.compile(
@@ -40,14 +42,13 @@ def documented_figures() -> dict[str, dict[str, int]]:
 
 
 def run_sharded(tmp_path: Path) -> list[dict[str, Any]]:
-    """`python -m dream_memory.testing.faults --trials 300 --seed 1 --shard i/2 --json`, both at once."""
+    """`tests/faults/soak/run.py --trials 300 --seed 1 --shard i/2 --json`, both at once."""
     env = clean_env(tmp_path / "home")
     procs = [
         subprocess.Popen(
             [
                 sys.executable,
-                "-m",
-                "dream_memory.testing.faults",
+                str(Path(__file__).parent / "soak" / "run.py"),
                 "--trials",
                 str(TRIALS),
                 "--seed",
@@ -93,5 +94,5 @@ def test_the_fault_suite_finds_no_violation_and_matches_the_documented_figures(t
     documented = {kind: {key: row[key] for key in MATCHED} for kind, row in documented_figures().items()}
     assert documented == measured, (
         "docs/reliability.md is out of date: regenerate its table with "
-        f"`python -m dream_memory.testing.faults --trials {TRIALS} --seed {SEED} --markdown`"
+        f"`.venv/bin/python tests/faults/soak/run.py --trials {TRIALS} --seed {SEED} --markdown`"
     )

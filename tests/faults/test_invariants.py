@@ -8,10 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from soak.ops import Ops
 
 from dream_memory.testing import build_workspace
 from dream_memory.testing.canaries import CANARIES
-from dream_memory.testing.faults import Ops
 from dream_memory.testing.invariants import (
     check_cursor_not_ahead,
     check_failed_appends_absent,

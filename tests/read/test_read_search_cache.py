@@ -16,14 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from read_helpers import snapshot
 
-import dream_memory.adapters.search_index as index_module
+import dream_memory.adapters.search_index.match as index_match
+import dream_memory.adapters.search_index.write as index_write
 from dream_memory.app.read import ReadStore
 
 
 @pytest.fixture(autouse=True)
 def no_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
     """Files in these tests are seconds old; the 2 s racy-git window would keep them out."""
-    monkeypatch.setattr(index_module, "RACY_NS", 0)
+    monkeypatch.setattr(index_match, "RACY_NS", 0)
 
 
 def big_store(make_store: Callable[..., Path], count: int = 60) -> Path:
@@ -171,7 +172,7 @@ def test_a_term_in_most_words_reads_the_files(
     are read, with the same answer."""
     root, cache = big_store(make_store), tmp_path / "cache"
     search(root, cache, "x")
-    monkeypatch.setattr(index_module, "MAX_TOKENS_PER_TERM", 3)
+    monkeypatch.setattr(index_match, "MAX_TOKENS_PER_TERM", 3)
     paths, stats = search(root, cache, "e")
     assert paths == plain(root, "e")
     assert stats["from_cache"] == 0
@@ -293,7 +294,7 @@ def test_failed_build_leaves_nothing_and_answers(
     answers from the files and leaves no half-built file behind."""
     root, cache = big_store(make_store), tmp_path / "cache"
     monkeypatch.setattr(
-        index_module, "_SCHEMA", tuple(x.replace("USING fts5(", "USING fts_missing(") for x in index_module._SCHEMA)
+        index_write, "SCHEMA", tuple(x.replace("USING fts5(", "USING fts_missing(") for x in index_write.SCHEMA)
     )
     paths, stats = search(root, cache, "needle")
     assert paths == ["entities/e007.md"] and stats["rebuilt"] == 0

@@ -9,16 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dream_memory.core.search import (
-    Document,
+    Query,
+    Score,
     clamp_max_results,
     fold_bytes,
     parse_query,
     preview_lines,
     relevant_sections,
-    score_bytes,
-    score_text,
-    search_texts,
+    score,
     split_sections,
+    term_counts,
+    top,
 )
 from dream_memory.errors import InputError
 
@@ -27,8 +28,6 @@ def test_query_terms() -> None:
     """Words are matched case-insensitively, "quoted phrases" stay whole, repeats count once."""
     q = parse_query('Nix  "Flake Lock" nix  Über')
     assert q.terms == ("nix", "flake lock", "über")
-    assert q.byte_terms is None  # a non-ASCII term needs the decoded text
-    assert parse_query("a b").byte_terms == (b"a", b"b")
 
 
 @pytest.mark.parametrize("bad", ["", "   ", '""', "x" * 1001, " ".join(f"w{i}" for i in range(17))])
@@ -43,43 +42,56 @@ def test_max_results_is_clamped() -> None:
     assert [clamp_max_results(n) for n in (-3, 0, 1, 10, 50, 51, 1000)] == [1, 1, 1, 10, 50, 50, 50]
 
 
-def docs() -> list[Document]:
+def docs() -> list[tuple[str, str, str]]:
+    """(path, text, name) of six sources."""
     return [
-        Document("entities/c.md", "alpha\nbeta\n", "c"),
-        Document("entities/a.md", "alpha beta alpha\n", "a"),
-        Document("entities/b.md", "alpha beta alpha\n", "b"),
-        Document("sections/alpha.md", "alpha only\n", "alpha"),
-        Document("sections/h.md", "# Beta notes\nalpha\n", "h"),
-        Document("entities/z.md", "nothing here\n", "z"),
+        ("entities/c.md", "alpha\nbeta\n", "c"),
+        ("entities/a.md", "alpha beta alpha\n", "a"),
+        ("entities/b.md", "alpha beta alpha\n", "b"),
+        ("sections/alpha.md", "alpha only\n", "alpha"),
+        ("sections/h.md", "# Beta notes\nalpha\n", "h"),
+        ("entities/z.md", "nothing here\n", "z"),
     ]
+
+
+def score_of(text: str, name: str, query: Query) -> Score | None:
+    """The file path's score: the one rule fed by the text's own counts."""
+    return score(*term_counts(fold_bytes(text.encode("utf-8")), query), name, query)
+
+
+def search_texts(sources: list[tuple[str, str, str]], text: str, max_results: int = 10) -> list[str]:
+    """The paths of the best sources, best first, as search ranks them."""
+    query = parse_query(text)
+    scored = [(s, path, None) for path, body, name in sources if (s := score_of(body, name, query)) is not None]
+    return [path for _, path, _ in top(scored, clamp_max_results(max_results))]
 
 
 def test_ranking_order() -> None:
     """Sources rank by terms covered, then name/heading hits, then hits, then path."""
     hits = search_texts(docs(), "alpha beta")
-    assert [h.path for h in hits] == [
+    assert hits == [
         "sections/h.md",
         "entities/a.md",
         "entities/b.md",
         "entities/c.md",
         "sections/alpha.md",
     ]
-    assert all(h.path != "entities/z.md" for h in hits)
+    assert "entities/z.md" not in hits
 
 
 def test_ranking_is_deterministic_whatever_the_input_order() -> None:
     """The same sources and query give the same answer, however the sources are listed."""
-    expected = [h.path for h in search_texts(docs(), "alpha beta")]
+    expected = search_texts(docs(), "alpha beta")
     rng = random.Random(7)
     for _ in range(20):
         shuffled = docs()
         rng.shuffle(shuffled)
-        assert [h.path for h in search_texts(shuffled, "alpha beta")] == expected
+        assert search_texts(shuffled, "alpha beta") == expected
 
 
 def test_limit_applies_after_ranking() -> None:
     """max_results keeps the best sources, not the first ones listed."""
-    assert [h.path for h in search_texts(docs(), "alpha beta", max_results=1)] == ["sections/h.md"]
+    assert search_texts(docs(), "alpha beta", max_results=1) == ["sections/h.md"]
 
 
 @settings(max_examples=200, deadline=None)
@@ -87,13 +99,30 @@ def test_limit_applies_after_ranking() -> None:
     st.text(st.characters(blacklist_categories=("Cs",)), max_size=400),
     st.lists(st.text("abcdefgKkßİı #", min_size=1, max_size=5).filter(lambda s: s.strip()), min_size=1, max_size=4),
 )
-def test_byte_fast_path_agrees_with_text(text: str, words: list[str]) -> None:
-    """Scoring raw bytes (the fast path for big stores, and the search cache's folding) gives
-    exactly the score of the decoded text, for any text and any query."""
+def test_score_from_bytes_agrees_with_the_decoded_text(text: str, words: list[str]) -> None:
+    """Scoring raw bytes (the fast path for big stores, and the search index's folding) gives
+    the score the decoded text's own rule gives, for any text and any query."""
     query = parse_query(" ".join(f'"{w.strip()}"' for w in words))
-    assert score_bytes(text.encode("utf-8"), "name", query) == score_text(text, "name", query)
     folded = fold_bytes(text.encode("utf-8"))
     assert folded == text.casefold().encode("utf-8")
+    lowered = text.casefold()
+    covered = [t for t in query.terms if t in lowered]
+    headings = "\n".join(line for line in lowered.split("\n") if _is_heading(line))
+    expected = (
+        Score(
+            len(covered),
+            sum(t in "name" for t in query.terms) + sum(t in headings for t in covered),
+            sum(lowered.count(t) for t in covered),
+        )
+        if covered
+        else None
+    )
+    assert score_of(text, "name", query) == expected
+
+
+def _is_heading(line: str) -> bool:
+    marks = len(line) - len(line.lstrip("#"))
+    return 1 <= marks <= 6 and (len(line) == marks or line[marks] in " \t")
 
 
 def test_previews_prefer_lines_with_more_terms() -> None:
@@ -114,11 +143,11 @@ def test_long_lines_are_clipped_around_the_hit() -> None:
 
 def test_headings_count_as_name_hits() -> None:
     """A term in a heading lifts a source above one that only mentions it."""
-    heading = score_bytes(b"# Colmena\nuse it\n", "x", parse_query("colmena"))
-    mention = score_bytes(b"we use colmena\n", "x", parse_query("colmena"))
+    heading = score_of("# Colmena\nuse it\n", "x", parse_query("colmena"))
+    mention = score_of("we use colmena\n", "x", parse_query("colmena"))
     assert heading is not None and mention is not None
     assert heading.name_hits == 1 and mention.name_hits == 0
-    assert score_bytes(b"#hashtag colmena\n", "x", parse_query("hashtag")) is not None
+    assert score_of("#hashtag colmena\n", "x", parse_query("hashtag")) is not None
 
 
 MARKDOWN = """\

@@ -404,6 +404,18 @@ def test_at_with_a_bad_revision(store: Path) -> None:
         reader(store, at="abcdef12")
 
 
+def test_a_bad_revision_leaves_no_file_open(store: Path) -> None:
+    """A refused --at (an unknown commit) closes the repository it opened: a long-lived caller
+    (the Python API, an agent's process) asking again and again runs out of nothing."""
+    commit_all(store)
+    git(store, "gc", "-q")  # the objects in a pack, which answering the revision opens
+    open_files = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):
+        with pytest.raises(UnknownRevision):
+            reader(store, at="beefbeef")
+    assert len(os.listdir("/proc/self/fd")) == open_files
+
+
 # --- read-only -----------------------------------------------------------------------------------
 
 

@@ -27,12 +27,14 @@ from dream_memory.app import consolidate as consolidate_module
 from dream_memory.app import dream as dream_module
 from dream_memory.app import reports
 from dream_memory.entrypoints.cli import cli
-from dream_memory.testing import build_workspace, write_session
+from dream_memory.testing import build_workspace, clean_env, write_session
 from dream_memory.testing.llm_server import Fail, Reply, ScriptedLLMServer, from_chat_model, tool_call
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA_PATH = REPO / "docs" / "reference" / "report.schema.json"
 SCHEMA = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+# `dream-run` as a process, whether or not the console scripts are on PATH.
+DREAM_RUN = [sys.executable, "-c", "from dream_memory.entrypoints.cli import run_main; run_main()"]
 
 
 def validator(definition: str) -> Draft202012Validator:
@@ -119,10 +121,13 @@ def test_the_checked_in_schema_is_what_the_report_types_generate() -> None:
 def test_the_schema_statuses_are_the_ones_the_code_sets() -> None:
     """Every status constant of app/dream.py and app/consolidate.py is in the schema's enum and the
     enum holds nothing else, so a new status cannot reach a report undocumented."""
-    for module, literal in ((dream_module, reports.DreamStatus), (consolidate_module, reports.ConsolidateStatus)):
+    # The modules that define the report classes (the packages re-export them from there).
+    dream_home = sys.modules[dream_module.DreamReport.__module__]
+    consolidate_home = sys.modules[consolidate_module.ConsolidateReport.__module__]
+    for module, literal in ((dream_home, reports.DreamStatus), (consolidate_home, reports.ConsolidateStatus)):
         constants = {value for name, value in vars(module).items() if name.startswith("STATUS_")}
         assert constants == set(typing.get_args(literal)), module.__name__
-    outcomes = {value for name, value in vars(consolidate_module).items() if name.startswith("OUTCOME_")}
+    outcomes = {value for name, value in vars(consolidate_home).items() if name.startswith("OUTCOME_")}
     assert outcomes == set(typing.get_args(reports.SessionOutcome))
 
 
@@ -246,6 +251,25 @@ def test_eval_report(env: Env) -> None:
     code, report = env.json("eval", "--scenario", "personal", "--json")
     assert code == 0 and report["passed"] is True and [s["name"] for s in report["scenarios"]] == ["personal"]
     assert_valid(report, "Eval")
+
+
+@pytest.mark.slow
+def test_the_container_entrypoint_prints_and_writes_a_valid_report(tmp_path: Path) -> None:
+    """`dream-run` as its own process on a clean machine (the container's entrypoint), offline:
+    the report on stdout and the one written by --report are the same text and match DreamRun."""
+    workspace = build_workspace(tmp_path / "ws", history=entries(3))
+    out = tmp_path / "reports" / "run.json"
+    done = subprocess.run(
+        [*DREAM_RUN, "--workspace", str(workspace), "--model", "offline", "--report", str(out)],
+        env=clean_env(tmp_path / "home"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["status"] == "ok" and out.read_text(encoding="utf-8") == done.stdout
+    assert_valid(report, "DreamRun")
 
 
 def test_a_report_with_an_undeclared_key_is_refused() -> None:

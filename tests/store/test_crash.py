@@ -18,6 +18,8 @@ from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core.history import HistoryEntry
 from dream_memory.testing import FrozenClock, build_workspace
 
+pytestmark = pytest.mark.slow  # real processes end to end (scripts/test --fast leaves it out)
+
 # Runs `dream ARGS` (or a compaction with "compact DREAM_CURSOR MAX") and SIGKILLs itself just
 # before the N-th write at SITE, so the crash lands exactly between two durable steps.
 KILLER = """
@@ -206,6 +208,19 @@ while True:
 """
 
 
+def _read_until_acknowledged(proc: subprocess.Popen[str], count: int, timeout_s: float = 60.0) -> list[str]:
+    """The child's lines up to its ``count``-th acknowledged append (or its end, or the timeout)."""
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout_s
+    while sum(line.startswith("DONE") for line in lines) < count and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+    return lines
+
+
 def test_sigkill_at_random_moments_of_a_busy_writer(tmp_path: Path) -> None:
     """A process appending and compacting nonstop is killed twelve times at random moments: every
     entry whose cursor was returned is kept, an entry being written when the kill came is there
@@ -219,11 +234,14 @@ def test_sigkill_at_random_moments_of_a_busy_writer(tmp_path: Path) -> None:
         proc = subprocess.Popen(
             [sys.executable, "-c", BUSY, str(ws), f"r{round_no}"], stdout=subprocess.PIPE, text=True
         )
-        time.sleep(0.4 + rng.random() * 0.6)  # past interpreter start, into the loop
+        # Into the loop first (a few entries acknowledged, however slow the machine is to start an
+        # interpreter), then a kill at a random moment of the loop.
+        seen = _read_until_acknowledged(proc, 6)
+        time.sleep(rng.random() * 0.3)
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate()
         started = []
-        for line in out.splitlines():
+        for line in seen + out.splitlines():
             parts = line.split()
             if parts[0] == "START":
                 started.append(parts[1])

@@ -199,3 +199,15 @@ def os_error(exc: OSError, doing: str, path: Path | str | None = None) -> Worksp
     message = f"cannot {doing} {where}: {describe_os_error(exc)}"
     kind = WorkspaceUnusable if exc.errno in _UNUSABLE else WorkspaceError
     return kind(message, hint=_hint(exc, where))
+
+
+def touch_for_append(path: Path) -> None:
+    """Create ``path`` (and its folder) if missing, keeping what is there: proves it can be written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8"):
+        pass
+
+
+def write_in_place(path: Path, text: str) -> None:
+    """Write ``text`` into ``path`` itself (not by rename: it may be a pipe, /dev/stderr or a symlink)."""
+    path.write_text(text, encoding="utf-8")

@@ -296,39 +296,47 @@ def update_last_consolidated(path: Path, value: int, *, timeout: float = SESSION
         return MetadataUpdate("skipped", f"cannot take {lock_path.name}: {fsutil.describe_os_error(exc)}")
     try:
         for _ in range(5):
-            try:
-                before = FileSignature.of(path)
-                data = path.read_bytes()
-            except OSError as exc:
-                raise WorkspaceError(f"cannot read session file {path}: {fsutil.describe_os_error(exc)}") from exc
-            end = data.find(b"\n")
-            if end < 0:
-                return MetadataUpdate("skipped", "the file has no complete metadata line")
-            try:
-                line = data[:end].decode("utf-8")
-            except UnicodeDecodeError:
-                return MetadataUpdate("skipped", "the metadata line is not UTF-8")
-            current = _current_value(line)
-            if current is None:
-                return MetadataUpdate("skipped", "the first line is not a metadata line")
-            keys = keys_to_write(line, nanobot_store=is_in_nanobot_store(path))
-            if current >= value and all(_key_value(line, k) == current for k in keys):
-                return MetadataUpdate("unchanged", f"{' and '.join(keys)} already {current}")
-            if current > value:
-                return MetadataUpdate("unchanged", f"{keys[0]} is already {current}")
-            updated = with_progress(line, value, keys)
-            if updated is None:
-                return MetadataUpdate("skipped", f"{' and '.join(keys)} cannot be set without rewriting other fields")
-            try:
-                if FileSignature.of(path) != before:
-                    continue
-                fsutil.atomic_write(path, updated.encode("utf-8") + data[end:], site=SITE_SESSION)
-            except OSError as exc:
-                raise WorkspaceError(f"cannot write session file {path}: {fsutil.describe_os_error(exc)}") from exc
-            return MetadataUpdate("written", f"{' and '.join(keys)} {current} -> {value}")
+            update = _try_update(path, value)
+            if update is not None:
+                return update
         return MetadataUpdate("skipped", "the file kept changing while it was updated (a writer ignores the lock)")
     finally:
         lock.release()
+
+
+def _try_update(path: Path, value: int) -> MetadataUpdate | None:
+    """One read and write of the metadata line; None when the file changed in between (so the
+    caller reads it again)."""
+    try:
+        before = FileSignature.of(path)
+        data = path.read_bytes()
+    except OSError as exc:
+        raise WorkspaceError(f"cannot read session file {path}: {fsutil.describe_os_error(exc)}") from exc
+    end = data.find(b"\n")
+    if end < 0:
+        return MetadataUpdate("skipped", "the file has no complete metadata line")
+    try:
+        line = data[:end].decode("utf-8")
+    except UnicodeDecodeError:
+        return MetadataUpdate("skipped", "the metadata line is not UTF-8")
+    current = _current_value(line)
+    if current is None:
+        return MetadataUpdate("skipped", "the first line is not a metadata line")
+    keys = keys_to_write(line, nanobot_store=is_in_nanobot_store(path))
+    if current >= value and all(_key_value(line, k) == current for k in keys):
+        return MetadataUpdate("unchanged", f"{' and '.join(keys)} already {current}")
+    if current > value:
+        return MetadataUpdate("unchanged", f"{keys[0]} is already {current}")
+    updated = with_progress(line, value, keys)
+    if updated is None:
+        return MetadataUpdate("skipped", f"{' and '.join(keys)} cannot be set without rewriting other fields")
+    try:
+        if FileSignature.of(path) != before:
+            return None
+        fsutil.atomic_write(path, updated.encode("utf-8") + data[end:], site=SITE_SESSION)
+    except OSError as exc:
+        raise WorkspaceError(f"cannot write session file {path}: {fsutil.describe_os_error(exc)}") from exc
+    return MetadataUpdate("written", f"{' and '.join(keys)} {current} -> {value}")
 
 
 def _key_value(line: str, key: str) -> int | None:
@@ -364,3 +372,29 @@ def progress_key(root: Path, path: Path) -> str:
         return resolved.relative_to(base).as_posix()
     except ValueError:
         return resolved.as_posix()
+
+
+def locate_session(raw: str, places: Sequence[Path]) -> Path:
+    """A ``--session`` argument as a session file: the path itself when absolute, else the first
+    of ``places`` that holds it. InputError when there is none, or it is not a file."""
+    candidate = Path(raw).expanduser()
+    options = [candidate] if candidate.is_absolute() else [place / candidate for place in places]
+    found = next((p for p in options if p.exists()), None)
+    if found is None:
+        where = "" if candidate.is_absolute() else f" (looked in {', '.join(map(str, places))})"
+        raise InputError(f"session file {raw} does not exist{where}")
+    if not found.is_file():
+        raise InputError(f"{found} is not a session file")
+    return found
+
+
+def session_files(folder: Path | None) -> list[Path]:
+    """The ``*.jsonl`` files of a sessions folder, sorted; none when there is no such folder."""
+    if folder is None or not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob("*.jsonl") if p.is_file())
+
+
+def session_file_gone(root: Path, rel: str) -> bool:
+    """Whether the session file recorded as ``rel`` (workspace-relative, or absolute) is gone."""
+    return not (root / rel).exists() and not Path(rel).exists()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 
@@ -48,3 +49,45 @@ def is_template(rel_path: str, text: str | None) -> bool:
         return text == template_text(rel_path)
     except (FileNotFoundError, OSError):
         return False
+
+
+# --- what Dream reads of a workspace besides the memory files (app/dream) ----------------------
+
+
+def builtin_guide_text() -> str:
+    """The bundled Dream guide (data/guide/dream.md)."""
+    return (resources.files("dream_memory") / "data" / "guide" / "dream.md").read_text(encoding="utf-8")
+
+
+def ensure_folder(root: Path) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+
+
+def skill_files(root: Path) -> list[tuple[str, str | None]]:
+    """(skill name, its SKILL.md text) for each skills/<name>/SKILL.md, by name."""
+    folder = root / layout.SKILLS_DIR
+    if not folder.is_dir():
+        return []
+    return [(skill.parent.name, fsutil.read_text(skill)) for skill in sorted(folder.glob("*/SKILL.md"))]
+
+
+def entity_names(root: Path) -> list[str]:
+    """Every page under memory/entities/, as its path there without ``.md``, sorted."""
+    folder = root / layout.ENTITIES_DIR
+    if not folder.is_dir():
+        return []
+    return sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.md"))
+
+
+def archive_paths(root: Path) -> list[str]:
+    """memory/archive/history-*.jsonl, as workspace-relative paths."""
+    return [p.relative_to(root).as_posix() for p in (root / layout.ARCHIVE_DIR).glob("history-*.jsonl")]
+
+
+def read_files(root: Path, rel_paths: Iterable[str]) -> dict[str, bytes | None]:
+    """Each path's bytes, None for one that is not a file (gone, or a folder)."""
+    found: dict[str, bytes | None] = {}
+    for rel in rel_paths:
+        path = root / rel
+        found[rel] = path.read_bytes() if path.is_file() else None
+    return found

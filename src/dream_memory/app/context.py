@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import stat
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.rooted import Beneath, OutsideRoot
@@ -24,6 +26,11 @@ from dream_memory.core.context import ContextBlock, Part, build_context
 from dream_memory.core.frontmatter import is_always_on
 from dream_memory.core.history import HistoryEntry, parse_line
 from dream_memory.core.ports import TokenCounter
+from dream_memory.errors import InputError
+from dream_memory.settings import defaults
+
+if TYPE_CHECKING:
+    from dream_memory.app.runtime import Runtime
 
 _DURABLE = (
     (layout.SOUL, "`dream section soul`"),
@@ -127,7 +134,7 @@ def _always_on_skills(reads: _Reads) -> list[Part]:
 
 def always_on_skills(root: Path) -> list[Part]:
     """Skills whose frontmatter says ``always: true`` (read within the default block's budget)."""
-    reads = _Reads(root, 8000)
+    reads = _Reads(root, defaults.CONTEXT_BUDGET)
     try:
         return _always_on_skills(reads)
     finally:
@@ -219,7 +226,7 @@ def memory_context(
     session_key: str | None = None,
     extra_parts: list[Part] | None = None,
 ) -> ContextBlock:
-    """The block for an agent's system prompt (CONTRACT section 5, `dream context`)."""
+    """The block for an agent's system prompt (docs/reference/commands.md, `dream context`)."""
     reads = _Reads(root, budget)
     try:
         parts = [reads.part(path, path, pointer) for path, pointer in _DURABLE]
@@ -235,3 +242,42 @@ def memory_context(
     )
     block.left_out += reads.notes
     return block
+
+
+# --- the service (every face calls this) ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContextRequest:
+    budget: int | None = None  # None: agents.defaults.context.budgetTokens
+    session_key: str | None = None
+    work_path: str | None = None  # also the entity whose repository root holds this folder
+
+
+def check_budget(budget: int) -> int:
+    """The one budget rule of every face (CLI, API, MCP resource and prompt)."""
+    low, high = defaults.CONTEXT_BUDGET_MIN, defaults.CONTEXT_BUDGET_MAX
+    if not low <= budget <= high:
+        raise InputError(
+            f"the context budget must be {low}..{high} tokens (got {budget})",
+            hint=f"the block's header and pointers alone need about {low} tokens",
+        )
+    return budget
+
+
+def context(rt: Runtime, request: ContextRequest) -> ContextBlock:
+    """``context``: the budget checked, then the block built; read-only, never creates anything."""
+    budget = check_budget(request.budget if request.budget is not None else rt.settings.context.budget_tokens)
+    extra: list[Part] = []
+    if request.work_path:
+        rs = rt.read_settings
+        found = entity_for_path(rs.store, request.work_path, excludes=rs.excludes, home=rs.env.get("HOME"))
+        extra = [found] if found is not None else []
+    return memory_context(
+        rt.root,
+        rt.history,
+        budget=budget,
+        counter=rt.token_counter(),
+        session_key=request.session_key,
+        extra_parts=extra,
+    )

@@ -1,10 +1,10 @@
-"""Use cases over history.jsonl: append one entry, and the workspace status."""
+"""Use cases over history.jsonl: append one entry (``append``), and the workspace status (``status``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import GitStore
@@ -15,6 +15,9 @@ from dream_memory.core.history import HistoryEntry
 from dream_memory.core.ports import NoRedaction, Redactor
 from dream_memory.core.state import DreamState
 from dream_memory.errors import InputError
+
+if TYPE_CHECKING:
+    from dream_memory.app.runtime import Runtime
 
 
 def check_entry(text: str, session_key: str | None = None) -> str:
@@ -92,3 +95,30 @@ def workspace_status(
         "pending_migration": history.legacy_pending(),
         "versioned": git is not None,
     }
+
+
+# --- the services (every face calls these) --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AppendRequest:
+    text: str
+    session_key: str | None = None
+
+
+def append(rt: Runtime, request: AppendRequest) -> Appended:
+    """``append``: the entry is checked first (empty text is exit 2 before any file is created),
+    then the workspace is made ready and the entry written under the history lock."""
+    check_entry(request.text, request.session_key)
+    rt.ensure_workspace()
+    return append_entry(rt.history, request.text, session_key=request.session_key, redactor=rt.redactor())
+
+
+def status(rt: Runtime) -> dict[str, Any]:
+    """``status``: the mapping ``dream status --json`` prints; reads only."""
+    git = rt.git(create=False) if rt.has_workspace() else None
+    try:
+        return workspace_status(rt.root, rt.history, git, follow_external=rt.settings.dream.follow_external_cursor)
+    finally:
+        if git is not None:
+            git.close()

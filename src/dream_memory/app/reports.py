@@ -167,7 +167,7 @@ class DreamRunJSON(TypedDict):
     duration_s: float
     """Wall time of the run."""
     errors: list[str]
-    """What failed; empty unless status is failed or locked."""
+    """What failed (the content failure of a batch set aside included); empty for a clean run."""
     notes: list[str]
     """What else happened (created files, migration, recovery, a budget stop)."""
     manual_edits_commit: str | None

@@ -9,8 +9,8 @@ Three ways to get a batch's facts into the files (the preset's ``editProtocol``)
 - ``place_with_rules``: no model at all; the deterministic placement rules
   (``core.placement``) file the facts, through the same executor.
 
-Bounded by construction (LESSONS: a weak model once looped read_file/no-op edits for 23 minutes
-and >10M tokens): at most ``max_tool_calls`` calls, the same call made a third time ends the
+Bounded by construction (a weak model once looped read_file/no-op edits for 23 minutes and
+>10M tokens): at most ``max_tool_calls`` calls, the same call made a third time ends the
 loop, and every reply is judged by ``check_reply``. A tool's failure is a result the model reads,
 never an exception here.
 """
@@ -54,17 +54,12 @@ class LoopResult:
     edits_rejected: int = 0
     errors: list[str] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
-    final_text: str = ""
     dialects: dict[str, int] = field(default_factory=dict)  # tool calls by how they arrived
     replies: list[str] = field(default_factory=list)  # the model's text replies, for reports
     tool_less: bool = False  # the first reply carried no call in any form
 
     def count(self, dialect: str) -> None:
         self.dialects[dialect] = self.dialects.get(dialect, 0) + 1
-
-    @property
-    def edit_attempts(self) -> int:
-        return self.edits_applied + self.edits_rejected
 
 
 _EDIT_TOOLS = frozenset({"edit_file", "write_file"})
@@ -96,8 +91,8 @@ def run_agent_loop(
     (content) propagate to the caller, which decides what they mean for the batch.
     """
     result = LoopResult()
-    allowed = {t.name for t in tools}
-    seen: dict[str, int] = {}
+    calls_run = _Calls(result, {t.name for t in tools}, executor, max_tool_calls, messages)
+    allowed = calls_run.allowed
     first = True
     while True:
         reply = model.complete(messages, tools=tools, purpose="dream.phase2")
@@ -119,38 +114,64 @@ def run_agent_loop(
         messages.append(assistant)
         if not calls:
             result.tool_less = result.tool_less or first
-            result.final_text = content.strip()
             return result
         first = False
-        stop: StopReason | None = None
-        for call in calls:
-            if stop is not None:
-                messages.append(_tool_message(call, "Not run: the loop has ended."))
-                continue
-            if result.tool_calls >= max_tool_calls:
-                stop = "cap"
-                messages.append(_tool_message(call, f"Not run: the limit of {max_tool_calls} tool calls is reached."))
-                continue
-            key = _call_key(call)
-            seen[key] = seen.get(key, 0) + 1
-            if seen[key] >= REPEAT_LIMIT:
-                stop = "repeat"
-                messages.append(_tool_message(call, "Not run: this exact call was already made twice."))
-                continue
-            result.tool_calls += 1
-            result.count(call.dialect)
-            outcome = _execute(call, allowed, executor)
-            if call.name in _EDIT_TOOLS:
-                if outcome.ok and outcome.changed:
-                    result.edits_applied += 1
-                else:
-                    result.edits_rejected += 1
-            if not outcome.ok:
-                result.errors.append(f"{call.name}: {outcome.text}")
-            messages.append(_tool_message(call, outcome.text if outcome.ok else f"Error: {outcome.text}"))
+        stop = calls_run.run(calls)
         if stop is not None:
             result.stop = stop
             return result
+
+
+@dataclass
+class _Calls:
+    """Running one reply's tool calls: each one counted, bounded and answered in ``messages``."""
+
+    result: LoopResult
+    allowed: set[str]
+    executor: ToolExecutor
+    max_tool_calls: int
+    messages: list[Message]
+    seen: dict[str, int] = field(default_factory=dict)
+
+    def run(self, calls: Sequence[ToolCall]) -> StopReason | None:
+        """Run the calls in order; the reason the loop stops, or None to ask the model again."""
+        stop: StopReason | None = None
+        for call in calls:
+            if stop is not None:
+                self.messages.append(_tool_message(call, "Not run: the loop has ended."))
+                continue
+            stop = self._bounded(call)
+            if stop is None:
+                self._run(call)
+        return stop
+
+    def _bounded(self, call: ToolCall) -> StopReason | None:
+        """Answer a call the bounds refuse (and say which bound), or None when it may run."""
+        if self.result.tool_calls >= self.max_tool_calls:
+            self.messages.append(
+                _tool_message(call, f"Not run: the limit of {self.max_tool_calls} tool calls is reached.")
+            )
+            return "cap"
+        key = _call_key(call)
+        self.seen[key] = self.seen.get(key, 0) + 1
+        if self.seen[key] >= REPEAT_LIMIT:
+            self.messages.append(_tool_message(call, "Not run: this exact call was already made twice."))
+            return "repeat"
+        return None
+
+    def _run(self, call: ToolCall) -> None:
+        result = self.result
+        result.tool_calls += 1
+        result.count(call.dialect)
+        outcome = _execute(call, self.allowed, self.executor)
+        if call.name in _EDIT_TOOLS:
+            if outcome.ok and outcome.changed:
+                result.edits_applied += 1
+            else:
+                result.edits_rejected += 1
+        if not outcome.ok:
+            result.errors.append(f"{call.name}: {outcome.text}")
+        self.messages.append(_tool_message(call, outcome.text if outcome.ok else f"Error: {outcome.text}"))
 
 
 def _execute(call: ToolCall, allowed: set[str], executor: ToolExecutor) -> ToolOutcome:
@@ -217,7 +238,6 @@ def run_text_loop(
         blocks, problems = parse_edit_blocks(text, default_path)
         if not blocks and not problems:
             result.tool_less = result.tool_less or first
-            result.final_text = text.strip()
             return result
         first = False
         lines: list[str] = []

@@ -1,10 +1,10 @@
 """The Consolidator's rules: the token budget, which slice of a session to fold, how a slice is
 divided for the model, and how a raw archive is written when the model cannot summarize.
 
-LESSONS ("History and cursors"): the predecessor truncated its input to fit the budget yet moved
-past the whole slice, so the tail was never archived. Here nothing is ever cut: a slice too large
-for one call is summarized in parts, and a raw archive too large for one entry becomes several
-entries whose bodies, joined, give back the transcript exactly.
+A lesson of the predecessor: it truncated its input to fit the budget yet moved past the whole
+slice, so the tail was never archived. Here nothing is ever cut: a slice too large for one call is
+summarized in parts, and a raw archive too large for one entry becomes several entries whose
+bodies, joined, give back the transcript exactly.
 """
 
 from __future__ import annotations

@@ -1,16 +1,17 @@
 """Search as values: query terms, scoring, deterministic ranking, previews, relevant sections.
 
 Used by ``dream search`` and the MCP tool, and as a library by Dream (sections relevant to a
-batch) and ``dream context``. It works on texts (or raw bytes) handed to it; reading them is the
+batch) and ``dream context``. It works on bytes and texts handed to it; reading them is the
 caller's business.
 
 Matching is case-insensitive substring matching of each term; a source matches when it holds at
 least one term. Sources rank by, in order: terms covered, terms found in the source's name or its
 headings, total hits, then path, so the same store and query always give the same answer.
 
-Speed: a store can hold tens of megabytes. ``score_bytes`` decides on the raw bytes with C-level
-``bytes.lower``/``in``/``count`` when every term is ASCII, so only the few sources that are shown
-are ever decoded and split into lines.
+Speed: a store can hold tens of megabytes. ``term_counts`` works on the raw bytes folded by
+``fold_bytes`` (C-level ``bytes.lower``/``in``/``count`` for ASCII text), so only the few sources
+that are shown are ever decoded and split into lines. ``score`` is the one ranking rule, fed
+either by ``term_counts`` or by the search index's per-term counts.
 """
 
 from __future__ import annotations
@@ -49,14 +50,6 @@ class Query:
         # surrogateescape: a query from argv bytes that are not UTF-8 holds lone surrogates. Other
         # lone surrogates (a JSON "\\ud800" over MCP) get bytes no folded text holds.
         return tuple(_term_bytes(t) for t in self.terms)
-
-    @cached_property
-    def byte_terms(self) -> tuple[bytes, ...] | None:
-        """The terms as lowercase ASCII bytes, or None when a term is not ASCII (then matching
-        needs the decoded, casefolded text)."""
-        if all(t.isascii() for t in self.terms):
-            return tuple(t.encode("ascii") for t in self.terms)
-        return None
 
 
 def _term_bytes(term: str) -> bytes:
@@ -118,12 +111,7 @@ def fold_bytes(data: bytes) -> bytes:
 
 
 def heading_lines(folded: bytes) -> bytes:
-    """Markdown ATX heading lines of a folded text, joined by newlines."""
-    return _heading_lines(folded)
-
-
-def _heading_lines(folded: bytes) -> bytes:
-    """Markdown ATX heading lines of a lowercased text, joined (cheap: ``find`` on ``\\n#``)."""
+    """Markdown ATX heading lines of a folded text, joined by newlines (cheap: ``find`` on ``\\n#``)."""
     found: list[bytes] = []
     pos = 0 if folded.startswith(b"#") else folded.find(b"\n#")
     while pos != -1:
@@ -139,46 +127,32 @@ def _heading_lines(folded: bytes) -> bytes:
     return b"\n".join(found)
 
 
-def _heading_text(folded: str) -> str:
-    return _heading_lines(folded.encode("utf-8")).decode("utf-8", errors="replace")
-
-
-def score_folded(
-    folded: bytes, name: str, query: Query, *, headings: bytes | None = None, counts: Sequence[int] | None = None
-) -> Score | None:
-    """Score a text already folded by ``fold_bytes``. ``headings`` (from ``heading_lines``) and
-    per-term ``counts`` may be given when known (from the search cache)."""
-    terms = query.folded_terms
-    if counts is None:
-        counts = [folded.count(t) if t in folded else 0 for t in terms]
-    covered = [t for t, n in zip(terms, counts, strict=True) if n]
-    if not covered:
-        return None
+def term_counts(folded: bytes, query: Query, headings: bytes | None = None) -> tuple[list[int], list[bool]]:
+    """Occurrences of each query term in a text folded by ``fold_bytes``, and per term whether a
+    heading holds it (``headings`` from ``heading_lines``, computed when not given)."""
+    counts = [folded.count(t) if t in folded else 0 for t in query.folded_terms]
+    if not any(counts):
+        return counts, [False] * len(counts)
     heads = heading_lines(folded) if headings is None else headings
-    name_folded = name.casefold()
-    name_hits = sum(1 for t in query.terms if t in name_folded)
-    name_hits += sum(1 for t in covered if t in heads)
-    return Score(len(covered), name_hits, sum(counts))
+    return counts, [bool(n) and t in heads for t, n in zip(query.folded_terms, counts, strict=True)]
 
 
-def score_bytes(data: bytes, name: str, query: Query) -> Score | None:
-    """Score raw UTF-8 bytes (the same answer as ``score_text`` on the decoded text); None when no
-    term occurs. ASCII files are never decoded."""
-    return score_folded(fold_bytes(data), name, query)
-
-
-def score_text(text: str, name: str, query: Query) -> Score | None:
-    """Score a decoded text; None when no term occurs."""
-    folded = text.casefold()
-    covered = [t for t in query.terms if t in folded]
+def score(counts: Sequence[int], in_headings: Sequence[bool], name: str, query: Query) -> Score | None:
+    """The one ranking rule, whether the counts come from the text (``term_counts``) or from the
+    search index: terms covered, then terms in the name or a heading, then total hits. None when
+    no term occurs."""
+    covered = hits = name_hits = 0
+    for n, heading in zip(counts, in_headings, strict=True):
+        if n:
+            covered += 1
+            hits += n
+            name_hits += heading
     if not covered:
         return None
-    hits = sum(folded.count(t) for t in covered)
-    name_folded = name.casefold()
-    headings = _heading_text(folded)
-    name_hits = sum(1 for t in query.terms if t in name_folded)
-    name_hits += sum(1 for t in covered if t in headings)
-    return Score(len(covered), name_hits, hits)
+    folded_name = name.casefold()
+    for term in query.terms:
+        name_hits += term in folded_name
+    return Score(covered, name_hits, hits)
 
 
 def top(candidates: Iterable[tuple[Score, str, T]], limit: int) -> list[tuple[Score, str, T]]:
@@ -221,55 +195,6 @@ def preview_lines(
             scored.append((-count, line_no, raw, folded))
     best = sorted(heapq.nsmallest(limit, scored), key=lambda s: s[1])
     return tuple(LineHit(line_no, _clip(raw, folded, query.terms, width)) for _, line_no, raw, folded in best)
-
-
-# --- searching texts -----------------------------------------------------------------------------
-
-
-class Document(NamedTuple):
-    """A text to search: ``path`` identifies it (and breaks ties), ``name`` is matched too."""
-
-    path: str
-    text: str
-    name: str = ""
-    kind: str = ""
-
-
-class SearchHit(NamedTuple):
-    path: str
-    name: str
-    kind: str
-    terms_covered: int
-    terms_total: int
-    name_hits: int
-    hit_count: int
-    lines: tuple[LineHit, ...]
-
-
-def hit_for(doc: Document, score: Score, query: Query) -> SearchHit:
-    return SearchHit(
-        path=doc.path,
-        name=doc.name,
-        kind=doc.kind,
-        terms_covered=score.terms_covered,
-        terms_total=len(query.terms),
-        name_hits=score.name_hits,
-        hit_count=score.hit_count,
-        lines=preview_lines(doc.text, query),
-    )
-
-
-def search_texts(
-    docs: Iterable[Document], query: Query | str, max_results: int = DEFAULT_MAX_RESULTS
-) -> list[SearchHit]:
-    """The best ``max_results`` (clamped to 1..50) documents for ``query``, best first.
-
-    Whatever must not be found (excluded entities) has to be left out of ``docs``: the limit is
-    applied here, after that.
-    """
-    q = as_query(query)
-    scored = ((score, doc.path, doc) for doc in docs if (score := score_text(doc.text, doc.name, q)) is not None)
-    return [hit_for(doc, score, q) for score, _, doc in top(scored, clamp_max_results(max_results))]
 
 
 # --- sections of one markdown text ---------------------------------------------------------------

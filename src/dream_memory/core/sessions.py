@@ -355,12 +355,6 @@ def safe_cuts(records: Sequence[SessionRecord], start: int) -> list[int]:
     return cuts
 
 
-def splits_a_tool_group(records: Sequence[SessionRecord], cut: int) -> bool:
-    """Whether folding away records[:cut] separates a tool call from one of its results."""
-    before = {call.id for r in records[:cut] for call in r.tool_calls if call.id}
-    return any(r.role == "tool" and r.tool_call_id in before for r in records[cut:])
-
-
 # --- what a message costs and how it reads ---------------------------------------------------------
 
 

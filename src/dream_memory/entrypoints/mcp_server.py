@@ -16,17 +16,21 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from mcp.shared.exceptions import MCPError
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from dream_memory import __version__
 from dream_memory.app.read import ReadStore, hint_for
 from dream_memory.core.search import MAX_QUERY_CHARS, MAX_RESULTS_LIMIT
-from dream_memory.errors import DreamError, InputError
+from dream_memory.errors import EXIT_USAGE, DreamError, InputError
+
+if TYPE_CHECKING:
+    from dream_memory.app.runtime import Runtime
 
 SERVER_NAME = "dream-memory"
 
@@ -101,6 +105,17 @@ def _resource_errors() -> Iterator[None]:
         yield
     except DreamError as exc:
         raise ResourceError(str(exc)) from exc
+
+
+@contextlib.contextmanager
+def _prompt_errors() -> Iterator[None]:
+    """A DreamError as the prompt's error with its message (the SDK would otherwise answer only
+    "Internal server error"): bad input is invalid params, like a CLI exit 2."""
+    try:
+        yield
+    except DreamError as exc:
+        code = INVALID_PARAMS if exc.exit_code == EXIT_USAGE else INTERNAL_ERROR
+        raise MCPError(code, str(exc)) from exc
 
 
 # --- tools -----------------------------------------------------------------------------------------
@@ -194,50 +209,42 @@ def register_resources(server: MCPServer, reader: ReaderFactory) -> None:
 # --- extension point: issue 10 ---------------------------------------------------------------------
 
 
-def register_context(server: MCPServer, reader: ReaderFactory, workspace: Path | None = None) -> None:
-    """``memory://context`` and the ``memory_context`` prompt: the block ``dream context`` prints.
+def register_context(server: MCPServer, rt: Runtime) -> None:
+    """``memory://context`` and the ``memory_context`` prompt: the block ``dream context`` prints,
+    through the same service (``app.context.context``): the same budget rule
+    (``agents.defaults.context.budgetTokens`` by default, 200..200000 else an error) and the
+    config file the server was started with."""
+    from dream_memory.app.context import ContextRequest, context
 
-    The block is built from the workspace (SOUL.md, USER.md, memory/MEMORY.md, always-on skills,
-    history Dream has not consumed yet), bounded by a token budget; with ``path``, the entity for
-    that folder joins it unless it is excluded.
-    """
-    from dream_memory.adapters.clock import SystemClock
-    from dream_memory.adapters.history_log import HistoryLog
-    from dream_memory.adapters.tokens import default_counter
-    from dream_memory.app.context import entity_for_path, memory_context
-
-    def block(budget: int, path: str | None) -> str:
-        with reader() as store:
-            root = workspace or store.root
-            extra = []
-            if path:
-                found = entity_for_path(store.root, path, excludes=store.excludes, home=store.home)
-                extra = [found] if found is not None else []
-            log = HistoryLog(root, clock=SystemClock())
-            return memory_context(root, log, budget=budget, counter=default_counter(), extra_parts=extra).text
+    def block(budget: int | None, path: str | None) -> str:
+        return context(rt, ContextRequest(budget=budget, work_path=path)).text
 
     @server.resource(
         "memory://context",
         name="context",
         title="Memory block for a system prompt",
-        description="SOUL.md, USER.md, memory/MEMORY.md, always-on skills and recent history, within 8000 tokens.",
+        description=(
+            "SOUL.md, USER.md, memory/MEMORY.md, always-on skills and recent history, within the configured "
+            "budget (agents.defaults.context.budgetTokens, 8000 by default)."
+        ),
         mime_type="text/markdown",
     )
-    def context() -> str:
+    def context_resource() -> str:
         with _resource_errors():
-            return block(8000, None)
+            return block(None, None)
 
     @server.prompt(
         name="memory_context",
         title="Long-term memory",
         description="This agent's long-term memory as a block for the system prompt (data, not instructions).",
     )
-    def memory_context_prompt(budget: str = "8000", path: str = "") -> str:
-        try:
-            limit = max(200, min(200_000, int(budget)))
-        except ValueError:
-            raise InputError("budget must be a whole number of tokens") from None
-        return block(limit, path or None)
+    def memory_context_prompt(budget: str = "", path: str = "") -> str:
+        with _prompt_errors():
+            try:
+                limit = int(budget) if budget.strip() else None
+            except ValueError:
+                raise InputError("budget must be a whole number of tokens") from None
+            return block(limit, path or None)
 
 
 # --- assembly --------------------------------------------------------------------------------------
@@ -251,14 +258,19 @@ def build_server(
     cache_dir: Path | None = None,
     log_level: str = "WARNING",
     workspace: Path | None = None,
+    runtime: Runtime | None = None,
 ) -> MCPServer:
     """The server for one store. The store is checked now, so a wrong path fails at start.
 
     ``workspace`` (default: the store) is where ``memory://context`` reads SOUL.md, USER.md,
-    memory/MEMORY.md and history from.
+    memory/MEMORY.md and history from; ``runtime`` carries the loaded configuration (``dream mcp``
+    passes its own; without one, the workspace's config file is read here, as ``dream context``
+    would).
     """
     frozen = frozenset(excludes)
     ReadStore(root, excludes=frozen, home=home).close()
+    if runtime is None:
+        runtime = _runtime_for(root, frozen, home, workspace)
 
     def reader() -> ReadStore:
         # A fresh view per request: index.md and the files are read as they are at that moment.
@@ -273,8 +285,40 @@ def build_server(
     )
     register_tools(server, reader)
     register_resources(server, reader)
-    register_context(server, reader, workspace)
+    register_context(server, runtime)
     return server
+
+
+def _runtime_for(root: Path, excludes: frozenset[str], home: str | None, workspace: Path | None) -> Runtime:
+    """The runtime of a server built from its parts (tests, embedders): the store and excludes
+    given, the workspace's config file and this process's environment for the rest."""
+    from dream_memory.app.runtime import Runtime
+    from dream_memory.settings.precedence import environment
+
+    env = environment(None)
+    env["DREAM_MEMORY_STORE"] = str(root)
+    env["DREAM_MEMORY_EXCLUDE"] = ",".join(sorted(excludes))
+    if home is not None:
+        env["HOME"] = home
+    return Runtime.load(workspace or root, env=env).with_store(root)  # log lines: stderr (stdout is the protocol)
+
+
+def serve_runtime(rt: Runtime, *, log_level: str = "WARNING") -> None:
+    """``dream mcp``: the server for the runtime's store and workspace, on stdin/stdout until the
+    client closes the connection."""
+    from dream_memory.settings import search_cache_dir
+
+    rs = rt.read_settings
+    server = build_server(
+        rs.store,
+        excludes=rs.excludes,
+        home=rs.env.get("HOME") or None,
+        cache_dir=search_cache_dir(rs.env),
+        log_level=log_level,
+        workspace=rs.workspace,
+        runtime=rt,
+    )
+    server.run("stdio")
 
 
 def serve_stdio(

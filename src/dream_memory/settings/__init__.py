@@ -33,7 +33,7 @@ from dream_memory.settings.precedence import (
 )
 
 if TYPE_CHECKING:
-    from dream_memory.settings.schema import Config, DreamSettings
+    from dream_memory.settings.schema import Config, ConsolidateSettings, ContextSettings, DreamSettings
 
 OFFLINE_MODEL = defaults.OFFLINE_MODEL
 DEFAULT_GIT_AUTHOR = defaults.GIT_AUTHOR
@@ -79,6 +79,14 @@ class Settings:
     @property
     def dream(self) -> DreamSettings:
         return self.config.agents.defaults.dream
+
+    @property
+    def context(self) -> ContextSettings:
+        return self.config.agents.defaults.context
+
+    @property
+    def consolidate(self) -> ConsolidateSettings:
+        return self.config.agents.defaults.consolidate
 
     @property
     def store(self) -> Path:

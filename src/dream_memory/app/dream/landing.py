@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import FileChange, GitStore, unified_diff
 from dream_memory.adapters.staging import StagingWorkspace
-from dream_memory.adapters.workspace import is_template
+from dream_memory.adapters.workspace import archive_paths, is_template, read_files
 from dream_memory.app.deletion_window import recent_removals
 from dream_memory.app.dream.options import DreamContext
 from dream_memory.app.dream.phases import ModelSaid
@@ -46,14 +46,9 @@ def _carried(ctx: DreamContext, git: GitStore) -> dict[str, bytes | None]:
         return {}
     paths = set(git.tracked_in_head(layout.CARRIED_PATTERNS))
     if any(p.startswith(layout.ARCHIVE_DIR + "/") for p in paths):
-        archive = ctx.root / layout.ARCHIVE_DIR
-        paths |= {p.relative_to(ctx.root).as_posix() for p in archive.glob("history-*.jsonl")}
-    carried: dict[str, bytes | None] = {}
+        paths |= set(archive_paths(ctx.root))
     with ctx.history.lock():  # a consistent snapshot while appenders may be writing
-        for rel in sorted(paths):
-            path = ctx.root / rel
-            carried[rel] = path.read_bytes() if path.is_file() else None
-    return carried
+        return read_files(ctx.root, sorted(paths))
 
 
 def _commit_message(subject: str, batch: Batch, changes: Sequence[FileChange], record: BatchRecord, model: str) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from dream_memory.adapters import fsutil
+from dream_memory.adapters import fsutil, workspace
 from dream_memory.adapters.staging import StagingWorkspace
 from dream_memory.app.dream.options import DreamContext
 from dream_memory.core import layout
@@ -23,9 +23,7 @@ from dream_memory.errors import EditRejected
 
 
 def builtin_guide() -> str:
-    from importlib import resources
-
-    return (resources.files("dream_memory") / "data" / "guide" / "dream.md").read_text(encoding="utf-8")
+    return workspace.builtin_guide_text()
 
 
 # nanobot caps a workspace prompt override at this many characters (WORKSPACE_PROMPT_MAX_CHARS),
@@ -131,19 +129,9 @@ def history_blocks(ctx: DreamContext, batch: Batch, budget: int | None = None) -
 
 
 def skills_listing(root: Path) -> list[str]:
-    skills = []
-    folder = root / layout.SKILLS_DIR
-    if folder.is_dir():
-        for skill in sorted(folder.glob("*/SKILL.md")):
-            description = skill_description(fsutil.read_text(skill))  # YAML, as nanobot reads it
-            skills.append(f"{skill.parent.name}: {description or '(no description)'}")
-    return skills
+    # The description is read from the YAML frontmatter, as nanobot reads it.
+    return [f"{name}: {skill_description(text) or '(no description)'}" for name, text in workspace.skill_files(root)]
 
 
 def entities_listing(root: Path) -> list[str]:
-    folder = root / layout.ENTITIES_DIR
-    return (
-        sorted(p.relative_to(folder).with_suffix("").as_posix() for p in folder.rglob("*.md"))
-        if folder.is_dir()
-        else []
-    )
+    return workspace.entity_names(root)

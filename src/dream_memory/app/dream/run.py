@@ -1,5 +1,6 @@
-"""The Dream run: drain history.jsonl from .dream_cursor in batches, two model phases per batch, one commit
-per batch, and a report built from the real diff (CONTRACT sections 5, 6, 6a and 8).
+"""The Dream run: drain history.jsonl from .dream_cursor in batches, two model phases per batch, one
+commit per batch, and a report built from the real diff (docs/reference/report.md, "How a batch
+ends"; the prompts in docs/reference/llm-protocol.md).
 
 How a batch ends is decided here and nowhere else:
 
@@ -28,7 +29,7 @@ from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import FileChange, GitStore, unified_diff
 from dream_memory.adapters.locks import dream_lock
 from dream_memory.adapters.staging import StagingWorkspace
-from dream_memory.adapters.workspace import init_workspace
+from dream_memory.adapters.workspace import ensure_folder, init_workspace
 from dream_memory.app.dream.budget import BudgetExceeded, MeteredModel, usage_since
 from dream_memory.app.dream.landing import BatchContext, as_bytes, compact, content_failure, land_batch
 from dream_memory.app.dream.options import DreamContext
@@ -63,7 +64,7 @@ def run_dream(ctx: DreamContext) -> DreamReport:
     metered = MeteredModel(ctx.model, ctx.options, ctx.clock)
     started = ctx.clock.monotonic()
     if not ctx.options.dry_run:
-        ctx.root.mkdir(parents=True, exist_ok=True)
+        ensure_folder(ctx.root)
     with dream_lock(ctx.root, now=ctx.clock.now()) as stale:
         if stale is not None and stale.pid is not None:
             ctx.log(f"took over a stale Dream lock ({stale.describe()})")

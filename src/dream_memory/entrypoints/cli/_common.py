@@ -17,6 +17,7 @@ import click
 from dream_memory.core.terminal import for_terminal, json_for_terminal
 
 if TYPE_CHECKING:
+    from dream_memory.app.runtime import Runtime
     from dream_memory.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -32,14 +33,16 @@ def _fail(message: str, code: int, *, hint: str | None = None) -> None:
 
 
 class DreamCommand(click.Command):
-    """A command whose DreamErrors become the CONTRACT's exit codes, and whose int result is its exit code.
+    """A command whose DreamErrors and returned reports become exit codes (``app.outcome``'s
+    table, docs/reference/exit-codes.md); an int result is its exit code.
 
-    This is the one place errors turn into exit codes. It works the same whether the command is
-    reached through the ``dream`` group, through an alias script (``dream-run``) or through click's
-    test runner.
+    This is the one place exit codes happen. It works the same whether the command is reached
+    through the ``dream`` group, through an alias script (``dream-run``) or through click's test
+    runner.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
+        from dream_memory.app import outcome
         from dream_memory.errors import DreamError
 
         warnings.showwarning = _show_warning
@@ -48,13 +51,10 @@ class DreamCommand(click.Command):
         except DreamError as exc:
             _fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
-            _fail("interrupted", 130)
+            _fail("interrupted", outcome.EXIT_INTERRUPTED)
         except OSError as exc:
-            # The adapters wrap what they expect; this is the net under the rest (a permission or
-            # a full disk met somewhere else): still one message naming the path, never a traceback.
-            from dream_memory.adapters.fsutil import os_error
-
-            error = os_error(exc, "use")
+            # The adapters wrap what they expect; this is the net under the rest.
+            error = outcome.os_error(exc)
             _fail(str(error), error.exit_code)
         except RecursionError:
             _fail(
@@ -62,8 +62,9 @@ class DreamCommand(click.Command):
                 2,
                 hint="check the config file and the workspace's JSON files (memory/.dream_state.json, ...)",
             )
-        if isinstance(result, int) and result != 0:
-            raise click.exceptions.Exit(result)
+        code = result if isinstance(result, int) else outcome.exit_code(result)
+        if code != 0:
+            raise click.exceptions.Exit(code)
         return result
 
 
@@ -74,7 +75,7 @@ def command(*args: Any, **kwargs: Any) -> Callable[[F], click.Command]:
 
 
 def workspace_options(func: F) -> F:
-    """``--workspace`` and ``--config``, on every command (CONTRACT section 5)."""
+    """``--workspace`` and ``--config``, on every command (docs/reference/commands.md)."""
     func = click.option(
         "--config",
         "config_path",
@@ -100,6 +101,13 @@ def load_settings(workspace: str | None, config_path: str | None) -> Settings:
     return _load(workspace, config_path)
 
 
+def runtime(workspace: str | None, config_path: str | None, *, store: str | None = None) -> Runtime:
+    """The one Runtime of a command: settings resolved once, log lines on stderr."""
+    from dream_memory.app.runtime import Runtime
+
+    return Runtime.load(workspace, config_path).with_store(store)
+
+
 def emit_json(value: Any) -> None:
     """JSON on stdout: exact (every string as it is), with nothing a terminal would act on."""
     click.echo(json_for_terminal(value))
@@ -114,9 +122,3 @@ def echo(text: str = "", *, nl: bool = True) -> None:
 def note(message: str) -> None:
     """Progress for humans: stderr, so stdout stays the result (escapes shown, never sent)."""
     click.echo(for_terminal(message), err=True)
-
-
-def not_available(name: str, issue: int) -> None:
-    from dream_memory.errors import NotAvailable
-
-    raise NotAvailable(f"`dream {name}` is not available in this version yet (tracked as issue {issue})")

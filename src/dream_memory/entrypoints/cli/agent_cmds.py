@@ -9,14 +9,19 @@ from dream_memory.entrypoints.cli._common import (
     echo,
     emit_json,
     json_option,
-    load_settings,
     note,
+    runtime,
     workspace_options,
 )
 
 
 @command("context")
-@click.option("--budget", type=int, default=None, help="Token budget of the block (default from config).")
+@click.option(
+    "--budget",
+    type=int,
+    default=None,
+    help="Token budget of the block, 200..200000 (default: agents.defaults.context.budgetTokens).",
+)
 @click.option("--session-key", default=None, help="Only recent history of this session.")
 @click.option(
     "--path",
@@ -40,32 +45,16 @@ def context(
     yet (newest kept). Over the budget, older history goes first, then large files become outlines.
     Read-only: it never creates or migrates anything.
     """
-    from dream_memory.app.context import entity_for_path, memory_context
-    from dream_memory.entrypoints.wiring import Wiring
-    from dream_memory.errors import UsageError
+    from dream_memory.app.context import ContextRequest
+    from dream_memory.app.context import context as memory_context
 
-    settings = load_settings(workspace, config_path)
-    wiring = Wiring(settings)
-    limit = budget if budget is not None else settings.config.agents.defaults.context.budget_tokens
-    if limit < 50:
-        raise UsageError("--budget must be at least 50 tokens")
-    extra = []
-    if work_path is not None:
-        found = entity_for_path(settings.store, work_path, excludes=settings.excludes, home=settings.env.get("HOME"))
-        extra = [found] if found is not None else []
-    block = memory_context(
-        wiring.root,
-        wiring.history,
-        budget=limit,
-        counter=wiring.token_counter(),
-        session_key=session_key,
-        extra_parts=extra,
-    )
+    block = memory_context(runtime(workspace, config_path), ContextRequest(budget, session_key, work_path))
     if as_json:
         emit_json(block.to_json())
     else:
         echo(block.text, nl=False)
-        note(f"dream context: {block.tokens} of {limit} tokens; " + ("; ".join(block.left_out) or "nothing left out"))
+        left_out = "; ".join(block.left_out) or "nothing left out"
+        note(f"dream context: {block.tokens} of {block.budget} tokens; {left_out}")
     return 0
 
 

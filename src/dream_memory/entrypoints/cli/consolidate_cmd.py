@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from dream_memory.entrypoints.cli._common import command, json_option, load_settings, note, workspace_options
-from dream_memory.entrypoints.cli.dream_cmds import NO_MODEL_HINT
+from dream_memory.entrypoints.cli._common import command, json_option, note, runtime, workspace_options
+
+if TYPE_CHECKING:
+    from dream_memory.app.consolidate import ConsolidateReport
 
 
 def _summary(report: dict[str, Any]) -> str:
@@ -77,7 +79,7 @@ def consolidate(
     as_json: bool,
     workspace: str | None,
     config_path: str | None,
-) -> int:
+) -> ConsolidateReport:
     """Summarize the oldest safe slice of long sessions into memory/history.jsonl.
 
     A session whose unconsolidated messages exceed the token budget has its oldest slice, cut only
@@ -88,42 +90,25 @@ def consolidate(
     Exit codes: 0 done or nothing to do, 1 a session failed and nothing of it was archived,
     2 bad usage or config, 75 another consolidation holds the workspace.
     """
-    from dream_memory.app.consolidate import consolidate_sessions, select_sessions
-    from dream_memory.entrypoints.wiring import Wiring
-    from dream_memory.errors import ConfigError
+    from dream_memory.app.runs import ConsolidateRequest
+    from dream_memory.app.runs import consolidate as run_consolidate
 
-    settings = load_settings(workspace, config_path)
-    resolved = settings.model(model)  # a missing API key fails here, before anything is read or locked
-    if resolved is None:
-        raise ConfigError("no model is configured for dream consolidate", hint=NO_MODEL_HINT)
-    wiring = Wiring(settings)
-    sources: list[str] = []
-    paths = select_sessions(
-        settings.workspace,
-        sessions,
-        all_sessions,
-        Path.cwd(),
-        nanobot_roots=wiring.nanobot_session_roots(),
-        sources=sources,
-    )
-    if not dry_run:
-        wiring.ensure_workspace()
-    ctx = wiring.consolidate_context(
-        wiring.chat_model(resolved),
+    request = ConsolidateRequest(
+        model=model,
+        sessions=sessions,
+        all_sessions=all_sessions,
         budget=budget,
         force=force,
         dry_run=dry_run,
         update_sessions=update_sessions,
-        context_window=resolved.context_window,
-        max_tokens=resolved.max_tokens,
+        cwd=Path.cwd(),
     )
-    result = consolidate_sessions(ctx, paths)
-    result.sources = sources
+    result = run_consolidate(runtime(workspace, config_path), request)
     report = result.to_json()
-    del as_json  # the report is JSON either way (CONTRACT section 5)
+    del as_json  # the report is JSON either way (docs/reference/commands.md)
     click.echo(json.dumps(report, indent=2, ensure_ascii=False))
     note(_summary(report))
-    return {"failed": 1, "locked": 75}.get(report["status"], 0)
+    return result  # DreamCommand turns its status into the exit code
 
 
 COMMANDS = [consolidate]

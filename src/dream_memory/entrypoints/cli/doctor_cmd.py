@@ -32,7 +32,7 @@ def doctor(
     fix), 2 bad usage.
     """
     from dream_memory.app.doctor import DoctorInputs, diagnose
-    from dream_memory.entrypoints.wiring import Wiring
+    from dream_memory.app.runtime import Runtime
     from dream_memory.errors import DreamError
     from dream_memory.settings import Settings, load_settings, resolve_workspace
     from dream_memory.settings.loading import Config
@@ -47,7 +47,7 @@ def doctor(
         settings, error = None, exc
     root = settings.workspace if settings else resolve_workspace(workspace, env)
     # Without readable settings the workspace is still checked, with the defaults.
-    wiring = Wiring(settings or Settings(workspace=root, config=Config(), config_path=None, env=env))
+    wiring = Runtime(settings or Settings(workspace=root, config=Config(), config_path=None, env=env))
     report = diagnose(
         DoctorInputs(
             root=root,

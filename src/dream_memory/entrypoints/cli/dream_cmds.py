@@ -8,18 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dream_memory.entrypoints.cli._common import command, emit_json, json_option, load_settings, note, workspace_options
+from dream_memory.entrypoints.cli._common import command, echo, emit_json, json_option, note, runtime, workspace_options
 
 if TYPE_CHECKING:
-    from dream_memory.app.dream import DreamReport
-    from dream_memory.entrypoints.wiring import Wiring
-    from dream_memory.settings import ResolvedModel
-
-NO_MODEL_HINT = (
-    "choose one with --model (a preset name, a litellm id such as openai/gpt-4o-mini, or 'offline' "
-    "for the built-in deterministic engine), DREAM_MODEL, or agents.defaults.model in the config; "
-    "see docs/configuration.md"
-)
+    pass
 
 
 def _summary(report: dict[str, Any]) -> str:
@@ -41,86 +33,18 @@ def _summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _early_report(wiring: Wiring, model: str, status: str, error: str) -> dict[str, Any]:
-    """The report of a run that stopped before its first batch (locked, or the lock could not
-    be taken): nothing was done, and a scheduler reading stdout still gets a report saying so."""
-    from dream_memory.app.dream import DreamReport
-    from dream_memory.errors import DreamError
-
-    report = DreamReport(workspace=str(wiring.root), model=model, status=status)
-    try:
-        cursor = wiring.history.read_dream_cursor() or 0
-    except (DreamError, OSError):
-        cursor = 0
-    report.cursor_before = report.cursor_after = cursor
-    report.errors.append(error)
-    return report.to_json()
-
-
-def _dream(wiring: Wiring, resolved: ResolvedModel, **option_values: Any) -> tuple[dict[str, Any], int]:
-    from dream_memory.app.dream import STATUS_FAILED, STATUS_LOCKED, run_dream
-    from dream_memory.errors import DreamError, LockBusy
-
-    model = wiring.chat_model(resolved)
-    options = wiring.dream_options(**option_values, resolved=resolved)
-    try:
-        report: DreamReport = run_dream(wiring.dream_context(model, options))
-    except LockBusy as exc:
-        return _early_report(wiring, model.name, STATUS_LOCKED, exc.message), exc.exit_code
-    except DreamError as exc:  # before the first batch: the lock could not be taken (a full disk, ...)
-        note(f"dream: error: {exc}")
-        return _early_report(wiring, model.name, STATUS_FAILED, exc.message), exc.exit_code
-    return report.to_json(), report.exit_code
-
-
-def _unstarted_report(workspace: str | None, model: str | None, exc: BaseException) -> dict[str, Any]:
-    from dream_memory.app.dream import STATUS_FAILED, DreamReport
-    from dream_memory.errors import DreamError
-    from dream_memory.settings import load_read_settings
-
-    root = load_read_settings(workspace).workspace
-    report = DreamReport(workspace=str(root), model=model or "", status=STATUS_FAILED)
-    if isinstance(exc, DreamError):
-        report.errors.append(exc.message)
-    elif isinstance(exc, OSError):
-        from dream_memory.adapters import fsutil
-
-        report.errors.append(fsutil.os_error(exc, "use").message)
-    else:
-        report.errors.append("the input is nested too deeply to be read")
-    return report.to_json()
-
-
 def _check_report_path(report_path: str) -> Path:
     """Where --report goes, checked before any work: a run must not commit batches and then fail
-    on a report it could never write. Opening for append creates the file, keeps what is there."""
-    from dream_memory.adapters import fsutil
-    from dream_memory.errors import UsageError
+    on a report it could never write."""
+    from dream_memory.app.report_file import check_report_file
 
-    path = Path(report_path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("a", encoding="utf-8"):
-            pass
-    except OSError as exc:
-        error = fsutil.os_error(exc, "write the report to", path)
-        raise UsageError(f"--report: {error.message}", hint=error.hint) from exc
-    return path
+    return check_report_file(Path(report_path))
 
 
 def _write_report(path: Path, text: str) -> str | None:
-    """Write the report file; the reason when that failed (the report is on stdout anyway).
+    from dream_memory.app.report_file import write_report_file
 
-    Written in place, not by rename: FILE may be /dev/stderr, a pipe or a symlink a CI step
-    reads, which a rename would replace instead of writing into."""
-    from dream_memory.adapters import fsutil
-
-    try:
-        fsutil.checkpoint("report.write", path)
-        path.write_text(text + "\n", encoding="utf-8")
-    except OSError as exc:
-        return fsutil.os_error(exc, "write the report to", path).message
-    return None
+    return write_report_file(path, text)
 
 
 @command("run")
@@ -155,27 +79,13 @@ def run(
     1 a batch failed (the cursor stays before it), 2 bad usage or config, 75 another run holds
     the workspace.
     """
-    from dream_memory.adapters.preflight import prepare_run
-    from dream_memory.entrypoints.wiring import Wiring
-    from dream_memory.errors import ConfigError, DreamError
+    from dream_memory.app import outcome
+    from dream_memory.app.runs import RunRequest, dream, unstarted_report
+    from dream_memory.errors import DreamError
+    from dream_memory.settings import load_read_settings
 
-    try:
-        settings = load_settings(workspace, config_path)
-        # A workspace this process cannot write is exit 2 now, not a PermissionError mid-run.
-        prepare_run(settings.workspace, settings.env, dry_run=dry_run)
-        resolved = settings.model(model)  # a missing API key fails here, before any lock
-        if resolved is None:
-            raise ConfigError("no model is configured for dream run", hint=NO_MODEL_HINT)
-        report_file = _check_report_path(report_path) if report_path else None
-        wiring = Wiring(settings)
-    except (DreamError, OSError, RecursionError) as exc:
-        # Stopped before it could start (config, model, --report): a scheduler reading stdout
-        # still gets a report saying so; the error itself ends the command as usual.
-        click.echo(json.dumps(_unstarted_report(workspace, model, exc), indent=2, ensure_ascii=False))
-        raise
-    report, code = _dream(
-        wiring,
-        resolved,
+    request = RunRequest(
+        model=model,
         batch_size=batch_size,
         max_batches=max_batches,
         dry_run=dry_run,
@@ -184,10 +94,25 @@ def run(
         max_cost=max_cost,
         max_seconds=max_seconds,
     )
-    text = json.dumps(report, indent=2, ensure_ascii=False)
+    report_file: list[Path] = []
+
+    def check_report_file() -> None:
+        if report_path:
+            report_file.append(_check_report_path(report_path))
+
+    try:
+        report = dream(runtime(workspace, config_path), request, before_start=check_report_file)
+    except (DreamError, OSError, RecursionError) as exc:
+        # Stopped before it could start (config, model, permissions, --report): a scheduler
+        # reading stdout still gets a report saying so; the error itself ends the command as usual.
+        root = load_read_settings(workspace).workspace
+        click.echo(json.dumps(unstarted_report(root, model, exc).to_json(), indent=2, ensure_ascii=False))
+        raise
+    code = outcome.exit_code(report)
+    text = json.dumps(report.to_json(), indent=2, ensure_ascii=False)
     click.echo(text)  # first: whatever happens to the report file, stdout has the report
-    note(_summary(report))
-    failed = _write_report(report_file, text) if report_file is not None else None
+    note(_summary(report.to_json()))
+    failed = _write_report(report_file[0], text) if report_file else None
     if failed is not None:
         note(f"dream: error: {failed} (the report is on stdout)")
         return code or 1
@@ -204,43 +129,30 @@ def prompt(action: str | None, as_json: bool, workspace: str | None, config_path
     When prompts/dream.md has content, Dream follows it for this workspace instead of the built-in
     guide. Delete it or leave it empty to return to the built-in guide.
     """
-    from dream_memory.adapters import fsutil
-    from dream_memory.adapters.workspace import init_workspace
-    from dream_memory.app.dream import builtin_guide, guide_in_use, guide_note
-    from dream_memory.core import layout
+    from dream_memory.app.prompt import guide, init_guide
 
-    settings = load_settings(workspace, config_path)
-    root = settings.workspace
-    path = root / layout.DREAM_GUIDE
+    rt = runtime(workspace, config_path)
     if action == "init":
-        init_workspace(root)
-        existing = fsutil.read_text(path)
-        if existing is not None and existing.strip():
-            message = f"{path} already has content; it was left as it is"
-            created = False
-        else:
-            fsutil.atomic_write(path, builtin_guide(), site="guide")
-            message = f"created {path} from the built-in guide; edit it to steer Dream for this workspace"
-            created = True
+        created = init_guide(rt)
         if as_json:
-            emit_json({"path": str(path), "created": created, "message": message})
+            emit_json(created.to_json())
         else:
-            click.echo(message)
+            click.echo(created.message)
         return 0
-    text, source = guide_in_use(root)
-    in_use = str(path) if source != "built-in" else "built-in"
+    report = guide(rt)
     if as_json:
-        emit_json({"source": source, "path": in_use, "text": text})
+        emit_json(report.to_json())
         return 0
-    if source == "built-in":
-        note(f"Dream uses its built-in guide (no content in {path}; `dream prompt init` creates an editable copy)")
+    if report.source == "built-in":
+        note(
+            f"Dream uses its built-in guide (no content in {rt.root / 'prompts' / 'dream.md'}; "
+            "`dream prompt init` creates an editable copy)"
+        )
     else:
-        note(f"Dream uses the workspace guide {path}")
-        if (cut := guide_note(root)) is not None:
-            note(cut)
-    from dream_memory.entrypoints.cli._common import echo  # a workspace file: escapes shown, not sent
-
-    echo(text.rstrip("\n"))
+        note(f"Dream uses the workspace guide {report.path}")
+        if report.note is not None:
+            note(report.note)
+    echo(report.text.rstrip("\n"))  # a workspace file: escapes shown, not sent
     return 0
 
 
@@ -257,31 +169,26 @@ def demo(model: str | None, keep: bool, workspace: str | None, config_path: str 
     --workspace is ignored for the run itself (the sample is always a fresh copy).
     """
     import shutil
-    import tempfile
 
-    from dream_memory.app.demo import copy_sample
-    from dream_memory.entrypoints.cli.version_cmds import log
-    from dream_memory.entrypoints.wiring import Wiring
-    from dream_memory.settings import OFFLINE_MODEL, ResolvedModel
-    from dream_memory.settings import load_settings as _load
+    from dream_memory.app import outcome
+    from dream_memory.app.demo import DemoRequest
+    from dream_memory.app.demo import demo as run_demo
+    from dream_memory.app.runtime import stderr_logger
+    from dream_memory.entrypoints.cli.version_cmds import render_log
 
-    target = Path(tempfile.mkdtemp(prefix="dream-demo-")) / "workspace"
-    copy_sample(target)
-    settings = _load(str(target), config_path)
-    resolved = settings.model(model) or ResolvedModel(name=OFFLINE_MODEL, source="dream demo default")
-    note(f"dream demo: sample workspace copied to {target}; model {resolved.name}")
-    wiring = Wiring(settings)
-    report, code = _dream(wiring, resolved)
+    done = run_demo(DemoRequest(model=model, config=config_path), log=stderr_logger)
+    report = done.dream.to_json()
     click.echo(json.dumps(report, indent=2, ensure_ascii=False))
     note(_summary(report))
     click.echo("")
     click.echo("$ dream log")
-    click.get_current_context().invoke(log, rev=None, as_json=False, workspace=str(target), config_path=config_path)
+    render_log(done.latest, as_json=False)
+    target = done.workspace
     if keep:
         note(f"the demo workspace stays at {target}: try `dream status --workspace {target}` or `git -C {target} log`")
     else:
         shutil.rmtree(target.parent, ignore_errors=True)
-    return code
+    return outcome.exit_code(done)
 
 
 COMMANDS = [run, prompt, demo]

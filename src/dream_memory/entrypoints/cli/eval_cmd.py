@@ -2,54 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import click
 
-from dream_memory.entrypoints.cli._common import command, emit_json, json_option, load_settings, note, workspace_options
-
-if TYPE_CHECKING:
-    from dream_memory.core.ports import ChatModel
-    from dream_memory.settings import ResolvedModel, Settings
-
-
-class WiredWorkspace:
-    """A fresh workspace at ``root`` run through the same wiring as ``dream consolidate`` and
-    ``dream run``, with the user's configuration (guards, budgets, secret allowlist) and one model."""
-
-    def __init__(self, root: Path, base: Settings, resolved: ResolvedModel, model: ChatModel) -> None:
-        from dataclasses import replace
-
-        from dream_memory.app.versioning import ensure_versioned
-        from dream_memory.entrypoints.wiring import Wiring
-
-        self.resolved = resolved
-        self.model = model
-        self.wiring = Wiring(replace(base, workspace=root), log=lambda message: note(f"dream eval: {message}"))
-        self.wiring.ensure_workspace()
-        git = self.wiring.git(create=True)
-        assert git is not None
-        with git:
-            ensure_versioned(git)
-
-    def consolidate(self, sessions: Sequence[Path]) -> dict[str, Any]:
-        from dream_memory.app.consolidate import consolidate_sessions
-
-        ctx = self.wiring.consolidate_context(
-            self.model,
-            force=True,
-            context_window=self.resolved.context_window,
-            max_tokens=self.resolved.max_tokens,
-        )
-        return consolidate_sessions(ctx, list(sessions)).to_json()
-
-    def dream(self) -> dict[str, Any]:
-        from dream_memory.app.dream import run_dream
-
-        options = self.wiring.dream_options(resolved=self.resolved)
-        return run_dream(self.wiring.dream_context(self.model, options)).to_json()
+from dream_memory.entrypoints.cli._common import command, emit_json, json_option, note, runtime, workspace_options
 
 
 @command("eval")
@@ -98,25 +55,14 @@ def eval_(
     import shutil
     import tempfile
 
-    from dream_memory.app.evaluation import load_scenarios, run_evaluation
-    from dream_memory.settings import OFFLINE_MODEL, ResolvedModel
+    from dream_memory.app import outcome
+    from dream_memory.app.evaluate import EvalRequest, evaluate
 
-    scenarios = load_scenarios(Path(scenarios_dir) if scenarios_dir else None, names)
-    settings = load_settings(workspace, config_path)
-    resolved = settings.model(model) or ResolvedModel(name=OFFLINE_MODEL, source="dream eval default")
-    from dream_memory.entrypoints.wiring import Wiring
-
-    chat = Wiring(settings).chat_model(resolved)
+    rt = runtime(workspace, config_path)
     base = Path(tempfile.mkdtemp(prefix="dream-eval-"))
-    note(f"dream eval: {len(scenarios)} scenario(s) with model {chat.name}, in {base}")
+    request = EvalRequest(base, model=model, names=names, scenarios_dir=Path(scenarios_dir) if scenarios_dir else None)
     try:
-        report = run_evaluation(
-            scenarios,
-            lambda root: WiredWorkspace(root, settings, resolved, chat),
-            model=chat.name,
-            base=base,
-            log=lambda message: note(f"dream eval: {message}"),
-        )
+        report = evaluate(rt, request)
     finally:
         if not keep:
             shutil.rmtree(base, ignore_errors=True)
@@ -131,7 +77,7 @@ def eval_(
     if keep:
         for result in report.results:
             note(f"dream eval: {result.scenario.name} workspace kept at {result.workspace}")
-    return report.exit_code
+    return outcome.exit_code(report)
 
 
 COMMANDS = [eval_]

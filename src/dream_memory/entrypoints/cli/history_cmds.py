@@ -13,8 +13,8 @@ from dream_memory.entrypoints.cli._common import (
     echo,
     emit_json,
     json_option,
-    load_settings,
     note,
+    runtime,
     workspace_options,
 )
 
@@ -24,43 +24,21 @@ from dream_memory.entrypoints.cli._common import (
 @workspace_options
 def init(as_json: bool, workspace: str | None, config_path: str | None) -> int:
     """Create a workspace with templates and start versioning it (idempotent)."""
-    from dream_memory.adapters.locks import dream_lock
-    from dream_memory.app.versioning import ensure_versioned
-    from dream_memory.entrypoints.wiring import Wiring
-    from dream_memory.errors import LockBusy
+    from dream_memory.app.init import init_workspace
 
-    wiring = Wiring(load_settings(workspace, config_path))
-    created = wiring.ensure_workspace(guide_notes=True)
-    git = wiring.git(create=True)
-    assert git is not None
-    with git:
-        # Commits happen under the Dream lock, like every other commit: a run in progress owns
-        # the journal, and its first step makes this same commit anyway.
-        try:
-            with dream_lock(wiring.root, now=wiring.clock.now()):
-                commit = ensure_versioned(git)
-        except LockBusy:
-            note("a Dream run holds the workspace; it commits the workspace itself")
-            commit = None
-        result = {
-            "workspace": str(wiring.root),
-            "created": created,
-            "repository": str(git.root),
-            "enclosing_repository": git.enclosing,
-            "commit": commit,
-        }
+    report = init_workspace(runtime(workspace, config_path))
     if as_json:
-        emit_json(result)
+        emit_json(report.to_json())
         return 0
-    click.echo(f"workspace {wiring.root}")
-    for rel in created:
+    click.echo(f"workspace {report.workspace}")
+    for rel in report.created:
         click.echo(f"  created {rel}")
-    if not created:
+    if not report.created:
         click.echo("  nothing to create: every file is already there")
-    where = "the enclosing repository" if git.enclosing else "its own repository"
-    click.echo(f"  versioned in {where} at {git.root}")
-    if commit:
-        click.echo(f"  committed {commit[:10]} memory: init")
+    where = "the enclosing repository" if report.enclosing_repository else "its own repository"
+    click.echo(f"  versioned in {where} at {report.repository}")
+    if report.commit:
+        click.echo(f"  committed {report.commit[:10]} memory: init")
     return 0
 
 
@@ -91,8 +69,7 @@ def append(text: str | None, session_key: str | None, workspace: str | None, con
 
     TEXT is the entry; use - (or omit it with input on a pipe) to read it from stdin.
     """
-    from dream_memory.app.history import append_entry, check_entry
-    from dream_memory.entrypoints.wiring import Wiring
+    from dream_memory.app.history import AppendRequest, append, check_entry
     from dream_memory.errors import InputError
 
     if text is None or text == "-":
@@ -100,10 +77,8 @@ def append(text: str | None, session_key: str | None, workspace: str | None, con
             raise InputError("nothing to append: give TEXT, or - to read stdin")
         # Bytes, decoded leniently: one stray non-UTF-8 byte must not lose the whole entry.
         text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
-    check_entry(text, session_key)  # empty text is exit 2 before any file is created
-    wiring = Wiring(load_settings(workspace, config_path))
-    wiring.ensure_workspace()
-    appended = append_entry(wiring.history, text, session_key=session_key, redactor=wiring.redactor())
+    check_entry(text, session_key)  # empty text is exit 2 before the config is even read
+    appended = append(runtime(workspace, config_path), AppendRequest(text, session_key))
     if appended.redactions:
         kinds = ", ".join(f"{kind} x{n}" for kind, n in sorted(appended.redactions.items()))
         note(f"dream: redacted before storing: {kinds}")
@@ -116,23 +91,14 @@ def append(text: str | None, session_key: str | None, workspace: str | None, con
 @workspace_options
 def status(as_json: bool, workspace: str | None, config_path: str | None) -> int:
     """Cursors, pending entries, last Dream commit, lock holder and unsaved edits."""
-    from dream_memory.app.history import workspace_status
-    from dream_memory.entrypoints.wiring import Wiring
+    from dream_memory.app.history import status as workspace_status
 
-    wiring = Wiring(load_settings(workspace, config_path))
-    git = wiring.git(create=False) if wiring.root.is_dir() else None
-    try:
-        result = workspace_status(
-            wiring.root, wiring.history, git, follow_external=wiring.settings.dream.follow_external_cursor
-        )
-    finally:
-        if git is not None:
-            git.close()
+    result = workspace_status(runtime(workspace, config_path))
     if as_json:
         emit_json(result)
         return 0
     if not result["exists"]:
-        note(f"workspace {wiring.root} does not exist yet (dream init creates it)")
+        note(f"workspace {result['workspace']} does not exist yet (dream init creates it)")
     echo(f"workspace      {result['workspace']}")
     echo(f"cursor         {result['cursor']}  (last entry written)")
     echo(f"dream cursor   {result['dream_cursor']}  (last entry Dream consumed)")

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dream_memory.entrypoints.cli._common import command, echo, emit_json, json_option, note, workspace_options
+from dream_memory.entrypoints.cli._common import command, echo, emit_json, json_option, note, runtime, workspace_options
 
 if TYPE_CHECKING:
     from dream_memory.app.read import ReadStore
@@ -226,21 +226,14 @@ def mcp(*, store: str | None, workspace: str | None, config_path: str | None) ->
     """Serve the read side as an MCP server over stdio (stdout is the protocol; logs on stderr).
 
     Tools: dream_resolve, dream_entity, dream_section, dream_search. Resources: memory://index,
-    memory://entities/{name}, memory://sections/{name}. The store and DREAM_MEMORY_EXCLUDE are
-    read once at start.
+    memory://entities/{name}, memory://sections/{name}, memory://context; prompt memory_context.
+    The configuration, the store and DREAM_MEMORY_EXCLUDE are read once at start.
     """
+    from dream_memory.entrypoints.mcp_server import serve_runtime
 
-    from dream_memory.entrypoints.mcp_server import serve_stdio
-    from dream_memory.settings import load_read_settings, search_cache_dir
-
-    settings = load_read_settings(workspace, store)
-    serve_stdio(
-        settings.store,
-        excludes=settings.excludes,
-        home=settings.env.get("HOME") or None,
-        cache_dir=search_cache_dir(settings.env),
-        workspace=settings.workspace,
-    )
+    # The whole configuration, read once at start: memory://context follows budgetTokens, and a
+    # bad config file is exit 2 now rather than an error on every request.
+    serve_runtime(runtime(workspace, config_path, store=store))
     return 0
 
 

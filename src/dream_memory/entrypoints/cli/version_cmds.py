@@ -11,22 +11,14 @@ from dream_memory.entrypoints.cli._common import (
     echo,
     emit_json,
     json_option,
-    load_settings,
     note,
+    runtime,
     workspace_options,
 )
 
 if TYPE_CHECKING:
-    from dream_memory.adapters.git import CommitInfo, FileChange, GitStore
-
-
-def _open_git(workspace: str | None, config_path: str | None) -> GitStore | None:
-    from dream_memory.entrypoints.wiring import Wiring
-
-    wiring = Wiring(load_settings(workspace, config_path))
-    if not wiring.root.is_dir():
-        return None
-    return wiring.git(create=False)
+    from dream_memory.adapters.git import CommitInfo, FileChange
+    from dream_memory.app.restore import LogReport
 
 
 def _file_table(files: tuple[FileChange, ...] | list[FileChange]) -> list[str]:
@@ -59,62 +51,57 @@ def _render_commit(info: CommitInfo) -> None:
         echo(diff.rstrip("\n"))
 
 
+def render_log(report: LogReport, *, as_json: bool) -> None:
+    """``dream log``'s output (also the end of ``dream demo``)."""
+    if as_json:
+        emit_json(report.to_json())
+        return
+    if not report.versions:
+        echo("No memory versions yet: Dream has not committed anything in this workspace.")
+        return
+    if report.comparison is not None:
+        comparison = report.comparison
+        echo(f"from    {comparison.old.sha}  {comparison.old.subject}")
+        echo(f"to      {comparison.new.sha}  {comparison.new.subject}")
+        echo(f"commits {len(comparison.commits)}")
+        for c in comparison.commits:
+            echo(f"  {c.short}  {c.time}  {c.subject}")
+        echo("")
+        for line in _file_table(comparison.files):
+            echo(line)
+        diff = "".join(f.diff for f in comparison.files)
+        if diff:
+            echo("")
+            echo(diff.rstrip("\n"))
+        return
+    if report.commit is None:
+        if report.shallow:
+            echo("No Dream change in the commits this shallow clone holds.")
+        else:
+            echo("No Dream change yet: the repository holds only commits made outside Dream.")
+        return
+    _render_commit(report.commit)
+
+
 @command("log")
 @click.argument("rev", required=False)
 @json_option
 @workspace_options
 def log(rev: str | None, as_json: bool, workspace: str | None, config_path: str | None) -> int:
     """Show the latest Dream change, the change REV, or the difference A..B between two versions."""
-    from dream_memory.app.versioning import compare, latest_dream_change
+    from dream_memory.app.restore import LogRequest
+    from dream_memory.app.restore import log as memory_log
 
-    git = _open_git(workspace, config_path)
-    if git is None or git.head() is None:
-        if as_json:
-            emit_json(None)
-        else:
-            echo("No memory versions yet: Dream has not committed anything in this workspace.")
-        return 0
-    with git:
-        if rev and ".." in rev:
-            old, _, new = rev.partition("..")
-            comparison = compare(git, old or "HEAD", new or "HEAD")
-            if as_json:
-                emit_json(comparison.to_json())
-                return 0
-            echo(f"from    {comparison.old.sha}  {comparison.old.subject}")
-            echo(f"to      {comparison.new.sha}  {comparison.new.subject}")
-            echo(f"commits {len(comparison.commits)}")
-            for c in comparison.commits:
-                echo(f"  {c.short}  {c.time}  {c.subject}")
-            echo("")
-            for line in _file_table(comparison.files):
-                echo(line)
-            diff = "".join(f.diff for f in comparison.files)
-            if diff:
-                echo("")
-                echo(diff.rstrip("\n"))
-            return 0
-        info = git.info(git.resolve(rev)) if rev else latest_dream_change(git)
-        if git.is_shallow:
-            note(SHALLOW_NOTE)
-        if info is None:
-            if as_json:
-                emit_json(None)
-            elif git.is_shallow:
-                echo("No Dream change in the commits this shallow clone holds.")
-            else:
-                echo("No Dream change yet: the repository holds only commits made outside Dream.")
-            return 0
-        if as_json:
-            emit_json(info.to_json())
-        else:
-            _render_commit(info)
+    report = memory_log(runtime(workspace, config_path), LogRequest(rev))
+    if report.shallow:
+        note(SHALLOW_NOTE)
+    render_log(report, as_json=as_json)
     return 0
 
 
 @command("restore")
 @click.argument("rev", required=False)
-@click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True, help="Versions to list.")
+@click.option("--limit", type=int, default=None, help="Versions to list, 1..1000 (default 10).")
 @click.option("--force", is_flag=True, help="Put files back even if they changed since; later work in them is lost.")
 @click.option("--replay", is_flag=True, help="Also move the Dream cursor back so the next run re-reads that range.")
 @click.option("--apply-held", "apply_held", metavar="ID", default=None, help="Apply a held batch.")
@@ -124,7 +111,7 @@ def log(rev: str | None, as_json: bool, workspace: str | None, config_path: str 
 def restore(
     *,
     rev: str | None,
-    limit: int,
+    limit: int | None,
     force: bool,
     replay: bool,
     apply_held: str | None,
@@ -140,7 +127,7 @@ def restore(
     ("dream: revert ...") that can itself be restored. memory/.dream_cursor and
     memory/.dream_state.json are left alone unless --replay.
     """
-    from dream_memory.app.versioning import dream_versions
+    from dream_memory.app.restore import VersionsRequest, versions
     from dream_memory.errors import UsageError
 
     chosen = [x for x in (rev, apply_held, discard_held) if x]
@@ -148,57 +135,36 @@ def restore(
         raise UsageError("give either a commit, --apply-held ID or --discard-held ID, not several")
     if apply_held or discard_held:
         return _settle_held(apply_held, discard_held, force, as_json, workspace, config_path)
-    if rev is None:
-        git = _open_git(workspace, config_path)
-        shallow = False
-        if git is not None:
-            with git:
-                versions = dream_versions(git, limit=limit)
-                shallow = git.is_shallow and len(versions) < limit
-        else:
-            versions = []
-        if shallow:
-            note(SHALLOW_NOTE)
-        if as_json:
-            emit_json([v.to_json(with_diff=False) for v in versions])
-            return 0
-        if not versions:
-            echo("No Dream versions yet.")
-            return 0
-        for v in versions:
-            files = ", ".join(f"{f.path} (+{f.added} -{f.removed})" for f in v.files) or "no file"
-            if v.shallow:
-                files = "(its changes are not in this shallow clone)"
-            echo(f"{v.short}  {v.time}  {v.subject}")
-            echo(f"            {files}")
-        note("restore one with: dream restore <sha>")
+    if rev is not None:
+        return _restore_one(
+            rev=rev, force=force, replay=replay, as_json=as_json, workspace=workspace, config_path=config_path
+        )
+    found = versions(runtime(workspace, config_path), VersionsRequest() if limit is None else VersionsRequest(limit))
+    if found.shallow:
+        note(SHALLOW_NOTE)
+    if as_json:
+        emit_json(found.to_json())
         return 0
-    return _restore_one(
-        rev=rev, force=force, replay=replay, as_json=as_json, workspace=workspace, config_path=config_path
-    )
+    if not found.versions:
+        echo("No Dream versions yet.")
+        return 0
+    for v in found.versions:
+        files = ", ".join(f"{f.path} (+{f.added} -{f.removed})" for f in v.files) or "no file"
+        if v.shallow:
+            files = "(its changes are not in this shallow clone)"
+        echo(f"{v.short}  {v.time}  {v.subject}")
+        echo(f"            {files}")
+    note("restore one with: dream restore <sha>")
+    return 0
 
 
 def _restore_one(
     *, rev: str, force: bool, replay: bool, as_json: bool, workspace: str | None, config_path: str | None
 ) -> int:
-    from dream_memory.adapters.locks import dream_lock
-    from dream_memory.app.versioning import restore_commit
-    from dream_memory.entrypoints.wiring import Wiring
-    from dream_memory.errors import UsageError
+    from dream_memory.app.restore import RestoreRequest
+    from dream_memory.app.restore import restore as restore_commit
 
-    wiring = Wiring(load_settings(workspace, config_path))
-    git = wiring.git(create=False) if wiring.root.is_dir() else None
-    if git is None or git.head() is None:
-        raise UsageError(f"no memory versions in {wiring.root} to restore")
-    with git, dream_lock(wiring.root, now=wiring.clock.now()):
-        result = restore_commit(
-            git,
-            rev,
-            force=force,
-            replay=replay,
-            dream_cursor=wiring.history.read_dream_cursor(),
-            history=wiring.history,
-        )
+    result = restore_commit(runtime(workspace, config_path), RestoreRequest(rev, force=force, replay=replay))
     if as_json:
         emit_json(result.to_json())
         return 0
@@ -237,25 +203,16 @@ def _settle_held(
     workspace: str | None,
     config_path: str | None,
 ) -> int:
-    from dream_memory.adapters.locks import dream_lock
-    from dream_memory.app.held import apply_held_batch, discard_held_batch
-    from dream_memory.entrypoints.wiring import Wiring
-    from dream_memory.errors import UsageError
+    from dream_memory.app.restore import SettleRequest, settle_held
 
-    wiring = Wiring(load_settings(workspace, config_path))
-    git = wiring.git(create=False) if wiring.root.is_dir() else None
-    if git is None:
-        raise UsageError(f"no memory versions in {wiring.root}")
-    with git, dream_lock(wiring.root, now=wiring.clock.now()):
-        if apply_held:
-            result = apply_held_batch(git, apply_held, force=force)
-        else:
-            assert discard_held is not None
-            result = discard_held_batch(git, discard_held)
+    held_id = apply_held or discard_held
+    assert held_id is not None
+    request = SettleRequest(held_id, "apply" if apply_held else "discard", force=force)
+    result = settle_held(runtime(workspace, config_path), request)
     if as_json:
-        emit_json(result)
+        emit_json(result.to_json())
         return 0
-    echo(result["message"])
+    echo(result.message)
     return 0
 
 

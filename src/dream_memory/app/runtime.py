@@ -1,23 +1,29 @@
 """The composition root: builds adapters for one workspace from resolved settings.
 
-Entrypoints (the CLI, the MCP server, the Python API) ask this object for what a use case needs;
-use cases receive adapters and ports as arguments and never build them.
+Every face (the CLI, the Python API, the MCP server, the fault suite, eval) makes one ``Runtime``
+(``Runtime.load``) and hands it to the services in ``app``; the services ask it for the history
+log, git, the Dream lock, the token counter, the redactor and the model, and never build them.
+The face chooses only the clock and where log lines go (CLI: stderr; API: warnings).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dream_memory.settings import Settings
+from dream_memory.settings import ReadSettings, Settings, defaults, load_settings
 
 if TYPE_CHECKING:
     from dream_memory.adapters.git import GitStore
     from dream_memory.adapters.history_log import HistoryLog, MigrationResult
+    from dream_memory.adapters.locks import LockHolder
     from dream_memory.app.consolidate import ConsolidateContext
     from dream_memory.app.dream import DreamContext, DreamOptions
     from dream_memory.core.ports import ChatModel, Clock, Redactor, TokenCounter
@@ -29,10 +35,11 @@ def stderr_logger(message: str) -> None:
 
 
 @dataclass
-class Wiring:
+class Runtime:
     settings: Settings
     clock: Clock = field(default=None)  # type: ignore[assignment]
     log: Callable[[str], None] = stderr_logger
+    store: Path | None = None  # the read side's store when --store names one (else the settings')
 
     def __post_init__(self) -> None:
         if self.clock is None:
@@ -40,9 +47,51 @@ class Wiring:
 
             self.clock = SystemClock()
 
+    @classmethod
+    def load(
+        cls,
+        workspace: str | os.PathLike[str] | None = None,
+        config: str | os.PathLike[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        *,
+        clock: Clock | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> Runtime:
+        """Settings resolved once (the config file read and validated), then the runtime."""
+        settings = load_settings(workspace, config, env)
+        return cls(settings, clock=clock, log=log or stderr_logger)  # type: ignore[arg-type]
+
+    def for_workspace(self, root: Path) -> Runtime:
+        """The same configuration, clock and log for another workspace (eval's, demo's)."""
+        return Runtime(dataclasses.replace(self.settings, workspace=root), clock=self.clock, log=self.log)
+
+    def with_store(self, store: str | os.PathLike[str] | None) -> Runtime:
+        return self if store is None else dataclasses.replace(self, store=Path(store))
+
     @property
     def root(self) -> Path:
         return self.settings.workspace
+
+    @property
+    def read_settings(self) -> ReadSettings:
+        return self.settings.read_settings(self.store)
+
+    def has_workspace(self) -> bool:
+        return self.root.is_dir()
+
+    @contextlib.contextmanager
+    def dream_lock(self) -> Iterator[LockHolder | None]:
+        """The Dream lock, held for the block (LockBusy at once when another run holds it)."""
+        from dream_memory.adapters.locks import dream_lock
+
+        with dream_lock(self.root, now=self.clock.now()) as holder:
+            yield holder
+
+    def preflight(self, *, dry_run: bool = False) -> None:
+        """The umask, then whether this process can write what a run writes (exit 2 if not)."""
+        from dream_memory.adapters.preflight import prepare_run
+
+        prepare_run(self.root, self.settings.env, dry_run=dry_run)
 
     @cached_property
     def history(self) -> HistoryLog:
@@ -169,11 +218,10 @@ class Wiring:
         dry_run: bool = False,
         update_sessions: bool = False,
         context_window: int | None = None,
-        max_tokens: int = 4096,
+        max_tokens: int = defaults.MODEL_MAX_TOKENS,
     ) -> ConsolidateContext:
         from dream_memory.app.consolidate import ConsolidateContext, ConsolidateOptions
         from dream_memory.core.consolidation import resolve_budget
-        from dream_memory.settings import defaults
 
         configured = self.settings.config.agents.defaults.consolidate.budget_tokens
         options = ConsolidateOptions(

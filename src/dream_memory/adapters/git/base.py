@@ -1,0 +1,153 @@
+"""What every part of ``GitStore`` shares: the repository, the workspace's place in it, and how
+a damaged repository becomes a ``VersionStoreError`` instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+from dulwich.errors import ApplyDeltaError, ChecksumMismatch, ObjectFormatException
+from dulwich.index import Index
+from dulwich.objects import ObjectID
+from dulwich.refs import Ref
+from dulwich.repo import Repo
+
+from dream_memory.adapters.rooted import RootedDir
+from dream_memory.core import layout
+from dream_memory.core.ports import Clock
+from dream_memory.core.versions import parse_identity
+from dream_memory.errors import DreamError, VersionStoreError
+
+FILE_MODE = 0o100644
+EXEC_MODE = 0o100755
+HEADS = b"refs/heads/"
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# What dulwich raises on an object it cannot read: a truncated or corrupt loose object, a pack
+# whose checksum or delta is wrong, a tree or commit that does not parse, a missing object.
+DAMAGE: tuple[type[BaseException], ...] = (
+    ObjectFormatException,
+    ChecksumMismatch,
+    ApplyDeltaError,
+    zlib.error,
+    ValueError,
+    KeyError,
+    EOFError,
+)
+
+
+def git_errors(func: Callable[P, R]) -> Callable[P, R]:
+    """A damaged or incomplete repository is a VersionStoreError naming it, never a traceback.
+    Our own errors pass through as they are."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return func(*args, **kwargs)
+        except DreamError:
+            raise
+        except DAMAGE as exc:
+            store = args[0]
+            assert isinstance(store, GitBase)
+            raise store._damaged(exc) from exc
+
+    return wrapper
+
+
+def git_iter_errors(func: Callable[P, Iterator[R]]) -> Callable[P, Iterator[R]]:
+    """``git_errors`` for a generator: the objects are read while it is consumed."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> Iterator[R]:
+        try:
+            yield from func(*args, **kwargs)
+        except DreamError:
+            raise
+        except DAMAGE as exc:
+            store = args[0]
+            assert isinstance(store, GitBase)
+            raise store._damaged(exc) from exc
+
+    return wrapper
+
+
+def oid(sha: str | bytes) -> ObjectID:
+    return ObjectID(sha.encode("ascii") if isinstance(sha, str) else sha)
+
+
+def local_branches(repo: Repo) -> dict[bytes, bytes]:
+    """Local branch name -> commit sha."""
+    return {bytes(k): bytes(v) for k, v in repo.refs.as_dict(Ref(HEADS)).items() if v}
+
+
+class GitBase:
+    """The repository that versions one workspace's memory (the state every part reads)."""
+
+    def __init__(self, repo: Repo, workspace: Path, *, author: str, clock: Clock, created: bool) -> None:
+        self.repo = repo
+        self.workspace = workspace
+        self.root = Path(repo.path).resolve()
+        rel = os.path.relpath(workspace.resolve(), self.root)
+        self.prefix = "" if rel == "." else Path(rel).as_posix()
+        self.author = parse_identity(author)
+        self.clock = clock
+        self.created = created  # True when this repository was made for the workspace by us
+        self.fs = RootedDir(workspace)  # every file this store writes, deletes or reads to decide
+        try:
+            self.shallow: frozenset[bytes] = frozenset(repo.get_shallow())
+        except OSError:
+            self.shallow = frozenset()
+        store = repo.object_store
+        if hasattr(store, "fsync_object_files"):
+            # objects reach the disk before the ref (fsynced by dulwich) that makes them reachable
+            store.fsync_object_files = True
+
+    @property
+    def enclosing(self) -> bool:
+        """True when the repository was not made by us for this workspace (a user's checkout)."""
+        return not self.created
+
+    def repo_path(self, rel: str) -> bytes:
+        return (f"{self.prefix}/{rel}" if self.prefix else rel).encode("utf-8")
+
+    def _rel(self, repo_path: bytes) -> str | None:
+        text = repo_path.decode("utf-8", errors="surrogateescape")
+        if not self.prefix:
+            return text
+        if text.startswith(self.prefix + "/"):
+            return text[len(self.prefix) + 1 :]
+        return None
+
+    def is_versioned(self, rel: str) -> bool:
+        return layout.is_tracked(rel) or (self.created and rel == ".gitignore")
+
+    def _damaged(self, exc: BaseException) -> VersionStoreError:
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return VersionStoreError(
+            f"the git repository at {self.root} is damaged: an object cannot be read ({detail[:200]})",
+            hint="`git fsck` names the damaged objects; restore them from a clone or a backup, then run again",
+        )
+
+    def _index_file(self) -> Path:
+        return Path(self.repo.index_path())
+
+    def _open_index(self) -> Index | None:
+        """The index, or None when there is none or when dulwich cannot rewrite it faithfully."""
+        if not self._index_file().exists():
+            return None
+        try:
+            index = self.repo.open_index()
+        except Exception:  # dulwich raises assorted errors on index formats it does not read
+            return None
+        # A split index keeps most entries in a shared file dulwich does not read, and a sparse
+        # one folds folders into single entries: written back, either would lose staged work.
+        if index.is_sparse() or any(ext.signature == b"link" for ext in index._extensions):
+            return None
+        return index

@@ -1,0 +1,92 @@
+"""What a change to the repository must pass before anything is written: every path a memory
+file (``core.paths``), no git operation under way, no detached HEAD of a repository we made,
+and an index dulwich can rewrite without losing what the user staged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from dulwich.index import ConflictedIndexEntry
+
+from dream_memory.adapters.git.reading import Reading
+from dream_memory.core.paths import describe, memory_write_problem
+from dream_memory.errors import RepositoryStateError, VersionStoreError
+
+
+class Checks(Reading):
+    """Refusals made before a commit, a write or a branch switch changes anything."""
+
+    def _check_index(self) -> None:
+        """Refuse before anything changes when an index exists that we could not rewrite safely:
+        writing a fresh one would unstage everything the user has staged."""
+        if self._index_file().exists() and self._open_index() is None:
+            raise VersionStoreError(
+                f"the git index of {self.root} is in a form dulwich cannot rewrite safely"
+                " (split, sparse or unreadable); nothing was changed",
+                hint="there: `git update-index --no-split-index` or `git sparse-checkout disable`, then retry",
+            )
+
+    def check_paths(self, paths: Iterable[str]) -> None:
+        """Refuse, before anything is written, a path a memory commit must never hold: one that
+        leaves the workspace, enters .git, or is not a versioned memory file."""
+        for rel in paths:
+            problem = memory_write_problem(rel, gitignore=self.created)
+            if problem is not None:
+                raise VersionStoreError(
+                    f"refusing to commit or write {describe(rel)}: {problem}; nothing was changed",
+                    hint="only the memory files of docs/versioning.md are ever written",
+                )
+
+    def check_writable(self, paths: Iterable[str]) -> None:
+        """Refuse, before a commit is made, to write files that cannot be reached without going
+        through a symlink (a commit whose files could not be written would say what is not)."""
+        self.check_paths(paths)
+        for rel in paths:
+            self.fs.check_reachable(rel)
+
+    def in_progress(self) -> tuple[str, str] | None:
+        """(the git operation under way in this repository, how to finish or abort it): a merge,
+        rebase, cherry-pick, revert or unmerged files; None when there is none."""
+        control = Path(self.repo.controldir())
+        markers = (
+            ("MERGE_HEAD", "a merge", "git merge --abort"),
+            ("rebase-merge", "a rebase", "git rebase --abort"),
+            ("rebase-apply", "a rebase or `git am`", "git rebase --abort"),
+            ("CHERRY_PICK_HEAD", "a cherry-pick", "git cherry-pick --abort"),
+            ("REVERT_HEAD", "a revert", "git revert --abort"),
+        )
+        found = next(((what, undo) for name, what, undo in markers if (control / name).exists()), None)
+        conflicted: list[str] = []
+        index = self._open_index()
+        if index is not None and index.has_conflicts():
+            conflicted = sorted(
+                path.decode("utf-8", "replace")
+                for path, entry in index.items()
+                if isinstance(entry, ConflictedIndexEntry)
+            )
+        if found is None and not conflicted:
+            return None
+        what, undo = found or ("a conflicted operation (`git stash pop`, say)", "git checkout --merge or git reset")
+        if conflicted:
+            shown = ", ".join(conflicted[:3]) + (f" and {len(conflicted) - 3} more" if len(conflicted) > 3 else "")
+            what += f" with unmerged files ({shown})"
+        return what, f"resolve and commit it (git add, git commit) or abort it ({undo}), then run again"
+
+    def check_can_commit(self) -> None:
+        """Refuse to commit while git is in the middle of something, or on a detached HEAD of a
+        repository dream-memory made (its commits would belong to no branch and be lost on the
+        next checkout). A user's checkout may be detached: CI checks out a commit, not a branch.
+        The fix is in the message itself: Dream's report carries only messages."""
+        busy = self.in_progress()
+        if busy is not None:
+            what, fix = busy
+            raise RepositoryStateError(f"{self.root} is in the middle of {what}: {fix}; dream-memory committed nothing")
+        head = self.head()
+        if self.created and head is not None and self.branch() is None:
+            raise RepositoryStateError(
+                f"HEAD of {self.root} is detached at {head[:10]}, so a commit would belong to no branch: "
+                f"check a branch out (git -C {self.root} checkout main) or give dream run --branch NAME; "
+                "dream-memory committed nothing"
+            )

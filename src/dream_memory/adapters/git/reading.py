@@ -1,0 +1,357 @@
+"""Reading a repository: commits, trees, blobs, the log and the changes between two commits.
+
+Every tree entry's name is checked before it becomes part of a path (``core.paths``): a crafted
+commit naming ``../x`` or ``.git/hooks/...`` is an ``UnsafeTree`` error, never a path we use.
+"""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Iterable, Iterator
+
+from dulwich.objects import Blob, Commit, ShaFile, Tree
+from dulwich.refs import Ref
+
+from dream_memory.adapters.git.base import (
+    DAMAGE,
+    HEADS,
+    GitBase,
+    git_errors,
+    git_iter_errors,
+    local_branches,
+    oid,
+)
+from dream_memory.core.paths import describe, entry_name_problem, path_problem
+from dream_memory.core.versions import CommitInfo, FileChange, format_time, unified_diff
+from dream_memory.errors import UnknownRevision, UnsafeTree, VersionStoreError
+
+
+class Reading(GitBase):
+    """Commits, trees and blobs of the repository, read and checked."""
+
+    def head(self) -> str | None:
+        try:
+            return self.repo.head().decode("ascii")
+        except KeyError:
+            return None
+
+    def branch(self) -> str | None:
+        """The checked-out branch name, or None when HEAD is detached."""
+        target = self.repo.refs.read_ref(Ref(b"HEAD"))
+        if target and target.startswith(b"ref: " + HEADS):
+            return target[len(b"ref: " + HEADS) :].decode("utf-8")
+        return None
+
+    def _object(self, sha: bytes, kind: type[ShaFile], what: str) -> ShaFile:
+        """One object of the expected kind; a missing or damaged one is a VersionStoreError."""
+        try:
+            obj = self.repo[oid(sha)]
+        except KeyError:
+            raise VersionStoreError(
+                f"the git repository at {self.root} lacks the {what} {sha.decode('ascii', 'replace')}",
+                hint="`git fsck` shows what is missing; fetch it again from a clone, then run again",
+            ) from None
+        except DAMAGE as exc:
+            raise self._damaged(exc) from exc
+        if not isinstance(obj, kind):
+            raise VersionStoreError(
+                f"the git object {sha.decode('ascii', 'replace')} should be a {what} but is a {obj.type_name.decode()}",
+                hint="a damaged or crafted repository: `git fsck` checks it",
+            )
+        return obj
+
+    def _commit(self, sha: str | bytes) -> Commit:
+        text = sha.decode("ascii") if isinstance(sha, bytes) else sha
+        try:
+            obj = self.repo[oid(text)]
+        except (KeyError, ValueError):
+            if any(text.encode("ascii", "replace") in self._parents_of(s) for s in self.shallow):
+                raise UnknownRevision(
+                    f"commit {text[:10]} is not in this shallow clone (it lies beyond its oldest commit)",
+                    hint="`git fetch --unshallow` brings the whole history",
+                ) from None
+            raise UnknownRevision(f"no commit {text}") from None
+        except DAMAGE as exc:
+            raise self._damaged(exc) from exc
+        if not isinstance(obj, Commit):
+            raise UnknownRevision(f"{text} is not a commit")
+        return obj
+
+    def _parents_of(self, sha: bytes) -> list[bytes]:
+        try:
+            obj = self.repo[oid(sha)]
+        except DAMAGE:
+            return []
+        return list(obj.parents) if isinstance(obj, Commit) else []
+
+    def _tree(self, tree_id: bytes) -> Tree:
+        obj = self._object(tree_id, Tree, "tree")
+        assert isinstance(obj, Tree)
+        return obj
+
+    def _workspace_tree(self, tree_id: bytes | None) -> bytes | None:
+        """The tree of the workspace folder inside a commit's root tree (None: not there)."""
+        if tree_id is None or not self.prefix:
+            return tree_id
+        current: bytes = tree_id
+        for part in self.prefix.split("/"):
+            tree = self._tree(current)
+            key = part.encode("utf-8")
+            if key not in tree:
+                return None
+            mode, sub = tree[key]
+            if not stat.S_ISDIR(mode):
+                return None
+            current = sub
+        return current
+
+    def _unsafe(self, where: str, path: str, problem: str) -> UnsafeTree:
+        return UnsafeTree(
+            f"{where} holds the path {describe(path)} ({problem}); it would lead outside the workspace or into "
+            ".git, so nothing of it is used and nothing was changed",
+            hint="a crafted or damaged commit: look at it with `git show --stat`; "
+            "dream-memory never writes, deletes or serves such a path",
+        )
+
+    def _entries(self, tree_id: bytes, prefix: str, where: str) -> Iterator[tuple[str, int, bytes]]:
+        """(workspace-relative path, mode, sha) of every entry of one tree, each name checked
+        before it can become part of a path."""
+        for item in self._tree(tree_id).iteritems():
+            name, mode, sha = item.path, item.mode, item.sha
+            assert name is not None and mode is not None and sha is not None
+            problem = entry_name_problem(name)
+            if problem is not None:
+                raise self._unsafe(where, prefix + name.decode("utf-8", "replace"), problem)
+            yield prefix + name.decode("utf-8", errors="surrogateescape"), mode, sha
+
+    def _file_entry(self, path: str, where: str) -> bool:
+        """True when a regular file at ``path`` may be used; an unsafe versioned path raises."""
+        problem = path_problem(path)
+        if problem is None:
+            return True
+        if self.is_versioned(path):
+            raise self._unsafe(where, path, problem)
+        return False  # a file of an enclosing repository that is not memory: never touched
+
+    def _walk(self, tree_id: bytes, prefix: str, where: str, out: dict[str, tuple[int, bytes]]) -> None:
+        for path, mode, sha in self._entries(tree_id, prefix, where):
+            if stat.S_ISDIR(mode):
+                self._walk(sha, path + "/", where, out)
+            elif stat.S_ISREG(mode) and self._file_entry(path, where):
+                out[path] = (mode, sha)
+
+    def _tree_files(self, tree_id: bytes | None, where: str = "a commit") -> dict[str, tuple[int, bytes]]:
+        """Workspace-relative path -> (mode, blob sha) under the workspace prefix."""
+        files: dict[str, tuple[int, bytes]] = {}
+        sub = self._workspace_tree(tree_id)
+        if sub is not None:
+            self._walk(sub, "", where, files)
+        return files
+
+    @git_errors
+    def files_at(self, sha: str | None) -> dict[str, tuple[int, bytes]]:
+        if sha is None:
+            return {}
+        return self._tree_files(self._commit(sha).tree, f"commit {sha[:10]}")
+
+    @git_errors
+    def entries_at(self, sha: str | None, paths: Iterable[str]) -> dict[str, tuple[int, bytes]]:
+        """(mode, blob) of those of ``paths`` that are regular files in commit ``sha``.
+
+        Walks only the trees on the way to each path: a commit touches a few files, and reading
+        the whole tree of a large repository for them cost most of a commit's time.
+        """
+        if sha is None:
+            return {}
+        root = self._commit(sha).tree
+        trees: dict[bytes, Tree] = {}
+
+        def tree(tree_id: bytes) -> Tree:
+            if tree_id not in trees:
+                trees[tree_id] = self._tree(tree_id)
+            return trees[tree_id]
+
+        found: dict[str, tuple[int, bytes]] = {}
+        for rel in paths:
+            if path_problem(rel) is not None:
+                continue  # never a path of ours: nothing of it is read
+            *folders, name = self.repo_path(rel).split(b"/")
+            current: bytes | None = root
+            for part in folders:
+                assert current is not None
+                here = tree(current)
+                if part not in here or not stat.S_ISDIR(here[part][0]):
+                    current = None
+                    break
+                current = here[part][1]
+            if current is None:
+                continue
+            leaf = tree(current)
+            if name in leaf and stat.S_ISREG(leaf[name][0]):
+                found[rel] = (leaf[name][0], leaf[name][1])
+        return found
+
+    @git_errors
+    def blob(self, blob_sha: bytes) -> bytes:
+        obj = self._object(blob_sha, Blob, "file content (blob)")
+        assert isinstance(obj, Blob)
+        return obj.data
+
+    @git_errors
+    def read_at(self, sha: str, rel: str) -> bytes | None:
+        """The bytes of ``rel`` in commit ``sha``; None when it is not a regular file there."""
+        entry = self.entries_at(sha, [rel]).get(rel)
+        return None if entry is None else self.blob(entry[1])
+
+    @property
+    def is_shallow(self) -> bool:
+        """A shallow clone (actions/checkout's default): commits before its oldest are absent."""
+        return bool(self.shallow)
+
+    @git_iter_errors
+    def first_parent_chain(self, start: str | None = None) -> Iterator[Commit]:
+        """Commits from ``start`` (HEAD) back along first parents; in a shallow clone the walk
+        ends at the oldest commit that is there."""
+        sha = start or self.head()
+        while sha:
+            commit = self._commit(sha)
+            yield commit
+            if commit.id in self.shallow:
+                return
+            sha = commit.parents[0].decode("ascii") if commit.parents else None
+
+    @git_errors
+    def info(self, sha: str, *, with_files: bool = True, against: str | None = None) -> CommitInfo:
+        commit = self._commit(sha)
+        parent = commit.parents[0].decode("ascii") if commit.parents else None
+        shallow = commit.id in self.shallow and against is None
+        base = against if against is not None else parent
+        files = tuple(self.changes(base, sha)) if with_files and not shallow else ()
+        message = commit.message.decode("utf-8", errors="replace")
+        return CommitInfo(
+            sha=sha,
+            subject=message.split("\n", 1)[0],
+            message=message,
+            time=format_time(commit.commit_time, commit.commit_timezone),
+            author=commit.author.decode("utf-8", errors="replace"),
+            parent=parent,
+            files=files,
+            shallow=shallow,
+        )
+
+    def _diff_trees(self, old: bytes | None, new: bytes | None, prefix: str, where: str, found: set[str]) -> None:
+        """Paths of the regular files that differ between two trees (None: empty); only the
+        subtrees that differ are read, and every name met there is checked."""
+        left = {p: (m, s) for p, m, s in self._entries(old, prefix, where)} if old is not None else {}
+        right = {p: (m, s) for p, m, s in self._entries(new, prefix, where)} if new is not None else {}
+        for path in left.keys() | right.keys():
+            a, b = left.get(path), right.get(path)
+            if a == b:
+                continue
+            a_dir = a is not None and stat.S_ISDIR(a[0])
+            b_dir = b is not None and stat.S_ISDIR(b[0])
+            if a_dir or b_dir:
+                self._diff_trees(
+                    a[1] if a is not None and a_dir else None,
+                    b[1] if b is not None and b_dir else None,
+                    path + "/",
+                    where,
+                    found,
+                )
+            a_file = a is not None and stat.S_ISREG(a[0])
+            b_file = b is not None and stat.S_ISREG(b[0])
+            if (a_file or b_file) and self._file_entry(path, where):
+                found.add(path)
+
+    @git_errors
+    def changed_paths(self, old: str | None, new: str | None) -> list[str]:
+        """Workspace-relative paths of the regular files that differ between two commits (None:
+        the empty tree). Only subtrees that differ are read, so this stays cheap in a large
+        repository with a long history."""
+        old_tree = self._workspace_tree(self._commit(old).tree) if old else None
+        new_tree = self._workspace_tree(self._commit(new).tree) if new else None
+        found: set[str] = set()
+        if old_tree != new_tree:
+            where = f"commit {(new or old or '')[:10]}"
+            self._diff_trees(old_tree, new_tree, "", where, found)
+        return sorted(found)
+
+    @git_errors
+    def changes(self, old: str | None, new: str | None) -> list[FileChange]:
+        """File changes between two commits (None: the empty tree; the working tree is not used)."""
+        paths = self.changed_paths(old, new)
+        before = self.entries_at(old, paths)
+        after = self.entries_at(new, paths)
+        result: list[FileChange] = []
+        for path in paths:
+            a, b = before.get(path), after.get(path)
+            if a == b:
+                continue
+            result.append(
+                unified_diff(path, None if a is None else self.blob(a[1]), None if b is None else self.blob(b[1]))
+            )
+        return result
+
+    @git_iter_errors
+    def all_commits(self) -> Iterator[str]:
+        """Every commit reachable from HEAD and the local branches, each once (in a shallow
+        clone, those that are there)."""
+        heads = [self.head()] + [v.decode("ascii") for v in local_branches(self.repo).values()]
+        seen: set[str] = set()
+        stack = [h for h in heads if h]
+        while stack:
+            sha = stack.pop()
+            if sha in seen:
+                continue
+            seen.add(sha)
+            yield sha
+            commit = self._commit(sha)
+            if commit.id not in self.shallow:
+                stack.extend(p.decode("ascii") for p in commit.parents)
+
+    @git_errors
+    def resolve(self, rev: str) -> str:
+        """A commit from a hex prefix (at least 4 digits), ``HEAD``, ``HEAD~N`` or a branch name.
+
+        A prefix is looked up among every commit in the object store, as ``git rev-parse``
+        does, so a prefix git calls ambiguous is ambiguous here too.
+        """
+        text = rev.strip()
+        upper = text.upper()
+        if upper == "HEAD" or upper.startswith("HEAD~"):
+            sha = self.head()
+            if sha is None:
+                raise UnknownRevision("there are no commits yet")
+            count = text[5:]
+            if count and not count.isdigit():
+                raise UnknownRevision(f"{rev!r} is not a commit: HEAD~N takes a number of steps")
+            steps = int(count) if count else (1 if upper.startswith("HEAD~") else 0)
+            chain = self.first_parent_chain(sha)
+            for _ in range(steps):
+                next(chain, None)
+            found = next(chain, None)
+            if found is None:
+                oldest = "the oldest commit of this shallow clone" if self.is_shallow else "the first commit"
+                raise UnknownRevision(f"{rev!r} goes past {oldest}")
+            return found.id.decode("ascii")
+        branch = local_branches(self.repo).get(text.encode("utf-8"))
+        if branch:
+            return branch.decode("ascii")
+        lowered = text.lower()
+        if len(lowered) < 4 or any(c not in "0123456789abcdef" for c in lowered):
+            raise UnknownRevision(f"{rev!r} is not a commit: give at least 4 hex digits of a SHA")
+        if len(lowered) > 40:
+            raise UnknownRevision(f"no commit matches {rev!r}")
+        matches = sorted(
+            sha.decode("ascii")
+            for sha in set(self.repo.object_store.iter_prefix(lowered.encode("ascii")))
+            if isinstance(self.repo.object_store[sha], Commit)
+        )
+        if not matches:
+            raise UnknownRevision(f"no commit matches {rev!r}")
+        if len(matches) > 1:
+            raise UnknownRevision(
+                f"{rev!r} is ambiguous: it matches {len(matches)} commits ({', '.join(m[:12] for m in matches[:4])})",
+                hint="give more digits",
+            )
+        return matches[0]

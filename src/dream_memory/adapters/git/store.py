@@ -1,0 +1,159 @@
+"""GitStore: versioned memory over dulwich (no git binary needed).
+
+Commits are built at the object level (blobs, trees, commit, compare-and-set of the ref), never
+through ``porcelain.commit``: that path would run repository hooks, may call gpg, and would sweep
+whatever else a user has staged into our commit. Only the paths we name are ever written to the
+tree or the index, so a workspace inside a larger repository leaves every other file alone.
+
+Paths given to and returned from this class are workspace-relative POSIX strings; the repository
+may sit above the workspace (``prefix``).
+
+``GitStore`` is assembled from one class per seam, each in its module: ``base`` (the shared
+state and error wrapping), ``reading`` (commits, trees, the log, changes), ``checks`` (refusals
+before a write), ``worktree`` (the files on disk and the index), ``writing`` (commits and stale
+locks) and ``branches``. This module opens (or creates) the repository and keeps the ignore
+blocks in step.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from datetime import datetime
+from pathlib import Path
+
+from dulwich.errors import NotGitRepository
+from dulwich.file import FileLocked
+from dulwich.repo import Repo
+
+from dream_memory.adapters import fsutil
+from dream_memory.adapters.git.branches import Branches
+from dream_memory.core.ports import Clock
+from dream_memory.core.versions import (
+    EXCLUDE_BEGIN,
+    GITIGNORE_BEGIN,
+    GITIGNORE_END,
+    RUNTIME_PATTERNS,
+    merge_block,
+    merge_gitignore,
+)
+from dream_memory.errors import VersionStoreError
+
+
+class GitStore(Branches):
+    """The repository that versions one workspace's memory."""
+
+    # --- opening -----------------------------------------------------------------------------
+
+    @staticmethod
+    def find_enclosing(workspace: Path) -> Path | None:
+        """The work tree root of a repository containing ``workspace``, if any."""
+        current = workspace.resolve()
+        for candidate in (current, *current.parents):
+            if (candidate / ".git").exists():
+                return candidate
+        return None
+
+    @classmethod
+    def open(cls, workspace: Path, *, author: str, clock: Clock, create: bool = True) -> GitStore | None:
+        """Open the repository versioning ``workspace``; create one at the workspace root if there
+        is none and ``create`` is set (else None)."""
+        root = cls.find_enclosing(workspace)
+        try:
+            if root is not None and root == workspace.resolve() and _half_created(root / ".git"):
+                if not create:
+                    return None
+                # A creation killed before HEAD existed: nothing is in it, so it is made again.
+                shutil.rmtree(root / ".git")
+                root = None
+            if root is not None:
+                repo = Repo(str(root))
+                standalone = root == workspace.resolve() and _is_ours(workspace)
+                return cls(repo, workspace, author=author, clock=clock, created=standalone)
+            if not create:
+                return None
+            workspace.mkdir(parents=True, exist_ok=True)
+            # The .gitignore block first: it is what marks the repository as ours, so a crash
+            # between the two steps cannot leave a repository taken for a user's.
+            merged = merge_gitignore(fsutil.read_text(workspace / ".gitignore"))
+            if merged is not None:
+                fsutil.atomic_write(workspace / ".gitignore", merged, site="gitignore")
+            repo = Repo.init(str(workspace), default_branch=b"main")
+        except NotGitRepository as exc:
+            raise VersionStoreError(f"{root or workspace} holds a .git that is not a usable repository") from exc
+        except (OSError, FileLocked) as exc:
+            reason = fsutil.describe_os_error(exc) if isinstance(exc, OSError) else "a git lock file is in the way"
+            raise VersionStoreError(f"cannot open or create a repository at {workspace}: {reason}") from exc
+        return cls(repo, workspace, author=author, clock=clock, created=True)
+
+    def close(self) -> None:
+        self.repo.close()
+
+    def __enter__(self) -> GitStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def ensure_gitignore(self) -> bool:
+        """Keep our block in the workspace .gitignore in step (standalone repositories only)."""
+        if not self.created:
+            return False
+        path = self.workspace / ".gitignore"
+        merged = merge_gitignore(fsutil.read_text(path))
+        if merged is None:
+            return False
+        fsutil.atomic_write(path, merged, site="gitignore")
+        return True
+
+    def ensure_exclude(self) -> bool:
+        """In a repository that is not ours, keep the workspace's runtime files out of its
+        ``git status``: a block in ``.git/info/exclude``, which is local and never committed,
+        so nothing in the user's work tree or history changes."""
+        if self.created:
+            return False
+        # the workspace's own path is literal: escape what gitignore would read as a pattern
+        literal = "".join("\\" + c if c in "\\*?[" else c for c in self.prefix)
+        base = f"/{literal}/" if literal else "/"
+        path = Path(self.repo.commondir()) / "info" / "exclude"
+        begin = f"{EXCLUDE_BEGIN} {base}"
+        merged = merge_block(fsutil.read_text(path), begin, GITIGNORE_END, [base + p for p in RUNTIME_PATTERNS])
+        if merged is None:
+            return False
+        fsutil.atomic_write(path, merged, site="exclude")
+        return True
+
+
+class _NoClock:
+    """The clock of a repository opened for reading: it never signs a commit or a ref."""
+
+    def now(self) -> datetime:
+        raise VersionStoreError("internal error: a repository opened read-only was asked to write")
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+READ_ONLY_AUTHOR = "dream-memory (read-only) <read-only@dream-memory.invalid>"
+
+
+def open_readonly(workspace: Path) -> GitStore | None:
+    """The repository versioning ``workspace``, opened to read commits (``dream search --at``,
+    the evaluation's history checks): nothing is created, and it has no author or clock to write
+    with. None when the workspace is not inside a repository."""
+    return GitStore.open(workspace, author=READ_ONLY_AUTHOR, clock=_NoClock(), create=False)
+
+
+def _half_created(git_dir: Path) -> bool:
+    """A .git folder our own creation left without HEAD, holding no object: git cannot use it,
+    and there is nothing in it to keep."""
+    if not git_dir.is_dir() or (git_dir / "HEAD").exists():
+        return False
+    objects = git_dir / "objects"
+    return not objects.is_dir() or not any(p.is_file() for p in objects.rglob("*") if p.parent.name not in ("info",))
+
+
+def _is_ours(workspace: Path) -> bool:
+    """A repository at the workspace root is ours when its .gitignore carries our block."""
+    text = fsutil.read_text(workspace / ".gitignore")
+    return text is not None and GITIGNORE_BEGIN in text

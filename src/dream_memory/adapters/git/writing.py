@@ -1,0 +1,250 @@
+"""Writing commits at the object level: blobs, trees and a commit object for the paths we name
+(never ``porcelain.commit``: no hooks, no gpg, nothing else the user staged), then a
+compare-and-set of the branch ref, then the index for those paths. Stale locks a killed writer
+left behind are cleared here too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from dulwich.file import FileLocked
+from dulwich.object_store import BaseObjectStore
+from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree, hex_to_filename
+from dulwich.refs import Ref
+
+from dream_memory.adapters import fsutil
+from dream_memory.adapters.git.base import EXEC_MODE, FILE_MODE, git_errors, oid
+from dream_memory.adapters.git.worktree import Worktree
+from dream_memory.errors import VersionStoreError
+
+_STALE_LOCK_WAIT_SECONDS = 2.0
+
+TreeChange = tuple[list[bytes], int, ObjectID | None]  # path parts, mode, blob (None deletes)
+
+
+class Writing(Worktree):
+    """Commits made from contents we name, and the locks a killed commit left behind."""
+
+    def _signature(self) -> tuple[int, int]:
+        now = self.clock.now()
+        offset = now.utcoffset()
+        return int(now.timestamp()), int(offset.total_seconds()) if offset else 0
+
+    def _add(self, obj: ShaFile) -> None:
+        """Store one object. A process killed while dulwich wrote this very object leaves its
+        ``objects/xx/<id>.lock``, on which dulwich would fail for ever: objects are named by
+        their content, so the object is written here the way git writes it (a temp file renamed
+        into place) and the dead writer's lock is removed."""
+        store = self.repo.object_store
+        try:
+            store.add_object(obj)
+            return
+        except FileLocked:
+            pass
+        objects = os.fspath(getattr(store, "path", Path(self.repo.commondir()) / "objects"))
+        path = Path(os.fsdecode(hex_to_filename(objects, obj.id)))
+        if not path.exists():
+            data = b"".join(obj.as_legacy_object_chunks())
+            fd, tmp = tempfile.mkstemp(prefix="tmp_obj_", dir=path.parent)
+            try:
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.chmod(tmp, 0o444)
+                os.replace(tmp, path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
+        with contextlib.suppress(FileNotFoundError):
+            path.with_name(path.name + ".lock").unlink()
+
+    @git_errors
+    def build_commit(self, changes: dict[str, bytes | None], message: str) -> tuple[str, str | None]:
+        """Write blobs, trees and a commit object for ``changes`` on top of HEAD; the ref is not
+        moved yet. Returns (new sha, base sha)."""
+        self.check_paths(changes)
+        self.check_can_commit()
+        self._check_index()
+        base = self.head()
+        store = self.repo.object_store
+        tree_changes: list[TreeChange] = []
+        for rel, data in sorted(changes.items()):
+            parts = self.repo_path(rel).split(b"/")
+            if data is None:
+                tree_changes.append((parts, 0, None))
+            else:
+                blob = Blob.from_string(data)
+                self._add(blob)
+                st = self.fs.lstat(rel)
+                executable = st is not None and stat.S_ISREG(st.st_mode) and bool(st.st_mode & 0o100)
+                tree_changes.append((parts, EXEC_MODE if executable else FILE_MODE, blob.id))
+        base_tree = self._commit(base).tree if base is not None else None
+        tree_id = _apply_tree_changes(store, base_tree, tree_changes, self._add)
+        if tree_id is None:
+            # Every file deleted: a commit still needs a tree, and this one is reachable.
+            empty = Tree()
+            self._add(empty)
+            tree_id = empty.id
+        commit = Commit()
+        commit.tree = tree_id
+        commit.parents = [oid(base)] if base else []
+        commit.author = commit.committer = self.author
+        when, offset = self._signature()
+        commit.author_time = commit.commit_time = when
+        commit.author_timezone = commit.commit_timezone = offset
+        commit.message = (message.rstrip("\n") + "\n").encode("utf-8")
+        self._add(commit)
+        return commit.id.decode("ascii"), base
+
+    @git_errors
+    def move_head(self, new: str, base: str | None, subject: str) -> None:
+        """Point the checked-out branch (or a detached HEAD) at ``new`` if it still is at ``base``."""
+        chain, _ = self.repo.refs.follow(Ref(b"HEAD"))
+        ref = chain[-1] if chain else Ref(b"HEAD")
+        message = b"commit: " + subject.encode("utf-8")
+        when, offset = self._signature()
+        fsutil.checkpoint("git.ref", Path(self.repo.controldir()) / ref.decode("utf-8", "replace"))
+        try:
+            if base is None:
+                ok = self.repo.refs.add_if_new(
+                    ref, oid(new), committer=self.author, timestamp=when, timezone=offset, message=message
+                )
+            else:
+                ok = self.repo.refs.set_if_equals(
+                    ref, oid(base), oid(new), committer=self.author, timestamp=when, timezone=offset, message=message
+                )
+        except FileLocked:
+            ok = False
+        if not ok:
+            raise VersionStoreError(
+                f"{ref.decode()} moved while committing; nothing was changed",
+                hint="another process committed to this repository at the same time; run again",
+            )
+
+    @git_errors
+    def effective_changes(self, changes: dict[str, bytes | None]) -> dict[str, bytes | None]:
+        """The part of ``changes`` that differs from HEAD."""
+        head_files = self.entries_at(self.head(), changes)
+
+        def differs(rel: str, data: bytes | None) -> bool:
+            new = None if data is None else Blob.from_string(data).id
+            return new != (head_files[rel][1] if rel in head_files else None)
+
+        return {rel: data for rel, data in changes.items() if differs(rel, data)}
+
+    def clear_stale_locks(self, *, since: float, wait: float = _STALE_LOCK_WAIT_SECONDS) -> list[str]:
+        """Remove index.lock and the checked-out branch's ref lock when a process killed while
+        writing them left them behind (they would block every later commit, as they block git).
+
+        Only for a change known to be interrupted (its journal, written at ``since``, outlived
+        its writer): a lock older than that is not judged, and a younger one is first given
+        ``wait`` seconds to go away, as a live git's would within milliseconds.
+        """
+        control = Path(self.repo.controldir())
+        candidates = [Path(os.fsdecode(self.repo.index_path()) + ".lock"), control / "HEAD.lock"]
+        chain, _ = self.repo.refs.follow(Ref(b"HEAD"))
+        if chain and chain[-1] != b"HEAD":
+            candidates.append(control / (os.fsdecode(chain[-1]) + ".lock"))
+        removed: list[str] = []
+        for lock in candidates:
+            try:
+                if lock.stat().st_mtime < since - 1:
+                    continue
+            except FileNotFoundError:
+                continue
+            deadline = time.monotonic() + wait
+            while lock.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if lock.exists():
+                fsutil.remove(lock, site="git.stale_lock")
+                removed.append(lock.relative_to(control).as_posix())
+        return removed
+
+    def clear_stale_object_locks(self, *, wait: float = 0.5) -> list[str]:
+        """Remove ``objects/xx/<id>.lock`` files a killed writer left behind.
+
+        Only dulwich makes these (git writes objects through ``tmp_obj_*`` files), and a live
+        write lasts milliseconds, so a lock still there after ``wait`` seconds is dead. Left in
+        place it fails ``git fsck`` and, were that object written again, every later commit.
+        Callers hold the Dream lock, so no other Dream run is writing objects meanwhile.
+        """
+        objects = Path(os.fspath(getattr(self.repo.object_store, "path", Path(self.repo.commondir()) / "objects")))
+        locks = [p for p in objects.glob("[0-9a-f][0-9a-f]/*.lock") if p.is_file()]
+        if not locks:
+            return []
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(p.exists() for p in locks):
+            time.sleep(0.05)
+        removed: list[str] = []
+        for lock in locks:
+            if lock.exists():
+                fsutil.remove(lock, site="git.stale_lock")
+                removed.append(lock.relative_to(objects).as_posix())
+        return removed
+
+    @git_errors
+    def commit(self, changes: dict[str, bytes | None], message: str) -> str | None:
+        """Commit the given contents (None deletes) as they already are on disk; None if no change."""
+        self.check_paths(changes)
+        effective = self.effective_changes(changes)
+        if not effective:
+            return None
+        sha, base = self.build_commit(effective, message)
+        self.move_head(sha, base, message.split("\n", 1)[0])
+        self.sync_index(effective, sha)
+        return sha
+
+
+def _apply_tree_changes(
+    store: BaseObjectStore,
+    tree_id: bytes | None,
+    changes: list[TreeChange],
+    add: Callable[[ShaFile], None],
+) -> ObjectID | None:
+    """The tree ``tree_id`` with ``changes`` (path parts, mode, blob; None deletes) applied.
+
+    Returns None for an empty tree and stores only non-empty trees: dulwich's
+    ``commit_tree_changes`` stores the emptied subtree of a deleted folder, which
+    ``git fsck`` then reports as a dangling object.
+    """
+    tree = Tree()
+    if tree_id is not None:
+        old = store[oid(tree_id)]
+        assert isinstance(old, Tree)
+        for item in old.iteritems():
+            tree[item.path] = (item.mode, item.sha)
+    for name, sub in _apply_here(tree, changes).items():
+        present = name in tree
+        mode, sha = tree[name] if present else (0, None)
+        sub_id = _apply_tree_changes(store, sha if stat.S_ISDIR(mode) else None, sub, add)
+        if sub_id is not None:
+            tree[name] = (stat.S_IFDIR, sub_id)
+        elif present:
+            del tree[name]
+    if not len(tree):
+        return None
+    add(tree)
+    return tree.id
+
+
+def _apply_here(tree: Tree, changes: list[TreeChange]) -> dict[bytes, list[TreeChange]]:
+    """Apply the changes to this tree's own entries; return the rest by subfolder name."""
+    nested: dict[bytes, list[TreeChange]] = {}
+    for parts, mode, sha in changes:
+        name = parts[0]
+        if len(parts) > 1:
+            nested.setdefault(name, []).append((parts[1:], mode, sha))
+        elif sha is not None:
+            tree[name] = (mode, sha)
+        elif name in tree:
+            del tree[name]
+    return nested

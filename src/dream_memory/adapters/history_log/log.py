@@ -1,0 +1,35 @@
+"""``HistoryLog``: memory/history.jsonl with its cursors, archive and legacy migration; each part
+of it lives in a module of its own (base, appending, compaction, migration)."""
+
+from __future__ import annotations
+
+import os
+
+from dream_memory.adapters import fsutil
+from dream_memory.adapters.history_log.appending import Appending
+from dream_memory.adapters.history_log.base import _ARCHIVE_TEMPS, _LOCKED_TEMPS, _PENDING_ARCHIVE, MigrationResult
+from dream_memory.adapters.history_log.compaction import Compaction
+from dream_memory.adapters.history_log.migration import Migration
+
+
+class HistoryLog(Appending, Compaction, Migration):
+    """The workspace's history.jsonl, its cursors and its archive."""
+
+    # --- crash recovery ------------------------------------------------------------------------
+
+    def _recover_locked(self) -> MigrationResult | None:
+        """Finish what a killed writer left half done. Runs under the lock before every change,
+        so the next writing command of any kind leaves no duplicate, orphan or temp file."""
+        if (self.archive_dir / _PENDING_ARCHIVE).exists():
+            self._finish_pending_archive()
+        # One listing per folder: this runs on every append, under the lock.
+        for folder, prefixes in ((self.path.parent, _LOCKED_TEMPS), (self.archive_dir, _ARCHIVE_TEMPS)):
+            try:
+                names = os.listdir(folder)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                if name.endswith(".tmp") and name.startswith(prefixes):
+                    fsutil.remove(folder / name, site="temp.cleanup")
+        marker = self._read_marker()
+        return None if marker is None else self._resume_migration(marker)

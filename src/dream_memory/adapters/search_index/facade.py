@@ -1,0 +1,163 @@
+"""The search index as a search sees it (``core.ports.SearchCache``): the one thing the read side
+imports from this package.
+
+``open_search_cache`` makes the decisions a search would otherwise make by hand: no cache folder
+or a store read at a revision (no index), a cache folder inside the store (refused), an index
+another search holds locked (answer from the files), a store too small to keep one (drop it
+whole), an index to build versus one to update, and a damaged index met while answering (removed
+on close, built again next time).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from dream_memory.adapters.search_index.files import IndexedText, IndexRows, StatKey, stat_key
+from dream_memory.adapters.search_index.location import SearchIndex
+from dream_memory.adapters.search_index.match import OpenIndex
+from dream_memory.adapters.search_index.write import update
+from dream_memory.core import layout
+from dream_memory.core.ports import CachedAnswer, SearchCache, Source, StoreTree
+from dream_memory.core.search import Query
+
+
+def open_search_cache(cache_dir: Path | None, tree: StoreTree, *, min_files: int) -> SearchCache:
+    """The search index of ``tree``'s store under ``cache_dir``; a cache that answers nothing when
+    there is no cache folder, the store is read at a revision, or the folder lies in the store."""
+    if cache_dir is None or tree.real_root is None:
+        return NoSearchCache()
+    index = SearchIndex.for_store(cache_dir, tree.real_root)
+    if index is None:
+        return NoSearchCache()
+    return IndexCache(index, os.path.join(tree.root, layout.INDEX), min_files=min_files)
+
+
+class NoSearchCache:
+    """Every source is read from the store, and nothing is recorded."""
+
+    stats: dict[str, os.stat_result] | None = None
+
+    def rows(self) -> list[tuple[str, str]] | None:
+        return None
+
+    def answer(self, query: Query, sources: Sequence[Source]) -> CachedAnswer:
+        return CachedAnswer([], [(source, False) for source in sources], {})
+
+    def remember(self, rel: str, folded: bytes | None, headings: bytes = b"", *, skip: str | None = None) -> None:
+        return None
+
+    def record(
+        self, rows: list[tuple[str, str]], *, keep_rows: bool, excluded: Callable[[str], bool] | None
+    ) -> tuple[int, bool]:
+        return 0, False
+
+    def close(self) -> None:
+        return None
+
+
+def _index_key(path: str) -> StatKey | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return stat_key(st) if stat.S_ISREG(st.st_mode) else None
+
+
+class IndexCache:
+    """One search's use of a store's ``SearchIndex``: opened at the start, written back at the end."""
+
+    def __init__(self, index: SearchIndex, index_md: str, *, min_files: int) -> None:
+        self.index = index
+        self.min_files = min_files
+        self.stats: dict[str, os.stat_result] | None = {}
+        self._stats: dict[str, os.stat_result] = self.stats
+        self._index_key = _index_key(index_md)
+        self.opened: OpenIndex | None = index.open()
+        self._first_opened = self.opened
+        self._recorded: IndexRows | None = None
+        self._rows_read_ns = 0
+        self._read_ns = 0
+        self._use = False
+        self._keep: set[str] = set()
+        self._fresh: list[IndexedText] = []
+
+    def rows(self) -> list[tuple[str, str]] | None:
+        self._rows_read_ns = time.time_ns()
+        self._recorded = self.opened.rows_for(self._index_key) if self.opened is not None else None
+        return self._recorded.rows if self._recorded is not None else None
+
+    def answer(self, query: Query, sources: Sequence[Source]) -> CachedAnswer:
+        big_enough = len(sources) >= self.min_files
+        self._use = big_enough and not self.index.busy
+        if self.opened is not None and not self._use:
+            self.opened.close()
+            self.opened = None
+            if not big_enough:
+                self.index.remove()  # the store shrank below the size that keeps an index: drop it whole
+        self._keep = {source[0] for source in sources if source[3]}
+        # Files read from here on are recorded as read now: stamped before the first read, so
+        # the racy-file rule can only err towards reading a file again.
+        self._read_ns = time.time_ns()
+        if self.opened is None:
+            return CachedAnswer([], [(source, self._use and source[3]) for source in sources], {})
+        return self._from_index(self.opened, query, sources)
+
+    def _from_index(self, opened: OpenIndex, query: Query, sources: Sequence[Source]) -> CachedAnswer:
+        """Counts for the sources the index may answer for; the others are to be read (those
+        read because they changed are indexed again; those the index cannot hold are not)."""
+        stats = self._stats
+        answered, rest = opened.partition(sources, stats)
+        to_read: list[tuple[Source, bool]] = []
+        for source in rest:
+            st = stats.get(source[0]) if source[3] else None
+            to_read.append((source, st is not None and not opened.always_direct(source[0], st)))
+        skips = opened.files.skips
+        known_skips = {s[0]: skips[s[0]] for s in answered.values() if s[0] in skips} if skips else {}
+        matches = opened.match(query.folded_terms) if answered else None
+        if matches is None:
+            # The index would be slower than the files (or was not needed): read them.
+            to_read += [(source, False) for source in answered.values()]
+            return CachedAnswer([], to_read, known_skips)
+        per_terms = list(zip(matches.counts, matches.in_headings, strict=True))
+        phrase_files = matches.phrase_files
+        scored: list[tuple[Source, list[int], list[bool]]] = []
+        for fid in matches.files():
+            hit = answered.get(fid)
+            if hit is None:
+                continue  # changed, excluded or gone: answered from the store, or not at all
+            if fid in phrase_files:
+                to_read.append((hit, False))  # a phrase is counted in the text
+                continue
+            scored.append((hit, [c.get(fid, 0) for c, _ in per_terms], [fid in h for _, h in per_terms]))
+        return CachedAnswer(scored, to_read, known_skips)
+
+    def remember(self, rel: str, folded: bytes | None, headings: bytes = b"", *, skip: str | None = None) -> None:
+        st = self._stats.get(rel)
+        if st is not None:
+            self._fresh.append(IndexedText(rel, stat_key(st), self._read_ns, folded, headings, skip=skip))
+
+    def record(
+        self, rows: list[tuple[str, str]], *, keep_rows: bool, excluded: Callable[[str], bool] | None
+    ) -> tuple[int, bool]:
+        if not self._use:
+            return 0, False
+        kept: IndexRows | None = None
+        if keep_rows and self._index_key is not None:
+            kept = self._recorded or IndexRows(self._index_key, rows, self._rows_read_ns)
+        if self.opened is None:
+            built = not self.index.unsupported and self.index.build(self._fresh, kept)
+            return (len(self._fresh) if built else 0), built
+        purge = {rel for rel in self.opened.files.rels if excluded(rel)} if excluded is not None else set()
+        written = update(self.opened, self._fresh, self._keep, kept, purge)
+        return (len(self._fresh) if written else 0), False
+
+    def close(self) -> None:
+        opened = self._first_opened
+        if opened is not None:
+            opened.close()
+            if opened.corrupt:
+                self.index.remove()  # damaged in a way opening it did not show: built again

@@ -1,0 +1,174 @@
+"""Where one store's search index lives (a file under the user's cache folder, never in the
+store), and how it is opened, built, removed and pruned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+import time
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dream_memory.adapters.search_index.files import (
+    SCHEMA_VERSION,
+    FileTable,
+    IndexedText,
+    IndexRows,
+    get_meta,
+    rel_blob,
+)
+from dream_memory.adapters.search_index.match import OpenIndex
+from dream_memory.adapters.search_index.write import fill_new
+from dream_memory.core.index_table import root_contains
+
+if TYPE_CHECKING:
+    import sqlite3
+
+
+def _within(path: str, root: str) -> bool:
+    """True when ``path`` is ``root`` or under it, by file identity (so a case-insensitive file
+    system cannot hide the relation behind another spelling)."""
+    try:
+        target = os.stat(root)
+    except OSError:
+        return root_contains(root, path)
+    current = path
+    while True:
+        with contextlib.suppress(OSError):
+            st = os.stat(current)
+            if (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino):
+                return True
+        parent = os.path.dirname(current)
+        if parent == current:
+            return root_contains(root, path)
+        current = parent
+
+
+class SearchIndex:
+    """Where one store's search index lives, and how it is opened or built."""
+
+    def __init__(self, path: Path, store_real: str) -> None:
+        self.path = path
+        self.store_real = store_real
+        self.busy = False
+        self.unsupported = False
+
+    @classmethod
+    def for_store(cls, cache_root: Path, store_real: str) -> SearchIndex | None:
+        """The index of ``store_real`` under ``cache_root``; None when that folder lies inside
+        the store or the store inside it (a cache there would be a write to the store)."""
+        root_real = os.path.realpath(cache_root)
+        if _within(root_real, store_real) or _within(store_real, root_real):
+            return None
+        # zlib, not hashlib: loading OpenSSL costs a read's start-up several milliseconds. A
+        # collision would only make two stores take turns rebuilding: open() checks the store.
+        raw = store_real.encode("utf-8", errors="surrogateescape")
+        key = f"{zlib.crc32(raw):08x}{zlib.adler32(raw):08x}{zlib.crc32(raw[::-1]):08x}"
+        return cls(Path(root_real) / f"search-v{SCHEMA_VERSION}" / f"{key}.sqlite", store_real)
+
+    def open(self) -> OpenIndex | None:
+        """The index, or None when there is none usable (a corrupt one is removed)."""
+        try:
+            st = os.lstat(self.path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        import sqlite3
+
+        db: sqlite3.Connection | None = None
+        try:
+            db = sqlite3.connect(self.path, timeout=0.2, isolation_level=None)
+            _pragmas(db)
+            # One snapshot for the whole search: the file table, the vocabulary and the postings
+            # must agree even while another search writes (a file re-indexed under a new id).
+            db.execute("BEGIN")
+            if get_meta(db, "store") != self.store_real or get_meta(db, "version") != str(SCHEMA_VERSION):
+                raise ValueError("index of another store or version")
+            index = json.loads(get_meta(db, "index") or "{}")
+            files = FileTable.read(db)
+            key = index.get("key")
+            rows = index.get("rows")
+            kept = (
+                IndexRows(tuple(key), [(str(a), str(b)) for a, b in rows], int(index["read_ns"]))
+                if key and rows is not None
+                else None
+            )
+            return OpenIndex(db, files, kept)
+        except sqlite3.OperationalError as exc:
+            if db is not None:
+                db.close()
+            text = str(exc).lower()
+            if "no such table" in text or "no such column" in text:
+                self.remove()  # an SQLite file, but not an index of ours: built again
+            elif "no such module" in text:
+                self.unsupported = True  # an SQLite without FTS5: no index, ever
+            else:
+                self.busy = True  # locked by a writer, or unreadable now (I/O, descriptors): skip it
+            return None
+        except (sqlite3.Error, ValueError, TypeError, KeyError, AttributeError):
+            if db is not None:
+                db.close()
+            self.remove()  # corrupt, or of another store or version: built again
+            return None
+
+    def build(self, fresh: Sequence[IndexedText], index_rows: IndexRows | None) -> bool:
+        """A new index of ``fresh``, built aside and moved into place whole. False when the cache
+        folder cannot be written or SQLite has no FTS5 (the search went fine anyway)."""
+        import secrets
+        import sqlite3
+
+        tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # 0600 before SQLite opens it
+            db = sqlite3.connect(tmp, isolation_level=None)
+            try:
+                fill_new(db, fresh, self.store_real, index_rows)
+            finally:
+                db.close()
+            if self.path.exists():
+                os.unlink(tmp)  # another search built it meanwhile: keep theirs
+                return False
+            self.remove()  # a write-ahead log left by a removed index must not meet the new one
+            os.replace(tmp, self.path)
+            self._prune()
+            return True
+        except (OSError, sqlite3.Error, ValueError, OverflowError):
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            return False
+
+    def remove(self) -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(OSError):
+                os.unlink(f"{self.path}{suffix}")
+
+    def _prune(self) -> None:
+        """Remove what an interrupted build left behind (an hour old: a build may be running),
+        and this store's cache from before the index (search-v1: folded text in one blob)."""
+        import hashlib
+        import shutil
+
+        old = self.path.parent.parent / "search-v1"
+        v1_key = hashlib.sha256(rel_blob(self.store_real)).hexdigest()[:32]
+        shutil.rmtree(old / v1_key, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            old.rmdir()  # only when no other store's old cache is left in it
+        stale_before = time.time() - 3600
+        for entry in os.scandir(self.path.parent):
+            with contextlib.suppress(OSError):
+                if entry.name.endswith(".tmp") and entry.stat().st_mtime < stale_before:
+                    os.unlink(entry.path)
+
+
+def _pragmas(db: sqlite3.Connection) -> None:
+    # Derived data: a transaction lost in a power cut only leaves files whose recorded stat no
+    # longer matches, and those are read from the store.
+    db.execute("PRAGMA synchronous = NORMAL")
+    db.execute("PRAGMA secure_delete = ON")

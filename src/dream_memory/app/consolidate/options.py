@@ -1,0 +1,47 @@
+"""What one Consolidator run is given: its options and the wired ports."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.core.consolidation import (
+    ENTRY_CAP_BYTES,
+    Budget,
+)
+from dream_memory.core.ports import ChatModel, Clock, NoRedaction, Redactor, TokenCounter
+from dream_memory.settings import defaults
+
+
+@dataclass(frozen=True)
+class ConsolidateOptions:
+    budget: Budget
+    force: bool = False
+    dry_run: bool = False
+    update_sessions: bool = False
+    context_window: int | None = None  # of the model; None: defaults.MODEL_CONTEXT_WINDOW_FALLBACK
+    max_tokens: int = defaults.MODEL_MAX_TOKENS  # the model's completion limit
+    entry_cap_bytes: int = ENTRY_CAP_BYTES
+    # How long to wait before reading a session again whose consolidated part no longer matches:
+    # an agent rewriting the file is done by then; a file still different was reset.
+    reread_delay: float = 0.2
+
+
+@dataclass
+class ConsolidateContext:
+    root: Path
+    model: ChatModel
+    history: HistoryLog
+    clock: Clock
+    counter: TokenCounter
+    options: ConsolidateOptions
+    redactor: Redactor = field(default_factory=NoRedaction)
+    log: Callable[[str], None] = lambda message: None
+    sleep: Callable[[float], None] = time.sleep
+
+
+# Model failures that no retry or later slice will fix: the run stops, nothing is archived.
+CONFIGURATION_FAILURES = frozenset({"auth", "bad_request"})

@@ -1,0 +1,121 @@
+"""The Consolidator's report: the run's status, one record per session, and the JSON the faces
+print."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dream_memory import __version__
+from dream_memory.core.chat import Usage
+from dream_memory.core.consolidation import (
+    Budget,
+)
+
+STATUS_OK = "ok"
+STATUS_NOTHING = "nothing_to_do"
+STATUS_DRY_RUN = "dry_run"
+STATUS_FAILED = "failed"
+STATUS_LOCKED = "locked"
+
+OUTCOME_CONSOLIDATED = "consolidated"
+OUTCOME_SKIPPED = "skipped"
+OUTCOME_DRY_RUN = "would_consolidate"
+OUTCOME_FAILED = "failed"
+OUTCOME_NOT_ATTEMPTED = "not_attempted"
+
+
+@dataclass
+class SessionReport:
+    path: str
+    key: str = ""
+    outcome: str = OUTCOME_SKIPPED
+    reason: str = ""
+    messages_archived: int = 0
+    entries: list[int] = field(default_factory=list)
+    raw_fallback: bool = False
+    stops_run: bool = False  # a failure every later session would repeat (bad key, bad model name)
+    tokens_before: int = 0
+    tokens_after: int = 0
+    lines: tuple[int, int] | None = None
+    llm_calls: int = 0
+    last_consolidated: int | None = None
+    session_file: str | None = None  # what --update-sessions did
+    malformed_lines: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "key": self.key,
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "messages_archived": self.messages_archived,
+            "entries": self.entries,
+            "raw_fallback": self.raw_fallback,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "lines": None if self.lines is None else {"first": self.lines[0], "last": self.lines[1]},
+            "llm_calls": self.llm_calls,
+            "last_consolidated": self.last_consolidated,
+            "session_file": self.session_file,
+            "malformed_lines": self.malformed_lines,
+            "notes": self.notes,
+            "error": self.error,
+        }
+
+
+@dataclass
+class ConsolidateReport:
+    workspace: str
+    model: str
+    budget: Budget
+    force: bool = False
+    dry_run: bool = False
+    status: str = STATUS_NOTHING
+    sessions: list[SessionReport] = field(default_factory=list)
+    recovered: list[dict[str, Any]] = field(default_factory=list)
+    sources: list[str] = field(default_factory=list)  # where --all looked for sessions
+    usage: Usage = field(default_factory=Usage)
+    redactions: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    duration_s: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        from dream_memory.app.outcome import exit_code
+
+        return exit_code(self)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "workspace": self.workspace,
+            "version": __version__,
+            "model": self.model,
+            "budget_tokens": self.budget.tokens,
+            "budget_source": self.budget.source,
+            "force": self.force,
+            "dry_run": self.dry_run,
+            "sessions": [s.to_json() for s in self.sessions],
+            "recovered": self.recovered,
+            "sources": self.sources,
+            "usage": self.usage.to_report(),
+            "redactions": dict(sorted(self.redactions.items())),
+            "warnings": self.warnings,
+            "errors": self.errors,
+            "duration_s": round(self.duration_s, 4),
+        }
+
+
+def status_of(report: ConsolidateReport) -> str:
+    outcomes = {s.outcome for s in report.sessions}
+    if OUTCOME_FAILED in outcomes or any("failed" in r.get("outcome", "") for r in report.recovered):
+        return STATUS_FAILED
+    if report.dry_run:
+        return STATUS_DRY_RUN
+    if OUTCOME_CONSOLIDATED in outcomes or report.recovered:
+        return STATUS_OK
+    return STATUS_NOTHING

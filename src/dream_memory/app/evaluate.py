@@ -1,0 +1,60 @@
+"""``eval``: the retention evaluation, each scenario in a fresh workspace run through the same
+services as ``dream init``, ``dream consolidate`` and ``dream run``, with the user's
+configuration (guards, budgets, secret allowlist) and one model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dream_memory.app.models import ModelChoice, choose_model
+
+if TYPE_CHECKING:
+    from dream_memory.app.evaluation import EvalReport
+    from dream_memory.app.runtime import Runtime
+    from dream_memory.core.ports import ChatModel
+
+
+@dataclass(frozen=True)
+class EvalRequest:
+    base: Path  # where the scenario workspaces are made (the face owns the temporary folder)
+    model: str | ChatModel | None = None  # None: the configured model, else the offline engine
+    names: Sequence[str] = ()  # only these scenarios (default: every one)
+    scenarios_dir: Path | None = None  # a folder of the user's own scenarios
+
+
+class ServiceWorkspace:
+    """One scenario's workspace (``app.evaluation.EvalWorkspace``), driven through the services."""
+
+    def __init__(self, rt: Runtime, model: ModelChoice) -> None:
+        from dream_memory.app.init import init_workspace
+
+        self.rt, self.model = rt, model
+        init_workspace(rt, guide_notes=False)
+
+    def consolidate(self, sessions: Sequence[Path]) -> dict[str, Any]:
+        from dream_memory.app.runs import ConsolidateRequest, consolidate
+
+        return consolidate(self.rt, ConsolidateRequest(model=self.model, sessions=list(sessions), force=True)).to_json()
+
+    def dream(self) -> dict[str, Any]:
+        from dream_memory.app.runs import RunRequest, dream
+
+        return dream(self.rt, RunRequest(model=self.model)).to_json()
+
+
+def evaluate(rt: Runtime, request: EvalRequest) -> EvalReport:
+    from dream_memory.app.evaluation import load_scenarios, run_evaluation
+
+    scenarios = load_scenarios(request.scenarios_dir, tuple(request.names))
+    choice = choose_model(rt, request.model, fallback_offline=True, what="dream eval")
+    rt.log(f"eval: {len(scenarios)} scenario(s) with model {choice.name}, in {request.base}")
+    return run_evaluation(
+        scenarios,
+        lambda root: ServiceWorkspace(rt.for_workspace(root), choice),
+        model=choice.name,
+        base=request.base,
+        log=lambda message: rt.log(f"eval: {message}"),
+    )

@@ -1,0 +1,66 @@
+"""``init``: create a workspace's missing template files and start versioning it (idempotent).
+
+The first commit happens under the Dream lock, like every other commit: a run in progress owns
+the journal, and its first step makes this same commit anyway. So a held lock is not an error:
+the report says the commit was left to that run (``deferred``), on every face.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dream_memory.errors import LockBusy
+
+if TYPE_CHECKING:
+    from dream_memory.app.runtime import Runtime
+
+DEFERRED_NOTE = "a Dream run holds the workspace; it commits the workspace itself"
+
+
+@dataclass(frozen=True)
+class InitReport:
+    workspace: str
+    created: list[str]
+    repository: str
+    enclosing_repository: bool
+    commit: str | None  # the "memory: init" commit; None when there was nothing to commit, or deferred
+    deferred: bool = False  # a Dream run held the lock: that run commits the workspace
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "workspace": self.workspace,
+            "created": self.created,
+            "repository": self.repository,
+            "enclosing_repository": self.enclosing_repository,
+            "commit": self.commit,
+        }
+
+
+def init_workspace(rt: Runtime, *, guide_notes: bool = True) -> InitReport:
+    """``guide_notes``: also prompts/README.md, which says how to steer Dream (eval's scenario
+    workspaces go without)."""
+    from dream_memory.app.versioning import ensure_versioned
+
+    created = rt.ensure_workspace(guide_notes=guide_notes)
+    git = rt.git(create=True)
+    assert git is not None  # create=True always gives a store
+    notes: list[str] = []
+    with git:
+        try:
+            with rt.dream_lock():
+                commit = ensure_versioned(git)
+        except LockBusy:
+            rt.log(DEFERRED_NOTE)
+            notes.append(DEFERRED_NOTE)
+            commit = None
+        return InitReport(
+            workspace=str(rt.root),
+            created=created,
+            repository=str(git.root),
+            enclosing_repository=git.enclosing,
+            commit=commit,
+            deferred=bool(notes),
+            notes=notes,
+        )

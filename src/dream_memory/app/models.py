@@ -1,0 +1,70 @@
+"""Which model a use case runs with: the one rule, for every face.
+
+A ``ChatModel`` object passes through (the API, tests, the fault suite's faulty models); a name
+goes through the settings' precedence (``settings.model``); nothing configured is a ConfigError
+with the hint below, or the offline engine where the use case falls back to it (demo, eval).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dream_memory.errors import ConfigError
+from dream_memory.settings import OFFLINE_MODEL, ResolvedModel, defaults
+
+if TYPE_CHECKING:
+    from dream_memory.app.runtime import Runtime
+    from dream_memory.core.ports import ChatModel
+
+NO_MODEL_HINT = (
+    "choose one with --model (a preset name, a litellm id such as openai/gpt-4o-mini, or 'offline' "
+    "for the built-in deterministic engine), DREAM_MODEL, or agents.defaults.model in the config; "
+    "see docs/configuration.md"
+)
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    chat: ChatModel
+    resolved: ResolvedModel | None  # None: a ChatModel object was given
+
+    @property
+    def name(self) -> str:
+        return self.chat.name
+
+    @property
+    def context_window(self) -> int | None:
+        return self.resolved.context_window if self.resolved else None
+
+    @property
+    def max_tokens(self) -> int:
+        return self.resolved.max_tokens if self.resolved else defaults.MODEL_MAX_TOKENS
+
+
+def resolve(
+    rt: Runtime, choice: str | ChatModel | None, *, fallback_offline: bool = False, what: str = ""
+) -> ResolvedModel | ChatModel:
+    """The resolved model (its key already looked up: a missing variable fails here, before any
+    lock), or the ChatModel object given."""
+    if choice is not None and not isinstance(choice, str):
+        return choice
+    resolved = rt.settings.model(choice)
+    if resolved is None:
+        if fallback_offline:
+            return ResolvedModel(name=OFFLINE_MODEL, source=f"{what or 'the'} default")
+        raise ConfigError(f"no model is configured{' for ' + what if what else ''}", hint=NO_MODEL_HINT)
+    return resolved
+
+
+def choose_model(
+    rt: Runtime, choice: str | ChatModel | ModelChoice | None, *, fallback_offline: bool = False, what: str = ""
+) -> ModelChoice:
+    """The model a use case runs with. A ModelChoice passes through with its preset's limits (eval
+    chooses once for every scenario)."""
+    if isinstance(choice, ModelChoice):
+        return choice
+    found = resolve(rt, choice, fallback_offline=fallback_offline, what=what)
+    if isinstance(found, ResolvedModel):
+        return ModelChoice(rt.chat_model(found), found)
+    return ModelChoice(found, None)

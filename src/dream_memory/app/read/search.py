@@ -1,0 +1,223 @@
+"""``dream search`` over one store: the sources, what the search index answers, the files read
+and scored, the index written back, and the best sources shown.
+
+Every source is scored by the one rule of ``core.search.score``, whether its per-term counts come
+from the index or from its text; the index can make a search faster, never different.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from dream_memory.app.read.results import SearchResult, SearchResultItem
+from dream_memory.app.read.text import DURABLE_NAMES, MAX_SEARCH_FILE_BYTES, history_text
+from dream_memory.core import layout
+from dream_memory.core.index_table import safe_relative
+from dream_memory.core.paths import serve_problem
+from dream_memory.core.ports import SearchCache, Source, StoreTree, TooLarge
+from dream_memory.core.search import (
+    Query,
+    Score,
+    fold_bytes,
+    heading_lines,
+    preview_lines,
+    score,
+    term_counts,
+    top,
+)
+from dream_memory.errors import Refused
+
+if TYPE_CHECKING:
+    import os
+
+    from dream_memory.app.read.store import ReadStore
+
+Candidate = tuple[Score, str, tuple[str, str]]  # (score, path, (name, kind))
+
+
+def run_search(store: ReadStore, cache: SearchCache, q: Query, limit: int, *, history: bool) -> SearchResult:
+    """Sources matching ``q``, best first; excluded entities are skipped before the limit."""
+    recorded = cache.rows()
+    rows = recorded if recorded is not None else [(r.entity, r.file) for r in store.index.rows]
+    refused: dict[str, str] = {}  # index rows naming a file the read side never serves
+    sources = search_sources(store, history, rows, cache.stats, refused)
+    answer = cache.answer(q, sources)
+    candidates = _score_answered(answer.scored, q)
+    # "path: reason" for files not searched, reported in source order however they were met.
+    skip_reasons = dict(answer.skips)
+    candidates += _read_and_score(store.tree, q, answer.to_read, cache, skip_reasons)
+    skipped = [f"{s[0]}: {skip_reasons[s[0]]}" for s in sources if s[0] in skip_reasons]
+    skipped += [f"{rel}: {reason}" for rel, reason in sorted(refused.items())]
+    # index.md's rows are never kept while an exclude is set (they would name it).
+    excluded = _excluded_predicate(store, rows) if store.excludes else None
+    indexed, rebuilt = cache.record(rows, keep_rows=not store.excludes, excluded=excluded)
+    store.last_search_stats = {
+        "sources": len(sources),
+        "from_cache": len(sources) - len(answer.to_read),
+        "read": len(answer.to_read),
+        "indexed": indexed,
+        "rebuilt": int(rebuilt),
+    }
+    return SearchResult(
+        query=q.text,
+        terms=q.terms,
+        max_results=limit,
+        matched=len(candidates),
+        results=_items(store.tree, q, top(candidates, limit)),
+        skipped=tuple(skipped),
+        revision=store.revision,
+        history=history,
+    )
+
+
+def _score_answered(scored: list[tuple[Source, list[int], list[bool]]], q: Query) -> list[Candidate]:
+    """Sources the index answered, scored from its counts (a common word gets here once per file
+    of the store)."""
+    found: list[Candidate] = []
+    for (rel, name, kind, _), counts, in_headings in scored:
+        result = score(counts, in_headings, name, q)
+        if result is not None:
+            found.append((result, rel, (name, kind)))
+    return found
+
+
+def _read_and_score(
+    tree: StoreTree,
+    q: Query,
+    to_read: list[tuple[Source, bool]],
+    cache: SearchCache,
+    skip_reasons: dict[str, str],
+) -> list[Candidate]:
+    """Read and score the sources the index did not answer; those marked hand their folded text
+    (or why they are not searchable) back to the index."""
+    found: list[Candidate] = []
+    too_large = f"larger than {MAX_SEARCH_FILE_BYTES // (1024 * 1024)} MiB"
+    for (rel, name, kind, listed), index_it in to_read:
+        try:
+            data = tree.read(rel, MAX_SEARCH_FILE_BYTES, listed=listed)
+        except TooLarge:
+            skip_reasons[rel] = too_large
+            if index_it:
+                cache.remember(rel, None, skip=too_large)
+            continue
+        except Refused as exc:
+            skip_reasons[rel] = exc.message
+            continue
+        if data is None:
+            continue
+        if b"\0" in data:
+            skip_reasons[rel] = "binary"
+            if index_it:
+                cache.remember(rel, None, skip="binary")
+            continue
+        # history.jsonl is JSON: entries are rendered first, so escapes do not hide words.
+        folded = fold_bytes(history_text(data).encode("utf-8") if kind == "history" else data)
+        headings = heading_lines(folded)
+        if index_it:
+            cache.remember(rel, folded, headings)
+        result = score(*term_counts(folded, q, headings), name, q)
+        if result is not None:
+            found.append((result, rel, (name, kind)))
+    return found
+
+
+def _items(tree: StoreTree, q: Query, best: list[Candidate]) -> tuple[SearchResultItem, ...]:
+    """The sources shown, with their preview lines (only these are decoded)."""
+    items: list[SearchResultItem] = []
+    for found, rel, (name, kind) in best:
+        data = tree.read(rel, MAX_SEARCH_FILE_BYTES) or b""
+        text = history_text(data) if kind == "history" else data.decode("utf-8", errors="replace")
+        items.append(
+            SearchResultItem(
+                path=rel,
+                name=name,
+                kind=kind,
+                terms_covered=found.terms_covered,
+                terms_total=len(q.terms),
+                name_hits=found.name_hits,
+                hit_count=found.hit_count,
+                lines=preview_lines(text, q),
+            )
+        )
+    return tuple(items)
+
+
+def _excluded_predicate(store: ReadStore, rows: list[tuple[str, str]]) -> Callable[[str], bool]:
+    """``rel`` -> belongs to an excluded entity; the excluded files are worked out on first use."""
+    files: set[str] | None = None
+
+    def excluded(rel: str) -> bool:
+        nonlocal files
+        if files is None:
+            files = store.excluded_files(rows)
+        return store.is_excluded_path(rel, files)
+
+    return excluded
+
+
+# --- the sources -----------------------------------------------------------------------------------
+
+
+def _files_of_rows(store: ReadStore, rows: list[tuple[str, str]], refused: dict[str, str]) -> dict[str, str]:
+    """File -> entity of the index rows whose file the read side serves (the first row wins);
+    rows naming a file it never serves go to ``refused`` (path: reason)."""
+    by_file: dict[str, str] = {}
+    for entity, file in rows:
+        rel = safe_relative(file) if file else None
+        if rel and entity.casefold() not in store.excludes:
+            problem = serve_problem(rel)
+            if problem is None:
+                by_file.setdefault(rel, entity)
+            else:
+                refused[rel] = f"not served ({problem})"
+    return by_file
+
+
+def search_sources(
+    store: ReadStore,
+    history: bool,
+    rows: list[tuple[str, str]],
+    stats: dict[str, os.stat_result] | None,
+    refused: dict[str, str],
+) -> list[Source]:
+    """(path, name, kind, listed) of every searchable file, excluded ones already left out."""
+    tree = store.tree
+    excluded_files = store.excluded_files(rows)
+    if store.excludes and stats is None:
+        stats = {}  # the identities of the listed files, to withhold links to excluded ones
+    by_file = _files_of_rows(store, rows, refused)
+    sources: list[Source] = []
+    seen: set[str] = set()
+
+    def add(rel: str, name: str, kind: str) -> None:
+        if rel in seen or store.is_excluded_path(rel, excluded_files):
+            return
+        seen.add(rel)
+        sources.append((rel, name, kind, False))
+
+    for rel, name in DURABLE_NAMES.items():
+        add(rel, name, "durable")
+    add(layout.OBSERVATIONS, "observations", "observations")
+    # The listed folders hold nearly every source of a large store: added inline (no excludes to
+    # check in the common case) rather than through add().
+    entities = tree.list_markdown(layout.ENTITIES_DIR, stats)
+    sections = tree.list_markdown(layout.SECTIONS_DIR, stats)
+    if store.excludes:
+        entities = [rel for rel in entities if not store.is_excluded_path(rel, excluded_files)]
+        sections = [rel for rel in sections if not store.is_excluded_path(rel, excluded_files)]
+    start = len(layout.ENTITIES_DIR) + 1
+    sources += [(rel, by_file.get(rel, rel[start:-3]), "entity", True) for rel in entities if rel not in seen]
+    seen.update(entities)
+    start = len(layout.SECTIONS_DIR) + 1
+    sources += [(rel, rel[start:-3], "section", True) for rel in sections if rel not in seen]
+    seen.update(sections)
+    for rel, name in sorted(by_file.items()):
+        if rel not in seen and rel != layout.INDEX:
+            add(rel, name, "entity")
+    if history:
+        add(layout.HISTORY, "history", "history")
+    if store.excludes and (ids := store.excluded_identities()):
+        listed = stats or {}
+        sources = [s for s in sources if tree.identity(s[0], listed.get(s[0]) if s[3] else None) not in ids]
+    return sources

@@ -1,0 +1,38 @@
+"""The read side as library calls, for callers without a face (Dream, ``dream context``, the
+Python API): one store opened, one answer, the store closed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from dream_memory.app.read.results import ReadResult, ResolveResult, SearchResult
+from dream_memory.app.read.store import ReadStore
+from dream_memory.core.search import DEFAULT_MAX_RESULTS, Query
+
+
+def search_store(
+    store: Path | str,
+    query: Query | str,
+    max_results: int = DEFAULT_MAX_RESULTS,
+    excludes: Iterable[str] = (),
+    *,
+    history: bool = False,
+    at: str | None = None,
+    cache_dir: Path | None = None,
+) -> SearchResult:
+    """Search a store folder (for Dream, ``dream context`` and other callers without the CLI).
+
+    ``cache_dir`` lets a large store keep a ``SearchIndex`` there (outside the store)."""
+    with ReadStore(Path(store), excludes=frozenset(excludes), at=at, cache_dir=cache_dir) as reader:
+        return reader.search(query, max_results=max_results, history=history)
+
+
+def read_entity(store: Path | str, name: str, excludes: Iterable[str] = (), *, offset_line: int = 1) -> ReadResult:
+    with ReadStore(Path(store), excludes=frozenset(excludes)) as reader:
+        return reader.entity(name, offset_line=offset_line)
+
+
+def resolve_path(store: Path | str, path: str, excludes: Iterable[str] = ()) -> ResolveResult:
+    with ReadStore(Path(store), excludes=frozenset(excludes)) as reader:
+        return reader.resolve(path)

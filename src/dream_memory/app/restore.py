@@ -1,0 +1,172 @@
+"""``log``, ``restore`` (list versions, or undo one commit) and the held batches: the services.
+
+Each opens git itself (never creating a repository), takes the Dream lock where it commits, and
+returns a typed report. A restore always gets the history log, so its replay counts are filled
+on every face.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from dream_memory.errors import InputError, UsageError
+from dream_memory.settings import defaults
+
+if TYPE_CHECKING:
+    from dream_memory.adapters.git import CommitInfo
+    from dream_memory.app.runtime import Runtime
+    from dream_memory.app.versioning import Comparison, RestoreResult
+
+
+# --- log -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogRequest:
+    rev: str | None = None  # a commit, or "A..B" (either side may be empty: HEAD)
+
+
+@dataclass(frozen=True)
+class LogReport:
+    kind: Literal["none", "commit", "comparison"]
+    commit: CommitInfo | None = None
+    comparison: Comparison | None = None
+    shallow: bool = False  # the clone is shallow: older versions are not in it
+    versions: bool = False  # the workspace has a repository with at least one commit
+
+    @property
+    def value(self) -> CommitInfo | Comparison | None:
+        return self.comparison if self.kind == "comparison" else self.commit
+
+    def to_json(self) -> dict[str, Any] | None:
+        value = self.value
+        return None if value is None else value.to_json()
+
+
+def log(rt: Runtime, request: LogRequest) -> LogReport:
+    from dream_memory.app.versioning import compare, latest_dream_change
+
+    git = rt.git(create=False) if rt.has_workspace() else None
+    if git is None:
+        return LogReport("none")
+    with git:
+        if git.head() is None:
+            return LogReport("none")
+        rev = request.rev
+        if rev and ".." in rev:
+            old, _, new = rev.partition("..")
+            return LogReport("comparison", comparison=compare(git, old or "HEAD", new or "HEAD"), versions=True)
+        info = git.info(git.resolve(rev)) if rev else latest_dream_change(git)
+        return LogReport("none" if info is None else "commit", commit=info, shallow=git.is_shallow, versions=True)
+
+
+# --- restore: the list of versions -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VersionsRequest:
+    limit: int = defaults.RESTORE_LIST_LIMIT
+
+
+@dataclass(frozen=True)
+class VersionList:
+    versions: list[CommitInfo] = field(default_factory=list)
+    shallow: bool = False  # fewer than asked for because the clone is shallow
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [v.to_json(with_diff=False) for v in self.versions]
+
+
+def versions(rt: Runtime, request: VersionsRequest) -> VersionList:
+    from dream_memory.app.versioning import dream_versions
+
+    if not 1 <= request.limit <= defaults.RESTORE_LIST_LIMIT_MAX:
+        raise InputError(f"the versions limit must be 1..{defaults.RESTORE_LIST_LIMIT_MAX} (got {request.limit})")
+    git = rt.git(create=False) if rt.has_workspace() else None
+    if git is None:
+        return VersionList()
+    with git:
+        found = dream_versions(git, limit=request.limit)
+        return VersionList(found, shallow=git.is_shallow and len(found) < request.limit)
+
+
+# --- restore: one commit ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RestoreRequest:
+    rev: str
+    force: bool = False
+    replay: bool = False
+
+
+def restore(rt: Runtime, request: RestoreRequest) -> RestoreResult:
+    from dream_memory.app.versioning import restore_commit
+
+    git = rt.git(create=False) if rt.has_workspace() else None
+    if git is None or git.head() is None:
+        if git is not None:
+            git.close()
+        raise UsageError(f"no memory versions in {rt.root} to restore")
+    with git, rt.dream_lock():
+        return restore_commit(
+            git,
+            request.rev,
+            force=request.force,
+            replay=request.replay,
+            dream_cursor=rt.history.read_dream_cursor(),
+            history=rt.history,
+        )
+
+
+# --- held batches ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SettleRequest:
+    held_id: str
+    action: Literal["apply", "discard"]
+    force: bool = False  # apply over later work in the batch's files
+
+
+@dataclass(frozen=True)
+class HeldReport:
+    action: Literal["apply", "discard"]
+    held_id: str
+    commit: str | None
+    message: str
+    files: list[str] = field(default_factory=list)
+    forced_over: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        if self.action == "discard":
+            return {"discarded": self.held_id, "commit": self.commit, "message": self.message}
+        return {
+            "applied": self.held_id,
+            "commit": self.commit,
+            "files": self.files,
+            "forced_over": self.forced_over,
+            "message": self.message,
+        }
+
+
+def settle_held(rt: Runtime, request: SettleRequest) -> HeldReport:
+    from dream_memory.app.held import apply_held_batch, discard_held_batch
+
+    git = rt.git(create=False) if rt.has_workspace() else None
+    if git is None:
+        raise UsageError(f"no memory versions in {rt.root}")
+    with git, rt.dream_lock():
+        if request.action == "apply":
+            done = apply_held_batch(git, request.held_id, force=request.force)
+        else:
+            done = discard_held_batch(git, request.held_id)
+    return HeldReport(
+        action=request.action,
+        held_id=request.held_id,
+        commit=done["commit"],
+        message=done["message"],
+        files=list(done.get("files", [])),
+        forced_over=list(done.get("forced_over", [])),
+    )

@@ -1,0 +1,159 @@
+"""``run`` (Dream) and ``consolidate``: the services every face calls.
+
+Each does, in this order: validate the request, choose the model (a missing key variable fails
+here, before any lock), check the workspace (``rt.preflight``), then the run itself, and returns
+its typed report. A run another process holds the lock for is a report with status ``locked``
+(exit 75) on every face, never an exception; so is a run that stopped before its first batch.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dream_memory.app.models import ModelChoice, choose_model
+from dream_memory.app.outcome import Status
+from dream_memory.errors import DreamError, InputError, LockBusy
+from dream_memory.settings import defaults
+
+if TYPE_CHECKING:
+    from dream_memory.app.consolidate import ConsolidateReport
+    from dream_memory.app.dream import DreamReport
+    from dream_memory.app.runtime import Runtime
+    from dream_memory.core.ports import ChatModel
+
+
+# --- run -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    model: str | ChatModel | ModelChoice | None = None  # None: the configured model
+    batch_size: int | None = None  # None: agents.defaults.dream.maxBatchSize
+    max_batches: int | None = None
+    dry_run: bool = False
+    branch: str | None = None
+    max_tokens: int | None = None  # this run's budgets; None: the config's
+    max_cost: float | None = None
+    max_seconds: float | None = None
+
+
+def _check_run(request: RunRequest) -> None:
+    if request.batch_size is not None and not 1 <= request.batch_size <= defaults.BATCH_SIZE_MAX:
+        raise InputError(f"the batch size must be 1..{defaults.BATCH_SIZE_MAX} (got {request.batch_size})")
+    if request.max_batches is not None and request.max_batches < 1:
+        raise InputError(f"max batches must be at least 1 (got {request.max_batches})")
+    for name, value in (("token", request.max_tokens), ("cost", request.max_cost), ("time", request.max_seconds)):
+        if value is not None and value <= 0 and not (name == "cost" and value == 0):
+            raise InputError(f"the run's {name} budget must be more than 0 (got {value})")
+
+
+def stopped_report(rt: Runtime, model: str, status: str, error: DreamError) -> DreamReport:
+    """The report of a run that stopped before its first batch (locked, or the lock could not be
+    taken): nothing was done, and a scheduler reading the report still learns why."""
+    from dream_memory.app.dream import DreamReport
+
+    report = DreamReport(workspace=str(rt.root), model=model, status=status)
+    try:
+        cursor = rt.history.read_dream_cursor() or 0
+    except (DreamError, OSError):
+        cursor = 0
+    report.cursor_before = report.cursor_after = cursor
+    report.errors.append(error.message)
+    if status == Status.FAILED:
+        report.failed_exit = error.exit_code
+    return report
+
+
+def unstarted_report(workspace: Path, model: str | None, exc: BaseException) -> DreamReport:
+    """The report of a run that could not start (config, model, the workspace's permissions):
+    the CLI prints it on stdout before the error ends the command."""
+    from dream_memory.adapters import fsutil
+    from dream_memory.app.dream import DreamReport
+
+    report = DreamReport(workspace=str(workspace), model=model or "", status=Status.FAILED)
+    if isinstance(exc, DreamError):
+        report.errors.append(exc.message)
+    elif isinstance(exc, OSError):
+        report.errors.append(fsutil.os_error(exc, "use").message)
+    else:
+        report.errors.append("the input is nested too deeply to be read")
+    return report
+
+
+def dream(rt: Runtime, request: RunRequest, *, before_start: Callable[[], None] | None = None) -> DreamReport:
+    """One Dream run. ``before_start`` is the face's own last check (the CLI's ``--report``
+    file), run after the service's checks and before any lock or work."""
+    from dream_memory.app.dream import run_dream
+
+    _check_run(request)
+    rt.preflight(dry_run=request.dry_run)  # a workspace this process cannot write: exit 2 now
+    choice = choose_model(rt, request.model, what="dream run")
+    if before_start is not None:
+        before_start()
+    options = rt.dream_options(
+        batch_size=request.batch_size,
+        max_batches=request.max_batches,
+        dry_run=request.dry_run,
+        branch=request.branch,
+        max_tokens=request.max_tokens,
+        max_cost=request.max_cost,
+        max_seconds=request.max_seconds,
+        resolved=choice.resolved,
+    )
+    try:
+        return run_dream(rt.dream_context(choice.chat, options))
+    except LockBusy as exc:
+        return stopped_report(rt, choice.name, Status.LOCKED, exc)
+    except DreamError as exc:  # before the first batch: the lock could not be taken (a full disk, ...)
+        rt.log(f"error: {exc}")
+        return stopped_report(rt, choice.name, Status.FAILED, exc)
+
+
+# --- consolidate -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConsolidateRequest:
+    model: str | ChatModel | ModelChoice | None = None
+    sessions: Sequence[str | os.PathLike[str]] = ()
+    all_sessions: bool = False  # every session of the workspace (sessions/ and nanobot's store)
+    budget: int | None = None  # None: agents.defaults.consolidate.budgetTokens, else from the window
+    force: bool = False
+    dry_run: bool = False
+    update_sessions: bool = False
+    cwd: Path | None = None  # relative session paths are relative to this (default: the workspace)
+
+
+def consolidate(rt: Runtime, request: ConsolidateRequest) -> ConsolidateReport:
+    from dream_memory.app.consolidate import consolidate_sessions, select_sessions
+
+    if request.budget is not None and request.budget < 1:
+        raise InputError(f"the consolidation budget must be at least 1 token (got {request.budget})")
+    choice = choose_model(rt, request.model, what="dream consolidate")
+    sources: list[str] = []
+    paths = select_sessions(
+        rt.root,
+        [str(s) for s in request.sessions],
+        request.all_sessions,
+        request.cwd or rt.root,
+        nanobot_roots=rt.nanobot_session_roots(),
+        sources=sources,
+    )
+    if not request.dry_run:
+        rt.ensure_workspace()
+    ctx = rt.consolidate_context(
+        choice.chat,
+        budget=request.budget,
+        force=request.force,
+        dry_run=request.dry_run,
+        update_sessions=request.update_sessions,
+        context_window=choice.context_window,
+        max_tokens=choice.max_tokens,
+    )
+    report = consolidate_sessions(ctx, paths)
+    report.sources = sources
+    return report
