@@ -1,10 +1,13 @@
 """Fixtures every test folder may use: a real workspace on disk, the real-workspace corpus, and
-the environment of a clean machine for subprocesses (an empty HOME, no DREAM_* variables)."""
+the environment of a clean machine (an empty HOME, no DREAM_* variables), for ``dream`` run in
+this process (``dream``) or as a process of its own (``dream_process``)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +17,15 @@ from dream_memory.testing import build_workspace
 from dream_memory.testing import clean_env as make_clean_env
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-FIXTURES_ROOT = REPO_ROOT.parent / "shared" / "fixtures" / "real-workspaces"
+
+
+def fixtures_dir() -> Path:
+    """The fixture root: $DREAM_FIXTURES, else the `shared/fixtures` folder beside the checkout."""
+    configured = os.environ.get("DREAM_FIXTURES")
+    return Path(configured) if configured else REPO_ROOT.parent / "shared" / "fixtures"
+
+
+FIXTURES_ROOT = fixtures_dir() / "real-workspaces"
 
 # `dream` as a real process, whether or not the console scripts are on PATH.
 DREAM = [
@@ -22,6 +33,8 @@ DREAM = [
     "-c",
     "import sys; sys.argv[0] = 'dream'; from dream_memory.entrypoints.cli import main; main()",
 ]
+
+Dream = Callable[..., subprocess.CompletedProcess[str]]
 
 
 @pytest.fixture
@@ -32,9 +45,9 @@ def workspace(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def fixtures_root() -> Path:
-    """../shared/fixtures/real-workspaces (read only; never copied into the project)."""
+    """The real-workspace corpus under the fixture root (read only; never copied into the project)."""
     if not FIXTURES_ROOT.is_dir():
-        pytest.skip(f"{FIXTURES_ROOT} is absent")
+        pytest.skip(f"{FIXTURES_ROOT} is absent (set DREAM_FIXTURES to the folder holding real-workspaces/)")
     return FIXTURES_ROOT
 
 
@@ -46,8 +59,37 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def dream(clean_env: dict[str, str]) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """Run ``dream ARGS...`` as a separate process on a clean machine; returns the completed process."""
+def dream(clean_env: dict[str, str]) -> Dream:
+    """Run ``dream ARGS...`` in this process on a clean machine (click's CliRunner); returns a
+    completed process, as ``dream_process`` does: the exit code, stdout, and stderr (with the
+    traceback appended when the command crashed, so `"Traceback" not in stderr` keeps its
+    meaning). Every variable of the clean machine is set and every other one unset while it runs.
+    ``timeout`` is accepted for the same signature (pytest-timeout bounds the test)."""
+    from click.testing import CliRunner
+
+    from dream_memory.entrypoints.cli import cli
+
+    def run(
+        *args: str, input: str | bytes | None = None, env: dict[str, str] | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        del timeout
+        merged = {**clean_env, **(env or {})}
+        patch: dict[str, str | None] = dict.fromkeys((k for k in os.environ if k not in merged), None)
+        patch.update(merged)
+        result = CliRunner().invoke(cli, list(args), input=input, env=patch, catch_exceptions=True, prog_name="dream")
+        err = result.stderr
+        if result.exception is not None and not isinstance(result.exception, SystemExit):
+            err += "".join(traceback.format_exception(result.exception))
+        return subprocess.CompletedProcess(["dream", *args], result.exit_code, result.stdout, err)
+
+    return run
+
+
+@pytest.fixture
+def dream_process(clean_env: dict[str, str]) -> Dream:
+    """Run ``dream ARGS...`` as a separate process on a clean machine; returns the completed
+    process. For tests whose point is the process boundary: exit codes of the real interpreter,
+    signals and kills, locks held by another process, start-up imports."""
 
     def run(
         *args: str, input: str | bytes | None = None, env: dict[str, str] | None = None, timeout: float = 60
@@ -64,3 +106,14 @@ def dream(clean_env: dict[str, str]) -> Callable[..., subprocess.CompletedProces
         )
 
     return run
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that read the real-workspace corpus carry the `fixtures` mark (`-m "not fixtures"`
+    leaves them out on a machine without it). The slow tests run first: with `-n 2 --dist
+    worksteal` (.ci/run) the long ones start early instead of ending up last on one worker
+    while the other waits."""
+    for item in items:
+        if {"fixtures_root", "fixture_sessions"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.fixtures)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -9,12 +9,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from dream_memory.adapters.offline import OfflineModel
 from dream_memory.core.prompts import CONSOLIDATION_MARKER, HISTORY_MARKER
 from dream_memory.entrypoints.cli import cli
 from dream_memory.testing import Reply, ScriptedLLMServer, from_chat_model
+
+pytestmark = pytest.mark.slow  # real processes end to end (scripts/test --fast leaves it out)
 
 REPO = Path(__file__).resolve().parents[2]
 

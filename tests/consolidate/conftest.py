@@ -27,7 +27,7 @@ def offline_server() -> Iterator[ScriptedLLMServer]:
 
 @pytest.fixture
 def fixture_sessions() -> list[Path]:
-    """The real session files of ../shared/fixtures (read in place, never copied)."""
+    """The real session files of the real-workspace corpus (read in place, never copied)."""
     if not FIXTURES.is_dir():
         pytest.skip(f"{FIXTURES} is absent")
     found = sorted(FIXTURES.glob("*/sessions/*.jsonl")) + sorted(FIXTURES.glob("*/workspace/sessions/*.jsonl"))

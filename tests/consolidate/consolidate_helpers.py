@@ -20,7 +20,8 @@ from dream_memory.testing import write_session
 from dream_memory.testing.llm_server import Reply, ScriptedLLMServer, Step
 
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO.parent / "shared" / "fixtures" / "real-workspaces"
+# The fixture root as tests/conftest.py finds it: $DREAM_FIXTURES, else shared/fixtures beside the checkout.
+FIXTURES = Path(os.environ.get("DREAM_FIXTURES") or REPO.parent / "shared" / "fixtures") / "real-workspaces"
 # `dream` as a real process, with a fault hook: argv[1] names an fsutil write site at which the
 # process SIGKILLs itself ("-" for none); the rest are dream's arguments.
 KILLER = (

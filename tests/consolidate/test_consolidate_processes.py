@@ -27,6 +27,8 @@ from consolidate_helpers import (
 
 from dream_memory.testing.llm_server import ScriptedLLMServer
 
+pytestmark = pytest.mark.slow  # real processes end to end (scripts/test --fast leaves it out)
+
 # The write sites of one archived slice, in the order they happen. The step the acceptance names
 # (between the append and the progress update) also runs through the scripted server; the others
 # use the offline engine, which keeps these turns whole, so the killed process starts in a second

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from deploy_helpers import BIN, REPO, agent_append, checkout, fact_counts, git, make_remote
 
+pytestmark = pytest.mark.slow  # real processes end to end (scripts/test --fast leaves it out)
+
 SCRIPT = REPO / "deploy/kubernetes/dream-git-sync.sh"
 
 

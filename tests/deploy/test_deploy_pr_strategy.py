@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 from deploy_helpers import BIN, REPO, agent_append, checkout, dream_cmd, fact, fact_counts, git
 
+pytestmark = pytest.mark.slow  # real processes end to end (scripts/test --fast leaves it out)
+
 ACTION = REPO / "deploy/github-action/dream_action.py"
 CPR = REPO / "ci/docker/act/stand-ins/create-pull-request/cpr.py"
 SOUL_ENTRY = "- [soul] Speak in a calm and concise voice."

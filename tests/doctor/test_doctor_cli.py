@@ -211,3 +211,14 @@ def test_bad_usage_is_exit_2(ws: Path, dream: Dream, tmp_path: Path) -> None:
     afile.write_text("x", encoding="utf-8")
     done = dream("doctor", "--workspace", str(afile))
     assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+def test_a_damaged_repository_is_a_problem_in_the_report_not_a_crash(ws: Path, dream: Dream) -> None:
+    """HEAD naming no commit: the doctor still prints its whole report, with the git problem and
+    a way on, and exits 1 (before, any unreadable repository stopped it with exit 2 and no report)."""
+    (ws / ".git" / "HEAD").write_text("x\n", encoding="utf-8")
+    code, report = doctor_json(dream, "--workspace", str(ws), env={"DREAM_MODEL": "offline"})
+    assert code == 1 and report["problems"] == ["git"]
+    assert "cannot be read" in check(report, "git")["summary"]
+    assert check(report, "git")["fix"]
+    assert check(report, "disk")["status"] == "ok"

@@ -53,6 +53,7 @@ def snapshot(workspace: Path) -> dict[str, bytes]:
     }
 
 
+@pytest.mark.slow
 def test_45_entries_become_three_batches_and_three_commits(isolated: Cli, offline_server: ScriptedLLMServer) -> None:
     """A 45-entry history is drained in batches of 20: three commits, cursor at the last entry,
     a report with every CONTRACT key, and requests in the wire protocol of CONTRACT section 8."""

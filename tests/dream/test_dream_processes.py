@@ -11,11 +11,14 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from dream_helpers import BIN, Cli, git, sample_entries, use_server
 
 from dream_memory.adapters.offline import OfflineModel
 from dream_memory.testing import build_workspace
 from dream_memory.testing.llm_server import Hang, ScriptedLLMServer, from_chat_model
+
+pytestmark = pytest.mark.slow  # real processes end to end (scripts/test --fast leaves it out)
 
 TRIALS = 20
 

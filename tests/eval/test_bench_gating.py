@@ -131,6 +131,7 @@ def test_compare_gates_deterministic_figures_and_same_run_ratios_only() -> None:
     assert len(warnings) == 1 and "not gated" in warnings[0]
 
 
+@pytest.mark.slow
 def test_regressions_over_2x_fail_and_wall_time_never_does(bench_dir: Path) -> None:
     """Against a baseline recorded by --update-baseline: within 2x passes, beyond 2x fails
     (tokens doubled, a lost fact, entries halved, a same-run ratio doubled), and a module ten

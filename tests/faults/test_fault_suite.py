@@ -20,6 +20,8 @@ from faults_helpers import DOCS
 
 from dream_memory.testing import clean_env
 
+pytestmark = pytest.mark.slow  # the 300-trial fault soak (scripts/test --fast leaves it out)
+
 TRIALS, SEED, SHARDS = 300, 1, 2
 MATCHED = ("trials", "faults", "violations")
 _ROW = re.compile(

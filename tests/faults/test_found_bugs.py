@@ -70,6 +70,7 @@ def test_an_append_that_reports_failure_has_not_stored_the_entry(tmp_path: Path,
         assert stored == 0, f"exit {done.returncode} ({done.stderr.strip()}) but the entry is in history.jsonl"
 
 
+@pytest.mark.slow
 def test_a_dream_run_killed_while_writing_a_git_object_is_recovered(tmp_path: Path) -> None:
     """`dream run` killed (SIGKILL) while git's lock file of a new object exists: the next run
     finishes the work (exit 0, every entry consumed) instead of failing on the stale lock forever.
@@ -98,6 +99,7 @@ def test_a_memory_file_dream_cannot_read_still_gives_a_report(tmp_path: Path) ->
     assert "USER.md" in json.dumps(report["errors"] + report.get("notes", []))
 
 
+@pytest.mark.slow
 def test_a_run_killed_while_creating_the_repository_leaves_a_branch(tmp_path: Path) -> None:
     """The first `dream run` of a workspace killed while it creates the git repository (HEAD's lock
     written, HEAD not yet): the next run succeeds and commits on a branch, not on a detached HEAD.
@@ -119,6 +121,7 @@ def test_a_run_killed_while_creating_the_repository_leaves_a_branch(tmp_path: Pa
     assert "dream: 1..3" in log.stdout
 
 
+@pytest.mark.slow
 def test_a_provider_error_quoting_a_secret_stays_out_of_reports_and_logs(tmp_path: Path) -> None:
     """A provider whose error message quotes a secret from the request (some echo the offending
     input): `dream run` and `dream consolidate` report the failure without the secret, on stdout
@@ -151,6 +154,7 @@ def test_a_provider_error_quoting_a_secret_stays_out_of_reports_and_logs(tmp_pat
         assert secret.value not in done.stderr, "a secret in the log"
 
 
+@pytest.mark.slow
 def test_a_stale_object_lock_does_not_outlive_the_next_run(tmp_path: Path) -> None:
     """After a kill while git's lock of a new object existed, the next successful run leaves
     `git fsck --strict` silent, even when new history changed what it commits. (Found by the

@@ -89,6 +89,7 @@ def test_status_and_init_after_a_kill(tmp_path: Path, dream, git, clean_env: dic
 
 
 @pytest.mark.parametrize(("site", "lock"), [("git.index", ".git/index.lock"), ("git.ref", ".git/refs/heads/main.lock")])
+@pytest.mark.slow
 def test_a_git_lock_left_by_the_kill_does_not_block_forever(
     tmp_path: Path, dream, git, clean_env: dict[str, str], site: str, lock: str
 ) -> None:

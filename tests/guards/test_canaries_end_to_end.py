@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dream_memory.adapters.offline import OfflineModel
 from dream_memory.core.history import HistoryEntry
 from dream_memory.core.prompts import CONSOLIDATION_MARKER, HISTORY_MARKER
@@ -33,6 +35,8 @@ from dream_memory.testing import build_workspace, clean_env, write_session
 from dream_memory.testing.canaries import CANARIES, CONTEXT_KINDS, Canary
 from dream_memory.testing.invariants import read_ledger, versioned_on_disk
 from dream_memory.testing.llm_server import Fail, Reply, ScriptedLLMServer, ScriptedToolCall, from_chat_model
+
+pytestmark = pytest.mark.slow  # real processes end to end (scripts/test --fast leaves it out)
 
 DREAM = [
     sys.executable,

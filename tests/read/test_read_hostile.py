@@ -49,6 +49,9 @@ def _store(make_store: Callable[..., Path], rows: dict[str, str]) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists():
             path.write_text(secret)
+    # dream.json is also the workspace's config file, which the MCP server loads: a valid one,
+    # holding a key as a real config does (a broken one stops the server at start, by design).
+    (root / "dream.json").write_text(json.dumps({"providers": {"github": {"apiKey": TOKEN}}}))
     (root / ".git").mkdir(exist_ok=True)
     (root / ".git" / "config").write_text(secret)
     return root

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from dream_memory.core.history import HistoryEntry
 from dream_memory.testing import build_workspace, read_history
 
@@ -68,6 +70,7 @@ def test_empty_text_is_exit_2_and_creates_nothing(tmp_path: Path, dream) -> None
     assert not ws.exists()
 
 
+@pytest.mark.slow
 def test_append_waits_a_bounded_time_for_the_history_lock(tmp_path: Path, dream) -> None:
     """A lock released within the bound is waited for; one held past it (default 10 s) makes
     `dream append` give up with exit 1 naming the lock, instead of hanging a scheduled job."""

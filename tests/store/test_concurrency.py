@@ -9,8 +9,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.testing import FrozenClock, build_workspace
+
+pytestmark = pytest.mark.slow  # real processes end to end (scripts/test --fast leaves it out)
 
 WRITERS = 8
 PER_WRITER = 500

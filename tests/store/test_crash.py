@@ -18,6 +18,8 @@ from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core.history import HistoryEntry
 from dream_memory.testing import FrozenClock, build_workspace
 
+pytestmark = pytest.mark.slow  # real processes end to end (scripts/test --fast leaves it out)
+
 # Runs `dream ARGS` (or a compaction with "compact DREAM_CURSOR MAX") and SIGKILLs itself just
 # before the N-th write at SITE, so the crash lands exactly between two durable steps.
 KILLER = """

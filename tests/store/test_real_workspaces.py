@@ -1,6 +1,6 @@
 """Every history file and legacy HISTORY.md of the real-workspace corpus loads with the counts
 verified by hand (plain json.loads line by line, grep and reading the files), or is reported as
-foreign. The corpus is read from ../shared/fixtures/real-workspaces and copied to a temp folder
+foreign. The corpus is read from $DREAM_FIXTURES/real-workspaces and copied to a temp folder
 only, so the originals are never written."""
 
 from __future__ import annotations

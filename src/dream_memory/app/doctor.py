@@ -144,8 +144,9 @@ def _repository_checks(inputs: DoctorInputs) -> list[Check]:
 
     root = inputs.root
     follow = inputs.settings.dream.follow_external_cursor if inputs.settings else False
-    git = inputs.git()
+    git: GitStore | None = None
     try:
+        git = inputs.git()
         status = workspace_status(root, inputs.history(), git, follow_external=follow)
         checks = [_git_check(git, status, root)]
         if git is not None:
@@ -153,6 +154,10 @@ def _repository_checks(inputs: DoctorInputs) -> list[Check]:
             busy = git.in_progress()
             if busy is not None:
                 checks.append(Check("git-operation", "problem", f"git is in the middle of {busy[0]}", fix=busy[1]))
+    except DreamError as exc:
+        # A damaged repository or an unreadable workspace file: that is the finding.
+        fix = exc.hint or "`git fsck` and `dream status` say more; restore the damaged file from a clone or a backup"
+        return [Check("git", "problem", f"the workspace or its repository cannot be read: {exc.message}", fix=fix)]
     finally:
         if git is not None:
             git.close()

@@ -3,7 +3,9 @@ writer without the lock (nanobot's) took the same cursors meanwhile."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -13,8 +15,15 @@ from dream_memory.core import layout
 from dream_memory.core.history import HistoryEntry, format_timestamp
 from dream_memory.errors import HistoryError, InputError
 
-# How often an append renumbers its entries when another writer keeps taking the same cursors.
-_RENUMBER_ATTEMPTS = 3
+# How often an append renumbers its entries when another writer keeps taking the same cursors
+# (each time after _SETTLE_SECONDS; a writer stopped between its read and its write for most of
+# its time, as under heavy load, took 4 in a row).
+_RENUMBER_ATTEMPTS = 10
+# A writer without our lock that wrote this recently may be between reading the file and writing
+# its line (a few microseconds, unless the scheduler stops it there: under load, for
+# milliseconds). An append beside it looks again this much later for a cursor it took meanwhile.
+_FOREIGN_RECENT_NS = 200_000_000
+_SETTLE_SECONDS = 0.03
 
 
 @dataclass(frozen=True)
@@ -25,6 +34,9 @@ class _Written:
 
 class Appending(LogBase):
     """HistoryLog's appends."""
+
+    _left: tuple[int, int, int] | None = None  # history.jsonl (inode, size, mtime) after our last append
+    _foreign_recent = False  # whether someone else wrote history.jsonl just before this append
 
     def append(self, content: str, *, session_key: str | None = None, timestamp: str | None = None) -> HistoryEntry:
         return self.append_many([(content, session_key, timestamp)])[0]
@@ -44,7 +56,7 @@ class Appending(LogBase):
                 raise HistoryError(f"cannot finish an interrupted change of {layout.HISTORY}: {reason}") from exc
             written = self._write_new(items)
             try:
-                if self._taken_meanwhile(written):
+                if self._taken(written, beside_foreign=self._foreign_recent):
                     written = self._move_taken(written)
             except (OSError, HistoryError) as exc:
                 # The entries are stored: failing now would make a caller append them twice.
@@ -57,8 +69,9 @@ class Appending(LogBase):
 
         From reading the file to the write landing takes microseconds, and nothing slow (no
         fsync) sits in between: that is the only moment a writer without our lock can pick the
-        same cursor, and ``_taken_meanwhile`` finds it if one did.
+        same cursor, and ``_taken`` finds it if one did.
         """
+        self._foreign_recent = self._written_by_another_lately()
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -86,6 +99,9 @@ class Appending(LogBase):
             # failed append (which the caller will retry) leaves no trace.
             self._truncate_to(size)
             raise HistoryError(f"cannot append to {layout.HISTORY}: {fsutil.describe_os_error(exc)}") from exc
+        with contextlib.suppress(OSError):
+            left = self.path.stat()
+            self._left = (left.st_ino, left.st_size, left.st_mtime_ns)
         try:
             fsutil.atomic_write(self.cursor_path, f"{entries[-1].cursor}\n", site="cursor.write")
         except OSError as exc:
@@ -93,6 +109,28 @@ class Appending(LogBase):
             # counter is only a floor (allocation reads the file too), so a stale one is safe.
             self._note(f"{layout.CURSOR} was not updated ({fsutil.describe_os_error(exc)}); the entry is stored")
         return [_Written(e, len(data)) for e in entries]
+
+    def _written_by_another_lately(self) -> bool:
+        """Whether history.jsonl changed in the last moments, and not by this object's last append
+        (the size too: two writes within one tick of the file system's clock share an mtime)."""
+        try:
+            now = self.path.stat()
+        except OSError:
+            return False
+        ours = self._left == (now.st_ino, now.st_size, now.st_mtime_ns)
+        return not ours and time.time_ns() - now.st_mtime_ns < _FOREIGN_RECENT_NS
+
+    def _taken(self, written: Sequence[_Written], *, beside_foreign: bool) -> bool:
+        """Whether another writer took one of our cursors: right after our write and, beside a
+        writer without our lock that is active, once more after it had time to land a line it
+        allocated from the file as it was before ours (it read the file, then the scheduler
+        stopped it before its write: seen under load beside nanobot's ``append_history``)."""
+        if self._taken_meanwhile(written):
+            return True
+        if not beside_foreign:
+            return False
+        time.sleep(_SETTLE_SECONDS)
+        return self._taken_meanwhile(written)
 
     def _taken_meanwhile(self, written: Sequence[_Written]) -> bool:
         """Whether another writer stored an entry under one of our new cursors while we wrote
@@ -128,13 +166,17 @@ class Appending(LogBase):
         superseded = [w.entry for w in written]
         current = written
         for _ in range(_RENUMBER_ATTEMPTS):
+            # The writer that took our cursor is appending right now, and its next line may be
+            # allocated already: storing ours again at once would take that cursor too (a race
+            # in lockstep that used up every attempt under load). Its line lands first.
+            time.sleep(_SETTLE_SECONDS)
             again = self._write_new([(w.entry.content, w.entry.session_key, w.entry.timestamp) for w in current])
             self._note(
                 f"another writer took cursor {current[0].entry.cursor} of {layout.HISTORY} at the same moment "
                 f"(it does not take {layout.HISTORY_LOCK}); the entry is stored again as {again[0].entry.cursor}"
             )
             current = again
-            if not self._taken_meanwhile(current):
+            if not self._taken(current, beside_foreign=True):
                 break
             superseded += [w.entry for w in current]
         else:

@@ -87,7 +87,11 @@ class DreamReport:
 
     @property
     def exit_code(self) -> int:
-        return self.failed_exit if self.status == STATUS_FAILED else 75 if self.status == STATUS_LOCKED else 0
+        """The status's exit code from the one table (app/outcome.py); ``failed_exit`` for a
+        failed run."""
+        from dream_memory.app.outcome import exit_code
+
+        return exit_code(self)
 
     def _content_changes(self) -> list[FileChange]:
         if self.dry_run_changes:
