@@ -339,7 +339,7 @@ def _conflicts(git: GitStore, paths: Iterable[str], expected: dict[str, tuple[in
 
 
 @_store_errors
-def restore_commit(
+def restore_commit(  # noqa: PLR0915 -- refusals, the files, the cursor and the replay in the order a restore must take them; 55 statements, most of them the messages
     git: GitStore,
     rev: str,
     *,

@@ -153,7 +153,7 @@ def pruned(part: Part, template: str | None) -> Part | None:
     return part if text == part.text else Part(part.title, text, part.pointer, part.size)
 
 
-def build_context(
+def build_context(  # noqa: C901, PLR0915 -- the order of cuts of the module docstring, step by step in one place, so the budget is spent in that order
     parts: Sequence[Part],
     history: Sequence[HistoryEntry],
     *,

@@ -266,7 +266,9 @@ def _block_text(lines: list[str]) -> str:
     return "\n".join(lines) + "\n" if lines else ""
 
 
-def parse_edit_blocks(text: str, default_path: str | None = None) -> tuple[list[EditBlock], list[str]]:
+def parse_edit_blocks(  # noqa: C901 -- one scan of the reply: path line, SEARCH, =======, REPLACE, and each way a block can be cut short
+    text: str, default_path: str | None = None
+) -> tuple[list[EditBlock], list[str]]:
     """SEARCH/REPLACE blocks in aider's edit-block form, and what could not be read (for the model).
 
     The file's path is the last line before ``<<<<<<< SEARCH`` that looks like a path (backticks,

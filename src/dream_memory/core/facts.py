@@ -96,7 +96,9 @@ class Facts:
         return not self.facts
 
 
-def parse_facts(reply: str, *, examples: Collection[str] = ()) -> Facts:
+def parse_facts(  # noqa: C901, PLR0912, PLR0915 -- one pass over the reply's lines, one `continue` per way a line is not a fact (untagged, skip, unknown tag, no name, placeholder, copied, repeated)
+    reply: str, *, examples: Collection[str] = ()
+) -> Facts:
     """Parse phase 1's reply; BadReply when it holds neither a usable tagged line nor a skip.
 
     ``examples`` are fact texts the prompt itself shows: a reply line equal to one of them was

@@ -149,7 +149,7 @@ def serve_problem(path: str, *, markdown: bool = True) -> str | None:
 _REF_BAD_CHARS = frozenset(" ~^:?*[\\")
 
 
-def branch_name_problem(name: str) -> str | None:
+def branch_name_problem(name: str) -> str | None:  # noqa: C901 -- one check per rule of git check-ref-format, in git's order, each naming the rule broken
     """Why ``name`` is not a branch name ``git check-ref-format --branch`` accepts (None when it is).
 
     git's rules for a ref component, plus the branch ones: not ``HEAD``, not starting with
