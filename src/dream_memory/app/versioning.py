@@ -348,7 +348,7 @@ def restore_commit(  # noqa: PLR0915 -- refusals, the files, the cursor and the 
     dream_cursor: int | None = None,
     history: HistoryLog | None = None,
 ) -> RestoreResult:
-    """Undo exactly the changes commit ``rev`` introduced (CONTRACT section 5).
+    """Undo exactly the changes commit ``rev`` introduced (docs/reference/commands.md, `dream restore`).
 
     Only the memory files that commit touched are written, each back to its content before the
     commit. A touched file whose content is no longer what the commit left is a conflict: nothing

@@ -1,9 +1,10 @@
 """Applying one edit to one text, with errors written for the model that asked for it.
 
-The rules (CONTRACT section 8): ``edit_file`` needs ``old_text`` to occur exactly once, or the file
-to be new (or empty) with an empty ``old_text``; ``write_file`` only creates files. An ambiguous
-match, a missing match and a no-op are errors, never warnings: LESSONS records an ambiguous edit
-that "succeeded" with a warning and a loop of no-op edits that burnt millions of tokens.
+The rules (docs/reference/llm-protocol.md, "Phase 2 tools"): ``edit_file`` needs ``old_text`` to
+occur exactly once, or the file to be new (or empty) with an empty ``old_text``; ``write_file``
+only creates files. An ambiguous match, a missing match and a no-op are errors, never warnings: a
+predecessor let an ambiguous edit "succeed" with a warning, and a loop of no-op edits there burnt
+millions of tokens.
 """
 
 from __future__ import annotations

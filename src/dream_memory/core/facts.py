@@ -1,4 +1,4 @@
-"""Phase 1's reply: tagged fact lines (CONTRACT section 8).
+"""Phase 1's reply: tagged fact lines (docs/reference/llm-protocol.md, "Dream phase 1: facts").
 
     [USER] fact          -> USER.md
     [SOUL] fact          -> SOUL.md

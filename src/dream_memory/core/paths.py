@@ -105,7 +105,7 @@ def describe(path: str) -> str:
 def memory_write_problem(path: str, *, gitignore: bool = False) -> str | None:
     """Why ``path`` may not be written or deleted by a commit of memory (None when it may).
 
-    Safe, and a versioned memory path (CONTRACT section 2) or a carried history file; with
+    Safe, and a versioned memory path (docs/reference/files.md) or a carried history file; with
     ``gitignore``, the workspace's own ``.gitignore`` too (a repository dream-memory made).
     """
     problem = path_problem(path)

@@ -122,7 +122,7 @@ def _prompt_errors() -> Iterator[None]:
 
 
 def register_tools(server: MCPServer, reader: ReaderFactory) -> None:
-    # Parameter names are the wire names (CONTRACT 7: maxResults), hence camelCase.
+    # Parameter names are the wire names (docs/reference/read-side.md, MCP: maxResults), hence camelCase.
     @server.tool(name="dream_resolve", title="Resolve a path to its memory entity", annotations=READ_ONLY)
     def dream_resolve(path: PathArg) -> CallToolResult:
         """The memory entity whose repository root contains PATH (the longest root wins).
