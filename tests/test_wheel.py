@@ -52,11 +52,6 @@ def test_the_wheel_holds_the_package_and_its_data(wheel: zipfile.ZipFile) -> Non
     assert any(n.startswith("dream_memory/data/sample/") for n in names), "the bundled sample is missing"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the fault soak still ships in dream_memory/testing/faults.py (1,904 lines) until 16a's move to "
-    "tests/faults/soak/ lands on main; then this passes and the mark goes",
-)
 def test_the_wheel_holds_no_fault_soak_and_no_tests(wheel: zipfile.ZipFile) -> None:
     """`unzip -l` of the wheel shows no soak and no tests, and the fault injector that stays
     (dream_memory/testing/faults.py) is a small module, not the soak."""

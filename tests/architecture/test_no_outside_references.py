@@ -23,29 +23,7 @@ def _files() -> list:
 
 
 # Files still citing an outside document (issue 16 rewrites them). Empty when issue 16 is done.
-KNOWN_CITING: set[str] = {
-    "src/dream_memory/adapters/secrets.py",
-    "src/dream_memory/adapters/workspace.py",
-    "src/dream_memory/app/history.py",
-    "src/dream_memory/app/versioning.py",
-    "src/dream_memory/core/bounded.py",
-    "src/dream_memory/core/chat.py",
-    "src/dream_memory/core/context.py",
-    "src/dream_memory/core/edits.py",
-    "src/dream_memory/core/facts.py",
-    "src/dream_memory/core/guards.py",
-    "src/dream_memory/core/index_table.py",
-    "src/dream_memory/core/layout.py",
-    "src/dream_memory/core/paths.py",
-    "src/dream_memory/core/policy.py",
-    "src/dream_memory/core/prompts.py",
-    "src/dream_memory/core/schedule.py",
-    "src/dream_memory/entrypoints/cli/__init__.py",
-    "src/dream_memory/entrypoints/cli/read_cmds.py",
-    "src/dream_memory/entrypoints/mcp_server.py",
-    "src/dream_memory/testing/invariants.py",
-    "src/dream_memory/testing/workspace.py",
-}
+KNOWN_CITING: set[str] = set()
 
 
 def test_code_cites_no_document_outside_the_repository() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,7 @@ from pathlib import Path
 from nanobot.agent.memory import MemoryStore
 workspace, count, interval, go = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), Path(sys.argv[4])
 store = MemoryStore(workspace)
+Path(str(go) + ".ready").touch()
 while not go.exists():
     time.sleep(0.001)
 cursors = []
@@ -33,6 +35,15 @@ for i in range(count):
     time.sleep(interval)
 print(json.dumps(cursors))
 """
+
+
+def _wait_for(ready: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
+    """Wait on an event rather than a fixed sleep: on a loaded machine nanobot's imports and its
+    appends run late, and the race must still happen."""
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
 
 
 def _everything(ws: Path) -> list[HistoryEntry]:
@@ -54,11 +65,17 @@ def test_nanobot_appending_every_2ms_loses_nothing_to_six_compactions(nanobot: N
     count = 1500
     proc = nanobot.start(APPENDER, str(ws), str(count), "0.002", str(go))
     log = HistoryLog(ws, clock=FrozenClock())
-    time.sleep(1.0)  # nanobot's imports
+    _wait_for(Path(f"{go}.ready").exists, "nanobot's MemoryStore")
     go.touch()
     archived = 0
+    top = 1200
     for _ in range(6):
         time.sleep(0.35)
+        # Each compaction runs while nanobot is appending: it has appended since the last one.
+        _wait_for(
+            lambda before=top: proc.poll() is not None or log.scan(report=False).max_cursor >= before + 20,
+            "nanobot's appends",
+        )
         top = log.scan(report=False).max_cursor
         fsutil.atomic_write(ws / "memory/.dream_cursor", f"{top - 10}\n")
         archived += log.compact(dream_cursor=top - 10, max_entries=40).archived

@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 
-from dream_memory.adapters.git import GitStore
+from dream_memory.adapters.git import GitStore, open_readonly
 from dream_memory.core import layout
 
 
@@ -73,8 +73,5 @@ def template_files(names: Iterable[str]) -> dict[str, str]:
 
 def open_repository(root: Path) -> GitStore | None:
     """The repository versioning ``root``, to read its commits; None when there is none. Nothing is
-    created, and nothing is written through it."""
-    from dream_memory.adapters.clock import SystemClock
-    from dream_memory.settings import defaults
-
-    return GitStore.open(root, author=defaults.GIT_AUTHOR, clock=SystemClock(), create=False)
+    created, and nothing can be written through it."""
+    return open_readonly(root)

@@ -331,7 +331,7 @@ class Beneath:
         except OSError:
             return None
 
-    def resolve(self, rel: str) -> tuple[str, os.stat_result] | None:
+    def resolve(self, rel: str) -> tuple[str, os.stat_result] | None:  # noqa: C901, PLR0912 -- one component at a time as the kernel resolves a path ('.', '..', symlinks relative and absolute, the link limit), each case beside the others it must agree with
         """(real root-relative path, lstat) of what ``rel`` names after following the symlinks
         on the way; None when missing; OutsideRoot when a symlink leads out."""
         stack: list[str] = []

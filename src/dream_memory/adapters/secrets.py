@@ -17,8 +17,8 @@ Three layers, applied in this order to every text:
 
 A finding becomes ``[REDACTED:<kind>]``, extended to the whole run of token characters around it
 (a rule that matched only the head of a longer token would otherwise leave its tail behind);
-callers get counts per kind, never values. LESSONS: users' keys and bot tokens reached memory
-files and public git history.
+callers get counts per kind, never values. Why: in other memory systems users' keys and bot tokens
+reached memory files and public git history.
 """
 
 from __future__ import annotations

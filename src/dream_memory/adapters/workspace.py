@@ -1,4 +1,4 @@
-"""Creating a workspace from the bundled templates (CONTRACT section 2)."""
+"""Creating a workspace from the bundled templates (docs/reference/files.md)."""
 
 from __future__ import annotations
 

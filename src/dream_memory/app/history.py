@@ -64,7 +64,7 @@ def read_state(root: Path) -> DreamState:
 def workspace_status(
     root: Path, history: HistoryLog, git: GitStore | None, *, follow_external: bool = False
 ) -> dict[str, Any]:
-    """What ``dream status`` shows (CONTRACT section 5); reads only, never migrates or creates.
+    """What ``dream status`` shows (docs/reference/commands.md); reads only, never migrates or creates.
 
     ``dream_cursor`` is the cursor Dream trusts (the committed one, app/cursor.py) and
     ``cursor_check`` says how it compares with the file and why (``dream doctor`` reuses it)."""

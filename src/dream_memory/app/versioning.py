@@ -339,7 +339,7 @@ def _conflicts(git: GitStore, paths: Iterable[str], expected: dict[str, tuple[in
 
 
 @_store_errors
-def restore_commit(
+def restore_commit(  # noqa: PLR0915 -- refusals, the files, the cursor and the replay in the order a restore must take them; 55 statements, most of them the messages
     git: GitStore,
     rev: str,
     *,
@@ -348,7 +348,7 @@ def restore_commit(
     dream_cursor: int | None = None,
     history: HistoryLog | None = None,
 ) -> RestoreResult:
-    """Undo exactly the changes commit ``rev`` introduced (CONTRACT section 5).
+    """Undo exactly the changes commit ``rev`` introduced (docs/reference/commands.md, `dream restore`).
 
     Only the memory files that commit touched are written, each back to its content before the
     commit. A touched file whose content is no longer what the commit left is a conflict: nothing

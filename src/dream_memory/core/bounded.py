@@ -1,9 +1,9 @@
 """Bounded reads: at most 200 lines and 16 KiB of UTF-8 per answer, marker included.
 
-Clients reject tool output much beyond ~25k tokens (LESSONS, "Read side"), so every read is cut
-before it reaches them, and the cut says so on its own line, starting with ``[truncated]``, with
-the line to continue from. The limits hold for the whole answer, header and marker included, so a
-caller can rely on them without adding a margin.
+Clients reject tool output much beyond ~25k tokens (docs/reference/read-side.md, "Bounds"), so
+every read is cut before it reaches them, and the cut says so on its own line, starting with
+``[truncated]``, with the line to continue from. The limits hold for the whole answer, header and
+marker included, so a caller can rely on them without adding a margin.
 
 Lines come from an iterable and are consumed lazily: the caller can hand over a file being read
 line by line and this module stops pulling one line past what it can show.

@@ -183,8 +183,8 @@ def check_reply(reply: ChatReply, *, tools_offered: bool) -> ChatReply:
     """Return the reply if it is usable content, else raise BadReply saying why.
 
     A reply cut off by the length limit, empty, carrying tool calls where none were offered, or
-    reading like an error report is a failure, never content (LESSONS: an error string once
-    became memory).
+    reading like an error report is a failure, never content (a predecessor once stored an
+    error string as memory).
     """
     if reply.finish_reason == "length":
         raise BadReply("the reply was cut off by the token limit", hint="raise maxTokens")

@@ -4,7 +4,7 @@ Parts come in a fixed order: SOUL.md, USER.md, memory/MEMORY.md, always-on skill
 history Dream has not consumed yet (newest kept). When the whole does not fit, history goes first
 (oldest first), then the largest files are given as their outline plus a pointer to the read side,
 and the block says what was left out. A stuck Dream therefore makes the history part shrink, never
-the block grow (LESSONS: a stuck Dream once bloated every prompt).
+the block grow (a predecessor's stuck Dream once bloated every prompt).
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def pruned(part: Part, template: str | None) -> Part | None:
     return part if text == part.text else Part(part.title, text, part.pointer, part.size)
 
 
-def build_context(
+def build_context(  # noqa: C901, PLR0915 -- the order of cuts of the module docstring, step by step in one place, so the budget is spent in that order
     parts: Sequence[Part],
     history: Sequence[HistoryEntry],
     *,

@@ -1,9 +1,10 @@
 """Applying one edit to one text, with errors written for the model that asked for it.
 
-The rules (CONTRACT section 8): ``edit_file`` needs ``old_text`` to occur exactly once, or the file
-to be new (or empty) with an empty ``old_text``; ``write_file`` only creates files. An ambiguous
-match, a missing match and a no-op are errors, never warnings: LESSONS records an ambiguous edit
-that "succeeded" with a warning and a loop of no-op edits that burnt millions of tokens.
+The rules (docs/reference/llm-protocol.md, "Phase 2 tools"): ``edit_file`` needs ``old_text`` to
+occur exactly once, or the file to be new (or empty) with an empty ``old_text``; ``write_file``
+only creates files. An ambiguous match, a missing match and a no-op are errors, never warnings: a
+predecessor let an ambiguous edit "succeed" with a warning, and a loop of no-op edits there burnt
+millions of tokens.
 """
 
 from __future__ import annotations
@@ -266,7 +267,9 @@ def _block_text(lines: list[str]) -> str:
     return "\n".join(lines) + "\n" if lines else ""
 
 
-def parse_edit_blocks(text: str, default_path: str | None = None) -> tuple[list[EditBlock], list[str]]:
+def parse_edit_blocks(  # noqa: C901 -- one scan of the reply: path line, SEARCH, =======, REPLACE, and each way a block can be cut short
+    text: str, default_path: str | None = None
+) -> tuple[list[EditBlock], list[str]]:
     """SEARCH/REPLACE blocks in aider's edit-block form, and what could not be read (for the model).
 
     The file's path is the last line before ``<<<<<<< SEARCH`` that looks like a path (backticks,

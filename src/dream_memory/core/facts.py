@@ -1,4 +1,4 @@
-"""Phase 1's reply: tagged fact lines (CONTRACT section 8).
+"""Phase 1's reply: tagged fact lines (docs/reference/llm-protocol.md, "Dream phase 1: facts").
 
     [USER] fact          -> USER.md
     [SOUL] fact          -> SOUL.md
@@ -96,7 +96,9 @@ class Facts:
         return not self.facts
 
 
-def parse_facts(reply: str, *, examples: Collection[str] = ()) -> Facts:
+def parse_facts(  # noqa: C901, PLR0912, PLR0915 -- one pass over the reply's lines, one `continue` per way a line is not a fact (untagged, skip, unknown tag, no name, placeholder, copied, repeated)
+    reply: str, *, examples: Collection[str] = ()
+) -> Facts:
     """Parse phase 1's reply; BadReply when it holds neither a usable tagged line nor a skip.
 
     ``examples`` are fact texts the prompt itself shows: a reply line equal to one of them was

@@ -1,8 +1,8 @@
-"""When a batch's edits must wait for a person instead of landing (CONTRACT section 6a).
+"""When a batch's edits must wait for a person instead of landing (docs/reference/report.md, "How a batch ends").
 
 A batch is held when it would delete a file, remove more net lines than ``deletionGuard`` allows,
 give a skill ``always: true`` (it then reaches every prompt), or change SOUL.md while
-``holdSoulChanges`` is set. LESSONS: other assistants' background consolidation deleted 23
+``holdSoulChanges`` is set. Why: other assistants' background consolidation deleted 23
 memory files in a day, and 745 of 931 memories in two days.
 """
 

@@ -94,7 +94,7 @@ def entry_from_object(obj: object) -> HistoryEntry | None:
 _DECODER = json.JSONDecoder()
 
 
-def parse_line(raw: str, line_no: int) -> ParsedLine:
+def parse_line(raw: str, line_no: int) -> ParsedLine:  # noqa: C901, PLR0912 -- one branch per malformed form of a history line (docs/reference/files.md); a split would scatter the cases
     """Parse one physical line. Glued objects each count; the rest is reported, not raised."""
     text = raw.rstrip("\r")
     if not text.strip():

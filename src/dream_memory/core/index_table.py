@@ -1,4 +1,4 @@
-"""index.md as values: the Entity | File | Repos table and the path resolver (CONTRACT section 7).
+"""index.md as values: the Entity | File | Repos table and the path resolver (docs/reference/read-side.md).
 
 The table is written by people and by an LLM ingester, so the parser is lenient about shape and
 strict about meaning: columns are found by header name (any order, extra columns ignored), pipes

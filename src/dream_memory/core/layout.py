@@ -1,4 +1,4 @@
-"""Names of the files in a workspace and which of them are versioned (CONTRACT section 2).
+"""Names of the files in a workspace and which of them are versioned (docs/reference/files.md).
 
 Paths here are workspace-relative POSIX strings. Nothing in this module touches the disk.
 """
@@ -73,7 +73,7 @@ def matches_any(path: str, patterns: tuple[str, ...]) -> bool:
 
 
 def is_tracked(path: str) -> bool:
-    """True for a workspace-relative path that is versioned (CONTRACT section 2)."""
+    """True for a workspace-relative path that is versioned (docs/reference/files.md)."""
     return matches_any(path, TRACKED_PATTERNS)
 
 

@@ -105,7 +105,7 @@ def describe(path: str) -> str:
 def memory_write_problem(path: str, *, gitignore: bool = False) -> str | None:
     """Why ``path`` may not be written or deleted by a commit of memory (None when it may).
 
-    Safe, and a versioned memory path (CONTRACT section 2) or a carried history file; with
+    Safe, and a versioned memory path (docs/reference/files.md) or a carried history file; with
     ``gitignore``, the workspace's own ``.gitignore`` too (a repository dream-memory made).
     """
     problem = path_problem(path)
@@ -149,7 +149,7 @@ def serve_problem(path: str, *, markdown: bool = True) -> str | None:
 _REF_BAD_CHARS = frozenset(" ~^:?*[\\")
 
 
-def branch_name_problem(name: str) -> str | None:
+def branch_name_problem(name: str) -> str | None:  # noqa: C901 -- one check per rule of git check-ref-format, in git's order, each naming the rule broken
     """Why ``name`` is not a branch name ``git check-ref-format --branch`` accepts (None when it is).
 
     git's rules for a ref component, plus the branch ones: not ``HEAD``, not starting with

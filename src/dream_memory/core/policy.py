@@ -2,7 +2,7 @@
 
 Only memory content may be touched: the durable files, skills, and the read-side store files,
 all markdown. history.jsonl, the cursors, Dream's own state, prompts and anything else are
-refused with a message the model can act on (LESSONS: Dream's tools once could write any file,
+refused with a message the model can act on (a predecessor's Dream tools could write any file,
 history and cursors included). Symlink checks need the filesystem and live in the adapter.
 """
 

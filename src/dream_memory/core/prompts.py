@@ -1,4 +1,4 @@
-"""The messages Dream and the Consolidator send (CONTRACT section 8), built from values.
+"""The messages Dream and the Consolidator send (docs/reference/llm-protocol.md), built from values.
 
 Section markers are constants because the offline engine reads the same prompts a remote model
 gets: it finds the history, the facts and the files by these headings.

@@ -180,7 +180,7 @@ def _describe_hours(hours: float) -> str:
 
 
 def effective_schedule(cron: str | None, interval_h: float) -> Schedule:
-    """``cron`` wins over ``intervalH`` (CONTRACT section 4)."""
+    """``cron`` wins over ``intervalH`` (docs/reference/config.md)."""
     if cron is not None and cron.strip():
         expression = validate_cron(cron)
         note = None

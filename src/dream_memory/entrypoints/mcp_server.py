@@ -122,7 +122,7 @@ def _prompt_errors() -> Iterator[None]:
 
 
 def register_tools(server: MCPServer, reader: ReaderFactory) -> None:
-    # Parameter names are the wire names (CONTRACT 7: maxResults), hence camelCase.
+    # Parameter names are the wire names (docs/reference/read-side.md, MCP: maxResults), hence camelCase.
     @server.tool(name="dream_resolve", title="Resolve a path to its memory entity", annotations=READ_ONLY)
     def dream_resolve(path: PathArg) -> CallToolResult:
         """The memory entity whose repository root contains PATH (the longest root wins).
@@ -209,7 +209,7 @@ def register_resources(server: MCPServer, reader: ReaderFactory) -> None:
 # --- extension point: issue 10 ---------------------------------------------------------------------
 
 
-def register_context(server: MCPServer, rt: Runtime) -> None:
+def register_context(server: MCPServer, runtime: Callable[[], Runtime]) -> None:
     """``memory://context`` and the ``memory_context`` prompt: the block ``dream context`` prints,
     through the same service (``app.context.context``): the same budget rule
     (``agents.defaults.context.budgetTokens`` by default, 200..200000 else an error) and the
@@ -217,7 +217,7 @@ def register_context(server: MCPServer, rt: Runtime) -> None:
     from dream_memory.app.context import ContextRequest, context
 
     def block(budget: int | None, path: str | None) -> str:
-        return context(rt, ContextRequest(budget=budget, work_path=path)).text
+        return context(runtime(), ContextRequest(budget=budget, work_path=path)).text
 
     @server.resource(
         "memory://context",
@@ -264,13 +264,20 @@ def build_server(
 
     ``workspace`` (default: the store) is where ``memory://context`` reads SOUL.md, USER.md,
     memory/MEMORY.md and history from; ``runtime`` carries the loaded configuration (``dream mcp``
-    passes its own; without one, the workspace's config file is read here, as ``dream context``
-    would).
+    passes its own, loaded at start; without one, the workspace's config file is read at the
+    first context request, as ``dream context`` would read it).
     """
     frozen = frozenset(excludes)
     ReadStore(root, excludes=frozen, home=home).close()
-    if runtime is None:
-        runtime = _runtime_for(root, frozen, home, workspace)
+    loaded: list[Runtime] = [runtime] if runtime is not None else []
+
+    def context_runtime() -> Runtime:
+        # Built from its parts, the server reads the workspace's config file only when the
+        # context is asked for: the read tools never depend on it (a broken dream.json in a
+        # store is then an error of memory://context alone).
+        if not loaded:
+            loaded.append(_runtime_for(root, frozen, home, workspace))
+        return loaded[0]
 
     def reader() -> ReadStore:
         # A fresh view per request: index.md and the files are read as they are at that moment.
@@ -285,7 +292,7 @@ def build_server(
     )
     register_tools(server, reader)
     register_resources(server, reader)
-    register_context(server, runtime)
+    register_context(server, context_runtime)
     return server
 
 

@@ -136,7 +136,7 @@ def commit_subjects(root: Path) -> list[str]:
 
 
 def versioned_on_disk(root: Path) -> dict[str, bytes]:
-    """Versioned memory files present in the workspace (CONTRACT section 2), with their bytes."""
+    """Versioned memory files present in the workspace (docs/reference/files.md), with their bytes."""
     found: dict[str, bytes] = {}
     for top in layout.tracked_roots():
         base = root / top

@@ -1,4 +1,4 @@
-"""Builders for workspaces in tests: real files on disk, in the layout of CONTRACT section 2."""
+"""Builders for workspaces in tests: real files on disk, in the layout of docs/reference/files.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ``dream`` command group and its alias scripts (CONTRACT sections 1 and 5).
+"""The ``dream`` command group and its alias scripts (docs/reference/commands.md).
 
 Each command lives in a small module by topic; this file only assembles them. A command's module
 is imported when that command runs (``dream search`` does not pay for the consolidation or eval

@@ -47,7 +47,7 @@ def doctor(
         settings, error = None, exc
     root = settings.workspace if settings else resolve_workspace(workspace, env)
     # Without readable settings the workspace is still checked, with the defaults.
-    wiring = Runtime(settings or Settings(workspace=root, config=Config(), config_path=None, env=env))
+    rt = Runtime(settings or Settings(workspace=root, config=Config(), config_path=None, env=env))
     report = diagnose(
         DoctorInputs(
             root=root,
@@ -55,9 +55,9 @@ def doctor(
             config_error=error,
             config_path=settings.config_path if settings else None,
             env=env,
-            history=lambda: wiring.history,
-            git=lambda: wiring.git(create=False),
-            chat_model=wiring.chat_model,
+            history=lambda: rt.history,
+            git=lambda: rt.git(create=False),
+            chat_model=rt.chat_model,
             cli_model=cli_model,
             check_model=check_model,
         )

@@ -1,4 +1,4 @@
-"""Read side: ``dream resolve|entity|section|search`` and ``dream mcp`` (CONTRACT section 7).
+"""Read side: ``dream resolve|entity|section|search`` and ``dream mcp`` (docs/reference/read-side.md).
 
 Thin faces over ``dream_memory.app.read``: parse options, open a ``ReadStore``, print its result
 (text or ``--json``) on stdout. Notes and warnings go to stderr. Exit codes come from the errors
