@@ -84,11 +84,14 @@ class LiteLLMChatModel:
     """A ChatModel that calls ``litellm.completion`` for ``resolved``.
 
     ``sleep`` is what waits between retries (tests pass a recorder instead of real sleeping).
+    ``on_retry`` gets one line before each retry's wait (attempt, wait, reason): the run's
+    progress lines.
     """
 
     def __init__(self, resolved: ResolvedModel, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self._resolved = resolved
         self._sleep = sleep
+        self.on_retry: Callable[[str], None] | None = None
 
     @property
     def name(self) -> str:
@@ -117,6 +120,7 @@ class LiteLLMChatModel:
             stop=tenacity.stop_after_attempt(self._resolved.max_retries + 1),
             wait=self._wait,
             retry=tenacity.retry_if_exception(lambda exc: isinstance(exc, ModelError) and exc.retryable),
+            before_sleep=self._say_retry,
             sleep=self._sleep,
             reraise=True,
         )
@@ -196,6 +200,17 @@ class LiteLLMChatModel:
         if error is not None:
             raise error
         return outcome["response"]
+
+    def _say_retry(self, state: tenacity.RetryCallState) -> None:
+        if self.on_retry is None:
+            return
+        exc = state.outcome.exception() if state.outcome is not None else None
+        reason = f"{exc.kind}: {exc.message}" if isinstance(exc, ModelError) else str(exc)
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        self.on_retry(
+            f"model call attempt {state.attempt_number} of {self._resolved.max_retries + 1} failed, "
+            f"retrying in {wait:.1f} s: {reason}"
+        )
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None

@@ -65,6 +65,9 @@ def run_dream(ctx: DreamContext) -> DreamReport:
     ctx = replace(ctx, log=lambda message: log(scrub(redactor, message)))
     report = DreamReport(workspace=str(ctx.root), model=ctx.model.name)
     metered = MeteredModel(ctx.model, ctx.options, ctx.clock, ctx.stop)
+    if ctx.progress is not None and hasattr(ctx.model, "on_retry"):  # the litellm adapter's retries
+        progress = ctx.progress
+        ctx.model.on_retry = lambda line: progress(scrub(redactor, f"dream: {line}"))
     started = ctx.clock.monotonic()
     if not ctx.options.dry_run:
         ensure_folder(ctx.root)
