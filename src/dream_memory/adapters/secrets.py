@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import pairwise
 from typing import Any
 
 _TOKEN_TAIL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -181,7 +182,7 @@ def _random_letters(value: str) -> bool:
     letters = [c for c in value if c.isalpha()]
     if len(letters) < 20 or _entropy(value) < 3.5:
         return False
-    changes = sum(a.isupper() != b.isupper() for a, b in zip(letters, letters[1:], strict=False))
+    changes = sum(a.isupper() != b.isupper() for a, b in pairwise(letters))
     return changes / (len(letters) - 1) >= 0.3
 
 
