@@ -4,6 +4,8 @@ only: nothing it appends is lost to our compaction, and no cursor is given twice
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -18,13 +20,15 @@ from dream_memory.testing import FrozenClock, build_workspace
 pytestmark = pytest.mark.nanobot
 
 # nanobot's MemoryStore appending COUNT entries, one every INTERVAL seconds; prints the cursors
-# it was given. It waits for GO to exist so both sides start together.
+# it was given. It makes GO.ready once its imports are done, then waits for GO to exist so both
+# sides start together.
 APPENDER = """
 import json, sys, time
 from pathlib import Path
 from nanobot.agent.memory import MemoryStore
 workspace, count, interval, go = Path(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), Path(sys.argv[4])
 store = MemoryStore(workspace)
+Path(str(go) + ".ready").touch()
 while not go.exists():
     time.sleep(0.001)
 cursors = []
@@ -33,6 +37,17 @@ for i in range(count):
     time.sleep(interval)
 print(json.dumps(cursors))
 """
+
+
+def _wait_until_ready(go: Path, proc: subprocess.Popen[str], mark: str = ".ready") -> None:
+    """Until an appender has made GO<mark> (nanobot's imports take seconds on a loaded machine;
+    a fixed sleep let the compactions run before nanobot appended anything: 1160 archived)."""
+    ready = Path(str(go) + mark)
+    deadline = time.monotonic() + 120
+    while not ready.exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, "nanobot's appender did not start within 120 s"
+        time.sleep(0.01)
 
 
 def _everything(ws: Path) -> list[HistoryEntry]:
@@ -54,7 +69,7 @@ def test_nanobot_appending_every_2ms_loses_nothing_to_six_compactions(nanobot: N
     count = 1500
     proc = nanobot.start(APPENDER, str(ws), str(count), "0.002", str(go))
     log = HistoryLog(ws, clock=FrozenClock())
-    time.sleep(1.0)  # nanobot's imports
+    _wait_until_ready(go, proc)
     go.touch()
     archived = 0
     for _ in range(6):
@@ -85,6 +100,7 @@ from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.testing import FrozenClock
 workspace, count, go = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 log = HistoryLog(workspace, clock=FrozenClock(), on_problem=lambda message: print(message, file=sys.stderr))
+Path(str(go) + ".ours").touch()
 while not go.exists():
     time.sleep(0.001)
 print(json.dumps([log.append(f"dream entry {i}", session_key="dream:cli").cursor for i in range(count)]))
@@ -112,9 +128,6 @@ def _append_from_both_sides(nanobot: Nanobot, tmp_path: Path, appender: str, cou
     """nanobot's MemoryStore (``appender``, every 2 ms) and dream-memory's HistoryLog (as fast as
     it can) append ``count`` entries each at the same time; every entry is stored once, no two
     share a cursor, and each side's cursors hold its own texts."""
-    import subprocess
-    import sys
-
     ws = build_workspace(tmp_path / "ws", history=["- one", "- two"], cursor=2)
     go = tmp_path / "go"
     theirs_proc = nanobot.start(appender, str(ws), str(count), "0.002", str(go))
@@ -124,7 +137,8 @@ def _append_from_both_sides(nanobot: Nanobot, tmp_path: Path, appender: str, cou
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.0)
+    _wait_until_ready(go, theirs_proc)
+    _wait_until_ready(go, ours_proc, mark=".ours")
     go.touch()
     theirs_out, theirs_err = theirs_proc.communicate(timeout=120)
     ours_out, ours_err = ours_proc.communicate(timeout=120)
