@@ -4,8 +4,9 @@ only: nothing it appends is lost to our compaction, and no cursor is given twice
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ from dream_memory.testing import FrozenClock, build_workspace
 pytestmark = pytest.mark.nanobot
 
 # nanobot's MemoryStore appending COUNT entries, one every INTERVAL seconds; prints the cursors
-# it was given. It waits for GO to exist so both sides start together.
+# it was given. It makes GO.ready once its imports are done, then waits for GO to exist so both
+# sides start together.
 APPENDER = """
 import json, sys, time
 from pathlib import Path
@@ -37,12 +39,14 @@ print(json.dumps(cursors))
 """
 
 
-def _wait_for(ready: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
-    """Wait on an event rather than a fixed sleep: on a loaded machine nanobot's imports and its
-    appends run late, and the race must still happen."""
-    deadline = time.monotonic() + timeout_s
-    while not ready():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+def _wait_until_ready(go: Path, proc: subprocess.Popen[str], mark: str = ".ready") -> None:
+    """Until an appender has made GO<mark> (nanobot's imports take seconds on a loaded machine;
+    a fixed sleep let the compactions run before nanobot appended anything: 1160 archived)."""
+    ready = Path(str(go) + mark)
+    deadline = time.monotonic() + 120
+    while not ready.exists():
+        assert proc.poll() is None, proc.communicate()[1]
+        assert time.monotonic() < deadline, "nanobot's appender did not start within 120 s"
         time.sleep(0.01)
 
 
@@ -65,17 +69,18 @@ def test_nanobot_appending_every_2ms_loses_nothing_to_six_compactions(nanobot: N
     count = 1500
     proc = nanobot.start(APPENDER, str(ws), str(count), "0.002", str(go))
     log = HistoryLog(ws, clock=FrozenClock())
-    _wait_for(Path(f"{go}.ready").exists, "nanobot's MemoryStore")
+    _wait_until_ready(go, proc)
     go.touch()
     archived = 0
     top = 1200
     for _ in range(6):
         time.sleep(0.35)
-        # Each compaction runs while nanobot is appending: it has appended since the last one.
-        _wait_for(
-            lambda before=top: proc.poll() is not None or log.scan(report=False).max_cursor >= before + 20,
-            "nanobot's appends",
-        )
+        # Each compaction runs while nanobot is appending: it has appended since the last one
+        # (or it is done), however slowly a loaded machine runs it.
+        deadline, before = time.monotonic() + 60, top
+        while proc.poll() is None and log.scan(report=False).max_cursor < before + 20:
+            assert time.monotonic() < deadline, "nanobot appended nothing for 60 s"
+            time.sleep(0.01)
         top = log.scan(report=False).max_cursor
         fsutil.atomic_write(ws / "memory/.dream_cursor", f"{top - 10}\n")
         archived += log.compact(dream_cursor=top - 10, max_entries=40).archived
@@ -102,6 +107,7 @@ from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.testing import FrozenClock
 workspace, count, go = Path(sys.argv[1]), int(sys.argv[2]), Path(sys.argv[3])
 log = HistoryLog(workspace, clock=FrozenClock(), on_problem=lambda message: print(message, file=sys.stderr))
+Path(str(go) + ".ours").touch()
 while not go.exists():
     time.sleep(0.001)
 print(json.dumps([log.append(f"dream entry {i}", session_key="dream:cli").cursor for i in range(count)]))
@@ -129,9 +135,6 @@ def _append_from_both_sides(nanobot: Nanobot, tmp_path: Path, appender: str, cou
     """nanobot's MemoryStore (``appender``, every 2 ms) and dream-memory's HistoryLog (as fast as
     it can) append ``count`` entries each at the same time; every entry is stored once, no two
     share a cursor, and each side's cursors hold its own texts."""
-    import subprocess
-    import sys
-
     ws = build_workspace(tmp_path / "ws", history=["- one", "- two"], cursor=2)
     go = tmp_path / "go"
     theirs_proc = nanobot.start(appender, str(ws), str(count), "0.002", str(go))
@@ -141,7 +144,8 @@ def _append_from_both_sides(nanobot: Nanobot, tmp_path: Path, appender: str, cou
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.0)
+    _wait_until_ready(go, theirs_proc)
+    _wait_until_ready(go, ours_proc, mark=".ours")
     go.touch()
     theirs_out, theirs_err = theirs_proc.communicate(timeout=120)
     ours_out, ours_err = ours_proc.communicate(timeout=120)

@@ -177,3 +177,20 @@ def test_allowlist_keeps_a_known_false_positive() -> None:
     text = "The test fixture key is AKIAFAKEFAKEFAKEFAKE."
     assert "[REDACTED" in SecretScanner().redact(text)[0]
     assert SecretScanner(allowlist=[r"^AKIAFAKE"]).redact(text) == (text, {})
+
+
+def test_assigned_tokens_that_draw_no_digit_or_a_low_hex_entropy_are_caught() -> None:
+    """Two random draws the canary soak once found passing: a 32-digit hex token whose letters
+    repeat (2.85 bits per character, under the floor meant for 62 symbols) and a 40-character
+    token that drew no digit at all. Both are redacted; a CamelCase name or a repeated hex word
+    assigned to a key name is not."""
+    scanner = SecretScanner()
+    for text in (
+        "TWILIO_AUTH_TOKEN=87a70a527578aa79829099f9aa09759f",
+        "CLOUDFLARE_API_TOKEN=Zc_YLqLBYIOfKEFxUGbTUirNxHfYxdhqX_QedWyO",
+    ):
+        clean, counts = scanner.redact(text)
+        assert counts == {"secret_assignment": 1}, text
+        assert clean.endswith("=[REDACTED:secret_assignment]")
+    for text in ("token = AuthenticationServiceProvider", "api_key: deadbeefdeadbeef"):
+        assert scanner.redact(text) == (text, {})

@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
+from itertools import pairwise
 from typing import Any
 
 _TOKEN_TAIL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
@@ -153,7 +154,9 @@ def _token_value(hit: _Hit) -> bool:
     value = hit.value
     if _placeholder(value) or value.startswith(("/", "~", "./", "0x")) or "://" in value or _ENV_NAME.fullmatch(value):
         return False
-    if not (_has_digit(value) and _has_alpha(value)) or _VERSION.fullmatch(value):
+    if _VERSION.fullmatch(value) or not _has_alpha(value):
+        return False
+    if not _has_digit(value) and not _random_letters(value):
         return False
     keyword = (hit.groups.get("kw") or "").lower()
     if keyword == "key" and _UUID.fullmatch(value):
@@ -161,9 +164,26 @@ def _token_value(hit: _Hit) -> bool:
     kw_start = hit.text.rfind(hit.groups.get("kw") or "", 0, hit.start)
     if re.search(r"(?:public|pub|publishable)[ _.-]?$", hit.text[max(0, kw_start - 12) : kw_start], re.IGNORECASE):
         return False
+    # Hex has 16 symbols: a random 32-digit hex value can measure 2.8 bits per character, which
+    # a 62-symbol alphabet would call low. The floor follows the alphabet.
+    floor = 0.5 if _HEX_VALUE.fullmatch(value) else 0.0
     if not hit.op.strip() and not hit.quoted:  # "auth token 3f9a...": no "=" or ":", so be stricter
-        return len(value) >= 20 and _entropy(value) >= (3.0 if len(value) >= 32 else 3.3)
-    return len(value) >= 10 and _entropy(value) >= 3.0
+        return len(value) >= 20 and _entropy(value) >= (3.0 if len(value) >= 32 else 3.3) - floor
+    return len(value) >= 10 and _entropy(value) >= 3.0 - floor
+
+
+_HEX_VALUE = re.compile(r"[0-9a-fA-F]+")
+
+
+def _random_letters(value: str) -> bool:
+    """A long run of letters with no digit that still reads as random, not as a word or a
+    CamelCase name: random base62 has no digit in about one 40-character draw of 900, while
+    identifiers change case only at word starts (``AuthenticationServiceProvider``)."""
+    letters = [c for c in value if c.isalpha()]
+    if len(letters) < 20 or _entropy(value) < 3.5:
+        return False
+    changes = sum(a.isupper() != b.isupper() for a, b in pairwise(letters))
+    return changes / (len(letters) - 1) >= 0.3
 
 
 def _basic_credentials(value: str) -> bool:
