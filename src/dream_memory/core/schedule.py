@@ -352,7 +352,8 @@ spec:
         spec:
           restartPolicy: Never
           # SIGTERM (the deadline, a deletion) reaches dream-run through tini at once; it stops
-          # within a second. The grace leaves room for the git variant's last push.
+          # after the model call in flight (at most 2 s) with the interrupted report, exit 143.
+          # The grace leaves room for that and for the git variant's last push.
           terminationGracePeriodSeconds: 30
           automountServiceAccountToken: false
           securityContext:
