@@ -180,9 +180,3 @@ def _pieces(line: str) -> Iterator[str]:
 def _mark(kind: str, counts: dict[str, int]) -> str:
     counts[kind] = counts.get(kind, 0) + 1
     return f"[REDACTED:{kind}]"
-
-
-def merge_counts(total: dict[str, int], more: dict[str, int]) -> dict[str, int]:
-    for kind, n in more.items():
-        total[kind] = total.get(kind, 0) + n
-    return total
