@@ -25,7 +25,6 @@ from dream_memory.app.runtime import Runtime
 from dream_memory.settings import defaults
 
 if TYPE_CHECKING:
-    from dream_memory.adapters.git import CommitInfo
     from dream_memory.app.consolidate import ConsolidateReport
     from dream_memory.app.dream import DreamReport
     from dream_memory.app.history import Appended
@@ -35,6 +34,7 @@ if TYPE_CHECKING:
     from dream_memory.core.context import ContextBlock
     from dream_memory.core.history import HistoryEntry
     from dream_memory.core.ports import ChatModel, Clock
+    from dream_memory.core.versions import CommitInfo
     from dream_memory.settings import Settings
 
 

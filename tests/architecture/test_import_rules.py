@@ -61,11 +61,7 @@ CONFINED: dict[str, tuple[str, ...]] = {
 
 # Layer violations that exist today and are being removed (issue 16). The test fails when one is
 # fixed and still listed, so the list can only shrink. Empty when issue 16 is done.
-KNOWN_LAYER: set[str] = {
-    # CommitInfo and FileChange, types: they move to core/versions.py with the git package (16d).
-    "api.py imports dream_memory.adapters.git",
-    "entrypoints/cli/version_cmds.py imports dream_memory.adapters.git",
-}
+KNOWN_LAYER: set[str] = set()
 KNOWN_THIRD_PARTY: set[str] = set()
 
 

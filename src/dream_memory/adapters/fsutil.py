@@ -140,6 +140,11 @@ def read_text(path: Path) -> str | None:
         raise os_error(exc, "read", path) from exc
 
 
+def mtime(path: Path) -> float:
+    """When ``path`` was last written (OSError when it cannot be looked at)."""
+    return path.stat().st_mtime
+
+
 def describe_os_error(exc: OSError) -> str:
     if exc.errno == errno.ENOSPC:
         return "no space left on the device"

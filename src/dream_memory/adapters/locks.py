@@ -52,6 +52,29 @@ def _parse_holder(text: str) -> LockHolder | None:
     return LockHolder(pid if isinstance(pid, int) else None, data.get("host"), data.get("started"))
 
 
+def this_process() -> dict[str, Any]:
+    """Who is writing, as a journal or a lock records it: this process's pid and host."""
+    return {"pid": os.getpid(), "host": socket.gethostname()}
+
+
+def writer_alive(pid: object, host: object, written: Path) -> bool:
+    """True when ``pid`` on ``host`` (as ``this_process`` recorded them) is another process of this
+    machine that still runs and started before it wrote ``written``: it is mid-change, not crashed."""
+    if not isinstance(pid, int) or host != socket.gethostname() or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        # a recycled pid: that process started after the file was written
+        return Path(f"/proc/{pid}").stat().st_ctime <= written.stat().st_mtime + 1
+    except OSError:
+        return True
+
+
 # `current_holder` probes with a shared lock for a few microseconds; a run starting at that very
 # moment must not give up (exit 75) because of a `dream status`. A real holder holds for minutes.
 _PROBE_GRACE_SECONDS = 0.25

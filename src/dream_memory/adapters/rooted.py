@@ -25,6 +25,7 @@ import os
 import secrets
 import stat
 from collections import OrderedDict
+from collections.abc import Generator
 from pathlib import Path
 
 from dream_memory.adapters import fsutil
@@ -36,6 +37,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
 # O_NONBLOCK: a FIFO planted where a file should be must not hang the reader.
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
 _MAX_LINKS = 40  # as the kernel's own limit on symlinks in one lookup
+_BACKWARDS_BLOCK = 64 * 1024  # a file read from its end is read in blocks of this size
 
 
 class OutsideRoot(Exception):
@@ -407,6 +409,67 @@ class Beneath:
             os.close(fd)
             return None
         return fd, real
+
+    def head(self, rel: str, limit: int) -> tuple[bytes, int] | None:
+        """(at most the first ``limit`` bytes, the file's size) of the regular file ``rel``
+        names; None when missing or not a regular file; OutsideRoot when it leads out."""
+        found = self.open(rel)
+        if found is None:
+            return None
+        fd, _ = found
+        try:
+            size = os.fstat(fd).st_size
+            return _read_up_to(fd, min(limit, size)), size
+        finally:
+            os.close(fd)
+
+    def names(self, folder: tuple[str, ...]) -> list[str]:
+        """The names in the real folder ``folder`` (as ``dir_fd`` takes it), unsorted; empty
+        when it is missing, not a folder or cannot be listed."""
+        fd = self.dir_fd(folder)
+        if fd is None:
+            return []
+        try:
+            return os.listdir(fd)
+        except OSError:
+            return []
+
+    def lines_from_end(self, rel: str, limit: int) -> Generator[bytes, None, None]:
+        """The non-blank complete lines of the regular file ``rel`` from its end, newest first,
+        reading at most about ``limit`` bytes; nothing when it is missing or not a regular file;
+        OutsideRoot, before any line, when it leads out. The file is open only while iterating."""
+        found = self.open(rel)
+        if found is None:
+            return
+        fd, _ = found
+        try:
+            position = os.fstat(fd).st_size
+            tail = b""
+            spent = 0
+            while position > 0 and spent < limit:
+                step = min(_BACKWARDS_BLOCK, position)
+                position -= step
+                spent += step
+                block = os.pread(fd, step, position) + tail
+                lines = block.split(b"\n")
+                tail = lines[0]  # may be the end of a line that starts before this block
+                yield from reversed([line for line in lines[1:] if line.strip()])
+            if position == 0 and tail.strip():
+                yield tail
+        finally:
+            os.close(fd)
+
+
+def _read_up_to(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    total = 0
+    while total < limit:
+        chunk = os.read(fd, min(limit - total, 1024 * 1024))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return b"".join(chunks)
 
 
 def _close_all(fds: list[int]) -> None:

@@ -19,390 +19,20 @@ A finding becomes ``[REDACTED:<kind>]``, extended to the whole run of token char
 (a rule that matched only the head of a longer token would otherwise leave its tail behind);
 callers get counts per kind, never values. Why: in other memory systems users' keys and bot tokens
 reached memory files and public git history.
+
+The rules of layers 1 and 2 and their value judges are ``adapters.secret_rules``; this module
+applies them (the marking, the widening, the allowlist) and runs layer 3.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import math
 import re
-from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
-from itertools import pairwise
 from typing import Any
 
-_TOKEN_TAIL = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
-_MARK = "[REDACTED"
-
-
-def _entropy(value: str) -> float:
-    counts = Counter(value)
-    n = len(value)
-    return -sum(c / n * math.log2(c / n) for c in counts.values())
-
-
-def _has_digit(value: str) -> bool:
-    return any(c.isdigit() for c in value)
-
-
-def _has_alpha(value: str) -> bool:
-    return any(c.isalpha() for c in value)
-
-
-_PLACEHOLDER = re.compile(
-    r"""^(?:
-        [$%@]                     # $VAR, %VAR%, @VAR@
-      | \{\{ | \$\{ | <           # {{ template }}, ${VAR}, <your-key>
-      | \[REDACTED
-      | [*x•#.]+$                 # masked: ****, xxxx
-      | (?:your|my|the|some|an?)[_-]?(?:api[_-]?)?(?:key|token|secret|password)s?$
-    )""",
-    re.IGNORECASE | re.VERBOSE,
-)
-
-
-def _placeholder(value: str) -> bool:
-    return bool(_PLACEHOLDER.match(value)) or "${" in value or "{{" in value
-
-
-# Words that follow "password is" / "password:" in memory that talks *about* a password. A value
-# that is one of them (or reads like an English participle, adjective or adverb) is no secret.
-_ENGLISH = frozenset(
-    """
-    a an the this that these those it its is was be been being are were not never no none nothing
-    null nil true false yes n/a na tbd todo unknown known unset set reset changed unchanged stored
-    saved kept held required needed mandatory optional wrong incorrect correct invalid valid
-    expired empty blank missing hidden secret private protected encrypted hashed salted masked
-    visible same different strong weak long short fine ok okay good bad new old too also still now
-    here there in on at for from with without and or but by via into to of as if so then than
-    when where which who whom whose what why how managed rotated shared given provided sent used
-    only case sensitive auto automatic manual please ask asked supplied configured defined
-    specified handled working broken accepted rejected prompted requested entered typed removed
-    deleted updated generated enabled disabled available unavailable forgotten lost random unique
-    complex simple default temporary permanent one two three four five six seven eight nine ten
-    twelve characters chars letters digits symbols minimum maximum least most more less length
-    field prompt policy manager vault keychain keyring file env environment variable variables
-    see check use change rotate update enter type same-as ditto redacted stars asterisks
-    """.split()
-)
-_ENGLISH_ENDINGS = ("ed", "ing", "able", "ible", "ly", "tion", "ment", "ness")
-
-
-def _english_word(value: str) -> bool:
-    low = value.lower()
-    return low in _ENGLISH or (low.isalpha() and low.endswith(_ENGLISH_ENDINGS))
-
-
-def _strip_tail(value: str) -> str:
-    return value.rstrip(".,;:!?)]}>")
-
-
-# --- value judges -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Hit:
-    """One candidate: the value a rule captured and what surrounds it."""
-
-    value: str
-    start: int
-    end: int
-    text: str  # the whole text being scanned
-    groups: dict[str, str | None]
-
-    @property
-    def op(self) -> str:
-        return self.groups.get("op") or self.groups.get("op2") or ""
-
-    @property
-    def quoted(self) -> bool:
-        return bool(self.groups.get("q"))
-
-
-def _password_value(hit: _Hit) -> bool:
-    """A password assignment or mention: is the value a password, or English about one?"""
-    value = hit.value
-    if _placeholder(value) or _english_word(value) or "://" in value or _ENV_NAME.fullmatch(value):
-        return False
-    if not hit.op.strip():  # "password Tr0ub4dor&3" (a netrc line, a login note): a value with digits
-        before = hit.text[: hit.start].rstrip(" \t\"'`")
-        spelled = re.search(r"(?i)(?:pass(?:word|wd|phrase|code)s?|pwd)$", before) is not None
-        return spelled and _has_digit(value) and _has_alpha(value) and len(value) >= 6
-    if hit.quoted:
-        return len(value) >= 3
-    if len(value) < 4:
-        return False
-    symbols = not value.replace("-", "").replace("_", "").isalnum()
-    strong = _has_digit(value) or symbols or value[1:] != value[1:].lower()
-    if strong:
-        return True
-    # A plain word is a password only where a clause ends with it ("... password is swordfish.").
-    return re.match(r"[ \t]*(?:$|\n|[.,;:!?\"'`)])", hit.text[hit.end :]) is not None
-
-
-# An environment variable's name (OPENAI_API_KEY): where a secret is, not the secret.
-_ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
-_UUID = re.compile(r"[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}", re.IGNORECASE)
-_VERSION = re.compile(r"v?\d+(?:[.-]\d+)+(?:[.-]?[a-z]+\d*)?", re.IGNORECASE)
-
-
-def _token_value(hit: _Hit) -> bool:
-    """A value assigned to a key/token/secret name: is it credential-shaped?"""
-    value = hit.value
-    if _placeholder(value) or value.startswith(("/", "~", "./", "0x")) or "://" in value or _ENV_NAME.fullmatch(value):
-        return False
-    if _VERSION.fullmatch(value) or not _has_alpha(value):
-        return False
-    if not _has_digit(value) and not _random_letters(value):
-        return False
-    keyword = (hit.groups.get("kw") or "").lower()
-    if keyword == "key" and _UUID.fullmatch(value):
-        return False  # a bare "key: <uuid>" is an id far more often than a credential
-    kw_start = hit.text.rfind(hit.groups.get("kw") or "", 0, hit.start)
-    if re.search(r"(?:public|pub|publishable)[ _.-]?$", hit.text[max(0, kw_start - 12) : kw_start], re.IGNORECASE):
-        return False
-    # Hex has 16 symbols: a random 32-digit hex value can measure 2.8 bits per character, which
-    # a 62-symbol alphabet would call low. The floor follows the alphabet.
-    floor = 0.5 if _HEX_VALUE.fullmatch(value) else 0.0
-    if not hit.op.strip() and not hit.quoted:  # "auth token 3f9a...": no "=" or ":", so be stricter
-        return len(value) >= 20 and _entropy(value) >= (3.0 if len(value) >= 32 else 3.3) - floor
-    return len(value) >= 10 and _entropy(value) >= 3.0 - floor
-
-
-_HEX_VALUE = re.compile(r"[0-9a-fA-F]+")
-
-
-def _random_letters(value: str) -> bool:
-    """A long run of letters with no digit that still reads as random, not as a word or a
-    CamelCase name: random base62 has no digit in about one 40-character draw of 900, while
-    identifiers change case only at word starts (``AuthenticationServiceProvider``)."""
-    letters = [c for c in value if c.isalpha()]
-    if len(letters) < 20 or _entropy(value) < 3.5:
-        return False
-    changes = sum(a.isupper() != b.isupper() for a, b in pairwise(letters))
-    return changes / (len(letters) - 1) >= 0.3
-
-
-def _basic_credentials(value: str) -> bool:
-    """True when ``value`` is base64 of ``user:password`` (HTTP Basic, docker's "auth")."""
-    try:
-        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True).decode("utf-8")
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        return False
-    return ":" in decoded and decoded.isprintable() and len(decoded) >= 3
-
-
-def _auth_header(hit: _Hit) -> bool:
-    value = hit.value
-    if _placeholder(value):
-        return False
-    return (_has_digit(value) and len(value) >= 8) or _basic_credentials(value) or len(value) >= 20
-
-
-def _digits_and_letters(hit: _Hit) -> bool:
-    return not _placeholder(hit.value) and _has_digit(hit.value) and _has_alpha(hit.value)
-
-
-def _basic(hit: _Hit) -> bool:
-    return _basic_credentials(hit.value)
-
-
-def _not_placeholder(hit: _Hit) -> bool:
-    return not _placeholder(hit.value) and hit.value.lower() not in _ENGLISH
-
-
-def _high_entropy(threshold: float) -> Callable[[_Hit], bool]:
-    def judge(hit: _Hit) -> bool:
-        return _entropy(hit.value) >= threshold and _has_digit(hit.value)
-
-    return judge
-
-
-def _query_value(hit: _Hit) -> bool:
-    value = hit.value
-    return not _placeholder(value) and (_has_digit(value) or "%" in value or len(value) >= 16)
-
-
-def _cookie_values(hit: _Hit) -> bool:
-    """A Cookie header holding at least one credential-shaped value (session ids, CSRF tokens)."""
-    for pair in re.finditer(r"[\w.-]+=(?P<v>[^;\s]+)", hit.value):
-        value = pair.group("v").strip("\"'")
-        if len(value) >= 12 and _has_digit(value) and _has_alpha(value) and not _placeholder(value):
-            return True
-    return False
-
-
-@dataclass(frozen=True)
-class _Rule:
-    kind: str
-    pattern: re.Pattern[str]
-    judge: Callable[[_Hit], bool] | None = None  # None: every match is a secret
-    extend: bool = True  # widen the redaction over the token characters around the value
-
-
-def _rule(
-    kind: str,
-    pattern: str,
-    judge: Callable[[_Hit], bool] | None = None,
-    *,
-    flags: int = 0,
-    extend: bool = True,
-) -> _Rule:
-    return _Rule(kind, re.compile(pattern, flags), judge, extend)
-
-
-# A token ends where token characters end; a trailing \b fails on tokens ending in "-".
-_END = r"(?![A-Za-z0-9_-])"
-
-# "is", "was: ", "is now", "was changed to": a value stated in prose.
-_SAYS = r"[ \t]+(?i:is|was|are|were)(?:[ \t]*:)?(?:[ \t]+(?i:now|still|set[ \t]+to|changed[ \t]+to))?[ \t]+"
-
-_SHAPES: tuple[_Rule, ...] = (
-    # Whole key blocks first: their bodies would otherwise be cut into pieces by later rules.
-    _rule(
-        "private_key",
-        # A key cut off before its END line loses the rest of its line and the base64 lines
-        # after it, never the text that follows.
-        r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:.{0,40000}?-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-        r"|[^\n]*(?:\n(?:[A-Za-z0-9+/=]{16,}|[A-Za-z-]+:[^\n]*)[ \t]*(?=\n|\Z))*)",
-        flags=re.DOTALL,
-        extend=False,
-    ),
-    _rule(
-        "private_key",
-        r"(?m)^Private-Lines:[ \t]*\d+[ \t]*\r?\n(?:[A-Za-z0-9+/=]+(?:\r?\n|\Z))*"
-        r"(?:Private-(?:MAC|Hash):[ \t]*[0-9a-fA-F]+)?",
-        extend=False,
-    ),
-    _rule("url_password", r"\b[a-z][a-z0-9+.-]*://[^\s:/@]*:(?P<secret>[^\s@/]+)@", _not_placeholder, flags=re.I),
-    _rule("slack_webhook", r"https://hooks\.slack\.com/(?:services|workflows|triggers)/[A-Za-z0-9_/-]+"),
-    _rule("discord_webhook", r"https://(?:(?:ptb|canary)\.)?discord(?:app)?\.com/api/webhooks/\d+/[A-Za-z0-9_-]+"),
-    _rule("teams_webhook", r"https://[a-z0-9.-]+\.webhook\.office\.com/webhook(?:b2)?/[A-Za-z0-9@/._-]+", flags=re.I),
-    _rule("telegram_bot_token", r"\b\d{8,10}:AA[A-Za-z0-9_-]{33}" + _END),
-    _rule("slack_token", r"\b(?:xox[abposre]|xapp)-(?:[A-Za-z0-9]+-){1,4}[A-Za-z0-9]{6,}" + _END),
-    _rule("jwt", r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-    _rule("aws_access_key", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ABIA|ACCA|A3T[A-Z0-9])[0-9A-Z]{16}\b"),
-    _rule(
-        "aws_secret_key",
-        r"(?i)aws.{0,24}?(?:secret|private).{0,24}?[=:][ \t]*['\"]?(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])",
-    ),
-    _rule("github_token", r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})" + _END),
-    _rule(
-        "gitlab_token",
-        r"\b(?:gl(?:pat|dt|rt|ptt|cbt|oas|soat|ft|imt|agent)-[A-Za-z0-9_-]{20,}|GR1348941[A-Za-z0-9_-]{20,})" + _END,
-    ),
-    _rule("npm_token", r"\bnpm_[A-Za-z0-9]{36}" + _END),
-    _rule("pypi_token", r"\bpypi-AgE[IN][A-Za-z0-9_-]{16,}" + _END),
-    _rule("huggingface_token", r"\b(?:hf_|api_org_)[A-Za-z0-9]{30,}" + _END),
-    _rule("openai_key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}T3BlbkFJ[A-Za-z0-9_-]{20,}" + _END),
-    _rule("anthropic_key", r"\bsk-ant-(?:api|admin|oat|sid)\d{2}-[A-Za-z0-9_-]{40,}" + _END),
-    _rule("api_key", r"\bsk-(?:proj-|ant-|or-v1-)?[A-Za-z0-9_-]{32,}" + _END),
-    _rule("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}" + _END),
-    _rule("google_oauth_secret", r"\bGOCSPX-[A-Za-z0-9_-]{24,}" + _END),
-    _rule("google_oauth_token", r"\b(?:ya29\.[A-Za-z0-9_-]{30,}|1//0[A-Za-z0-9_-]{40,})" + _END),
-    _rule("stripe_key", r"\b(?:[rs]k_(?:live|test)_[0-9A-Za-z]{16,}|whsec_[A-Za-z0-9]{24,})" + _END),
-    _rule("vault_token", r"\b(?:hv[sbr]\.[A-Za-z0-9_-]{24,}|s\.[A-Za-z0-9]{24}(?![A-Za-z0-9]))", _high_entropy(3.5)),
-    _rule("terraform_token", r"\b[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,}" + _END),
-    _rule("digitalocean_token", r"\bdo[opr]_v1_[a-f0-9]{64}" + _END),
-    _rule("shopify_token", r"\bshp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}" + _END),
-    _rule("databricks_token", r"\bdapi[a-f0-9]{32}(?:-\d)?" + _END),
-    _rule("doppler_token", r"\bdp\.(?:pt|st|sa|ct|scim|audit)\.[A-Za-z0-9]{40,}" + _END),
-    _rule("linear_key", r"\blin_(?:api|oauth)_[A-Za-z0-9]{40}" + _END),
-    _rule("notion_token", r"\b(?:secret_[A-Za-z0-9]{43}|ntn_[A-Za-z0-9]{40,})" + _END),
-    _rule("atlassian_token", r"\bATATT3[A-Za-z0-9_=-]{100,}"),
-    _rule("azure_ad_secret", r"(?<![A-Za-z0-9_~.])[A-Za-z0-9_~.]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![A-Za-z0-9_~.-])"),
-    _rule("square_token", r"\b(?:EAAA[A-Za-z0-9_-]{60}|sq0atp-[A-Za-z0-9_-]{22}|sq0csp-[A-Za-z0-9_-]{43})" + _END),
-    _rule("facebook_token", r"\bEAA[A-Za-z0-9]{90,}" + _END),
-    _rule("groq_key", r"\bgsk_[A-Za-z0-9]{48,}" + _END),
-    _rule("replicate_token", r"\br8_[A-Za-z0-9]{37}" + _END),
-    _rule("perplexity_key", r"\bpplx-[A-Za-z0-9]{40,}" + _END),
-    _rule("xai_key", r"\bxai-[A-Za-z0-9]{70,}" + _END),
-    _rule("fireworks_key", r"\bfw_[A-Za-z0-9]{24,}" + _END),
-    _rule("grafana_token", r"\b(?:glc_[A-Za-z0-9+/]{32,}={0,2}|glsa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})" + _END),
-    _rule("newrelic_key", r"\bNR(?:AK|JS|II|AA)-[A-Za-z0-9]{19,32}" + _END),
-    _rule("postman_key", r"\bPMAK-[a-f0-9]{24}-[a-f0-9]{34}" + _END),
-    _rule("supabase_token", r"\bsbp_[a-f0-9]{40}" + _END),
-    _rule("age_secret_key", r"\bAGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}\b"),
-    _rule("onepassword_token", r"\bops_eyJ[A-Za-z0-9+/]{100,}={0,3}"),
-    _rule("flyio_token", r"\b(?:fo1_[A-Za-z0-9_-]{43}|fm[12][ar]?_[A-Za-z0-9+/]{100,}={0,3})"),
-    _rule("sentry_token", r"\bsntry[su]_[A-Za-z0-9+/=_-]{40,}"),
-    _rule("mailgun_key", r"\bkey-[a-f0-9]{32}" + _END),
-    _rule("brevo_key", r"\bxkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}" + _END),
-    _rule("docker_hub_token", r"\bdckr_(?:pat|oat)_[A-Za-z0-9_-]{20,}" + _END),
-    _rule("netlify_token", r"\bnfp_[A-Za-z0-9]{36,}" + _END),
-    _rule("heroku_key", r"\bHRKU-[A-Za-z0-9_-]{40,}" + _END),
-    _rule("pulumi_token", r"\bpul-[a-f0-9]{40}" + _END),
-    _rule("airtable_token", r"\bpat[A-Za-z0-9]{14}\.[a-f0-9]{64}" + _END),
-    _rule("mapbox_token", r"\bsk\.eyJ[A-Za-z0-9_-]{40,}\.[A-Za-z0-9_-]{20,}"),
-    _rule("dropbox_token", r"\bsl\.[A-Za-z0-9_-]{120,}"),
-    _rule("asana_token", r"\b[0-2]/\d{16}:[a-f0-9]{32}" + _END),
-    _rule("twilio_key", r"\bSK[0-9a-f]{32}" + _END),
-    _rule("sendgrid_api_key", r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}" + _END),
-    _rule("mailchimp_access_key", r"\b[0-9a-f]{32}-us\d{1,2}\b"),
-    _rule("discord_bot_token", r"\b[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}" + _END),
-    _rule("azure_storage_key", r"(?i:AccountKey|SharedAccessKey)=(?P<secret>[A-Za-z0-9+/]{40,}={0,2})"),
-    # --- secrets their context gives away -----------------------------------------------------
-    _rule(
-        "authorization_header",
-        r"(?i:\b(?:proxy-)?authorization)[ \t]*[\"']?[ \t]*[:=][ \t]*[\"']?[ \t]*"
-        r"(?:(?i:bearer|basic|token|bot|digest|negotiate|api-?key|sso-key|ssws)[ \t]+)?"
-        r"(?P<secret>[A-Za-z0-9\-._~+/=%:]{8,})",
-        _auth_header,
-    ),
-    _rule("bearer_token", r"(?<![A-Za-z])(?i:bearer)[ \t]+(?P<secret>[A-Za-z0-9\-._~+/]{16,}=*)", _digits_and_letters),
-    _rule("basic_auth", r"(?<![A-Za-z])Basic[ \t]+(?P<secret>[A-Za-z0-9+/]{6,}={0,2})", _basic),
-    _rule(
-        "url_secret_parameter",
-        r"[?&;](?i:access_token|refresh_token|id_token|api[_-]?key|apikey|auth|auth_token|client_secret|key|"
-        r"password|passwd|pass|pwd|secret|sig|signature|token|x-amz-signature|x-amz-credential|"
-        r"x-amz-security-token|x-goog-signature|x-goog-credential)=(?P<secret>[^&\s#\"'<>]{6,})",
-        _query_value,
-    ),
-    _rule("cookie", r"(?i:\b(?:set-)?cookie)[ \t]*:[ \t]*(?P<secret>[^\n]{8,4000})", _cookie_values, extend=False),
-    _rule(
-        "curl_password",
-        r"\bcurl\b[^\n]{0,300}?[ \t](?:-u|--user)(?:=|[ \t]+)[\"']?[^\s:\"']+:(?P<secret>[^\s\"']+)",
-        _not_placeholder,
-    ),
-    _rule("cli_password", r"\bsshpass[ \t]+-p[ \t]*[\"']?(?P<secret>[^\s\"']+)", _not_placeholder),
-    _rule(
-        "cli_password",
-        r"\b(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n]{0,200}?[ \t]-p(?P<secret>[^\s\"'-][^\s\"']{2,})",
-        _not_placeholder,
-    ),
-    _rule(
-        "netrc_password",
-        r"(?i)\bmachine[ \t]+\S+(?:[ \t]+login[ \t]+\S+)?[ \t]+password[ \t]+(?P<secret>\S+)",
-        _not_placeholder,
-    ),
-    _rule(
-        "password",
-        # password / passwd / passphrase / passcode (also inside a name: DB_PASSWORD, PGPASSWORD),
-        # or a bare pwd / pass / pw; then "=", ":", "is" (optionally "for the NAS is"), or a space.
-        r"(?i:pass(?:word|wd|phrase|code)s?|(?<![A-Za-z])(?:pwd|pass|pw))(?![A-Za-z])"
-        r"(?:(?P<clause>[ \t]+(?i:for|of|on|to|at)(?:[ \t]+[^\s=:\"'`]{1,40}){1,4}?)(?P<op>" + _SAYS + r")"
-        r"|(?P<op2>[ \t]*[\"']?[ \t]*(?:=>|:=|==?|:|->)\s*|" + _SAYS + r"|[ \t]+))"
-        r"(?:(?P<q>[\"'`])(?P<quoted>[^\"'`\n]{1,200})(?P=q)|(?P<secret>[^\s\"'`<>()\[\]{}]{1,200}))",
-        _password_value,
-        extend=False,
-    ),
-    _rule(
-        "secret_assignment",
-        # A value assigned to a name that ends in key / token / secret / auth / credentials
-        # (OPENAI_API_KEY, apiKey, "client_secret", Twilio auth token ...), or follows it in prose.
-        r"(?:(?<![A-Za-z])|(?<=[a-z0-9])(?=[A-Z]))"
-        r"(?P<kw>(?i:api[_-]?key|apikey|secret[_-]?key|access[_-]?key|private[_-]?key|client[_-]?secret|"
-        r"access[_-]?token|auth[_-]?token|refresh[_-]?token|api[_-]?token|key|token|secret|auth|credentials?|creds))"
-        r"(?![A-Za-z])"
-        r"(?P<op>[ \t]*[\"']?[ \t]*(?:=>|:=|==?|:|->)[ \t]*|[ \t]+(?i:is|was|are)(?:[ \t]*:)?[ \t]+|[ \t]+)"
-        r"(?P<q>[\"'`]?)(?P<secret>[A-Za-z0-9_\-+/=.~%]{8,400})",
-        _token_value,
-    ),
-)
+from dream_memory.adapters.secret_rules import ENV_NAME, MARK, SHAPES, TOKEN_TAIL, Hit, Rule, strip_tail
 
 # detect-secrets detectors we do not use: a public IP address is not a credential, and memory
 # legitimately records hosts.
@@ -437,7 +67,7 @@ def _looks_harmless(value: str, line: str) -> bool:
         or heuristic.is_templated_secret(value)
         or heuristic.is_prefixed_with_dollar_sign(value)
         or heuristic.is_indirect_reference(line)
-        or value.startswith(_MARK)
+        or value.startswith(MARK)
     )
 
 
@@ -458,7 +88,7 @@ class SecretScanner:
         counts: dict[str, int] = {}
         if not text:
             return text, counts
-        for rule in _SHAPES:
+        for rule in SHAPES:
             text = self._apply(rule, text, counts)
         if any(c.isalnum() for c in text):
             text = "".join(
@@ -466,7 +96,7 @@ class SecretScanner:
             )
         return text, counts
 
-    def _spans(self, rule: _Rule, text: str) -> Iterator[tuple[int, int]]:
+    def _spans(self, rule: Rule, text: str) -> Iterator[tuple[int, int]]:
         for match in rule.pattern.finditer(text):
             groups = match.groupdict()
             if groups.get("quoted") is not None:  # a quoted value: the quotes are not the secret
@@ -474,22 +104,22 @@ class SecretScanner:
             elif "secret" in groups and groups["secret"] is not None:
                 start, end = match.span("secret")
                 if not rule.extend:  # a value in prose may end the sentence: "... is hunter2."
-                    end = start + len(_strip_tail(text[start:end]))
+                    end = start + len(strip_tail(text[start:end]))
             else:
                 start, end = match.span()
             value = text[start:end]
-            if not value or value.startswith(_MARK) or self._allowed(value) or self._allowed(match.group(0)):
+            if not value or value.startswith(MARK) or self._allowed(value) or self._allowed(match.group(0)):
                 continue
-            if rule.judge is not None and not rule.judge(_Hit(value, start, end, text, groups)):
+            if rule.judge is not None and not rule.judge(Hit(value, start, end, text, groups)):
                 continue
             if rule.extend:
-                while end < len(text) and text[end] in _TOKEN_TAIL:
+                while end < len(text) and text[end] in TOKEN_TAIL:
                     end += 1
-                while start > 0 and text[start - 1] in _TOKEN_TAIL:
+                while start > 0 and text[start - 1] in TOKEN_TAIL:
                     start -= 1
             yield start, end
 
-    def _apply(self, rule: _Rule, text: str, counts: dict[str, int]) -> str:
+    def _apply(self, rule: Rule, text: str, counts: dict[str, int]) -> str:
         spans = list(self._spans(rule, text))
         if not spans:
             return text
@@ -514,7 +144,7 @@ class SecretScanner:
                 continue
             for secret in found:
                 value = secret.secret_value
-                if not value or _ENV_NAME.fullmatch(value) or _object_id(secret.type, value):
+                if not value or ENV_NAME.fullmatch(value) or _object_id(secret.type, value):
                     continue
                 if not self._allowed(value) and not _looks_harmless(value, line):
                     findings.append((value, _kind_of(secret.type)))
@@ -527,7 +157,7 @@ class SecretScanner:
             for piece in pieces[1:]:
                 # Swallow the rest of the token, so no tail of a longer secret stays behind.
                 tail = 0
-                while tail < len(piece) and piece[tail] in _TOKEN_TAIL:
+                while tail < len(piece) and piece[tail] in TOKEN_TAIL:
                     tail += 1
                 rebuilt.append(_mark(kind, counts) + piece[tail:])
             line = "".join(rebuilt)
@@ -550,9 +180,3 @@ def _pieces(line: str) -> Iterator[str]:
 def _mark(kind: str, counts: dict[str, int]) -> str:
     counts[kind] = counts.get(kind, 0) + 1
     return f"[REDACTED:{kind}]"
-
-
-def merge_counts(total: dict[str, int], more: dict[str, int]) -> dict[str, int]:
-    for kind, n in more.items():
-        total[kind] = total.get(kind, 0) + n
-    return total

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
@@ -16,6 +18,23 @@ TEMPLATE_FILES: tuple[str, ...] = (layout.SOUL, layout.USER, layout.MEMORY, layo
 def template_text(rel_path: str) -> str:
     """The bundled template for a workspace file."""
     return (resources.files("dream_memory") / "data" / "templates" / rel_path).read_text(encoding="utf-8")
+
+
+def sample_root() -> Path:
+    """The bundled sample workspace (history and memory files) that ``dream demo`` runs on."""
+    return Path(str(resources.files("dream_memory") / "data" / "sample"))
+
+
+def copy_sample(target: Path) -> Path:
+    """Copy the sample to ``target`` (which must not exist) and fill in any missing template."""
+    shutil.copytree(sample_root(), target, dirs_exist_ok=False)
+    init_workspace(target)
+    return target
+
+
+def temporary_folder(prefix: str) -> Path:
+    """A new empty folder of the system's temporary folder, left for the caller to keep."""
+    return Path(tempfile.mkdtemp(prefix=prefix))
 
 
 def init_workspace(root: Path, *, guide_notes: bool = True) -> list[str]:
@@ -61,6 +80,11 @@ def builtin_guide_text() -> str:
 
 def ensure_folder(root: Path) -> None:
     root.mkdir(parents=True, exist_ok=True)
+
+
+def is_folder(root: Path) -> bool:
+    """True when ``root`` is a folder (through a symlink too: the root is the folder the user chose)."""
+    return root.is_dir()
 
 
 def skill_files(root: Path) -> list[tuple[str, str | None]]:

@@ -11,9 +11,6 @@ workspace (SOUL.md linked to a file elsewhere, a skill folder linked out) is lef
 
 from __future__ import annotations
 
-import os
-import stat
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,7 +37,6 @@ _DURABLE = (
 BYTES_PER_TOKEN = 16
 MIN_FILE_BYTES = 64 * 1024
 SKILL_HEAD_BYTES = 16 * 1024  # enough for any frontmatter: whether a skill is always on
-_BLOCK = 64 * 1024  # history is read backwards in blocks of this size
 
 
 def file_bytes(budget: int) -> int:
@@ -62,18 +58,13 @@ class _Reads:
         all of it) or None when missing, not a regular file, or leading out of the workspace
         (noted)."""
         try:
-            found = self.beneath.open(rel)
+            found = self.beneath.head(rel, limit)
         except OutsideRoot as exc:
             self.notes.append(f"{rel} leads outside the workspace ({exc.why}); not included")
             return None
         if found is None:
             return None
-        fd, _ = found
-        try:
-            size = os.fstat(fd).st_size
-            data = _read_up_to(fd, min(limit, size))
-        finally:
-            os.close(fd)
+        data, size = found
         whole = len(data) >= size
         if not whole and b"\n" in data:
             data = data[: data.rindex(b"\n") + 1]
@@ -88,26 +79,8 @@ class _Reads:
         return Part(title, text, pointer, size=size)
 
 
-def _read_up_to(fd: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    total = 0
-    while total < limit:
-        chunk = os.read(fd, min(limit - total, 1024 * 1024))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        total += len(chunk)
-    return b"".join(chunks)
-
-
 def _skill_names(reads: _Reads) -> list[str]:
-    folder = reads.beneath.dir_fd((layout.SKILLS_DIR,))
-    if folder is None:
-        return []
-    try:
-        return sorted(name for name in os.listdir(folder) if not name.startswith("."))
-    except OSError:
-        return []
+    return sorted(name for name in reads.beneath.names((layout.SKILLS_DIR,)) if not name.startswith("."))
 
 
 def _always_on_skills(reads: _Reads) -> list[Part]:
@@ -141,44 +114,17 @@ def always_on_skills(root: Path) -> list[Part]:
         reads.beneath.close()
 
 
-def _lines_backwards(fd: int, size: int, limit: int) -> Iterator[bytes]:
-    """Complete lines of a file from its end, newest first, reading at most ``limit`` bytes."""
-    position = size
-    tail = b""
-    spent = 0
-    while position > 0 and spent < limit:
-        step = min(_BLOCK, position)
-        position -= step
-        spent += step
-        block = os.pread(fd, step, position) + tail
-        lines = block.split(b"\n")
-        tail = lines[0]  # may be the end of a line that starts before this block
-        yield from reversed([line for line in lines[1:] if line.strip()])
-    if position == 0 and tail.strip():
-        yield tail
-
-
 def _recent_history(reads: _Reads, dream_cursor: int, session_key: str | None) -> tuple[list[HistoryEntry], int]:
     """(undreamt entries read from the end of history.jsonl, oldest first; an estimate of the
     older undreamt entries not read). Reading stops at Dream's cursor or at the budget."""
-    try:
-        found = reads.beneath.open(layout.HISTORY)
-    except OutsideRoot as exc:
-        reads.notes.append(f"{layout.HISTORY} leads outside the workspace ({exc.why}); history not included")
-        return [], 0
-    if found is None:
-        return [], 0
-    fd, _ = found
     entries: list[HistoryEntry] = []
     # A session filter skips most lines: look further back for the same amount of its own.
     limit = reads.per_file * (16 if session_key else 1)
     reached_cursor = False
+    wanted = 0
+    lines = reads.beneath.lines_from_end(layout.HISTORY, limit)
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            return [], 0
-        wanted = 0
-        for raw in _lines_backwards(fd, st.st_size, limit):
+        for raw in lines:
             parsed = parse_line(raw.decode("utf-8", errors="replace"), 0)
             for entry in reversed(parsed.entries):
                 if entry.cursor <= dream_cursor:
@@ -189,8 +135,11 @@ def _recent_history(reads: _Reads, dream_cursor: int, session_key: str | None) -
                     wanted += len(entry.content)
             if reached_cursor or wanted > reads.per_file:
                 break
+    except OutsideRoot as exc:
+        reads.notes.append(f"{layout.HISTORY} leads outside the workspace ({exc.why}); history not included")
+        return [], 0
     finally:
-        os.close(fd)
+        lines.close()  # the history file is open until the reading stops
     entries.reverse()
     not_read = 0
     if not reached_cursor and entries and session_key is None:

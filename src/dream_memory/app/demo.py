@@ -3,30 +3,16 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dream_memory.adapters.workspace import init_workspace
+from dream_memory.adapters.workspace import copy_sample, temporary_folder
 
 if TYPE_CHECKING:
     from dream_memory.app.dream import DreamReport
     from dream_memory.app.restore import LogReport
-
-
-def sample_root() -> Path:
-    return Path(str(resources.files("dream_memory") / "data" / "sample"))
-
-
-def copy_sample(target: Path) -> Path:
-    """Copy the sample (history and memory files) to ``target`` and fill in any missing template."""
-    shutil.copytree(sample_root(), target, dirs_exist_ok=False)
-    init_workspace(target)
-    return target
 
 
 @dataclass(frozen=True)
@@ -56,7 +42,7 @@ def demo(request: DemoRequest, *, log: Callable[[str], None] | None = None) -> D
     from dream_memory.app.runtime import Runtime
     from dream_memory.settings import OFFLINE_MODEL
 
-    target = Path(tempfile.mkdtemp(prefix="dream-demo-")) / "workspace"
+    target = temporary_folder("dream-demo-") / "workspace"
     copy_sample(target)
     rt = Runtime.load(target, request.config, request.env, log=log)
     resolved = rt.settings.model(request.model)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dream_memory.adapters import fsutil
+from dream_memory.adapters import fsutil, workspace
 from dream_memory.adapters.git import GitStore
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.locks import current_holder
@@ -78,7 +78,7 @@ def workspace_status(
     state = read_state(root)
     return {
         "workspace": str(root),
-        "exists": root.is_dir(),
+        "exists": workspace.is_folder(root),
         "cursor": max(counter or 0, scan.max_cursor),
         "dream_cursor": dream_cursor,
         "cursor_check": check.to_json(),

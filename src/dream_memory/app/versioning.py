@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from dream_memory.adapters import fsutil
+from dream_memory.adapters import fsutil, locks
 from dream_memory.adapters.git import GITIGNORE_BEGIN, CommitInfo, FileChange, GitStore, unified_diff
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core import jsontext, layout
@@ -83,8 +81,7 @@ def apply_commit(git: GitStore, changes: dict[str, bytes | None], message: str, 
         "paths": sorted(effective),
         "subject": message.partition("\n")[0],
         "on_disk": on_disk,
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
+        **locks.this_process(),
     }
     fsutil.atomic_write(journal, json.dumps(record), site="journal.write")
     git.move_head(sha, base, message.partition("\n")[0])
@@ -118,24 +115,6 @@ class Recovery:
     subject: str
 
 
-def _writer_alive(data: dict[str, Any], journal: Path) -> bool:
-    """True when the process that wrote the journal still runs (it is mid-change, not crashed)."""
-    pid, host = data.get("pid"), data.get("host")
-    if not isinstance(pid, int) or host != socket.gethostname() or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    try:
-        # a recycled pid: that process started after the journal was written
-        return Path(f"/proc/{pid}").stat().st_ctime <= journal.stat().st_mtime + 1
-    except OSError:
-        return True
-
-
 @_store_errors
 def recover(git: GitStore) -> Recovery | None:
     """Finish or roll back a change a crash interrupted (see the module docstring).
@@ -156,10 +135,10 @@ def recover(git: GitStore) -> Recovery | None:
     except (ValueError, KeyError, TypeError, AttributeError):
         fsutil.remove(journal, site="journal.remove")
         return Recovery("abandoned", "", "unreadable journal")
-    if _writer_alive(data, journal):
+    if locks.writer_alive(data.get("pid"), data.get("host"), journal):
         return None
     # index.lock or a ref lock left by the killed writer would block this and every later commit
-    git.clear_stale_locks(since=journal.stat().st_mtime)
+    git.clear_stale_locks(since=fsutil.mtime(journal))
     head = git.head()
     if head == sha:
         # The journal is a plain file in the workspace: its paths are taken only where the
@@ -218,13 +197,15 @@ def _line_endings_only(git: GitStore, rel: str) -> bool:
     """The file differs from HEAD only in CRLF against LF line ends (rewritten by an editor or an
     agent on another platform): no hand edit of its content, so no `memory: manual edits`."""
     head = git.head()
-    path = git.workspace / rel
-    if head is None or not path.is_file():
+    if head is None:
+        return False
+    on_disk = git.read_file(rel)  # as the commit would take it: never through a symlink
+    if on_disk is None:
         return False
     committed = git.read_at(head, rel)
     if committed is None:
         return False
-    return committed.replace(b"\r\n", b"\n") == path.read_bytes().replace(b"\r\n", b"\n")
+    return committed.replace(b"\r\n", b"\n") == on_disk.replace(b"\r\n", b"\n")
 
 
 # --- log -------------------------------------------------------------------------------------------

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,7 +195,3 @@ def check_reply(reply: ChatReply, *, tools_offered: bool) -> ChatReply:
     if text and not reply.tool_calls and looks_like_error_text(text):
         raise BadReply("the reply reads like an error report, not an answer")
     return reply
-
-
-def tool_names(tools: Sequence[ToolSpec]) -> list[str]:
-    return [t.name for t in tools]

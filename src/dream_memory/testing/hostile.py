@@ -86,14 +86,6 @@ def raw_commit(
         return new.id.decode("ascii")
 
 
-def tree_of(repo_root: Path, sha: str) -> dict[bytes, Any]:
-    """The nested tree of a commit (name -> subtree dict or (mode, blob sha))."""
-    with Repo(str(repo_root)) as repo:
-        commit = repo[sha.encode("ascii")]
-        assert isinstance(commit, Commit)
-        return _tree_dict(repo, commit.tree)
-
-
 class Outcome:
     """What one CLI command did: exit code, stdout, stderr, and the traceback if it crashed."""
 

@@ -17,8 +17,8 @@ from dream_memory.entrypoints.cli._common import (
 )
 
 if TYPE_CHECKING:
-    from dream_memory.adapters.git import CommitInfo, FileChange
     from dream_memory.app.restore import LogReport
+    from dream_memory.core.versions import CommitInfo, FileChange
 
 
 def _file_table(files: tuple[FileChange, ...] | list[FileChange]) -> list[str]:
