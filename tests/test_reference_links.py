@@ -5,6 +5,7 @@ follow every one of them; nothing points outside the repository."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,9 +20,8 @@ def pages() -> list[Path]:
     return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 
 
-def prose_lines(text: str) -> list[tuple[int, str]]:
-    """(line number, line) outside fenced code blocks, with inline code spans blanked out."""
-    out: list[tuple[int, str]] = []
+def outside_fences(text: str) -> Iterator[tuple[int, str]]:
+    """(line number, line) of the lines outside fenced code blocks."""
     fence: str | None = None
     for number, line in enumerate(text.splitlines(), start=1):
         opened = _FENCE.match(line)
@@ -32,8 +32,12 @@ def prose_lines(text: str) -> list[tuple[int, str]]:
         if opened:
             fence = opened.group(1)
             continue
-        out.append((number, _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), line)))
-    return out
+        yield number, line
+
+
+def prose_lines(text: str) -> list[tuple[int, str]]:
+    """(line number, line) outside fenced code blocks, with inline code spans blanked out."""
+    return [(n, _INLINE_CODE.sub(lambda m: " " * len(m.group(0)), line)) for n, line in outside_fences(text)]
 
 
 def slug(heading: str) -> str:
@@ -50,16 +54,7 @@ def anchors(page: Path) -> set[str]:
     text = page.read_text(encoding="utf-8")
     found: set[str] = set(_HTML_ANCHOR.findall(text))
     seen: dict[str, int] = {}
-    fence: str | None = None
-    for line in text.splitlines():
-        opened = _FENCE.match(line)
-        if fence is not None:
-            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
-                fence = None
-            continue
-        if opened:
-            fence = opened.group(1)
-            continue
+    for _, line in outside_fences(text):
         match = _HEADING.match(line)
         if match:
             base = slug(match.group(2))

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from dream_memory.adapters.git import GitStore
 from dream_memory.app.evaluation import builtin_scenarios_root, canary_value, check_workspace, load_scenario
 from dream_memory.core.prompts import CONSOLIDATION_MARKER
 from dream_memory.testing.llm_server import Reply, ScriptedLLMServer
@@ -122,9 +123,7 @@ def test_engine_that_drops_every_fact_scores_below_threshold_and_exits_1(dream, 
         assert scenario["baseline"]["passed"] == scenario["score"]["passed"] and scenario["above_baseline"] == 0
 
 
-def test_a_committed_secret_fails_the_required_check(tmp_path: Path) -> None:
-    """If a scenario's fake secret reached any commit, `no_secret` fails and names the commit and
-    file, so the scenario fails whatever the rest of its score."""
+def _committed_secret(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     scenario = load_scenario(builtin_scenarios_root() / "project")
     value = canary_value(scenario, scenario.canaries[0])
     root = tmp_path / "ws"
@@ -135,11 +134,19 @@ def test_a_committed_secret_fails_the_required_check(tmp_path: Path) -> None:
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "memory: init"], check=True)
     (root / "memory" / "MEMORY.md").write_text("# Memory\n\n- bucket key [REDACTED:aws_access_key]\n", encoding="utf-8")
-    items = check_workspace(scenario, root, [], {spec.placeholder: value for spec in scenario.canaries})
+    return root, {spec.placeholder: value for spec in scenario.canaries}
+
+
+def test_a_committed_secret_fails_the_required_check(tmp_path: Path) -> None:
+    """If a scenario's fake secret reached any commit, `no_secret` fails and names the commit and
+    file, so the scenario fails whatever the rest of its score."""
+    scenario = load_scenario(builtin_scenarios_root() / "project")
+    root, secrets = _committed_secret(tmp_path)
+    items = check_workspace(scenario, root, [], secrets)
     (secret,) = [i for i in items if i.check == "no_secret"]
     assert not secret.passed
     assert "memory/MEMORY.md in commit" in secret.detail
-    assert value not in secret.detail  # the report never prints the secret itself
+    assert not any(value in secret.detail for value in secrets.values())  # the secret itself is never printed
 
 
 def test_broken_scenario_is_a_usage_error(dream, tmp_path: Path) -> None:
@@ -150,3 +157,23 @@ def test_broken_scenario_is_a_usage_error(dream, tmp_path: Path) -> None:
     proc = dream("eval", "--scenarios", str(tmp_path / "mine"), timeout=60)
     assert proc.returncode == 2
     assert "scenario.json" in proc.stderr and "threshold" in proc.stderr
+
+
+def test_the_history_checks_read_git_through_the_given_opener(tmp_path: Path) -> None:
+    """A secret committed once is found in git by the default opener; an opener that finds no
+    repository is the one asked (once, for this workspace), and then the commit is not seen."""
+    root, secrets = _committed_secret(tmp_path)
+    scenario = load_scenario(builtin_scenarios_root() / "project")
+    by_default = {i.check: i for i in check_workspace(scenario, root, [], secrets) if i.check == "no_secret"}
+    assert not by_default["no_secret"].passed
+
+    asked: list[Path] = []
+
+    def no_repository(path: Path) -> GitStore | None:
+        asked.append(path)
+        return None
+
+    items = check_workspace(scenario, root, [], secrets, open_git=no_repository)
+    (secret,) = [i for i in items if i.check == "no_secret"]
+    assert asked == [root]
+    assert secret.passed  # the only copy left is in the commit the opener did not show
