@@ -83,7 +83,7 @@ def run(
     report lists every batch committed before; a second signal stops at once).
     """
     from dream_memory.app import outcome
-    from dream_memory.app.dream.stopping import stop_on_signals
+    from dream_memory.app.dream.stopping import exit_at_once, stop_on_signals
     from dream_memory.app.runs import RunRequest, dream, unstarted_report
     from dream_memory.errors import DreamError
     from dream_memory.settings import load_read_settings
@@ -125,6 +125,8 @@ def run(
     if failed is not None:
         note(f"dream: error: {failed} (the report is on stdout)")
         return code or 1
+    if stop.requested:
+        exit_at_once(code)  # a scheduler's grace period is running: no slow interpreter shutdown
     return code
 
 
