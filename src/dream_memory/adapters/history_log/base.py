@@ -15,6 +15,7 @@ cursors at the same moment (``append_many``).
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import errno
 import fcntl
@@ -172,7 +173,7 @@ class _Snapshot:
         return _lines_of(self.data)
 
 
-class LogBase:
+class LogBase(abc.ABC):
     """The workspace's history.jsonl: its paths, the lock, reading, cursor allocation and
     rewriting beside writers that take no lock. ``HistoryLog`` (log.py) adds the rest."""
 
@@ -321,9 +322,9 @@ class LogBase:
             seen += [self._cursor_bound(path) for path in self.archive_files()]
         return next_cursor(counter, self.read_dream_cursor(), seen, count)
 
+    @abc.abstractmethod
     def _recover_locked(self) -> MigrationResult | None:
         """Finish what a killed writer left half done (HistoryLog, in log.py)."""
-        raise NotImplementedError
 
     def _truncate_to(self, size: int | None) -> None:
         with contextlib.suppress(OSError):
