@@ -176,14 +176,19 @@ class RootedDir:
 
     # --- reading (what decides a write) ------------------------------------------------------
 
+    def _readable_parents(self, rel: str, parts: list[str]) -> list[int] | None:
+        """The open folders on the way to ``rel`` for a read; None when one is missing or a
+        symlink (what lies beyond one is not in the workspace)."""
+        try:
+            return self._parent_fds(rel, parts, create=False)
+        except WorkspaceError:
+            return None
+
     def lstat(self, rel: str) -> os.stat_result | None:
         """The ``lstat`` of ``rel``; None when it or a folder on the way is missing, or when a
         folder on the way is a symlink (what lies beyond one is not in the workspace)."""
         parts = self._checked(rel)
-        try:
-            fds = self._parent_fds(rel, parts, create=False)
-        except WorkspaceError:
-            return None
+        fds = self._readable_parents(rel, parts)
         if fds is None:
             return None
         try:
@@ -197,10 +202,7 @@ class RootedDir:
         """The bytes of the regular file ``rel``; None when missing, not a regular file, a
         symlink, or beyond a symlinked folder."""
         parts = self._checked(rel)
-        try:
-            fds = self._parent_fds(rel, parts, create=False)
-        except WorkspaceError:
-            return None
+        fds = self._readable_parents(rel, parts)
         if fds is None:
             return None
         try:
