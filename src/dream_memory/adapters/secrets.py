@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from dream_memory.adapters.forgotten import PurgedValues
 from dream_memory.adapters.secret_rules import ENV_NAME, MARK, SHAPES, TOKEN_TAIL, Hit, Rule, strip_tail
 
 # detect-secrets detectors we do not use: a public IP address is not a credential, and memory
@@ -73,9 +74,14 @@ def _looks_harmless(value: str, line: str) -> bool:
 
 @dataclass
 class SecretScanner:
-    """The Redactor port. ``allowlist`` holds regexes; a finding matching one is kept."""
+    """The Redactor port. ``allowlist`` holds regexes; a finding matching one is kept.
+
+    ``purged``: the values ``dream forget`` removed (known by keyed hash only). They are replaced
+    first, before any other rule and whatever the allowlist says: a value someone asked to have
+    forgotten never comes back through a later append or Dream edit (docs/forget.md)."""
 
     allowlist: Iterable[str] = ()
+    purged: PurgedValues | None = None
     _allow: tuple[re.Pattern[str], ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -88,6 +94,10 @@ class SecretScanner:
         counts: dict[str, int] = {}
         if not text:
             return text, counts
+        if self.purged is not None:
+            text, found = self.purged.scrub(text)
+            if found:
+                counts["forgotten"] = found
         for rule in SHAPES:
             text = self._apply(rule, text, counts)
         if any(c.isalnum() for c in text):

@@ -145,9 +145,11 @@ class Runtime:
         return build_chat_model(resolved)
 
     def redactor(self) -> Redactor:
+        from dream_memory.adapters.forgotten import purged_values
         from dream_memory.adapters.secrets import SecretScanner
 
-        return SecretScanner(allowlist=self.settings.dream.secret_allowlist)
+        purged = purged_values(self.root) if self.has_workspace() else None  # dream forget's values
+        return SecretScanner(allowlist=self.settings.dream.secret_allowlist, purged=purged)
 
     def dream_options(
         self,

@@ -33,6 +33,9 @@ ENTITIES_DIR = "entities"
 SECTIONS_DIR = "sections"
 OBSERVATIONS = "observations.md"
 WORKSPACE_CONFIG = "dream.json"
+# dream forget's audit record (keyed hashes, never a value) and its journal: local, never committed
+FORGOTTEN_RECORD = "memory/.forgotten.json"
+FORGET_JOURNAL = "memory/.forget_journal.json"
 
 # The durable knowledge files every workspace has (created from templates).
 DURABLE_FILES: tuple[str, ...] = (SOUL, USER, MEMORY)

@@ -24,6 +24,8 @@ RUNTIME_PATTERNS: tuple[str, ...] = (
     "memory/.*.lock",  # .history.lock, .dream.lock and any lock a later version adds
     layout.DREAM_JOURNAL,
     layout.MIGRATION_MARKER,
+    layout.FORGOTTEN_RECORD,
+    layout.FORGET_JOURNAL,
     f"{layout.ARCHIVE_DIR}/.pending.json",
     "memory/.*.tmp",
     f"{layout.ARCHIVE_DIR}/.*.tmp",

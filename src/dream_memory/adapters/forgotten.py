@@ -1,0 +1,159 @@
+"""``memory/.forgotten.json``: the audit record of ``dream forget`` and what the secret guard checks
+later writes against (docs/forget.md).
+
+The record never holds a purged value. Each purge is named by a keyed hash of the value
+(BLAKE2b with a random 32-byte key kept in the same file) and its length; the guard slides a
+window of that length over a text and compares hashes, so it can refuse the value without
+knowing it. The file is untracked (outside every commit, like the locks): a hash of a short value
+committed to a public repository could be reversed by trying every phone number, whereas the key
+never leaves the machine. Copy the file along with the workspace to keep the guard (docs/forget.md).
+
+The purge journal ``memory/.forget_journal.json`` (an interrupted purge, finished by a rerun)
+lives here too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dream_memory.adapters import fsutil
+from dream_memory.core import jsontext, layout
+from dream_memory.errors import InputError
+
+RECORD = layout.FORGOTTEN_RECORD
+JOURNAL = layout.FORGET_JOURNAL
+MARK = "[REDACTED:forgotten]"
+
+
+def _digest(key: bytes, value: str) -> str:
+    return hashlib.blake2b(value.encode("utf-8", "surrogatepass"), key=key, digest_size=32).hexdigest()
+
+
+@dataclass
+class Record:
+    key: bytes
+    purges: list[dict[str, Any]] = field(default_factory=list)
+
+    def digest(self, value: str) -> str:
+        return _digest(self.key, value)
+
+    def has(self, purge_id: str) -> bool:
+        return any(p.get("id") == purge_id for p in self.purges)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"version": 1, "key": self.key.hex(), "purges": self.purges}
+
+
+def _path(workspace: Path) -> Path:
+    return workspace / RECORD
+
+
+def load(workspace: Path) -> Record | None:
+    """The record, or None when nothing was ever purged here. A damaged file is an error
+    (exit 2): silently ignoring it would let purged values back in."""
+    text = fsutil.read_text(_path(workspace))
+    if text is None:
+        return None
+    try:
+        data = jsontext.loads(text)
+        key = bytes.fromhex(data["key"])
+        purges = [p for p in data.get("purges", []) if isinstance(p, dict)]
+        if len(key) < 16:
+            raise ValueError("key too short")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise InputError(
+            f"{RECORD} is damaged ({exc}); the purged values it guards cannot be checked",
+            hint="restore it from a backup of the workspace; deleting it lifts the guard on purged values",
+        ) from exc
+    return Record(key, purges)
+
+
+def load_or_create(workspace: Path) -> Record:
+    """The record, created with a fresh key when there is none (before anything is purged)."""
+    record = load(workspace)
+    if record is None:
+        record = Record(secrets.token_bytes(32))
+        save(workspace, record)
+    return record
+
+
+def save(workspace: Path, record: Record) -> None:
+    fsutil.atomic_write(_path(workspace), json.dumps(record.to_json(), indent=2) + "\n", site="forget.record")
+
+
+def read_journal(workspace: Path) -> dict[str, Any] | None:
+    text = fsutil.read_text(workspace / JOURNAL)
+    if text is None:
+        return None
+    try:
+        data = jsontext.loads(text)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_journal(workspace: Path, data: dict[str, Any]) -> None:
+    fsutil.atomic_write(workspace / JOURNAL, json.dumps(data), site="forget.journal")
+
+
+def remove_journal(workspace: Path) -> None:
+    fsutil.remove(workspace / JOURNAL, site="forget.journal")
+
+
+@dataclass(frozen=True)
+class PurgedValues:
+    """The values purged from a workspace, known only by keyed hash and length."""
+
+    key: bytes
+    by_length: dict[int, frozenset[str]]
+
+    @classmethod
+    def of(cls, record: Record | None) -> PurgedValues | None:
+        if record is None:
+            return None
+        lengths: dict[int, set[str]] = {}
+        for purge in record.purges:
+            length, digest = purge.get("length"), purge.get("digest")
+            if isinstance(length, int) and length > 0 and isinstance(digest, str):
+                lengths.setdefault(length, set()).add(digest)
+        if not lengths:
+            return None
+        return cls(record.key, {n: frozenset(d) for n, d in lengths.items()})
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """Where purged values occur in ``text`` (non-overlapping, in order)."""
+        found: list[tuple[int, int]] = []
+        for length, digests in self.by_length.items():
+            for start in range(len(text) - length + 1):
+                if _digest(self.key, text[start : start + length]) in digests:
+                    found.append((start, start + length))
+        found.sort()
+        merged: list[tuple[int, int]] = []
+        for start, end in found:
+            if merged and start < merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+            else:
+                merged.append((start, end))
+        return merged
+
+    def scrub(self, text: str) -> tuple[str, int]:
+        """``text`` with every purged value replaced by ``[REDACTED:forgotten]``."""
+        spans = self.spans(text)
+        if not spans:
+            return text, 0
+        out: list[str] = []
+        last = 0
+        for start, end in spans:
+            out += [text[last:start], MARK]
+            last = end
+        out.append(text[last:])
+        return "".join(out), len(spans)
+
+
+def purged_values(workspace: Path) -> PurgedValues | None:
+    return PurgedValues.of(load(workspace))

@@ -1,0 +1,473 @@
+"""Rewriting every commit of a repository (``dream forget``): blobs, paths, messages, refs,
+reflogs, and the old objects pruned, loose and packed.
+
+Every commit reachable from any ref (branches, tags, remote-tracking refs, notes, the stash),
+from HEAD, from a reflog or from ORIG_HEAD/FETCH_HEAD is rewritten, parents first, with the
+rules the caller gives; a commit whose content and parents do not change keeps its id. Author,
+committer and dates are kept, so the rewrite is deterministic: run again on a half-rewritten
+repository (some refs moved, others not) it produces the same commits, which is what makes an
+interrupted purge finish on a rerun. Signatures (gpgsig, mergetag) of changed commits and tags
+are dropped: they signed the old content.
+
+Then the refs move (compare-and-set), packed-refs and the reflogs are rewritten through the
+mapping, and ``prune`` keeps exactly what the new refs, reflogs and the index reach: loose
+objects outside that set are deleted, and a pack holding any of them is written again without
+them. The commit-graph and multi-pack-index files name old commits and are removed (git works
+without them and rebuilds them on its next gc).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dulwich.index import ConflictedIndexEntry
+from dulwich.objects import Blob, Commit, ShaFile, Tag, Tree
+from dulwich.refs import Ref
+from dulwich.repo import Repo
+
+from dream_memory.adapters import fsutil
+from dream_memory.adapters.git.base import DAMAGE, oid
+from dream_memory.errors import VersionStoreError
+
+GITLINK = 0o160000
+_SHA = re.compile(rb"\b[0-9a-f]{40}\b")
+_PSEUDO_REFS = ("ORIG_HEAD", "FETCH_HEAD")
+
+
+@dataclass(frozen=True)
+class Rules:
+    """How one blob, path name and message change. Paths are workspace-relative."""
+
+    in_scope: Callable[[str], bool]  # the files this rewrite may change
+    blob: Callable[[str, bytes], bytes | None]  # None: the file goes
+    name: Callable[[str], str]
+    message: Callable[[bytes], bytes]
+    holds: Callable[[bytes], bool]  # the data holds what is purged (for files out of scope)
+
+
+@dataclass
+class RewritePlan:
+    """What a rewrite changes (``write=False``) or changed."""
+
+    commits: int = 0  # commits walked
+    holding: list[str] = field(default_factory=list)  # old commits whose own tree or message changed
+    rewritten: int = 0  # commits with a new id (their own change, or a parent's)
+    refs: dict[str, tuple[str, str]] = field(default_factory=dict)  # ref -> (old, new)
+    blobs: int = 0  # distinct file versions changed
+    outside: set[str] = field(default_factory=set)  # paths out of scope that hold the value
+    new_objects: list[ShaFile] = field(default_factory=list)
+    mapping: dict[bytes, bytes] = field(default_factory=dict)  # old object id -> new
+
+
+class Rewriter:
+    """One rewrite of one repository (see the module docstring)."""
+
+    def __init__(self, repo: Repo, prefix: str, rules: Rules) -> None:
+        self.repo = repo
+        self.store = repo.object_store
+        self.prefix = prefix.encode("utf-8") if prefix else b""
+        self.rules = rules
+        self.plan = RewritePlan()
+        self._trees: dict[tuple[bytes, bytes], bytes | None] = {}
+        self._blobs: dict[tuple[bytes, str], bytes | None] = {}
+        self._seen_outside: set[tuple[bytes, str]] = set()
+
+    # --- where to start ------------------------------------------------------------------------
+
+    def tips(self) -> list[bytes]:
+        """Every object a ref, HEAD, a reflog or a pseudo-ref names."""
+        found: list[bytes] = []
+        refs = self.repo.refs
+        for name in refs.allkeys():
+            try:
+                found.append(bytes(refs[name]))
+            except KeyError:
+                continue
+        for _, entries in _reflogs(self.repo):
+            for old, new in entries:
+                found += [old, new]
+        control = Path(self.repo.commondir())
+        for pseudo in _PSEUDO_REFS:
+            data = fsutil.read_text(control / pseudo)
+            if data:
+                found += _SHA.findall(data.encode("ascii", "replace"))
+        return [sha for sha in dict.fromkeys(found) if sha != b"0" * 40]
+
+    # --- rewriting -----------------------------------------------------------------------------
+
+    def run(self) -> RewritePlan:
+        try:
+            for sha in self._commit_order(self.tips()):
+                self._rewrite_commit(sha)
+            for sha in self.tips():
+                self.map_object(sha)
+        except DAMAGE as exc:
+            raise VersionStoreError(
+                f"the git repository at {self.repo.path} has an object that cannot be read ({exc}); nothing was changed",
+                hint="`git fsck` names it; repair the repository, then run the purge again",
+            ) from exc
+        return self.plan
+
+    def _get(self, sha: bytes) -> ShaFile | None:
+        try:
+            return self.store[oid(sha)]
+        except KeyError:
+            return None  # beyond a shallow clone's boundary, or a pseudo-ref's stale object
+
+    def _commit_order(self, tips: Iterable[bytes]) -> Iterator[bytes]:
+        """Commits, parents before children (iterative: histories are deep)."""
+        done: set[bytes] = set()
+        for tip in tips:
+            obj = self._get(tip)
+            while isinstance(obj, Tag):
+                obj = self._get(bytes(obj.object[1]))
+            if not isinstance(obj, Commit) or obj.id in done:
+                continue
+            stack: list[tuple[bytes, bool]] = [(bytes(obj.id), False)]
+            while stack:
+                sha, expanded = stack.pop()
+                if sha in done:
+                    continue
+                if expanded:
+                    done.add(sha)
+                    yield sha
+                    continue
+                commit = self._get(sha)
+                if not isinstance(commit, Commit):
+                    done.add(sha)
+                    continue
+                stack.append((sha, True))
+                stack.extend((bytes(p), False) for p in commit.parents if bytes(p) not in done)
+
+    def _add(self, obj: ShaFile) -> bytes:
+        self.plan.new_objects.append(obj)
+        return bytes(obj.id)
+
+    def _rewrite_commit(self, sha: bytes) -> None:
+        commit = self._get(sha)
+        assert isinstance(commit, Commit)
+        self.plan.commits += 1
+        tree = self._tree(bytes(commit.tree), b"")
+        if tree is None:
+            tree = self._add(Tree())
+        parents = [self.plan.mapping.get(bytes(p), bytes(p)) for p in commit.parents]
+        message = self.rules.message(commit.message)
+        author = self.rules.message(commit.author)
+        committer = self.rules.message(commit.committer)
+        own = tree != commit.tree or message != commit.message or author != commit.author or committer != commit.committer
+        if not own and parents == [bytes(p) for p in commit.parents]:
+            return
+        new = commit.copy()
+        assert isinstance(new, Commit)
+        new.tree = oid(tree)
+        new.parents = [oid(p) for p in parents]
+        new.message, new.author, new.committer = message, author, committer
+        new.gpgsig = None
+        new.mergetag = []
+        if own:
+            self.plan.holding.append(sha.decode("ascii"))
+        self.plan.rewritten += 1
+        self.plan.mapping[sha] = self._add(new)
+
+    def _rel(self, repo_path: bytes) -> str | None:
+        if not self.prefix:
+            return repo_path.decode("utf-8", "surrogateescape")
+        if repo_path.startswith(self.prefix + b"/"):
+            return repo_path[len(self.prefix) + 1 :].decode("utf-8", "surrogateescape")
+        return None
+
+    def _on_the_way(self, repo_path: bytes) -> bool:
+        """A folder the workspace lies in or below: worth walking."""
+        return not self.prefix or self.prefix.startswith(repo_path + b"/") or self._rel(repo_path) is not None
+
+    def _tree(self, sha: bytes, path: bytes) -> bytes | None:
+        """The tree's new id (None: nothing left in it)."""
+        key = (sha, path)
+        if key in self._trees:
+            return self._trees[key]
+        tree = self._get(sha)
+        if not isinstance(tree, Tree):
+            return sha
+        out = Tree()
+        changed = False
+        for entry in tree.items():
+            name, mode, child = bytes(entry.path), entry.mode, bytes(entry.sha)
+            full = path + b"/" + name if path else name
+            new_name, new_child = name, child
+            if mode == GITLINK:
+                pass
+            elif mode & 0o170000 == 0o040000:
+                new_child = self._tree(child, full) if self._on_the_way(full) else child
+            else:
+                rel = self._rel(full)
+                if rel is not None:
+                    new_child = self._blob(child, rel)
+                    if new_child is not None and self.rules.in_scope(rel):
+                        renamed = self.rules.name(rel)
+                        if renamed != rel:
+                            new_name = renamed.rsplit("/", 1)[-1].encode("utf-8", "surrogateescape")
+            if new_child is None:
+                changed = True
+                continue
+            changed |= new_child != child or new_name != name
+            out.add(new_name, mode, oid(new_child))
+        if not changed:
+            result: bytes | None = sha
+        elif not out.items():
+            result = None
+        else:
+            result = self._add(out)
+        self._trees[key] = result
+        return result
+
+    def _blob(self, sha: bytes, rel: str) -> bytes | None:
+        key = (sha, rel)
+        if key in self._blobs:
+            return self._blobs[key]
+        blob = self._get(sha)
+        result: bytes | None = sha
+        if isinstance(blob, Blob):
+            data = blob.as_raw_string()
+            if not self.rules.in_scope(rel):
+                if self.rules.holds(data):
+                    self.plan.outside.add(rel)
+            else:
+                new = self.rules.blob(rel, data)
+                if new is None:
+                    result = None
+                    self.plan.blobs += 1
+                elif new != data:
+                    result = self._add(Blob.from_string(new))
+                    self.plan.blobs += 1
+        self._blobs[key] = result
+        return result
+
+    def map_object(self, sha: bytes) -> bytes:
+        """The new id of what a ref names: a commit, or an annotated tag (rewritten over it)."""
+        if sha in self.plan.mapping:
+            return self.plan.mapping[sha]
+        obj = self._get(sha)
+        if isinstance(obj, Tag):
+            target = self.map_object(bytes(obj.object[1]))
+            message = self.rules.message(obj.message or b"")
+            if target == bytes(obj.object[1]) and message == (obj.message or b""):
+                return sha
+            new = obj.copy()
+            assert isinstance(new, Tag)
+            new.object = (obj.object[0], oid(target))
+            new.message = message
+            new.signature = None
+            self.plan.mapping[sha] = self._add(new)
+            return self.plan.mapping[sha]
+        if isinstance(obj, Tree):
+            return self._tree(sha, b"") or sha
+        return sha
+
+
+# --- applying a plan ------------------------------------------------------------------------------
+
+
+def store_objects(repo: Repo, plan: RewritePlan) -> None:
+    """The new objects into the object store, as one pack, before any ref names them."""
+    if plan.new_objects:
+        fsutil.checkpoint("forget.objects", Path(repo.object_store.path))
+        unique = {bytes(o.id): o for o in plan.new_objects}
+        repo.object_store.add_objects([(o, None) for o in unique.values()])
+
+
+def move_refs(repo: Repo, rewriter: Rewriter) -> dict[str, tuple[str, str]]:
+    """Every ref (and a detached HEAD) to its rewritten object, compare-and-set; packed-refs
+    rewritten through the mapping. Returns ref -> (old, new) of the refs moved."""
+    moved: dict[str, tuple[str, str]] = {}
+    refs = repo.refs
+    control = Path(repo.commondir())
+    for name in sorted(refs.allkeys()):
+        raw = refs.read_ref(name)
+        if raw is None or raw.startswith(b"ref: "):
+            continue  # symbolic (HEAD on a branch): it follows its branch
+        old = bytes(raw)
+        new = rewriter.map_object(old)
+        if new == old:
+            continue
+        fsutil.checkpoint("forget.ref", control / name.decode("utf-8", "surrogateescape"))
+        if not refs.set_if_equals(name, oid(old), oid(new)):
+            raise VersionStoreError(
+                f"{name.decode('utf-8', 'replace')} moved while the purge was rewriting it; nothing is lost",
+                hint="run the same dream forget again: it finishes the rewrite",
+            )
+        moved[name.decode("utf-8", "replace")] = (old.decode("ascii"), new.decode("ascii"))
+    _map_file(control / "packed-refs", rewriter.plan.mapping)
+    for pseudo in _PSEUDO_REFS:
+        _map_file(control / pseudo, rewriter.plan.mapping)
+    shallow = control / "shallow"
+    _map_file(shallow, rewriter.plan.mapping)
+    return moved
+
+
+def _map_file(path: Path, mapping: dict[bytes, bytes]) -> None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return
+    new = _SHA.sub(lambda m: mapping.get(m.group(0), m.group(0)), data)
+    if new != data:
+        fsutil.atomic_write(path, new, site="forget.refs")
+
+
+def _reflog_files(repo: Repo) -> list[Path]:
+    logs = Path(repo.commondir()) / "logs"
+    return sorted(p for p in logs.rglob("*") if p.is_file()) if logs.is_dir() else []
+
+
+def _reflogs(repo: Repo) -> Iterator[tuple[Path, list[tuple[bytes, bytes]]]]:
+    for path in _reflog_files(repo):
+        pairs: list[tuple[bytes, bytes]] = []
+        for line in path.read_bytes().splitlines():
+            fields = line.split(b" ", 2)
+            if len(fields) == 3 and _SHA.fullmatch(fields[0]) and _SHA.fullmatch(fields[1]):
+                pairs.append((fields[0], fields[1]))
+        yield path, pairs
+
+
+def rewrite_reflogs(repo: Repo, rewriter: Rewriter) -> int:
+    """Every reflog line's ids mapped and its message purged; returns the lines changed."""
+    changed = 0
+    for path in _reflog_files(repo):
+        data = path.read_bytes()
+        out: list[bytes] = []
+        for line in data.splitlines(keepends=True):
+            head, tab, message = line.partition(b"\t")
+            fields = head.split(b" ", 2)
+            if len(fields) == 3:
+                fields[0] = rewriter.map_object(fields[0]) if _SHA.fullmatch(fields[0]) else fields[0]
+                fields[1] = rewriter.map_object(fields[1]) if _SHA.fullmatch(fields[1]) else fields[1]
+                fields[2] = rewriter.rules.message(fields[2])
+            new = b" ".join(fields) + tab + (rewriter.rules.message(message) if tab else b"")
+            changed += new != line
+            out.append(new)
+        if b"".join(out) != data:
+            fsutil.atomic_write(path, b"".join(out), site="forget.reflog")
+    return changed
+
+
+# --- pruning --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    loose: int
+    packs: int
+    objects: int
+
+
+def reachable(repo: Repo) -> set[bytes]:
+    """What refs, HEAD, reflogs, pseudo-refs and the index reach: what git's gc would keep
+    (everything else is what the purge must leave behind)."""
+    pending: list[bytes] = []
+    refs = repo.refs
+    for name in refs.allkeys():
+        try:
+            pending.append(bytes(refs[name]))
+        except KeyError:
+            continue
+    for _, pairs in _reflogs(repo):
+        for old, new in pairs:
+            pending += [old, new]
+    control = Path(repo.commondir())
+    for pseudo in _PSEUDO_REFS:
+        text = fsutil.read_text(control / pseudo)
+        if text:
+            pending += _SHA.findall(text.encode("ascii", "replace"))
+    if os.path.exists(repo.index_path()):
+        index = repo.open_index()
+        for _, entry in index.items():
+            if isinstance(entry, ConflictedIndexEntry):
+                pending += [bytes(e.sha) for e in (entry.ancestor, entry.this, entry.other) if e is not None]
+            else:
+                pending.append(bytes(entry.sha))
+    seen: set[bytes] = set()
+    store = repo.object_store
+    while pending:
+        sha = pending.pop()
+        if sha in seen or sha == b"0" * 40:
+            continue
+        seen.add(sha)
+        try:
+            obj = store[oid(sha)]
+        except KeyError:
+            continue
+        if isinstance(obj, Commit):
+            pending.append(bytes(obj.tree))
+            pending += [bytes(p) for p in obj.parents]
+        elif isinstance(obj, Tree):
+            pending += [bytes(e.sha) for e in obj.items() if e.mode != GITLINK]
+        elif isinstance(obj, Tag):
+            pending.append(bytes(obj.object[1]))
+    return seen
+
+
+def prune(repo_path: str) -> PruneResult:
+    """Delete every object nothing reaches: loose ones, and packs holding any are written again
+    with only what is kept. Safe to repeat after a crash: a new pack lands before an old one goes."""
+    with Repo(repo_path) as repo:
+        keep = reachable(repo)
+        store = repo.object_store
+        loose = 0
+        for sha in list(store._iter_loose_objects()):
+            if bytes(sha) not in keep:
+                store.delete_loose_object(sha)
+                loose += 1
+        rewritten = 0
+        dropped = 0
+        pack_dir = Path(store.pack_dir)
+        for pack in list(store.packs):
+            shas = [bytes(s) for s in pack.index]  # hex ids
+            gone = [s for s in shas if s not in keep]
+            if not gone:
+                continue
+            kept = [store[oid(s)] for s in shas if s in keep]
+            dropped += len(gone)
+            if kept:
+                store.add_objects([(obj, None) for obj in kept])
+            base = Path(pack._basename)
+            pack.close()
+            for suffix in (".keep", ".bitmap", ".rev", ".mtimes", ".promisor", ".idx", ".pack"):
+                fsutil.remove(base.with_suffix(suffix), site="forget.prune")
+            rewritten += 1
+        objects_info = Path(store.path) / "info"
+        for stale in (objects_info / "commit-graph", pack_dir / "multi-pack-index", objects_info / "packs"):
+            fsutil.remove(stale, site="forget.prune")
+        graphs = objects_info / "commit-graphs"
+        if graphs.is_dir():
+            for path in graphs.iterdir():
+                fsutil.remove(path, site="forget.prune")
+            graphs.rmdir()
+        return PruneResult(loose=loose, packs=rewritten, objects=loose + dropped)
+
+
+def remotes(repo: Repo) -> list[str]:
+    """The names of the configured remotes."""
+    config = repo.get_config()
+    names = []
+    for section in config.sections():
+        if len(section) == 2 and section[0] == b"remote":
+            names.append(section[1].decode("utf-8", "replace"))
+    return sorted(names)
+
+
+def alternates(repo: Repo) -> list[str]:
+    path = Path(repo.object_store.path) / "info" / "alternates"
+    text = fsutil.read_text(path)
+    return [line for line in (text or "").splitlines() if line.strip() and not line.startswith("#")]
+
+
+def refs_named(repo: Repo, prefix: str) -> dict[str, str]:
+    return {
+        f"{prefix}{k.decode('utf-8', 'replace')}": bytes(v).decode("ascii")
+        for k, v in repo.refs.as_dict(Ref(prefix.encode("utf-8"))).items()
+        if v
+    }

@@ -1,0 +1,396 @@
+"""``dream forget``: a value or an entity removed from every layer of a workspace and from every
+commit of its git history (docs/forget.md). One service for the CLI and ``Workspace.forget``.
+
+The steps, under the Dream lock, each idempotent, with a journal written first so that a crash
+at any point is finished by running the same purge again (the journal names the purge by keyed
+hash, never by its value):
+
+1. the memory files on disk (tracked files, held batches, Dream's state, .consolidation.json);
+2. history.jsonl and memory/archive/ (under the history lock; cursors kept);
+3. the search index (a cache outside the store: removed, built again by the next search);
+4. git: every commit rewritten, refs and reflogs moved, the index brought in step;
+5. git: unreachable objects pruned, loose and packed;
+6. the audit record (``memory/.forgotten.json``) gets the purge, the journal goes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from dream_memory.core import forget as rules
+from dream_memory.core import layout
+from dream_memory.errors import RepositoryStateError, UsageError
+
+if TYPE_CHECKING:
+    from dream_memory.adapters.git import GitStore
+    from dream_memory.adapters.git.rewrite import RewritePlan
+    from dream_memory.adapters.rooted import RootedDir
+    from dream_memory.app.runtime import Runtime
+
+
+@dataclass(frozen=True)
+class ForgetRequest:
+    value: str | None = None  # --purge TEXT
+    entity: str | None = None  # --entity NAME
+    dry_run: bool = False
+
+
+@dataclass
+class ForgetReport:
+    kind: Literal["value", "entity"]
+    dry_run: bool
+    purge_id: str | None = None  # the keyed hash's head, as the audit record names the purge
+    resumed: bool = False  # an interrupted purge was finished
+    files: dict[str, list[int]] = field(default_factory=dict)  # memory file -> lines changed
+    removed: list[str] = field(default_factory=list)  # files that went whole
+    renamed: dict[str, str] = field(default_factory=dict)
+    history: dict[str, list[int]] = field(default_factory=dict)  # history.jsonl / archive -> lines
+    cursors: list[int] = field(default_factory=list)  # history entries rewritten (cursors kept)
+    search_index: bool = False  # a search index was removed
+    commits: int = 0  # commits walked
+    commits_holding: list[str] = field(default_factory=list)  # commits whose content held it
+    commits_rewritten: int = 0
+    refs: dict[str, tuple[str, str]] = field(default_factory=dict)
+    reflog_lines: int = 0
+    pruned: int = 0  # objects deleted
+    remotes: list[str] = field(default_factory=list)
+    push: list[str] = field(default_factory=list)  # the force-push commands to run
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.files or self.removed or self.renamed or self.history or self.commits_rewritten)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "dry_run": self.dry_run,
+            "purge_id": self.purge_id,
+            "resumed": self.resumed,
+            "files": self.files,
+            "removed": self.removed,
+            "renamed": self.renamed,
+            "history": self.history,
+            "cursors": self.cursors,
+            "search_index_removed": self.search_index,
+            "commits": self.commits,
+            "commits_holding": self.commits_holding,
+            "commits_rewritten": self.commits_rewritten,
+            "refs": {name: {"old": old, "new": new} for name, (old, new) in self.refs.items()},
+            "reflog_lines": self.reflog_lines,
+            "pruned_objects": self.pruned,
+            "remotes": self.remotes,
+            "push": self.push,
+            "warnings": self.warnings,
+        }
+
+
+def _target(request: ForgetRequest) -> rules.Target:
+    if (request.value is None) == (request.entity is None):
+        raise UsageError("give exactly one of --purge TEXT and --entity NAME")
+    if request.entity is not None:
+        name = request.entity.strip()
+        if "/" in name or name in (".", ".."):
+            raise UsageError(f"the entity name {name!r} is not a name (no folders)")
+        return rules.Target("entity", rules.check_value(name, "entity"))
+    assert request.value is not None
+    return rules.Target("value", rules.check_value(request.value, "value"))
+
+
+def _disk_scope(rel: str) -> bool:
+    """The workspace files the purge rewrites on disk besides the history files."""
+    return layout.is_tracked(rel) or rel == layout.CONSOLIDATION
+
+
+def _git_scope(rel: str) -> bool:
+    """The files the purge rewrites in commits: every file dream-memory writes (memory files,
+    and the history files an enclosing repository may carry). Anything else is the user's, and
+    is reported when it holds the value (docs/forget.md)."""
+    return layout.is_tracked(rel) or layout.matches_any(rel, layout.CARRIED_PATTERNS) or rel == ".gitignore"
+
+
+def forget(rt: Runtime, request: ForgetRequest) -> ForgetReport:
+    target = _target(request)
+    if not rt.has_workspace():
+        raise UsageError(f"no workspace at {rt.root}", hint="check --workspace / $DREAM_WORKSPACE")
+    report = ForgetReport(kind=target.kind, dry_run=request.dry_run)
+    git = rt.git(create=False)
+    try:
+        if request.dry_run:
+            from dream_memory.adapters.locks import dream_lock_shared
+
+            with dream_lock_shared(rt.root):
+                _run(rt, git, target, report, dry_run=True)
+        else:
+            with rt.dream_lock():
+                _run(rt, git, target, report, dry_run=False)
+    finally:
+        if git is not None:
+            git.close()
+    return report
+
+
+def _run(rt: Runtime, git: GitStore | None, target: rules.Target, report: ForgetReport, *, dry_run: bool) -> None:
+    from dream_memory.adapters import forgotten, locks
+
+    root = rt.root
+    if not dry_run:
+        record = forgotten.load_or_create(root)
+        digest = record.digest(target.value)
+        report.purge_id = digest[:16]
+        journal = forgotten.read_journal(root)
+        if journal is not None:
+            if journal.get("id") != report.purge_id:
+                raise UsageError(
+                    f"an interrupted purge ({journal.get('id') or 'unnamed'}, started {journal.get('started')}) "
+                    "is unfinished; run that same dream forget again to finish it first",
+                    hint=f"the journal is {layout.FORGET_JOURNAL}; it names the purge by hash only",
+                )
+            report.resumed = True
+    if git is not None:
+        _check_repository(git, resumed=report.resumed, dry_run=dry_run)
+    if not dry_run:
+        forgotten.write_journal(
+            root,
+            {"id": report.purge_id, "kind": target.kind, "started": rt.clock.now().isoformat(timespec="seconds"), **locks.this_process()},
+        )
+    _purge_files(rt, git, target, report, dry_run=dry_run)
+    _purge_history(rt, target, report, dry_run=dry_run)
+    _purge_search_index(rt, report, dry_run=dry_run)
+    _note_sessions(rt, target, report)
+    if git is not None and git.head() is not None:
+        _purge_git(git, target, report, dry_run=dry_run)
+    if not dry_run:
+        assert report.purge_id is not None
+        record = forgotten.load_or_create(root)
+        if not record.has(report.purge_id):
+            record.purges.append(
+                {
+                    "id": report.purge_id,
+                    "kind": target.kind,
+                    "digest": digest,
+                    "length": len(target.value),
+                    "at": rt.clock.now().isoformat(timespec="seconds"),
+                    "files": len(report.files) + len(report.removed),
+                    "history_entries": len(report.cursors),
+                    "commits_rewritten": report.commits_rewritten,
+                    "refs": sorted(report.refs),
+                }
+            )
+            forgotten.save(root, record)
+        forgotten.remove_journal(root)
+
+
+def _check_repository(git: GitStore, *, resumed: bool, dry_run: bool) -> None:
+    """Like every writing command: nothing under way in git, no Dream change half written, and
+    (unless this finishes an interrupted purge, whose own edits are the difference) no
+    uncommitted edit of a memory file, which the rewrite would otherwise have to guess about."""
+    if not dry_run:
+        from dream_memory.app.versioning import recover
+
+        recover(git)
+    git.check_can_commit()
+    git._check_index()
+    if resumed or git.head() is None:
+        return
+    dirty = git.dirty()
+    if dirty:
+        shown = ", ".join(dirty[:5]) + (f" and {len(dirty) - 5} more" if len(dirty) > 5 else "")
+        raise RepositoryStateError(
+            f"memory files have uncommitted edits ({shown}); dream forget rewrites history and needs a clean tree",
+            hint="let `dream run` commit them (or commit or restore them with git), then run dream forget again",
+        )
+
+
+def _fs(rt: Runtime, git: GitStore | None) -> RootedDir:
+    if git is not None:
+        return git.fs
+    from dream_memory.adapters.rooted import RootedDir
+
+    return RootedDir(rt.root)
+
+
+def _disk_files(fs: RootedDir) -> list[str]:
+    found: list[str] = []
+    for top in (*layout.tracked_roots(), layout.CONSOLIDATION):
+        st = fs.lstat(top)
+        if st is None:
+            continue
+        if os.path.isdir(fs.root / top) and not os.path.islink(fs.root / top):
+            found += [r for r in fs.walk_files(top) if _disk_scope(r)]
+        elif _disk_scope(top):
+            found.append(top)
+    return sorted(set(found))
+
+
+def _purge_files(rt: Runtime, git: GitStore | None, target: rules.Target, report: ForgetReport, *, dry_run: bool) -> None:
+    fs = _fs(rt, git)
+    for rel in _disk_files(fs):
+        if layout.matches_any(rel, (layout.HISTORY, f"{layout.ARCHIVE_DIR}/**")):
+            continue
+        data = fs.read(rel)
+        if data is None:
+            continue
+        new = rules.purge_bytes(rel, data, target)
+        renamed = rules.purge_name(rel, target)
+        if new is None:
+            report.removed.append(rel)
+            if not dry_run:
+                fs.remove(rel, site="forget.remove")
+            continue
+        if new != data:
+            text = data.decode("utf-8", errors="replace")
+            report.files[rel] = list(rules.purge_text_of(rel, text, target).lines) or [1]
+        if renamed != rel:
+            report.renamed[rel] = renamed
+            if not dry_run:
+                fs.write(renamed, new, site="forget.write")
+                fs.remove(rel, site="forget.remove")
+        elif new != data and not dry_run:
+            fs.write(rel, new, site="forget.write")
+
+
+def _purge_history(rt: Runtime, target: rules.Target, report: ForgetReport, *, dry_run: bool) -> None:
+    from dream_memory.adapters.history_log.purge import purge_history
+
+    done = purge_history(rt.history, lambda text: rules.purge_jsonl(text, target), dry_run=dry_run)
+    report.history = done.files
+    report.cursors = sorted(set(done.cursors))
+
+
+def _purge_search_index(rt: Runtime, report: ForgetReport, *, dry_run: bool) -> None:
+    """The index is a cache of the store's words: removed whole (SQLite's free pages would keep
+    the old text), built again by the next search."""
+    from dream_memory.adapters.search_index.location import SearchIndex
+    from dream_memory.settings import search_cache_dir
+
+    settings = rt.read_settings
+    cache = search_cache_dir(settings.env)
+    if cache is None:
+        return
+    for store in dict.fromkeys((os.path.realpath(rt.root), os.path.realpath(settings.store))):
+        index = SearchIndex.for_store(cache, store)
+        if index is None:
+            continue
+        if index.path.exists():
+            report.search_index = True
+            if not dry_run:
+                index.remove()
+
+
+def _note_sessions(rt: Runtime, target: rules.Target, report: ForgetReport) -> None:
+    """Session files are the agent's own, not memory: counted, never changed."""
+    folder = rt.root / layout.SESSIONS_DIR
+    if not folder.is_dir():
+        return
+    needle = target.value.encode("utf-8")
+    holding = sorted(p.name for p in folder.glob("*.jsonl") if p.is_file() and needle in p.read_bytes())
+    if holding:
+        report.warnings.append(
+            f"{len(holding)} session file(s) in {layout.SESSIONS_DIR}/ still hold it ({', '.join(holding[:3])}"
+            f"{' ...' if len(holding) > 3 else ''}): they are the agent's, not memory; delete them or their lines there"
+        )
+
+
+def _purge_git(git: GitStore, target: rules.Target, report: ForgetReport, *, dry_run: bool) -> None:
+    from dream_memory.adapters.git import rewrite
+
+    needle = target.value.encode("utf-8")
+    repo_rules = rewrite.Rules(
+        in_scope=_git_scope,
+        blob=lambda rel, data: rules.purge_bytes(rel, data, target),
+        name=lambda rel: rules.purge_name(rel, target),
+        message=lambda message: rules.purge_message(message, target),
+        holds=lambda data: needle in data,
+    )
+    rewriter = rewrite.Rewriter(git.repo, git.prefix, repo_rules)
+    old_head = git.head()
+    plan = rewriter.run()
+    report.commits = plan.commits
+    report.commits_holding = plan.holding
+    report.commits_rewritten = plan.rewritten
+    report.remotes = rewrite.remotes(git.repo)
+    if plan.outside:
+        shown = ", ".join(sorted(plan.outside)[:5])
+        report.warnings.append(
+            f"{len(plan.outside)} file(s) in git history that are not memory files hold it ({shown}); "
+            "dream forget changes only the files dream-memory writes: remove it from those with git filter-repo"
+        )
+    alternates = rewrite.alternates(git.repo)
+    if alternates:
+        report.warnings.append(
+            "this repository borrows objects from another (objects/info/alternates): old commits there are not pruned"
+        )
+    if dry_run:
+        report.refs = _planned_refs(git, rewriter)
+        report.push = _push_commands(git, report.refs, report.remotes)
+        _add_remote_warning(report)
+        return
+    rewrite.store_objects(git.repo, plan)
+    report.refs = rewrite.move_refs(git.repo, rewriter)
+    report.reflog_lines = rewrite.rewrite_reflogs(git.repo, rewriter)
+    new_head = git.head()
+    if new_head is not None:
+        paths = {p for p in git.files_at(old_head) if _git_scope(p)} if old_head else set()
+        paths |= {p for p in git.files_at(new_head) if _git_scope(p)}
+        git.sync_index(sorted(paths), new_head)
+    report.pruned = rewrite.prune(git.repo.path).objects
+    report.push = _push_commands(git, report.refs, report.remotes)
+    _add_remote_warning(report)
+
+
+def _planned_refs(git: GitStore, rewriter: Any) -> dict[str, tuple[str, str]]:
+    planned: dict[str, tuple[str, str]] = {}
+    for name in sorted(git.repo.refs.allkeys()):
+        raw = git.repo.refs.read_ref(name)
+        if raw is None or raw.startswith(b"ref: "):
+            continue
+        new = rewriter.map_object(bytes(raw))
+        if new != bytes(raw):
+            planned[name.decode("utf-8", "replace")] = (bytes(raw).decode("ascii"), new.decode("ascii"))
+    return planned
+
+
+def _push_commands(git: GitStore, refs: dict[str, tuple[str, str]], remotes: list[str]) -> list[str]:
+    """One ``git push --force-with-lease`` per remote: every rewritten branch, tag and notes ref,
+    each leased on the id the remote was last seen with (its remote-tracking ref), so a push
+    someone made since is never overwritten."""
+    commands: list[str] = []
+    for remote in remotes:
+        tracking = f"refs/remotes/{remote}/"
+        leases: list[str] = []
+        specs: list[str] = []
+        branches = {name[len(tracking) :]: old for name, (old, _) in refs.items() if name.startswith(tracking)}
+        branches.pop("HEAD", None)
+        for branch, old in sorted(branches.items()):
+            local = f"refs/heads/{branch}"
+            leases.append(f"--force-with-lease={local}:{old}")
+            specs.append(f"{local if local in refs or _exists(git, local) else tracking + branch}:{local}")
+        if not branches:
+            for name, (old, _) in sorted(refs.items()):
+                if name.startswith("refs/heads/"):
+                    leases.append(f"--force-with-lease={name}:{old}")
+                    specs.append(f"{name}:{name}")
+        for name, (old, _) in sorted(refs.items()):
+            if name.startswith(("refs/tags/", "refs/notes/")):
+                leases.append(f"--force-with-lease={name}:{old}")
+                specs.append(f"{name}:{name}")
+        if specs:
+            commands.append(" ".join(["git", "push", *leases, remote, *specs]))
+    return commands
+
+
+def _exists(git: GitStore, ref: str) -> bool:
+    return git.repo.refs.read_ref(ref.encode("utf-8")) is not None
+
+
+def _add_remote_warning(report: ForgetReport) -> None:
+    if not report.remotes or not report.commits_rewritten:
+        return
+    report.warnings.append(
+        "the old commits are still on the remote and in every clone, fork and pull request made from it: "
+        "force-push (the commands above), ask each clone to re-clone, and ask the host to drop forks' and "
+        "pull requests' copies (GitHub keeps refs/pull/* and cached views until its support purges them)"
+    )

@@ -1,0 +1,252 @@
+"""What ``dream forget`` does to one text: the rules, with no I/O (docs/forget.md).
+
+A purged value is *replaced*, never its line removed: every line, history entry and cursor stays
+where it was, so markdown keeps its shape, history cursors stay consecutive and Dream's cursor
+keeps pointing at the same entries. The value becomes ``[forgotten]``. A forgotten entity's own
+files (``entities/NAME.md``, ``entities/NAME/...``) and the ``index.md`` rows linking to them go
+whole; every other mention of its name is replaced like a value.
+
+JSON files (history lines, the archive, ``.consolidation.json``, held records, Dream's state) are
+changed inside their strings, so a value written escaped (``\\u00e9``, ``\\"``) is found too and
+the file stays valid JSON; a line that does not parse is changed as text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Any, Literal
+
+from dream_memory.core import layout
+from dream_memory.errors import InputError
+
+FORGOTTEN = "[forgotten]"
+# Shorter values would match inside ordinary words all over the store.
+MIN_VALUE_LENGTH = 4
+MAX_VALUE_LENGTH = 4096
+
+Kind = Literal["value", "entity"]
+
+
+@dataclass(frozen=True)
+class Target:
+    """What one purge removes: ``value`` (the text, or the entity's name) everywhere, and for an
+    entity its own files."""
+
+    kind: Kind
+    value: str
+
+    def drops(self, rel: str) -> bool:
+        """True for a workspace path that goes whole: the forgotten entity's own file or folder."""
+        if self.kind != "entity":
+            return False
+        folded = rel.casefold()
+        base = f"{layout.ENTITIES_DIR}/{self.value}".casefold()
+        return folded == base + ".md" or folded.startswith(base + "/")
+
+
+def check_value(value: str, kind: Kind) -> str:
+    """The value as given, or an InputError (exit 2) saying why it cannot be purged."""
+    what = "the entity name" if kind == "entity" else "the value to purge"
+    if not value.strip():
+        raise InputError(f"{what} is empty", hint="give the exact text to forget")
+    if "\n" in value or "\r" in value:
+        raise InputError(f"{what} spans lines", hint="purge each line's text on its own")
+    if len(value) < MIN_VALUE_LENGTH:
+        raise InputError(
+            f"{what} has fewer than {MIN_VALUE_LENGTH} characters: it would match inside ordinary words",
+            hint="give the whole value (a phone number, a name with its surname, the token)",
+        )
+    if len(value) > MAX_VALUE_LENGTH:
+        raise InputError(f"{what} is longer than {MAX_VALUE_LENGTH} characters")
+    if value in FORGOTTEN:
+        raise InputError(f"{what} is part of the marker {FORGOTTEN} that replaces purged values")
+    return value
+
+
+def _forms(value: str) -> tuple[str, ...]:
+    """The value as text, and as JSON writes it inside a string (escaped, ASCII or not)."""
+    forms = [value, json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1]]
+    return tuple(dict.fromkeys(forms))
+
+
+def replace_text(text: str, value: str) -> tuple[str, int]:
+    """``text`` with every occurrence of ``value`` (in any of its JSON-escaped forms) replaced."""
+    count = 0
+    for form in _forms(value):
+        if form in text:
+            count += text.count(form)
+            text = text.replace(form, FORGOTTEN)
+    return text, count
+
+
+def _in_strings(obj: Any, value: str) -> tuple[Any, int]:
+    if isinstance(obj, str):
+        return (obj.replace(value, FORGOTTEN), obj.count(value)) if value in obj else (obj, 0)
+    if isinstance(obj, list):
+        total = 0
+        out = []
+        for item in obj:
+            new, n = _in_strings(item, value)
+            out.append(new)
+            total += n
+        return out, total
+    if isinstance(obj, dict):
+        total = 0
+        result: dict[str, Any] = {}
+        for key, item in obj.items():
+            new_key, n = _in_strings(key, value)
+            new, m = _in_strings(item, value)
+            result[new_key] = new
+            total += n + m
+        return result, total
+    return obj, 0
+
+
+_DECODER = json.JSONDecoder()
+
+
+def replace_json_line(raw: str, value: str) -> tuple[str, int]:
+    """One line of a JSONL file with the value replaced inside its strings; a line that holds
+    it but does not parse as JSON (torn, foreign) is changed as text."""
+    if not any(form in raw for form in _forms(value)):
+        return raw, 0
+    objects: list[Any] = []
+    pos, text = 0, raw.rstrip("\r")
+    try:
+        while pos < len(text):
+            while pos < len(text) and text[pos] in " \t":
+                pos += 1
+            if pos >= len(text):
+                break
+            obj, pos = _DECODER.raw_decode(text, pos)
+            objects.append(obj)
+    except (ValueError, RecursionError):
+        return replace_text(raw, value)
+    total = 0
+    parts: list[str] = []
+    for obj in objects:
+        new, n = _in_strings(obj, value)
+        total += n
+        parts.append(json.dumps(new, ensure_ascii=False) if n else json.dumps(obj, ensure_ascii=False))
+    if not total:  # the value is there only outside strings (a number, say): as text
+        return replace_text(raw, value)
+    line = "".join(parts) + raw[len(text) :]
+    line, rest = replace_text(line, value)  # an escape variant json.dumps does not write back
+    return line, total + rest
+
+
+def replace_json_doc(text: str, value: str) -> tuple[str, int]:
+    """A whole JSON file with the value replaced inside its strings (indented as it was)."""
+    if not any(form in text for form in _forms(value)):
+        return text, 0
+    try:
+        obj = json.loads(text)
+    except (ValueError, RecursionError):
+        return replace_text(text, value)
+    new, total = _in_strings(obj, value)
+    if not total:
+        return replace_text(text, value)
+    indent = 2 if "\n" in text.strip() else None
+    out = json.dumps(new, ensure_ascii=False, indent=indent) + ("\n" if text.endswith("\n") else "")
+    out, rest = replace_text(out, value)
+    return out, total + rest
+
+
+def _index_row_links(line: str, target: Target) -> bool:
+    """An index.md row that links to the forgotten entity's file (it goes with the file)."""
+    if target.kind != "entity":
+        return False
+    folded = line.casefold()
+    return f"{layout.ENTITIES_DIR}/{target.value}.md".casefold() in folded
+
+
+@dataclass(frozen=True)
+class TextChange:
+    text: str
+    replaced: int  # occurrences replaced
+    lines: tuple[int, ...]  # 1-based numbers of the lines changed or removed in the old text
+    removed_lines: int = 0
+
+
+def purge_markdown(text: str, target: Target, *, rel: str) -> TextChange:
+    """A text file's lines with the value replaced; index.md rows linking to a forgotten
+    entity's file are removed."""
+    out: list[str] = []
+    changed: list[int] = []
+    total = removed = 0
+    is_index = rel == layout.INDEX
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        if is_index and _index_row_links(line, target):
+            changed.append(number)
+            removed += 1
+            continue
+        new, n = replace_text(line, target.value)
+        if n:
+            changed.append(number)
+            total += n
+        out.append(new)
+    return TextChange("".join(out), total, tuple(changed), removed)
+
+
+def purge_jsonl(text: str, target: Target) -> TextChange:
+    out: list[str] = []
+    changed: list[int] = []
+    total = 0
+    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+        body = line.rstrip("\n")
+        new, n = replace_json_line(body, target.value)
+        if n:
+            changed.append(number)
+            total += n
+        out.append(new + line[len(body) :])
+    return TextChange("".join(out), total, tuple(changed))
+
+
+def purge_text_of(rel: str, text: str, target: Target) -> TextChange:
+    """The one rule by file kind: JSONL line by line, JSON as a document, the rest as lines."""
+    if rel.endswith(".jsonl"):
+        return purge_jsonl(text, target)
+    if rel.endswith(".json"):
+        new, n = replace_json_doc(text, target.value)
+        lines = tuple(i for i, line in enumerate(text.splitlines(), start=1) if target.value in line) if n else ()
+        return TextChange(new, n, lines or ((1,) if n else ()))
+    return purge_markdown(text, target, rel=rel)
+
+
+def purge_bytes(rel: str, data: bytes, target: Target) -> bytes | None:
+    """A file's bytes after the purge: None when the file goes whole (a forgotten entity's),
+    the same object when nothing changes. Bytes that are not UTF-8 are matched as bytes."""
+    if target.drops(rel):
+        return None
+    if target.value.encode("utf-8") not in data and not any(f.encode("utf-8") in data for f in _forms(target.value)):
+        if not (rel == layout.INDEX and target.kind == "entity"):
+            return data
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.replace(target.value.encode("utf-8"), FORGOTTEN.encode("utf-8"))
+    change = purge_text_of(rel, text, target)
+    if not change.replaced and not change.removed_lines:
+        return data
+    return change.text.encode("utf-8")
+
+
+def purge_name(rel: str, target: Target) -> str:
+    """A path with the value replaced in its names (a file named after the value is renamed)."""
+    if target.value not in rel:
+        return rel
+    return str(PurePosixPath(*(part.replace(target.value, FORGOTTEN) for part in PurePosixPath(rel).parts)))
+
+
+def purge_message(message: bytes, target: Target) -> bytes:
+    """A commit or tag message (or an identity) with the value replaced."""
+    text = message.decode("utf-8", errors="surrogateescape")
+    new, n = replace_text(text, target.value)
+    return new.encode("utf-8", errors="surrogateescape") if n else message
+
+
+PathFilter = Callable[[str], bool]

@@ -1,0 +1,180 @@
+"""dream forget --purge / --entity: the value leaves every file, history line, archive line,
+commit, tag, reflog and object; git's own CLI is the judge (docs/forget.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from forget_helpers import CANARY, Env, dreamt_workspace, holders, tree_bytes
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Env:
+    return Env(tmp_path)
+
+
+def test_purge_leaves_the_canary_nowhere_git_or_files_can_find_it(env: Env) -> None:
+    """After three Dream batches, a side branch, an annotated tag naming the canary and a
+    compaction into memory/archive/, `dream forget --purge` leaves it in no file, no history or
+    archive line, no commit reachable from any ref, no reflog and no object at all; fsck is clean
+    and history cursors are unchanged."""
+    dreamt_workspace(env, batches=3, compact=True)
+    env.git("branch", "side", "HEAD~1")
+    env.git("tag", "-a", "v1", "-m", f"tagged while {CANARY} was known")
+    assert list((env.ws / "memory" / "archive").glob("history-*.jsonl")), "compaction archived nothing"
+    before = holders(env)
+    assert "USER.md" in before and "memory/history.jsonl" in before and before["log -p --all"]
+    cursors_before = [json.loads(line)["cursor"] for line in (env.ws / "memory/history.jsonl").read_text().splitlines()]
+
+    code, report = env.dream_json("forget", "--purge", CANARY)
+
+    assert code == 0, report
+    assert holders(env) == {}
+    assert env.git("fsck", "--strict").strip() == ""
+    assert CANARY not in env.git("fsck", "--unreachable", "--no-reflogs", "--no-dangling")
+    unreachable = env.git("fsck", "--unreachable", "--no-reflogs").split()
+    assert not unreachable, unreachable
+    cursors_after = [json.loads(line)["cursor"] for line in (env.ws / "memory/history.jsonl").read_text().splitlines()]
+    assert cursors_after == cursors_before
+    assert "[forgotten]" in (env.ws / "USER.md").read_text()
+    assert {"refs/heads/main", "refs/heads/side", "refs/tags/v1"} <= set(report["refs"])
+    assert report["history"] and report["cursors"] and report["commits_holding"]
+    assert env.git("status", "--porcelain").strip() == ""
+
+
+def test_log_and_restore_work_on_the_rewritten_history(env: Env) -> None:
+    """dream log shows the rewritten latest change and dream restore undoes a rewritten commit."""
+    dreamt_workspace(env, batches=2)
+    assert env.dream("forget", "--purge", CANARY).exit_code == 0
+    log = env.dream("log")
+    assert log.exit_code == 0 and "dream:" in log.output and CANARY not in log.output
+    head = env.git("rev-parse", "HEAD").strip()
+    restored = env.dream("restore", head)
+    assert restored.exit_code == 0, restored.output
+    assert env.git("fsck", "--strict").strip() == ""
+    assert holders(env) == {}
+
+
+def test_the_audit_record_names_the_purge_without_the_value(env: Env) -> None:
+    """memory/.forgotten.json records the purge (id, kind, time, counts) and never the value; it
+    is untracked, and a second run of the same purge finds nothing and records nothing twice."""
+    dreamt_workspace(env, batches=1)
+    code, report = env.dream_json("forget", "--purge", CANARY)
+    assert code == 0
+    text = (env.ws / "memory/.forgotten.json").read_text()
+    assert CANARY not in text and CANARY.lower() not in text.lower()
+    record = json.loads(text)
+    assert [p["id"] for p in record["purges"]] == [report["purge_id"]]
+    assert record["purges"][0]["kind"] == "value" and record["purges"][0]["at"]
+    assert "memory/.forgotten.json" not in env.git("ls-files")
+    assert env.git("status", "--porcelain").strip() == ""
+    code, again = env.dream_json("forget", "--purge", CANARY)
+    assert code == 0 and again["commits_rewritten"] == 0 and not again["files"]
+    assert len(json.loads((env.ws / "memory/.forgotten.json").read_text())["purges"]) == 1
+
+
+def test_a_purged_value_is_refused_later_even_when_allowlisted(env: Env) -> None:
+    """After the purge, an append holding the value stores [REDACTED:forgotten] in its place,
+    although the secret allowlist names it."""
+    dreamt_workspace(env, batches=1)
+    assert env.dream("forget", "--purge", CANARY).exit_code == 0
+    config = json.loads((env.ws / "dream.json").read_text()) if (env.ws / "dream.json").exists() else {}
+    config.setdefault("agents", {}).setdefault("defaults", {}).setdefault("dream", {})["secretAllowlist"] = [CANARY]
+    (env.ws / "dream.json").write_text(json.dumps(config))
+    assert env.dream("append", f"- [durable] again {CANARY} here").exit_code == 0
+    last = (env.ws / "memory/history.jsonl").read_text().splitlines()[-1]
+    assert CANARY not in last and "[REDACTED:forgotten]" in last
+
+
+def test_dry_run_lists_the_changes_and_writes_nothing(env: Env) -> None:
+    """--dry-run names files, lines, history entries and commits, and leaves every byte of the
+    workspace and its repository as it was."""
+    dreamt_workspace(env, batches=2)
+    before = tree_bytes(env.ws)
+    code, report = env.dream_json("forget", "--purge", CANARY, "--dry-run")
+    assert code == 0
+    assert report["dry_run"] and "USER.md" in report["files"] and report["cursors"] and report["commits_holding"]
+    assert report["refs"]["refs/heads/main"]["old"] == env.git("rev-parse", "HEAD").strip()
+    assert tree_bytes(env.ws) == before
+
+
+def test_entity_purge_removes_its_file_and_its_name(env: Env) -> None:
+    """--entity NAME removes entities/NAME.md from disk and every commit, its index.md row, and
+    the name everywhere else."""
+    dreamt_workspace(env, batches=1)
+    (env.ws / "entities").mkdir(exist_ok=True)
+    (env.ws / "entities" / "Zorblatt.md").write_text("# Zorblatt\n\nLives in the attic.\n")
+    index = env.ws / "index.md"
+    index.write_text((index.read_text() if index.exists() else "") + "- [Zorblatt](entities/Zorblatt.md): a ghost\n")
+    (env.ws / "USER.md").write_text((env.ws / "USER.md").read_text() + "\n- Friend of Zorblatt\n")
+    env.git("add", "-A")
+    env.git("commit", "-qm", "add Zorblatt by hand")
+    code, report = env.dream_json("forget", "--entity", "Zorblatt")
+    assert code == 0, report
+    assert "entities/Zorblatt.md" in report["removed"]
+    assert not (env.ws / "entities" / "Zorblatt.md").exists()
+    assert "Zorblatt" not in env.git("log", "-p", "--all", "--stat")
+    assert "Zorblatt" not in env.git("cat-file", "--batch-all-objects", "--batch")
+    assert "Zorblatt" not in (env.ws / "USER.md").read_text() and "Zorblatt" not in index.read_text()
+    assert env.git("fsck", "--strict").strip() == ""
+
+
+def test_refuses_a_dirty_tree_and_a_merge_in_progress(env: Env) -> None:
+    """Uncommitted edits of memory files and a merge under way are refused with exit 2 and a
+    message; nothing changes."""
+    dreamt_workspace(env, batches=1)
+    user = env.ws / "USER.md"
+    user.write_text(user.read_text() + "\n- edited by hand\n")
+    result = env.dream("forget", "--purge", CANARY)
+    assert result.exit_code == 2 and "uncommitted edits" in result.output
+    assert CANARY in user.read_text()
+    env.git("checkout", "USER.md")
+    (env.ws / ".git" / "MERGE_HEAD").write_text(env.git("rev-parse", "HEAD"))
+    result = env.dream("forget", "--purge", CANARY)
+    assert result.exit_code == 2 and "merge" in result.output
+    assert CANARY in user.read_text()
+
+
+def test_bad_values_are_refused_with_exit_2(env: Env) -> None:
+    """A value too short to purge safely, or both options at once, is a one-line error, exit 2."""
+    dreamt_workspace(env, batches=1)
+    short = env.dream("forget", "--purge", "tea")
+    assert short.exit_code == 2 and "fewer than" in short.output
+    both = env.dream("forget", "--purge", CANARY, "--entity", "Bob")
+    assert both.exit_code == 2 and "exactly one" in both.output
+
+
+def test_a_pushed_repository_gets_the_exact_force_push(env: Env, tmp_path: Path) -> None:
+    """With a remote, the report prints `git push --force-with-lease=<ref>:<old> <remote> <refs>`
+    for each rewritten branch and warns about forks and pull requests; the command pushes."""
+    dreamt_workspace(env, batches=2)
+    remote = tmp_path / "remote.git"
+    env.git("init", "-q", "--bare", str(remote))
+    env.git("remote", "add", "origin", str(remote))
+    env.git("push", "-q", "origin", "main")
+    env.git("fetch", "-q", "origin")
+    result = env.dream("forget", "--purge", CANARY)
+    assert result.exit_code == 0, result.output
+    push = [line.strip() for line in result.output.splitlines() if line.strip().startswith("git push")]
+    assert len(push) == 1 and "--force-with-lease=refs/heads/main:" in push[0] and " origin " in push[0]
+    assert "pull request" in result.output and "fork" in result.output
+    env.git(*push[0].split()[1:])
+    assert env.git("--git-dir", str(remote), "log", "-p", "--all").count(CANARY) == 0
+
+
+def test_dream_never_writes_a_purged_value_back(env: Env) -> None:
+    """An agent that appends to history.jsonl itself (nanobot does, without our guard) brings the
+    value back in an entry; the next Dream run writes [REDACTED:forgotten] into memory instead."""
+    dreamt_workspace(env, batches=1)
+    assert env.dream("forget", "--purge", CANARY).exit_code == 0
+    history = env.ws / "memory/history.jsonl"
+    last = json.loads(history.read_text().splitlines()[-1])["cursor"]
+    line = {"cursor": last + 1, "timestamp": "2026-04-03 10:00", "content": f"- [durable] User's new code is {CANARY}"}
+    with history.open("a") as f:
+        f.write(json.dumps(line) + "\n")
+    result = env.dream("run", "--model", "offline")
+    assert result.exit_code == 0, result.output
+    assert CANARY not in (env.ws / "USER.md").read_text()
+    assert CANARY not in env.git("log", "-p", "--all")

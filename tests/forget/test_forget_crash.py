@@ -1,0 +1,71 @@
+"""A purge killed (SIGKILL) at any of its steps leaves a workspace that a rerun of the same purge
+completes: the canary ends up nowhere, fsck is clean, history keeps every entry."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from forget_helpers import CANARY, Env, dreamt_workspace, holders
+
+# (write site, which write there): the journal, memory files, history, new objects, a ref,
+# the reflogs, the index, the prune, the audit record and the journal's removal
+KILL_POINTS = [
+    ("forget.journal", 1),
+    ("forget.write", 1),
+    ("history.rewrite", 1),
+    ("forget.archive", 1),
+    ("forget.objects", 1),
+    ("forget.ref", 2),
+    ("forget.reflog", 1),
+    ("git.index", 1),
+    ("forget.prune", 1),
+    ("forget.prune", 3),
+    ("forget.record", 2),
+    ("forget.journal", 2),
+]
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("template")
+    env = Env(root)
+    dreamt_workspace(env, batches=3, compact=True)
+    env.git("branch", "side", "HEAD~1")
+    env.git("repack", "-adq")  # packed objects too
+    return env.ws
+
+
+@pytest.mark.parametrize(("site", "nth"), KILL_POINTS, ids=[f"{s}-{n}" for s, n in KILL_POINTS])
+def test_a_killed_purge_is_finished_by_running_it_again(template: Path, tmp_path: Path, site: str, nth: int) -> None:
+    """SIGKILL just before the given write; the rerun of the same purge exits 0 and the canary is
+    gone from files, commits, reflogs and objects; history keeps its cursors."""
+    env = Env(tmp_path)
+    shutil.copytree(template, env.ws, symlinks=True)
+    entries = len((env.ws / "memory/history.jsonl").read_text().splitlines())
+    killed = env.process("forget", "--purge", CANARY, kill=(site, nth))
+    assert killed.returncode == -9, f"the kill point was never reached: {killed.stdout}{killed.stderr}"
+    done = env.process("forget", "--purge", CANARY, "--json")
+    assert done.returncode == 0, done.stderr
+    assert holders(env) == {}
+    assert env.git("fsck", "--strict").strip() == ""
+    assert not (env.ws / "memory/.forget_journal.json").exists()
+    assert len((env.ws / "memory/history.jsonl").read_text().splitlines()) == entries
+    record = json.loads((env.ws / "memory/.forgotten.json").read_text())
+    assert len(record["purges"]) == 1
+    assert env.git("status", "--porcelain").strip() == ""
+
+
+def test_another_purge_waits_for_the_interrupted_one(template: Path, tmp_path: Path) -> None:
+    """While an interrupted purge is unfinished, a purge of another value is refused (exit 2)
+    with the instruction to finish the first; the first then completes."""
+    env = Env(tmp_path)
+    shutil.copytree(template, env.ws, symlinks=True)
+    killed = env.process("forget", "--purge", CANARY, kill=("forget.ref", 1))
+    assert killed.returncode == -9
+    other = env.dream("forget", "--purge", "green tea variety")
+    assert other.exit_code == 2 and "interrupted purge" in other.output
+    assert env.dream("forget", "--purge", CANARY).exit_code == 0
+    assert holders(env) == {}
