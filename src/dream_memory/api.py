@@ -27,6 +27,7 @@ from dream_memory.settings import defaults
 if TYPE_CHECKING:
     from dream_memory.app.consolidate import ConsolidateReport
     from dream_memory.app.dream import DreamReport
+    from dream_memory.app.forget import ForgetReport
     from dream_memory.app.history import Appended
     from dream_memory.app.init import InitReport
     from dream_memory.app.restore import HeldReport, VersionList
@@ -196,3 +197,10 @@ class Workspace:
         from dream_memory.app.restore import SettleRequest, settle_held
 
         return settle_held(self._rt, SettleRequest(held_id, "discard"))
+
+    def forget(self, value: str | None = None, *, entity: str | None = None, dry_run: bool = False) -> ForgetReport:
+        """Purge ``value`` (or the entity ``entity``) from memory and every commit of git history,
+        as ``dream forget`` does (docs/forget.md); ``dry_run`` lists what would change."""
+        from dream_memory.app.forget import ForgetRequest, forget
+
+        return forget(self._rt, ForgetRequest(value=value, entity=entity, dry_run=dry_run))

@@ -88,7 +88,7 @@ def dreamt_workspace(env: Env, *, batches: int = 3, compact: bool = False) -> No
             json.dumps({"agents": {"defaults": {"dream": {"maxHistoryEntries": 10}}}}), encoding="utf-8"
         )
     cursor = 0
-    for batch in range(batches):
+    for _batch in range(batches):
         for i in range(6):
             cursor += 1
             text = f"- [durable] User's locker {cursor} code is {CANARY} and they like tea number {cursor}"

@@ -178,3 +178,17 @@ def test_dream_never_writes_a_purged_value_back(env: Env) -> None:
     assert result.exit_code == 0, result.output
     assert CANARY not in (env.ws / "USER.md").read_text()
     assert CANARY not in env.git("log", "-p", "--all")
+
+
+def test_the_python_api_runs_the_same_purge(env: Env) -> None:
+    """Workspace.forget is the CLI's service: a dry run first changes nothing, then the purge
+    leaves the canary nowhere."""
+    from dream_memory import Workspace
+
+    dreamt_workspace(env, batches=1)
+    ws = Workspace(env.ws, env=env.env)
+    planned = ws.forget(CANARY, dry_run=True)
+    assert planned.dry_run and planned.commits_holding and holders(env)
+    done = ws.forget(CANARY)
+    assert done.purge_id and done.commits_rewritten == planned.commits_rewritten
+    assert holders(env) == {}

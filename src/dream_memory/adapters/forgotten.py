@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import secrets
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dream_memory.adapters import fsutil
+from dream_memory.adapters.rooted import RootedDir
 from dream_memory.core import jsontext, layout
 from dream_memory.errors import InputError
 
@@ -157,3 +160,42 @@ class PurgedValues:
 
 def purged_values(workspace: Path) -> PurgedValues | None:
     return PurgedValues.of(load(workspace))
+
+
+# --- the files a purge looks at besides the memory files ---------------------------------------------
+
+
+def files_below(fs: RootedDir, tops: Iterable[str], scope: Callable[[str], bool]) -> list[str]:
+    """Workspace files under ``tops`` (files or folders, never through a symlink) in ``scope``."""
+    found: list[str] = []
+    for top in tops:
+        if fs.lstat(top) is None:
+            continue
+        path = fs.root / top
+        if path.is_dir() and not path.is_symlink():
+            found += [rel for rel in fs.walk_files(top) if scope(rel)]
+        elif scope(top):
+            found.append(top)
+    return sorted(set(found))
+
+
+def remove_search_indexes(cache: Path, stores: Iterable[Path], *, dry_run: bool) -> bool:
+    """Remove the search index of each store (True when there was one). Removed whole: SQLite's
+    free pages would keep the old text; the next search builds it again."""
+    from dream_memory.adapters.search_index.location import SearchIndex
+
+    found = False
+    for store in dict.fromkeys(os.path.realpath(s) for s in stores):
+        index = SearchIndex.for_store(cache, store)
+        if index is not None and index.path.exists():
+            found = True
+            if not dry_run:
+                index.remove()
+    return found
+
+
+def files_holding(folder: Path, needle: bytes) -> list[str]:
+    """Names of the .jsonl files in ``folder`` whose bytes hold ``needle``."""
+    if not folder.is_dir():
+        return []
+    return sorted(p.name for p in folder.glob("*.jsonl") if p.is_file() and needle in p.read_bytes())

@@ -15,7 +15,6 @@ hash, never by its value):
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -25,7 +24,6 @@ from dream_memory.errors import RepositoryStateError, UsageError
 
 if TYPE_CHECKING:
     from dream_memory.adapters.git import GitStore
-    from dream_memory.adapters.git.rewrite import RewritePlan
     from dream_memory.adapters.rooted import RootedDir
     from dream_memory.app.runtime import Runtime
 
@@ -152,9 +150,9 @@ def _run(rt: Runtime, git: GitStore | None, target: rules.Target, report: Forget
     if git is not None:
         _check_repository(git, resumed=report.resumed, dry_run=dry_run)
     if not dry_run:
+        started = rt.clock.now().isoformat(timespec="seconds")
         forgotten.write_journal(
-            root,
-            {"id": report.purge_id, "kind": target.kind, "started": rt.clock.now().isoformat(timespec="seconds"), **locks.this_process()},
+            root, {"id": report.purge_id, "kind": target.kind, "started": started, **locks.this_process()}
         )
     _purge_files(rt, git, target, report, dry_run=dry_run)
     _purge_history(rt, target, report, dry_run=dry_run)
@@ -212,22 +210,13 @@ def _fs(rt: Runtime, git: GitStore | None) -> RootedDir:
     return RootedDir(rt.root)
 
 
-def _disk_files(fs: RootedDir) -> list[str]:
-    found: list[str] = []
-    for top in (*layout.tracked_roots(), layout.CONSOLIDATION):
-        st = fs.lstat(top)
-        if st is None:
-            continue
-        if os.path.isdir(fs.root / top) and not os.path.islink(fs.root / top):
-            found += [r for r in fs.walk_files(top) if _disk_scope(r)]
-        elif _disk_scope(top):
-            found.append(top)
-    return sorted(set(found))
-
-
-def _purge_files(rt: Runtime, git: GitStore | None, target: rules.Target, report: ForgetReport, *, dry_run: bool) -> None:
+def _purge_files(
+    rt: Runtime, git: GitStore | None, target: rules.Target, report: ForgetReport, *, dry_run: bool
+) -> None:
     fs = _fs(rt, git)
-    for rel in _disk_files(fs):
+    from dream_memory.adapters.forgotten import files_below
+
+    for rel in files_below(fs, (*layout.tracked_roots(), layout.CONSOLIDATION), _disk_scope):
         if layout.matches_any(rel, (layout.HISTORY, f"{layout.ARCHIVE_DIR}/**")):
             continue
         data = fs.read(rel)
@@ -263,30 +252,20 @@ def _purge_history(rt: Runtime, target: rules.Target, report: ForgetReport, *, d
 def _purge_search_index(rt: Runtime, report: ForgetReport, *, dry_run: bool) -> None:
     """The index is a cache of the store's words: removed whole (SQLite's free pages would keep
     the old text), built again by the next search."""
-    from dream_memory.adapters.search_index.location import SearchIndex
+    from dream_memory.adapters.forgotten import remove_search_indexes
     from dream_memory.settings import search_cache_dir
 
     settings = rt.read_settings
     cache = search_cache_dir(settings.env)
-    if cache is None:
-        return
-    for store in dict.fromkeys((os.path.realpath(rt.root), os.path.realpath(settings.store))):
-        index = SearchIndex.for_store(cache, store)
-        if index is None:
-            continue
-        if index.path.exists():
-            report.search_index = True
-            if not dry_run:
-                index.remove()
+    if cache is not None:
+        report.search_index = remove_search_indexes(cache, (rt.root, settings.store), dry_run=dry_run)
 
 
 def _note_sessions(rt: Runtime, target: rules.Target, report: ForgetReport) -> None:
     """Session files are the agent's own, not memory: counted, never changed."""
-    folder = rt.root / layout.SESSIONS_DIR
-    if not folder.is_dir():
-        return
-    needle = target.value.encode("utf-8")
-    holding = sorted(p.name for p in folder.glob("*.jsonl") if p.is_file() and needle in p.read_bytes())
+    from dream_memory.adapters.forgotten import files_holding
+
+    holding = files_holding(rt.root / layout.SESSIONS_DIR, target.value.encode("utf-8"))
     if holding:
         report.warnings.append(
             f"{len(holding)} session file(s) in {layout.SESSIONS_DIR}/ still hold it ({', '.join(holding[:3])}"
@@ -324,7 +303,7 @@ def _purge_git(git: GitStore, target: rules.Target, report: ForgetReport, *, dry
             "this repository borrows objects from another (objects/info/alternates): old commits there are not pruned"
         )
     if dry_run:
-        report.refs = _planned_refs(git, rewriter)
+        report.refs = rewrite.planned_refs(git.repo, rewriter)
         report.push = _push_commands(git, report.refs, report.remotes)
         _add_remote_warning(report)
         return
@@ -341,22 +320,12 @@ def _purge_git(git: GitStore, target: rules.Target, report: ForgetReport, *, dry
     _add_remote_warning(report)
 
 
-def _planned_refs(git: GitStore, rewriter: Any) -> dict[str, tuple[str, str]]:
-    planned: dict[str, tuple[str, str]] = {}
-    for name in sorted(git.repo.refs.allkeys()):
-        raw = git.repo.refs.read_ref(name)
-        if raw is None or raw.startswith(b"ref: "):
-            continue
-        new = rewriter.map_object(bytes(raw))
-        if new != bytes(raw):
-            planned[name.decode("utf-8", "replace")] = (bytes(raw).decode("ascii"), new.decode("ascii"))
-    return planned
-
-
 def _push_commands(git: GitStore, refs: dict[str, tuple[str, str]], remotes: list[str]) -> list[str]:
     """One ``git push --force-with-lease`` per remote: every rewritten branch, tag and notes ref,
     each leased on the id the remote was last seen with (its remote-tracking ref), so a push
     someone made since is never overwritten."""
+    from dream_memory.adapters.git import rewrite
+
     commands: list[str] = []
     for remote in remotes:
         tracking = f"refs/remotes/{remote}/"
@@ -367,7 +336,9 @@ def _push_commands(git: GitStore, refs: dict[str, tuple[str, str]], remotes: lis
         for branch, old in sorted(branches.items()):
             local = f"refs/heads/{branch}"
             leases.append(f"--force-with-lease={local}:{old}")
-            specs.append(f"{local if local in refs or _exists(git, local) else tracking + branch}:{local}")
+            specs.append(
+                f"{local if local in refs or rewrite.ref_exists(git.repo, local) else tracking + branch}:{local}"
+            )
         if not branches:
             for name, (old, _) in sorted(refs.items()):
                 if name.startswith("refs/heads/"):
@@ -380,10 +351,6 @@ def _push_commands(git: GitStore, refs: dict[str, tuple[str, str]], remotes: lis
         if specs:
             commands.append(" ".join(["git", "push", *leases, remote, *specs]))
     return commands
-
-
-def _exists(git: GitStore, ref: str) -> bool:
-    return git.repo.refs.read_ref(ref.encode("utf-8")) is not None
 
 
 def _add_remote_warning(report: ForgetReport) -> None:

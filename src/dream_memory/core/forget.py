@@ -14,7 +14,6 @@ the file stays valid JSON; a line that does not parse is changed as text.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -26,7 +25,7 @@ from dream_memory.errors import InputError
 FORGOTTEN = "[forgotten]"
 # Shorter values would match inside ordinary words all over the store.
 MIN_VALUE_LENGTH = 4
-MAX_VALUE_LENGTH = 4096
+MAX_VALUE_LENGTH = 4000
 
 Kind = Literal["value", "entity"]
 
@@ -222,9 +221,9 @@ def purge_bytes(rel: str, data: bytes, target: Target) -> bytes | None:
     the same object when nothing changes. Bytes that are not UTF-8 are matched as bytes."""
     if target.drops(rel):
         return None
-    if target.value.encode("utf-8") not in data and not any(f.encode("utf-8") in data for f in _forms(target.value)):
-        if not (rel == layout.INDEX and target.kind == "entity"):
-            return data
+    holds = any(form.encode("utf-8") in data for form in _forms(target.value))
+    if not holds and not (rel == layout.INDEX and target.kind == "entity"):
+        return data
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

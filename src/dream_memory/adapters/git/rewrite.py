@@ -107,7 +107,8 @@ class Rewriter:
                 self.map_object(sha)
         except DAMAGE as exc:
             raise VersionStoreError(
-                f"the git repository at {self.repo.path} has an object that cannot be read ({exc}); nothing was changed",
+                f"the git repository at {self.repo.path} has an object that cannot be read ({exc}); "
+                "nothing was changed",
                 hint="`git fsck` names it; repair the repository, then run the purge again",
             ) from exc
         return self.plan
@@ -158,7 +159,7 @@ class Rewriter:
         message = self.rules.message(commit.message)
         author = self.rules.message(commit.author)
         committer = self.rules.message(commit.committer)
-        own = tree != commit.tree or message != commit.message or author != commit.author or committer != commit.committer
+        own = (tree, message, author, committer) != (commit.tree, commit.message, commit.author, commit.committer)
         if not own and parents == [bytes(p) for p in commit.parents]:
             return
         new = commit.copy()
@@ -196,33 +197,33 @@ class Rewriter:
         changed = False
         for entry in tree.items():
             name, mode, child = bytes(entry.path), entry.mode, bytes(entry.sha)
-            full = path + b"/" + name if path else name
-            new_name, new_child = name, child
-            if mode == GITLINK:
-                pass
-            elif mode & 0o170000 == 0o040000:
-                new_child = self._tree(child, full) if self._on_the_way(full) else child
-            else:
-                rel = self._rel(full)
-                if rel is not None:
-                    new_child = self._blob(child, rel)
-                    if new_child is not None and self.rules.in_scope(rel):
-                        renamed = self.rules.name(rel)
-                        if renamed != rel:
-                            new_name = renamed.rsplit("/", 1)[-1].encode("utf-8", "surrogateescape")
+            new_name, new_child = self._entry(name, mode, child, path + b"/" + name if path else name)
             if new_child is None:
                 changed = True
                 continue
             changed |= new_child != child or new_name != name
             out.add(new_name, mode, oid(new_child))
-        if not changed:
-            result: bytes | None = sha
-        elif not out.items():
-            result = None
-        else:
-            result = self._add(out)
+        result: bytes | None = sha
+        if changed:
+            result = self._add(out) if out.items() else None
         self._trees[key] = result
         return result
+
+    def _entry(self, name: bytes, mode: int, child: bytes, full: bytes) -> tuple[bytes, bytes | None]:
+        """One tree entry's new name and id (None: it goes)."""
+        if mode == GITLINK:
+            return name, child
+        if mode & 0o170000 == 0o040000:
+            return name, (self._tree(child, full) if self._on_the_way(full) else child)
+        rel = self._rel(full)
+        if rel is None:
+            return name, child
+        new_child = self._blob(child, rel)
+        if new_child is not None and self.rules.in_scope(rel):
+            renamed = self.rules.name(rel)
+            if renamed != rel:
+                name = renamed.rsplit("/", 1)[-1].encode("utf-8", "surrogateescape")
+        return name, new_child
 
     def _blob(self, sha: bytes, rel: str) -> bytes | None:
         key = (sha, rel)
@@ -364,9 +365,8 @@ class PruneResult:
     objects: int
 
 
-def reachable(repo: Repo) -> set[bytes]:
-    """What refs, HEAD, reflogs, pseudo-refs and the index reach: what git's gc would keep
-    (everything else is what the purge must leave behind)."""
+def _starts(repo: Repo) -> list[bytes]:
+    """What refs, HEAD, reflogs, pseudo-refs and the index name."""
     pending: list[bytes] = []
     refs = repo.refs
     for name in refs.allkeys():
@@ -383,12 +383,18 @@ def reachable(repo: Repo) -> set[bytes]:
         if text:
             pending += _SHA.findall(text.encode("ascii", "replace"))
     if os.path.exists(repo.index_path()):
-        index = repo.open_index()
-        for _, entry in index.items():
+        for _, entry in repo.open_index().items():
             if isinstance(entry, ConflictedIndexEntry):
                 pending += [bytes(e.sha) for e in (entry.ancestor, entry.this, entry.other) if e is not None]
             else:
                 pending.append(bytes(entry.sha))
+    return pending
+
+
+def reachable(repo: Repo) -> set[bytes]:
+    """What refs, HEAD, reflogs, pseudo-refs and the index reach: what git's gc would keep
+    (everything else is what the purge must leave behind)."""
+    pending = _starts(repo)
     seen: set[bytes] = set()
     store = repo.object_store
     while pending:
@@ -471,3 +477,20 @@ def refs_named(repo: Repo, prefix: str) -> dict[str, str]:
         for k, v in repo.refs.as_dict(Ref(prefix.encode("utf-8"))).items()
         if v
     }
+
+
+def ref_exists(repo: Repo, name: str) -> bool:
+    return repo.refs.read_ref(Ref(name.encode("utf-8"))) is not None
+
+
+def planned_refs(repo: Repo, rewriter: Rewriter) -> dict[str, tuple[str, str]]:
+    """ref -> (old, new) of the refs a rewrite would move (a dry run: nothing is written)."""
+    planned: dict[str, tuple[str, str]] = {}
+    for name in sorted(repo.refs.allkeys()):
+        raw = repo.refs.read_ref(name)
+        if raw is None or raw.startswith(b"ref: "):
+            continue
+        new = rewriter.map_object(bytes(raw))
+        if new != bytes(raw):
+            planned[name.decode("utf-8", "replace")] = (bytes(raw).decode("ascii"), new.decode("ascii"))
+    return planned

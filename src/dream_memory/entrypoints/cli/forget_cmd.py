@@ -35,6 +35,10 @@ def render(report: ForgetReport) -> None:
         echo(f"  history entries {would}rewritten (cursors kept): {len(report.cursors)}")
     if report.search_index:
         echo(f"  search index {would}removed (built again by the next search)")
+    _render_git(report, would)
+
+
+def _render_git(report: ForgetReport, would: str) -> None:
     echo(
         f"git: {len(report.commits_holding)} of {report.commits} commits hold it; "
         f"{report.commits_rewritten} {would}rewritten, {len(report.refs)} refs {would}moved"
@@ -59,7 +63,13 @@ def render(report: ForgetReport) -> None:
 @json_option
 @workspace_options
 def forget(
-    *, value: str | None, entity: str | None, dry_run: bool, as_json: bool, workspace: str | None, config_path: str | None
+    *,
+    value: str | None,
+    entity: str | None,
+    dry_run: bool,
+    as_json: bool,
+    workspace: str | None,
+    config_path: str | None,
 ) -> int:
     """Remove a value (or an entity) from the memory files, history, archive, held batches, the
     search index and every commit of git history; old commits are pruned. Replaced by
