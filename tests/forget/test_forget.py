@@ -192,3 +192,69 @@ def test_the_python_api_runs_the_same_purge(env: Env) -> None:
     done = ws.forget(CANARY)
     assert done.purge_id and done.commits_rewritten == planned.commits_rewritten
     assert holders(env) == {}
+
+
+def test_notes_and_commit_ids_named_in_messages_follow_the_rewrite(env: Env) -> None:
+    """A git note on a rewritten commit stays attached to its new id (its text purged), and the
+    id a revert's message names ("Reverts: <id>") is the rewritten commit's, which exists."""
+    dreamt_workspace(env, batches=2)
+    first = env.git("rev-parse", "HEAD").strip()
+    assert env.dream("restore", first).exit_code == 0
+    env.git("notes", "add", "-m", f"reviewed; mentions {CANARY}", "HEAD~1")
+    assert env.dream("forget", "--purge", CANARY).exit_code == 0
+    assert holders(env) == {}
+    assert "reviewed; mentions [forgotten]" in env.git("notes", "show", "HEAD~1")
+    body = env.git("log", "-1", "--format=%B", "HEAD")
+    reverted = next(line.split()[1] for line in body.splitlines() if line.startswith("Reverts:"))
+    assert reverted != first
+    assert env.git("cat-file", "-t", reverted).strip() == "commit"
+    short = env.git("log", "-1", "--format=%s", "HEAD").split()[2]
+    assert reverted.startswith(short)
+    assert env.git("fsck", "--strict").strip() == ""
+
+
+def test_the_search_index_holding_the_value_is_removed(env: Env, tmp_path: Path) -> None:
+    """A store large enough for `dream search` to keep an index in the cache folder: the index
+    holds the canary before the purge and is gone after it; the next search answers without it."""
+    dreamt_workspace(env, batches=1)
+    entities = env.ws / "entities"
+    entities.mkdir(exist_ok=True)
+    for i in range(520):
+        entities.joinpath(f"thing{i}.md").write_text(f"# thing{i}\n\nPlain note {i}.\n")
+    entities.joinpath("locker.md").write_text(f"# locker\n\nThe code is {CANARY}.\n")
+    env.git("add", "-A")
+    env.git("commit", "-qm", "many entities")
+    assert CANARY in env.dream("search", "locker").output
+    indexes = list((tmp_path / "cache").rglob("*.sqlite"))
+    assert indexes and any(b"7f3q9" in p.read_bytes() for p in indexes)  # words, folded
+    code, report = env.dream_json("forget", "--purge", CANARY)
+    assert code == 0 and report["search_index_removed"]
+    assert not any(p.exists() for p in indexes)
+    after = env.dream("search", "locker")
+    assert after.exit_code == 0 and CANARY not in after.output and "[forgotten]" in after.output
+
+
+def test_inside_a_users_repository_only_dream_memorys_files_are_rewritten(tmp_path: Path) -> None:
+    """A workspace in a folder of a larger repository: its memory files are purged in every
+    commit, the user's own file that holds the value is left as it is and named in a warning,
+    and the work tree stays clean."""
+    env = Env(tmp_path)
+    repo = tmp_path / "project"
+    env.ws = repo / "agent" / "ws"
+    env.env["DREAM_WORKSPACE"] = str(env.ws)
+    env.ws.mkdir(parents=True)
+    (repo / "NOTES.txt").write_text(f"the user's own mention of {CANARY}\n")
+    env.git("-C", str(repo), "init", "-q", "-b", "main")
+    env.git("-C", str(repo), "add", "NOTES.txt")
+    env.git("-C", str(repo), "commit", "-qm", "user's work")
+    dreamt_workspace(env, batches=1)
+    env.git("-C", str(repo), "add", "-A")
+    env.git("-C", str(repo), "commit", "-qm", "track what dream committed beside")
+    code, report = env.dream_json("forget", "--purge", CANARY)
+    assert code == 0, report
+    assert any("NOTES.txt" in w for w in report["warnings"])
+    assert CANARY in (repo / "NOTES.txt").read_text()
+    log = env.git("-C", str(repo), "log", "-p", "--all", "--", "agent/ws")
+    assert CANARY not in log
+    assert env.git("-C", str(repo), "status", "--porcelain").strip() == ""
+    assert env.git("-C", str(repo), "fsck", "--strict").strip() == ""

@@ -37,6 +37,24 @@ def _digest(key: bytes, value: str) -> str:
     return hashlib.blake2b(value.encode("utf-8", "surrogatepass"), key=key, digest_size=32).hexdigest()
 
 
+# A rolling (Rabin-Karp) hash over code points picks the windows worth the keyed digest: a text
+# of 50,000 characters took 250 ms with a digest per window, and a few ms with this in front.
+# Its base comes from the key, and it tells whoever holds the file nothing the digest beside it
+# does not (both need the key, which is in the same file).
+_RK_MOD = (1 << 31) - 1  # small ints: the sliding loop runs in Python
+
+
+def _rk_base(key: bytes) -> int:
+    return int.from_bytes(hashlib.blake2b(b"rolling", key=key, digest_size=8).digest(), "big") % _RK_MOD or 257
+
+
+def _rolling(base: int, value: str) -> int:
+    h = 0
+    for ch in value:
+        h = (h * base + ord(ch)) % _RK_MOD
+    return h
+
+
 @dataclass
 class Record:
     key: bytes
@@ -44,6 +62,9 @@ class Record:
 
     def digest(self, value: str) -> str:
         return _digest(self.key, value)
+
+    def rolling(self, value: str) -> int:
+        return _rolling(_rk_base(self.key), value)
 
     def has(self, purge_id: str) -> bool:
         return any(p.get("id") == purge_id for p in self.purges)
@@ -114,25 +135,37 @@ class PurgedValues:
 
     key: bytes
     by_length: dict[int, frozenset[str]]
+    rolling: dict[int, frozenset[int]]  # per length: the rolling hashes (a length missing: none recorded)
 
     @classmethod
     def of(cls, record: Record | None) -> PurgedValues | None:
         if record is None:
             return None
         lengths: dict[int, set[str]] = {}
+        rolling: dict[int, set[int]] = {}
+        unfiltered: set[int] = set()
         for purge in record.purges:
-            length, digest = purge.get("length"), purge.get("digest")
+            length, digest, rk = purge.get("length"), purge.get("digest"), purge.get("rolling")
             if isinstance(length, int) and length > 0 and isinstance(digest, str):
                 lengths.setdefault(length, set()).add(digest)
+                if isinstance(rk, int):
+                    rolling.setdefault(length, set()).add(rk)
+                else:
+                    unfiltered.add(length)
         if not lengths:
             return None
-        return cls(record.key, {n: frozenset(d) for n, d in lengths.items()})
+        return cls(
+            record.key,
+            {n: frozenset(d) for n, d in lengths.items()},
+            {n: frozenset(r) for n, r in rolling.items() if n not in unfiltered},
+        )
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Where purged values occur in ``text`` (non-overlapping, in order)."""
         found: list[tuple[int, int]] = []
         for length, digests in self.by_length.items():
-            for start in range(len(text) - length + 1):
+            starts = self._candidates(text, length) if length in self.rolling else range(len(text) - length + 1)
+            for start in starts:
                 if _digest(self.key, text[start : start + length]) in digests:
                     found.append((start, start + length))
         found.sort()
@@ -143,6 +176,25 @@ class PurgedValues:
             else:
                 merged.append((start, end))
         return merged
+
+    def _candidates(self, text: str, length: int) -> list[int]:
+        """Window starts whose rolling hash is a purged value's."""
+        if len(text) < length:
+            return []
+        wanted = self.rolling[length]
+        base = _rk_base(self.key)
+        top = pow(base, length - 1, _RK_MOD)
+        codes = [ord(ch) for ch in text]
+        mod = _RK_MOD
+        h = 0
+        for code in codes[:length]:
+            h = (h * base + code) % mod
+        starts = [0] if h in wanted else []
+        for start, (out, new) in enumerate(zip(codes, codes[length:], strict=False), start=1):
+            h = ((h - out * top) * base + new) % mod
+            if h in wanted:
+                starts.append(start)
+        return starts
 
     def scrub(self, text: str) -> tuple[str, int]:
         """``text`` with every purged value replaced by ``[REDACTED:forgotten]``."""

@@ -169,6 +169,7 @@ def _run(rt: Runtime, git: GitStore | None, target: rules.Target, report: Forget
                     "id": report.purge_id,
                     "kind": target.kind,
                     "digest": digest,
+                    "rolling": record.rolling(target.value),
                     "length": len(target.value),
                     "at": rt.clock.now().isoformat(timespec="seconds"),
                     "files": len(report.files) + len(report.removed),

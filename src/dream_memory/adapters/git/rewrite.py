@@ -35,6 +35,8 @@ from dream_memory.errors import VersionStoreError
 
 GITLINK = 0o160000
 _SHA = re.compile(rb"\b[0-9a-f]{40}\b")
+_HEXISH = re.compile(rb"\b[0-9a-f]{7,40}\b")
+NOTES = b"refs/notes/"
 _PSEUDO_REFS = ("ORIG_HEAD", "FETCH_HEAD")
 
 
@@ -78,18 +80,26 @@ class Rewriter:
 
     # --- where to start ------------------------------------------------------------------------
 
-    def tips(self) -> list[bytes]:
-        """Every object a ref, HEAD, a reflog or a pseudo-ref names."""
+    def tips(self, *, notes: bool | None = None) -> list[bytes]:
+        """Every object a ref, HEAD, a reflog or a pseudo-ref names; ``notes``: only those of
+        notes refs (True) or only the others (False)."""
         found: list[bytes] = []
         refs = self.repo.refs
         for name in refs.allkeys():
+            if notes is not None and bytes(name).startswith(NOTES) != notes:
+                continue
             try:
                 found.append(bytes(refs[name]))
             except KeyError:
                 continue
-        for _, entries in _reflogs(self.repo):
+        logs = Path(self.repo.commondir()) / "logs"
+        for path, entries in _reflogs(self.repo):
+            if notes is not None and path.relative_to(logs).as_posix().startswith("refs/notes/") != notes:
+                continue
             for old, new in entries:
                 found += [old, new]
+        if notes:
+            return [sha for sha in dict.fromkeys(found) if sha != b"0" * 40]
         control = Path(self.repo.commondir())
         for pseudo in _PSEUDO_REFS:
             data = fsutil.read_text(control / pseudo)
@@ -101,8 +111,11 @@ class Rewriter:
 
     def run(self) -> RewritePlan:
         try:
-            for sha in self._commit_order(self.tips()):
+            for sha in self._commit_order(self.tips(notes=False)):
                 self._rewrite_commit(sha)
+            # Notes last: their trees are named by the ids of the commits they annotate.
+            for sha in self._commit_order(self.tips(notes=True)):
+                self._rewrite_commit(sha, notes=True)
             for sha in self.tips():
                 self.map_object(sha)
         except DAMAGE as exc:
@@ -148,15 +161,15 @@ class Rewriter:
         self.plan.new_objects.append(obj)
         return bytes(obj.id)
 
-    def _rewrite_commit(self, sha: bytes) -> None:
+    def _rewrite_commit(self, sha: bytes, *, notes: bool = False) -> None:
         commit = self._get(sha)
         assert isinstance(commit, Commit)
         self.plan.commits += 1
-        tree = self._tree(bytes(commit.tree), b"")
+        tree = self._notes_tree(bytes(commit.tree)) if notes else self._tree(bytes(commit.tree), b"")
         if tree is None:
             tree = self._add(Tree())
         parents = [self.plan.mapping.get(bytes(p), bytes(p)) for p in commit.parents]
-        message = self.rules.message(commit.message)
+        message = self._map_ids(self.rules.message(commit.message))
         author = self.rules.message(commit.author)
         committer = self.rules.message(commit.committer)
         own = (tree, message, author, committer) != (commit.tree, commit.message, commit.author, commit.committer)
@@ -174,16 +187,65 @@ class Rewriter:
         self.plan.rewritten += 1
         self.plan.mapping[sha] = self._add(new)
 
+    def _map_ids(self, message: bytes) -> bytes:
+        """Commit ids a message names ("Reverts: <id>", "revert 1a2b3c4d5e") follow the rewrite:
+        a full id through the mapping, an abbreviated one (7+ hex digits) when it names exactly
+        one rewritten commit, abbreviated to the same length."""
+        if not self.plan.mapping or not _HEXISH.search(message):
+            return message
+
+        def one(match: re.Match[bytes]) -> bytes:
+            token = match.group(0)
+            if len(token) == 40:
+                return self.plan.mapping.get(token, token)
+            hits = [old for old in self.plan.mapping if old.startswith(token)]
+            return self.plan.mapping[hits[0]][: len(token)] if len(hits) == 1 else token
+
+        return _HEXISH.sub(one, message)
+
+    def _notes_tree(self, sha: bytes) -> bytes | None:
+        """A notes tree: each note's text purged, and its name (the annotated object's id, in
+        any fan-out) mapped to the rewritten id, written flat (git reads either)."""
+        key = (sha, b"\0notes")
+        if key in self._trees:
+            return self._trees[key]
+        notes: dict[bytes, tuple[int, bytes]] = {}
+        self._collect_notes(sha, b"", notes)
+        out = Tree()
+        changed = False
+        for name, (mode, blob_sha) in notes.items():
+            new_name = self.plan.mapping.get(name, name) if _SHA.fullmatch(name) else name
+            new_blob = blob_sha
+            blob = self._get(blob_sha)
+            if isinstance(blob, Blob):
+                data = blob.as_raw_string()
+                purged = self.rules.message(data)
+                if purged != data:
+                    new_blob = self._add(Blob.from_string(purged))
+                    self.plan.blobs += 1
+            changed |= new_name != name or new_blob != blob_sha
+            out.add(new_name, mode, oid(new_blob))
+        result: bytes | None = (self._add(out) if out.items() else None) if changed else sha
+        self._trees[key] = result
+        return result
+
+    def _collect_notes(self, sha: bytes, prefix: bytes, into: dict[bytes, tuple[int, bytes]]) -> None:
+        tree = self._get(sha)
+        if not isinstance(tree, Tree):
+            return
+        for entry in tree.items():
+            name = prefix + bytes(entry.path)
+            if entry.mode & 0o170000 == 0o040000:
+                self._collect_notes(bytes(entry.sha), name, into)
+            else:
+                into[name] = (entry.mode, bytes(entry.sha))
+
     def _rel(self, repo_path: bytes) -> str | None:
         if not self.prefix:
             return repo_path.decode("utf-8", "surrogateescape")
         if repo_path.startswith(self.prefix + b"/"):
             return repo_path[len(self.prefix) + 1 :].decode("utf-8", "surrogateescape")
         return None
-
-    def _on_the_way(self, repo_path: bytes) -> bool:
-        """A folder the workspace lies in or below: worth walking."""
-        return not self.prefix or self.prefix.startswith(repo_path + b"/") or self._rel(repo_path) is not None
 
     def _tree(self, sha: bytes, path: bytes) -> bytes | None:
         """The tree's new id (None: nothing left in it)."""
@@ -214,9 +276,10 @@ class Rewriter:
         if mode == GITLINK:
             return name, child
         if mode & 0o170000 == 0o040000:
-            return name, (self._tree(child, full) if self._on_the_way(full) else child)
+            return name, self._tree(child, full)
         rel = self._rel(full)
-        if rel is None:
+        if rel is None:  # outside the workspace: never changed, only reported
+            self._scan(child, full.decode("utf-8", "surrogateescape"))
             return name, child
         new_child = self._blob(child, rel)
         if new_child is not None and self.rules.in_scope(rel):
@@ -224,6 +287,14 @@ class Rewriter:
             if renamed != rel:
                 name = renamed.rsplit("/", 1)[-1].encode("utf-8", "surrogateescape")
         return name, new_child
+
+    def _scan(self, sha: bytes, path: str) -> None:
+        if (sha, path) in self._seen_outside:
+            return
+        self._seen_outside.add((sha, path))
+        blob = self._get(sha)
+        if isinstance(blob, Blob) and self.rules.holds(blob.as_raw_string()):
+            self.plan.outside.add(path)
 
     def _blob(self, sha: bytes, rel: str) -> bytes | None:
         key = (sha, rel)
@@ -254,7 +325,7 @@ class Rewriter:
         obj = self._get(sha)
         if isinstance(obj, Tag):
             target = self.map_object(bytes(obj.object[1]))
-            message = self.rules.message(obj.message or b"")
+            message = self._map_ids(self.rules.message(obj.message or b""))
             if target == bytes(obj.object[1]) and message == (obj.message or b""):
                 return sha
             new = obj.copy()
