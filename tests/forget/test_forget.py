@@ -258,3 +258,30 @@ def test_inside_a_users_repository_only_dream_memorys_files_are_rewritten(tmp_pa
     assert CANARY not in log
     assert env.git("-C", str(repo), "status", "--porcelain").strip() == ""
     assert env.git("-C", str(repo), "fsck", "--strict").strip() == ""
+
+
+def test_held_batches_dream_state_and_consolidation_progress_lose_the_value(env: Env) -> None:
+    """A held batch under memory/.dream_held/, Dream's state and .consolidation.json holding the
+    value (escaped, as JSON writes it) lose it on disk and in every commit, and stay valid JSON."""
+    dreamt_workspace(env, batches=1)
+    held = env.ws / "memory" / ".dream_held" / "h1"
+    held.mkdir(parents=True)
+    (held / "batch.json").write_text(
+        json.dumps({"reason": "deletions", "files": {"USER.md": f"- {CANARY}\n"}}, indent=2)
+    )
+    state = env.ws / "memory" / ".dream_state.json"
+    data = json.loads(state.read_text()) if state.exists() else {}
+    data["note"] = f'quoted "{CANARY}"'
+    state.write_text(json.dumps(data, ensure_ascii=True, indent=2))
+    env.git("add", "-f", "memory/.dream_held", "memory/.dream_state.json")
+    env.git("commit", "-qm", "held batch and state by hand")
+    (env.ws / "memory" / ".consolidation.json").write_text(json.dumps({"s": {"summary": CANARY}}))
+    code, report = env.dream_json("forget", "--purge", CANARY)
+    assert code == 0, report
+    assert {"memory/.dream_held/h1/batch.json", "memory/.dream_state.json", "memory/.consolidation.json"} <= set(
+        report["files"]
+    )
+    for path in (held / "batch.json", state, env.ws / "memory" / ".consolidation.json"):
+        assert "[forgotten]" in json.dumps(json.loads(path.read_text()))
+    assert holders(env) == {}
+    assert env.git("status", "--porcelain").strip() == ""

@@ -275,7 +275,7 @@ def _note_sessions(rt: Runtime, target: rules.Target, report: ForgetReport) -> N
 
 
 def _purge_git(git: GitStore, target: rules.Target, report: ForgetReport, *, dry_run: bool) -> None:
-    from dream_memory.adapters.git import rewrite
+    from dream_memory.adapters.git import prune, rewrite
 
     needle = target.value.encode("utf-8")
     repo_rules = rewrite.Rules(
@@ -291,14 +291,14 @@ def _purge_git(git: GitStore, target: rules.Target, report: ForgetReport, *, dry
     report.commits = plan.commits
     report.commits_holding = plan.holding
     report.commits_rewritten = plan.rewritten
-    report.remotes = rewrite.remotes(git.repo)
+    report.remotes = prune.remotes(git.repo)
     if plan.outside:
         shown = ", ".join(sorted(plan.outside)[:5])
         report.warnings.append(
             f"{len(plan.outside)} file(s) in git history that are not memory files hold it ({shown}); "
             "dream forget changes only the files dream-memory writes: remove it from those with git filter-repo"
         )
-    alternates = rewrite.alternates(git.repo)
+    alternates = prune.alternates(git.repo)
     if alternates:
         report.warnings.append(
             "this repository borrows objects from another (objects/info/alternates): old commits there are not pruned"
@@ -316,7 +316,7 @@ def _purge_git(git: GitStore, target: rules.Target, report: ForgetReport, *, dry
         paths = {p for p in git.files_at(old_head) if _git_scope(p)} if old_head else set()
         paths |= {p for p in git.files_at(new_head) if _git_scope(p)}
         git.sync_index(sorted(paths), new_head)
-    report.pruned = rewrite.prune(git.repo.path).objects
+    report.pruned = prune.prune(git.repo.path).objects
     report.push = _push_commands(git, report.refs, report.remotes)
     _add_remote_warning(report)
 

@@ -18,26 +18,22 @@ without them and rebuilds them on its next gc).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dulwich.index import ConflictedIndexEntry
 from dulwich.objects import Blob, Commit, ShaFile, Tag, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git.base import DAMAGE, oid
+from dream_memory.adapters.git.prune import GITLINK, PSEUDO_REFS, SHA_ID, reflog_files, reflogs
 from dream_memory.errors import VersionStoreError
 
-GITLINK = 0o160000
-_SHA = re.compile(rb"\b[0-9a-f]{40}\b")
 _HEXISH = re.compile(rb"\b[0-9a-f]{7,40}\b")
 NOTES = b"refs/notes/"
-_PSEUDO_REFS = ("ORIG_HEAD", "FETCH_HEAD")
 
 
 @dataclass(frozen=True)
@@ -93,7 +89,7 @@ class Rewriter:
             except KeyError:
                 continue
         logs = Path(self.repo.commondir()) / "logs"
-        for path, entries in _reflogs(self.repo):
+        for path, entries in reflogs(self.repo):
             if notes is not None and path.relative_to(logs).as_posix().startswith("refs/notes/") != notes:
                 continue
             for old, new in entries:
@@ -101,10 +97,10 @@ class Rewriter:
         if notes:
             return [sha for sha in dict.fromkeys(found) if sha != b"0" * 40]
         control = Path(self.repo.commondir())
-        for pseudo in _PSEUDO_REFS:
+        for pseudo in PSEUDO_REFS:
             data = fsutil.read_text(control / pseudo)
             if data:
-                found += _SHA.findall(data.encode("ascii", "replace"))
+                found += SHA_ID.findall(data.encode("ascii", "replace"))
         return [sha for sha in dict.fromkeys(found) if sha != b"0" * 40]
 
     # --- rewriting -----------------------------------------------------------------------------
@@ -214,7 +210,7 @@ class Rewriter:
         out = Tree()
         changed = False
         for name, (mode, blob_sha) in notes.items():
-            new_name = self.plan.mapping.get(name, name) if _SHA.fullmatch(name) else name
+            new_name = self.plan.mapping.get(name, name) if SHA_ID.fullmatch(name) else name
             new_blob = blob_sha
             blob = self._get(blob_sha)
             if isinstance(blob, Blob):
@@ -373,7 +369,7 @@ def move_refs(repo: Repo, rewriter: Rewriter) -> dict[str, tuple[str, str]]:
             )
         moved[name.decode("utf-8", "replace")] = (old.decode("ascii"), new.decode("ascii"))
     _map_file(control / "packed-refs", rewriter.plan.mapping)
-    for pseudo in _PSEUDO_REFS:
+    for pseudo in PSEUDO_REFS:
         _map_file(control / pseudo, rewriter.plan.mapping)
     shallow = control / "shallow"
     _map_file(shallow, rewriter.plan.mapping)
@@ -385,38 +381,23 @@ def _map_file(path: Path, mapping: dict[bytes, bytes]) -> None:
         data = path.read_bytes()
     except FileNotFoundError:
         return
-    new = _SHA.sub(lambda m: mapping.get(m.group(0), m.group(0)), data)
+    new = SHA_ID.sub(lambda m: mapping.get(m.group(0), m.group(0)), data)
     if new != data:
         fsutil.atomic_write(path, new, site="forget.refs")
-
-
-def _reflog_files(repo: Repo) -> list[Path]:
-    logs = Path(repo.commondir()) / "logs"
-    return sorted(p for p in logs.rglob("*") if p.is_file()) if logs.is_dir() else []
-
-
-def _reflogs(repo: Repo) -> Iterator[tuple[Path, list[tuple[bytes, bytes]]]]:
-    for path in _reflog_files(repo):
-        pairs: list[tuple[bytes, bytes]] = []
-        for line in path.read_bytes().splitlines():
-            fields = line.split(b" ", 2)
-            if len(fields) == 3 and _SHA.fullmatch(fields[0]) and _SHA.fullmatch(fields[1]):
-                pairs.append((fields[0], fields[1]))
-        yield path, pairs
 
 
 def rewrite_reflogs(repo: Repo, rewriter: Rewriter) -> int:
     """Every reflog line's ids mapped and its message purged; returns the lines changed."""
     changed = 0
-    for path in _reflog_files(repo):
+    for path in reflog_files(repo):
         data = path.read_bytes()
         out: list[bytes] = []
         for line in data.splitlines(keepends=True):
             head, tab, message = line.partition(b"\t")
             fields = head.split(b" ", 2)
             if len(fields) == 3:
-                fields[0] = rewriter.map_object(fields[0]) if _SHA.fullmatch(fields[0]) else fields[0]
-                fields[1] = rewriter.map_object(fields[1]) if _SHA.fullmatch(fields[1]) else fields[1]
+                fields[0] = rewriter.map_object(fields[0]) if SHA_ID.fullmatch(fields[0]) else fields[0]
+                fields[1] = rewriter.map_object(fields[1]) if SHA_ID.fullmatch(fields[1]) else fields[1]
                 fields[2] = rewriter.rules.message(fields[2])
             new = b" ".join(fields) + tab + (rewriter.rules.message(message) if tab else b"")
             changed += new != line
@@ -424,130 +405,6 @@ def rewrite_reflogs(repo: Repo, rewriter: Rewriter) -> int:
         if b"".join(out) != data:
             fsutil.atomic_write(path, b"".join(out), site="forget.reflog")
     return changed
-
-
-# --- pruning --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PruneResult:
-    loose: int
-    packs: int
-    objects: int
-
-
-def _starts(repo: Repo) -> list[bytes]:
-    """What refs, HEAD, reflogs, pseudo-refs and the index name."""
-    pending: list[bytes] = []
-    refs = repo.refs
-    for name in refs.allkeys():
-        try:
-            pending.append(bytes(refs[name]))
-        except KeyError:
-            continue
-    for _, pairs in _reflogs(repo):
-        for old, new in pairs:
-            pending += [old, new]
-    control = Path(repo.commondir())
-    for pseudo in _PSEUDO_REFS:
-        text = fsutil.read_text(control / pseudo)
-        if text:
-            pending += _SHA.findall(text.encode("ascii", "replace"))
-    if os.path.exists(repo.index_path()):
-        for _, entry in repo.open_index().items():
-            if isinstance(entry, ConflictedIndexEntry):
-                pending += [bytes(e.sha) for e in (entry.ancestor, entry.this, entry.other) if e is not None]
-            else:
-                pending.append(bytes(entry.sha))
-    return pending
-
-
-def reachable(repo: Repo) -> set[bytes]:
-    """What refs, HEAD, reflogs, pseudo-refs and the index reach: what git's gc would keep
-    (everything else is what the purge must leave behind)."""
-    pending = _starts(repo)
-    seen: set[bytes] = set()
-    store = repo.object_store
-    while pending:
-        sha = pending.pop()
-        if sha in seen or sha == b"0" * 40:
-            continue
-        seen.add(sha)
-        try:
-            obj = store[oid(sha)]
-        except KeyError:
-            continue
-        if isinstance(obj, Commit):
-            pending.append(bytes(obj.tree))
-            pending += [bytes(p) for p in obj.parents]
-        elif isinstance(obj, Tree):
-            pending += [bytes(e.sha) for e in obj.items() if e.mode != GITLINK]
-        elif isinstance(obj, Tag):
-            pending.append(bytes(obj.object[1]))
-    return seen
-
-
-def prune(repo_path: str) -> PruneResult:
-    """Delete every object nothing reaches: loose ones, and packs holding any are written again
-    with only what is kept. Safe to repeat after a crash: a new pack lands before an old one goes."""
-    with Repo(repo_path) as repo:
-        keep = reachable(repo)
-        store = repo.object_store
-        loose = 0
-        for sha in list(store._iter_loose_objects()):
-            if bytes(sha) not in keep:
-                store.delete_loose_object(sha)
-                loose += 1
-        rewritten = 0
-        dropped = 0
-        pack_dir = Path(store.pack_dir)
-        for pack in list(store.packs):
-            shas = [bytes(s) for s in pack.index]  # hex ids
-            gone = [s for s in shas if s not in keep]
-            if not gone:
-                continue
-            kept = [store[oid(s)] for s in shas if s in keep]
-            dropped += len(gone)
-            if kept:
-                store.add_objects([(obj, None) for obj in kept])
-            base = Path(pack._basename)
-            pack.close()
-            for suffix in (".keep", ".bitmap", ".rev", ".mtimes", ".promisor", ".idx", ".pack"):
-                fsutil.remove(base.with_suffix(suffix), site="forget.prune")
-            rewritten += 1
-        objects_info = Path(store.path) / "info"
-        for stale in (objects_info / "commit-graph", pack_dir / "multi-pack-index", objects_info / "packs"):
-            fsutil.remove(stale, site="forget.prune")
-        graphs = objects_info / "commit-graphs"
-        if graphs.is_dir():
-            for path in graphs.iterdir():
-                fsutil.remove(path, site="forget.prune")
-            graphs.rmdir()
-        return PruneResult(loose=loose, packs=rewritten, objects=loose + dropped)
-
-
-def remotes(repo: Repo) -> list[str]:
-    """The names of the configured remotes."""
-    config = repo.get_config()
-    names = []
-    for section in config.sections():
-        if len(section) == 2 and section[0] == b"remote":
-            names.append(section[1].decode("utf-8", "replace"))
-    return sorted(names)
-
-
-def alternates(repo: Repo) -> list[str]:
-    path = Path(repo.object_store.path) / "info" / "alternates"
-    text = fsutil.read_text(path)
-    return [line for line in (text or "").splitlines() if line.strip() and not line.startswith("#")]
-
-
-def refs_named(repo: Repo, prefix: str) -> dict[str, str]:
-    return {
-        f"{prefix}{k.decode('utf-8', 'replace')}": bytes(v).decode("ascii")
-        for k, v in repo.refs.as_dict(Ref(prefix.encode("utf-8"))).items()
-        if v
-    }
 
 
 def ref_exists(repo: Repo, name: str) -> bool:

@@ -1,0 +1,151 @@
+"""Pruning after a rewrite (``dream forget``): what refs, HEAD, reflogs, pseudo-refs and the
+index still reach is kept, every other object is deleted, loose or packed (a pack holding any is
+written again with only what is kept); the reflog and pseudo-ref readers the rewrite shares.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from dulwich.index import ConflictedIndexEntry
+from dulwich.objects import Commit, Tag, Tree
+from dulwich.repo import Repo
+
+from dream_memory.adapters import fsutil
+from dream_memory.adapters.git.base import oid
+
+GITLINK = 0o160000
+SHA_ID = re.compile(rb"\b[0-9a-f]{40}\b")
+PSEUDO_REFS = ("ORIG_HEAD", "FETCH_HEAD")
+
+
+def reflog_files(repo: Repo) -> list[Path]:
+    logs = Path(repo.commondir()) / "logs"
+    return sorted(p for p in logs.rglob("*") if p.is_file()) if logs.is_dir() else []
+
+
+def reflogs(repo: Repo) -> Iterator[tuple[Path, list[tuple[bytes, bytes]]]]:
+    for path in reflog_files(repo):
+        pairs: list[tuple[bytes, bytes]] = []
+        for line in path.read_bytes().splitlines():
+            fields = line.split(b" ", 2)
+            if len(fields) == 3 and SHA_ID.fullmatch(fields[0]) and SHA_ID.fullmatch(fields[1]):
+                pairs.append((fields[0], fields[1]))
+        yield path, pairs
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    loose: int
+    packs: int
+    objects: int
+
+
+def _starts(repo: Repo) -> list[bytes]:
+    """What refs, HEAD, reflogs, pseudo-refs and the index name."""
+    pending: list[bytes] = []
+    refs = repo.refs
+    for name in refs.allkeys():
+        try:
+            pending.append(bytes(refs[name]))
+        except KeyError:
+            continue
+    for _, pairs in reflogs(repo):
+        for old, new in pairs:
+            pending += [old, new]
+    control = Path(repo.commondir())
+    for pseudo in PSEUDO_REFS:
+        text = fsutil.read_text(control / pseudo)
+        if text:
+            pending += SHA_ID.findall(text.encode("ascii", "replace"))
+    if os.path.exists(repo.index_path()):
+        for _, entry in repo.open_index().items():
+            if isinstance(entry, ConflictedIndexEntry):
+                pending += [bytes(e.sha) for e in (entry.ancestor, entry.this, entry.other) if e is not None]
+            else:
+                pending.append(bytes(entry.sha))
+    return pending
+
+
+def reachable(repo: Repo) -> set[bytes]:
+    """What refs, HEAD, reflogs, pseudo-refs and the index reach: what git's gc would keep
+    (everything else is what the purge must leave behind)."""
+    pending = _starts(repo)
+    seen: set[bytes] = set()
+    store = repo.object_store
+    while pending:
+        sha = pending.pop()
+        if sha in seen or sha == b"0" * 40:
+            continue
+        seen.add(sha)
+        try:
+            obj = store[oid(sha)]
+        except KeyError:
+            continue
+        if isinstance(obj, Commit):
+            pending.append(bytes(obj.tree))
+            pending += [bytes(p) for p in obj.parents]
+        elif isinstance(obj, Tree):
+            pending += [bytes(e.sha) for e in obj.items() if e.mode != GITLINK]
+        elif isinstance(obj, Tag):
+            pending.append(bytes(obj.object[1]))
+    return seen
+
+
+def prune(repo_path: str) -> PruneResult:
+    """Delete every object nothing reaches: loose ones, and packs holding any are written again
+    with only what is kept. Safe to repeat after a crash: a new pack lands before an old one goes."""
+    with Repo(repo_path) as repo:
+        keep = reachable(repo)
+        store = repo.object_store
+        loose = 0
+        for sha in list(store._iter_loose_objects()):
+            if bytes(sha) not in keep:
+                store.delete_loose_object(sha)
+                loose += 1
+        rewritten = 0
+        dropped = 0
+        pack_dir = Path(store.pack_dir)
+        for pack in list(store.packs):
+            shas = [bytes(s) for s in pack.index]  # hex ids
+            gone = [s for s in shas if s not in keep]
+            if not gone:
+                continue
+            kept = [store[oid(s)] for s in shas if s in keep]
+            dropped += len(gone)
+            if kept:
+                store.add_objects([(obj, None) for obj in kept])
+            base = Path(pack._basename)
+            pack.close()
+            for suffix in (".keep", ".bitmap", ".rev", ".mtimes", ".promisor", ".idx", ".pack"):
+                fsutil.remove(base.with_suffix(suffix), site="forget.prune")
+            rewritten += 1
+        objects_info = Path(store.path) / "info"
+        for stale in (objects_info / "commit-graph", pack_dir / "multi-pack-index", objects_info / "packs"):
+            fsutil.remove(stale, site="forget.prune")
+        graphs = objects_info / "commit-graphs"
+        if graphs.is_dir():
+            for path in graphs.iterdir():
+                fsutil.remove(path, site="forget.prune")
+            graphs.rmdir()
+        return PruneResult(loose=loose, packs=rewritten, objects=loose + dropped)
+
+
+def remotes(repo: Repo) -> list[str]:
+    """The names of the configured remotes."""
+    config = repo.get_config()
+    names = []
+    for section in config.sections():
+        if len(section) == 2 and section[0] == b"remote":
+            names.append(section[1].decode("utf-8", "replace"))
+    return sorted(names)
+
+
+def alternates(repo: Repo) -> list[str]:
+    path = Path(repo.object_store.path) / "info" / "alternates"
+    text = fsutil.read_text(path)
+    return [line for line in (text or "").splitlines() if line.strip() and not line.startswith("#")]
