@@ -285,3 +285,19 @@ def test_held_batches_dream_state_and_consolidation_progress_lose_the_value(env:
         assert "[forgotten]" in json.dumps(json.loads(path.read_text()))
     assert holders(env) == {}
     assert env.git("status", "--porcelain").strip() == ""
+
+
+def test_a_linked_worktree_keeps_working_after_the_rewrite(env: Env, tmp_path: Path) -> None:
+    """A linked worktree on an older commit: its HEAD follows the rewrite (no dangling HEAD after
+    the prune), fsck finds nothing missing or broken, and the report says what is left to do
+    there (its own index and files still hold their copy until it is checked out again)."""
+    dreamt_workspace(env, batches=2)
+    linked = tmp_path / "linked"
+    env.git("worktree", "add", "-q", "--detach", str(linked), "HEAD~1")
+    code, report = env.dream_json("forget", "--purge", CANARY)
+    assert code == 0, report
+    assert any("linked worktrees" in w for w in report["warnings"])
+    fsck = env.git("fsck", "--strict")
+    assert "error" not in fsck and "missing" not in fsck, fsck
+    assert CANARY not in env.git("-C", str(linked), "log", "-p")
+    assert env.git("-C", str(linked), "rev-parse", "HEAD").strip() == env.git("rev-parse", "HEAD~1").strip()

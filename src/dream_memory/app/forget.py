@@ -303,6 +303,12 @@ def _purge_git(git: GitStore, target: rules.Target, report: ForgetReport, *, dry
         report.warnings.append(
             "this repository borrows objects from another (objects/info/alternates): old commits there are not pruned"
         )
+    linked = prune.linked_worktrees(git.repo)
+    if linked:
+        report.warnings.append(
+            f"linked worktrees ({', '.join(linked[:3])}): their HEADs follow the rewrite, but their indexes and "
+            "files are theirs (what they hold is kept): run `git checkout --force` in each after the purge"
+        )
     if dry_run:
         report.refs = rewrite.planned_refs(git.repo, rewriter)
         report.push = _push_commands(git, report.refs, report.remotes)

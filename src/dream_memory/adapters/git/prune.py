@@ -5,13 +5,12 @@ written again with only what is kept); the reflog and pseudo-ref readers the rew
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dulwich.index import ConflictedIndexEntry
+from dulwich.index import ConflictedIndexEntry, Index
 from dulwich.objects import Commit, Tag, Tree
 from dulwich.repo import Repo
 
@@ -24,8 +23,10 @@ PSEUDO_REFS = ("ORIG_HEAD", "FETCH_HEAD")
 
 
 def reflog_files(repo: Repo) -> list[Path]:
-    logs = Path(repo.commondir()) / "logs"
-    return sorted(p for p in logs.rglob("*") if p.is_file()) if logs.is_dir() else []
+    """Every reflog: the repository's, and each linked worktree's (worktrees/<name>/logs/HEAD)."""
+    control = Path(repo.commondir())
+    folders = [control / "logs", *sorted((control / "worktrees").glob("*/logs"))]
+    return [p for logs in folders if logs.is_dir() for p in sorted(logs.rglob("*")) if p.is_file()]
 
 
 def reflogs(repo: Repo) -> Iterator[tuple[Path, list[tuple[bytes, bytes]]]]:
@@ -57,18 +58,34 @@ def _starts(repo: Repo) -> list[bytes]:
     for _, pairs in reflogs(repo):
         for old, new in pairs:
             pending += [old, new]
-    control = Path(repo.commondir())
-    for pseudo in PSEUDO_REFS:
-        text = fsutil.read_text(control / pseudo)
+    for path in pseudo_files(repo):
+        text = fsutil.read_text(path)
         if text:
             pending += SHA_ID.findall(text.encode("ascii", "replace"))
-    if os.path.exists(repo.index_path()):
-        for _, entry in repo.open_index().items():
+    for path in index_files(repo):
+        for _, entry in Index(str(path)).items():
             if isinstance(entry, ConflictedIndexEntry):
                 pending += [bytes(e.sha) for e in (entry.ancestor, entry.this, entry.other) if e is not None]
             else:
                 pending.append(bytes(entry.sha))
     return pending
+
+
+def pseudo_files(repo: Repo) -> list[Path]:
+    """Files naming commits outside refs: ORIG_HEAD, FETCH_HEAD, and each linked worktree's HEAD
+    (git's gc keeps what they name, so the rewrite maps them)."""
+    control = Path(repo.commondir())
+    found = [control / name for name in PSEUDO_REFS]
+    for worktree in linked_worktrees(repo):
+        found += [control / "worktrees" / worktree / name for name in ("HEAD", *PSEUDO_REFS)]
+    return [p for p in found if p.is_file()]
+
+
+def index_files(repo: Repo) -> list[Path]:
+    """This work tree's index and each linked worktree's."""
+    control = Path(repo.commondir())
+    found = [Path(repo.index_path())] + [control / "worktrees" / w / "index" for w in linked_worktrees(repo)]
+    return [p for p in dict.fromkeys(found) if p.is_file()]
 
 
 def reachable(repo: Repo) -> set[bytes]:
@@ -149,3 +166,9 @@ def alternates(repo: Repo) -> list[str]:
     path = Path(repo.object_store.path) / "info" / "alternates"
     text = fsutil.read_text(path)
     return [line for line in (text or "").splitlines() if line.strip() and not line.startswith("#")]
+
+
+def linked_worktrees(repo: Repo) -> list[str]:
+    """Names of the linked worktrees (``git worktree add``): their HEADs and indexes are theirs."""
+    folder = Path(repo.commondir()) / "worktrees"
+    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []

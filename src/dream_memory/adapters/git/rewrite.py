@@ -29,7 +29,7 @@ from dulwich.repo import Repo
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git.base import DAMAGE, oid
-from dream_memory.adapters.git.prune import GITLINK, PSEUDO_REFS, SHA_ID, reflog_files, reflogs
+from dream_memory.adapters.git.prune import GITLINK, SHA_ID, pseudo_files, reflog_files, reflogs
 from dream_memory.errors import VersionStoreError
 
 _HEXISH = re.compile(rb"\b[0-9a-f]{7,40}\b")
@@ -90,15 +90,15 @@ class Rewriter:
                 continue
         logs = Path(self.repo.commondir()) / "logs"
         for path, entries in reflogs(self.repo):
-            if notes is not None and path.relative_to(logs).as_posix().startswith("refs/notes/") != notes:
+            is_notes = path.is_relative_to(logs / "refs" / "notes")
+            if notes is not None and is_notes != notes:
                 continue
             for old, new in entries:
                 found += [old, new]
         if notes:
             return [sha for sha in dict.fromkeys(found) if sha != b"0" * 40]
-        control = Path(self.repo.commondir())
-        for pseudo in PSEUDO_REFS:
-            data = fsutil.read_text(control / pseudo)
+        for path in pseudo_files(self.repo):
+            data = fsutil.read_text(path)
             if data:
                 found += SHA_ID.findall(data.encode("ascii", "replace"))
         return [sha for sha in dict.fromkeys(found) if sha != b"0" * 40]
@@ -369,8 +369,8 @@ def move_refs(repo: Repo, rewriter: Rewriter) -> dict[str, tuple[str, str]]:
             )
         moved[name.decode("utf-8", "replace")] = (old.decode("ascii"), new.decode("ascii"))
     _map_file(control / "packed-refs", rewriter.plan.mapping)
-    for pseudo in PSEUDO_REFS:
-        _map_file(control / pseudo, rewriter.plan.mapping)
+    for path in pseudo_files(repo):
+        _map_file(path, rewriter.plan.mapping)
     shallow = control / "shallow"
     _map_file(shallow, rewriter.plan.mapping)
     return moved
