@@ -38,7 +38,8 @@ def _digest(key: bytes, value: str) -> str:
 
 
 # A rolling (Rabin-Karp) hash over code points picks the windows worth the keyed digest: a text
-# of 50,000 characters took 250 ms with a digest per window, and a few ms with this in front.
+# of 50,000 characters with two purged values took 148 ms with a digest per window, 62 ms with
+# this in front (one idle core; pure Python either way).
 # Its base comes from the key, and it tells whoever holds the file nothing the digest beside it
 # does not (both need the key, which is in the same file).
 _RK_MOD = (1 << 31) - 1  # small ints: the sliding loop runs in Python
