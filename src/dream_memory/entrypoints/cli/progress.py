@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -229,12 +230,23 @@ class Renderer:
         from tqdm import tqdm  # only on a terminal: no import cost for a scheduled job
 
         self._tokens = 0
+        # Follow the terminal's size as it changes; a terminal that reports none (a fresh pty,
+        # some CI consoles) would get no bar at all (tqdm draws in 0 rows): then $COLUMNS/$LINES
+        # or 80x24.
+        try:
+            size = os.get_terminal_size(sys.stderr.fileno())
+            sized = size.columns > 0 and size.lines > 0
+        except (OSError, ValueError):
+            sized = False
+        fallback = shutil.get_terminal_size()
         self._bar = tqdm(
             total=event.total,
             unit=event.unit,
             desc=f"dream {event.command}",
             file=sys.stderr,
-            dynamic_ncols=True,
+            dynamic_ncols=sized,
+            ncols=None if sized else fallback.columns,
+            nrows=None if sized else fallback.lines,
             leave=False,
         )
 
