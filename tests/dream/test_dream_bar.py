@@ -83,8 +83,7 @@ class OnTerminal:
 
 def _slow(cli: Cli, seconds: float) -> ScriptedLLMServer:
     offline = from_chat_model(OfflineModel())
-    server = ScriptedLLMServer(responder=lambda request: Hang(seconds, then=offline(request)))
-    return server
+    return ScriptedLLMServer(responder=lambda request: Hang(seconds, then=offline(request)))
 
 
 @pytest.mark.parametrize("sized", [True, False], ids=["sized", "no-size"])
