@@ -81,7 +81,9 @@ def _retry(event: Any, verbose: bool) -> str:
     )
 
 
-def _session(event: Any, verbose: bool) -> str:
+def _session(event: Any, verbose: bool) -> str | None:
+    if event.outcome == "skipped" and not verbose:  # nothing to do for it: the summary lists it
+        return None
     line = (
         f"dream consolidate: {event.path}: {event.outcome}, {event.messages} message(s) -> "
         f"{_entries(event.entries)}, {event.tokens} tokens, {event.seconds:.1f} s"
