@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from consolidate_helpers import Cli, echo_responder, history, markers, session, turns, use_server
+from consolidate_helpers import Cli, echo_responder, history, markers, progress, session, turns, use_server
 
 from dream_memory.testing.llm_server import Hang, ScriptedLLMServer
 
@@ -112,20 +112,27 @@ def _every_slice_once(cli: Cli, keys: list[str]) -> None:
             assert counts[(key, f"t{n}-user")] == 1, (key, n, counts)
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def _json_consolidated(line: str) -> bool:
+    event = json.loads(line)  # with --log-format json every stderr line is one JSON object
+    return bool(event["event"] == "session_ended" and event["outcome"] == "consolidated")
+
+
+@pytest.mark.parametrize(
+    ("signum", "code", "log_format"), [(signal.SIGTERM, 143, "plain"), (signal.SIGINT, 130, "json")]
+)
 def test_a_signal_mid_consolidation_prints_an_interrupted_report_and_the_next_run_goes_on(
-    isolated: Cli, signum: int, code: int
+    isolated: Cli, signum: int, code: int, log_format: str
 ) -> None:
     """A signal once the first session's slice has landed: the run stops before the next session
     (the one in flight lands whole or not at all), stdout holds the JSON report with status
     `interrupted` listing each landed session and its history entries, the exit code is 128 + the
     signal, git fsck is clean, and the next run consolidates the rest: every session's markers in
-    history exactly once."""
+    history exactly once. With --log-format json the signal's notice is a JSON line too."""
     assert isolated.run("init").exit_code == 0
     keys = _sessions(isolated)
     with slow_echo(isolated, 1.0):
-        run = Running(isolated)
-        run.wait_line(_consolidated)
+        run = Running(isolated, "--log-format", log_format)
+        run.wait_line(_consolidated if log_format == "plain" else _json_consolidated)
         run.proc.send_signal(signum)
         exit_code, out = run.finish()
         assert exit_code == code, run.seen
@@ -141,6 +148,9 @@ def test_a_signal_mid_consolidation_prints_an_interrupted_report_and_the_next_ru
         assert sorted(c for s in landed for c in s["entries"]) == [e["cursor"] for e in on_disk]
         assert any("stopped by" in n for n in report["notes"])
         assert any("received: stopping" in line for line in run.seen)
+        if log_format == "json":
+            events = [json.loads(line) for line in run.seen if line.strip()]
+            assert any(e["event"] == "signal" and "received: stopping" in e["text"] for e in events)
         _fsck(isolated)
 
     with slow_echo(isolated, 0.0):
@@ -150,6 +160,37 @@ def test_a_signal_mid_consolidation_prints_an_interrupted_report_and_the_next_ru
     assert sorted(s["path"] for s in second["sessions"] if s["outcome"] == "consolidated") == sorted(
         s["path"] for s in rest
     )
+    _every_slice_once(isolated, keys)
+    _fsck(isolated)
+
+
+def test_a_slice_whose_model_call_outlives_the_stop_wait_lands_not_at_all(isolated: Cli) -> None:
+    """Behind a model taking 20 s per call, SIGTERM during the first session's call: within the
+    2 s stop wait (plus start-up) the call is abandoned, the session is `interrupted` with no
+    history entry and no progress recorded, exit 143; the next run consolidates every session."""
+    assert isolated.run("init").exit_code == 0
+    keys = _sessions(isolated)
+    with slow_echo(isolated, 20.0) as server:
+        run = Running(isolated)
+        deadline = time.monotonic() + 60
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert server.requests, "no model call was made"
+        sent = time.monotonic()
+        run.proc.send_signal(signal.SIGTERM)
+        exit_code, out = run.finish()
+    assert exit_code == 143, run.seen
+    assert time.monotonic() - sent < 15.0  # the 2 s wait and the report; the call: 20 s
+    report = json.loads(out)
+    assert report["status"] == "interrupted"
+    first, *rest = report["sessions"]
+    assert first["outcome"] == "interrupted" and first["entries"] == [] and first["messages_archived"] == 0
+    assert {s["outcome"] for s in rest} == {"not_attempted"}
+    assert history(isolated.workspace) == []
+    assert first["path"] not in progress(isolated.workspace)["sessions"]  # its progress did not move
+    with slow_echo(isolated, 0.0):
+        again = isolated.process("consolidate", "--all", "--force", "--quiet")
+    assert again.returncode == 0, again.stderr
     _every_slice_once(isolated, keys)
     _fsck(isolated)
 
