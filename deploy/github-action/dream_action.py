@@ -20,9 +20,11 @@ Standard library only: it also runs under ``act`` and in tests without the packa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -324,6 +326,31 @@ def _append(path: str | None, text: str) -> None:
             handle.write(text)
 
 
+def run_forwarding_signals(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """The command with its stdout captured, and the SIGINT / SIGTERM this step gets passed on.
+
+    A cancelled run (or the step's timeout-minutes) signals only the step's entry process (this
+    script, exec'd by action.yml), then kills the whole tree 10 s later. Without passing the
+    signal on, Dream never hears of the stop and is killed without its `interrupted` report;
+    subprocess.run would even SIGKILL it 0.25 s after a Ctrl-C. Dream stops within about 2 s
+    of the first signal (docs/operations.md, "Stopping a run"), well inside the 7.5 s before the
+    runner's second signal.
+    """
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+
+    def forward(signum: int, frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    previous = {signum: signal.signal(signum, forward) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        stdout, _ = proc.communicate()  # a handled signal does not interrupt it (PEP 475)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return subprocess.CompletedProcess(argv, proc.returncode, stdout, None)
+
+
 def main(env: Mapping[str, str] | None = None) -> int:
     env = os.environ if env is None else env
     command = env.get("DREAM_ACTION_COMMAND", "run").strip() or "run"
@@ -354,7 +381,7 @@ def main(env: Mapping[str, str] | None = None) -> int:
         print(f"dream-action: {branch.note}", file=sys.stderr, flush=True)
     print("dream-action: " + " ".join(shlex.quote(a) for a in argv), file=sys.stderr, flush=True)
     # stderr (progress) streams to the log as it comes; stdout is the report.
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, text=True, check=False)
+    proc = run_forwarding_signals(argv)
     stdout = proc.stdout or ""
     sys.stdout.write(stdout)
     sys.stdout.flush()

@@ -48,6 +48,8 @@ CONFINED: dict[str, tuple[str, ...]] = {
     "mcp": ("dream_memory.entrypoints.mcp_server",),
     "mcp_types": ("dream_memory.entrypoints.mcp_server",),
     "click": ("dream_memory.entrypoints.cli", "dream_memory.testing"),
+    # The live progress bar: imported only when stderr is a terminal.
+    "tqdm": ("dream_memory.entrypoints.cli.progress",),
     # pydantic: the config schema, and the MCP server's argument limits (the SDK reads Field).
     "pydantic": (
         "dream_memory.settings.schema",

@@ -193,3 +193,70 @@ def test_summary_without_links_when_repository_unknown() -> None:
     text = action.render_summary("run", REPORT, 0)
     assert f"`{SHA1[:10]}` cursors 4..6" in text
     assert "](" not in text
+
+
+def test_a_cancelled_step_passes_the_signal_to_dream_and_keeps_its_report(tmp_path: Path) -> None:
+    """Cancelling the job signals only the step's entry process (the runner's bash running the
+    action's `run:` script), then kills the tree 10 s later: the SIGINT reaches Dream through the
+    step, Dream's `interrupted` report and exit code 130 come out within its stop wait, and the
+    step's outputs say so."""
+    import contextlib
+    import os
+    import signal
+    import time
+
+    import yaml
+
+    venv = fake_bin(tmp_path, "", 0)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    started = tmp_path / "started"
+    (venv / "bin" / "dream-run").write_text(
+        f"#!{sys.executable}\n"
+        "import json, signal, sys, time\n"
+        "def stop(signum, frame):\n"
+        "    time.sleep(1.0)  # the model call in flight gets its wait\n"
+        "    print(json.dumps({'status': 'interrupted', 'stopped_by': signum, 'batches': [], 'commits': []}))\n"
+        "    sys.exit(128 + signum)\n"
+        "signal.signal(signal.SIGINT, stop)\n"
+        f"open({str(started)!r}, 'w').close()\n"
+        "time.sleep(30)\n",
+        encoding="utf-8",
+    )
+    step = next(s for s in yaml.safe_load((REPO / "action.yml").read_text())["runs"]["steps"] if s["id"] == "dream")
+    script = tmp_path / "step.sh"
+    script.write_text(step["run"] + "\n", encoding="utf-8")
+    (tmp_path / "runner").mkdir()
+    env = {
+        "DREAM_ACTION_VENV": str(venv),
+        "GITHUB_ACTION_PATH": str(REPO),
+        "DREAM_ACTION_COMMAND": "run",
+        "RUNNER_TEMP": str(tmp_path / "runner"),
+        "GITHUB_OUTPUT": str(tmp_path / "output"),
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "summary"),
+        "PATH": "/usr/bin:/bin",
+    }
+    # As the runner starts a `shell: bash` step; its own session, so the signal reaches bash alone.
+    proc = subprocess.Popen(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert started.exists(), "dream-run never started"
+    sent = time.monotonic()
+    os.kill(proc.pid, signal.SIGINT)
+    try:
+        out, err = proc.communicate(timeout=7.5)  # the runner's second signal comes after 7.5 s
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert time.monotonic() - sent < 7.5
+    assert proc.returncode == 130, err
+    assert json.loads(out)["status"] == "interrupted"
+    outputs = dict(line.partition("=")[::2] for line in (tmp_path / "output").read_text().splitlines() if "=" in line)
+    assert outputs["status"] == "interrupted" and outputs["exit-code"] == "130"

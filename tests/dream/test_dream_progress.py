@@ -48,3 +48,81 @@ def test_quiet_leaves_the_progress_lines_out(isolated: Cli) -> None:
     assert json.loads(result.stdout)["status"] == "ok"
     assert "dream: batch" not in result.stderr
     assert "retrying" not in result.stderr
+
+
+# An API key's shape (the secret guard recognises it): a server quoting it in an error body.
+TOKEN = "sk-proj-" + "A1b2C3d4" * 6
+LONG_REASON = f"overloaded ({TOKEN}): " + "the upstream pool is busy; " * 5
+
+
+def _json_lines(stderr: str) -> list[dict[str, object]]:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return [json.loads(line) for line in lines]  # every line: one JSON object, or this fails
+
+
+def test_log_format_json_writes_one_redacted_json_object_per_stderr_line(isolated: Cli) -> None:
+    """--log-format json: every stderr line parses as a JSON object with `ts` and `event`; a
+    retry event carries attempt, attempts, wait and the reason (the token in the server's error
+    redacted), one batch_ended event per batch carries its range, outcome, tokens and seconds
+    as in the report, run_started and run_ended frame them; stdout is still only the report."""
+    build_workspace(isolated.workspace, history=sample_entries(4))
+    with ScriptedLLMServer([Fail(503, LONG_REASON)], responder=from_chat_model(OfflineModel())) as server:
+        use_server(isolated, server)
+        result = isolated.run("run", "--batch-size", "2", "--log-format", "json")
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    events = _json_lines(result.stderr)
+    assert all(isinstance(e["ts"], str) and e["ts"].endswith("Z") for e in events)
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "run_started" and "run_ended" in kinds
+    assert TOKEN not in result.stderr
+    (retry,) = [e for e in events if e["event"] == "retry"]
+    assert set(retry) == {"ts", "event", "attempt", "attempts", "wait", "reason"}
+    assert (retry["attempt"], retry["attempts"]) == (1, 3)
+    assert "the upstream pool is busy" in str(retry["reason"]) and "[REDACTED" in str(retry["reason"]).upper()
+    batches = [e for e in events if e["event"] == "batch_ended"]
+    assert [(b["cursor_from"], b["cursor_to"], b["outcome"], b["tokens"]) for b in batches] == [
+        (b["cursor_from"], b["cursor_to"], b["outcome"], b["usage"]["total_tokens"]) for b in report["batches"]
+    ]
+    assert all(isinstance(b["seconds"], float) and b["entries"] == 2 for b in batches)
+    assert "phase_started" not in kinds  # phases: --verbose only
+    (ended,) = [e for e in events if e["event"] == "run_ended"]
+    assert (ended["status"], ended["done"]) == ("ok", 2)
+
+
+def test_verbose_adds_the_phases_and_the_full_retry_reason(isolated: Cli) -> None:
+    """The default retry line shortens a long reason; --verbose shows it in full (still redacted)
+    and adds a line as each model phase of a batch starts and ends, with its calls, tool calls
+    and seconds."""
+    build_workspace(isolated.workspace, history=sample_entries(2))
+    with ScriptedLLMServer([Fail(503, LONG_REASON)], responder=from_chat_model(OfflineModel())) as server:
+        use_server(isolated, server)
+        plain = isolated.run("run", "--batch-size", "2")
+    (short,) = [line for line in plain.stderr.splitlines() if "retrying" in line]
+    assert short.endswith("…") and "busy" in short and len(short) < 260
+    assert "dream: phase 1" not in plain.stderr
+
+    other = build_workspace(isolated.workspace.parent / "other", history=sample_entries(2))
+    with ScriptedLLMServer([Fail(503, LONG_REASON)], responder=from_chat_model(OfflineModel())) as server:
+        use_server(isolated, server)
+        verbose = isolated.run("run", "--batch-size", "2", "--verbose", "-w", str(other))
+    assert verbose.exit_code == 0, verbose.stderr
+    lines = verbose.stderr.splitlines()
+    (full,) = [line for line in lines if "retrying" in line]
+    assert full.count("the upstream pool is busy") == 5 and TOKEN not in full
+    assert "dream: phase 1 started" in lines and "dream: phase 2 started" in lines
+    ended = [line for line in lines if line.startswith("dream: phase 2 ended: ")]
+    assert len(ended) == 1 and "model call(s)" in ended[0] and "tool call(s)" in ended[0]
+    assert lines.index("dream: phase 1 started") < lines.index("dream: phase 2 started")
+    assert any(line.startswith("dream: batch 1..2 (2 entries): committed, ") for line in lines)
+
+
+def test_quiet_wins_over_verbose_and_json(isolated: Cli) -> None:
+    """--quiet with --verbose or --log-format json: still no progress on stderr."""
+    build_workspace(isolated.workspace, history=sample_entries(2))
+    with ScriptedLLMServer(responder=from_chat_model(OfflineModel())) as server:
+        use_server(isolated, server)
+        result = isolated.run("run", "--quiet", "--verbose", "--log-format", "json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["status"] == "ok"
+    assert result.stderr == ""

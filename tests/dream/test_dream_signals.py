@@ -154,20 +154,38 @@ def test_a_second_signal_stops_at_once_and_the_next_run_recovers(isolated: Cli) 
     assert fsck.returncode == 0, fsck.stdout + fsck.stderr
 
 
-def test_progress_lines_arrive_while_the_run_goes(isolated: Cli, tmp_path: Path) -> None:
+def _json_batch_one_ended(line: str) -> bool:
+    event = json.loads(line)  # with --log-format json every stderr line is one JSON object
+    return bool(event["event"] == "batch_ended" and event["cursor_from"] == 1)
+
+
+@pytest.mark.parametrize("log_format", ["plain", "json"])
+def test_progress_lines_arrive_while_the_run_goes(isolated: Cli, tmp_path: Path, log_format: str) -> None:
     """With a model taking a second per call, the line for batch 1 (range, outcome, tokens,
-    seconds) is on stderr at least a second before the process ends; --quiet leaves them out."""
+    seconds) is on stderr at least a second before the process ends, as a plain line or as a JSON
+    object with --log-format json; --quiet leaves them out."""
     build_workspace(isolated.workspace, history=sample_entries(ENTRIES))
+    wanted = _batch_one_ended if log_format == "plain" else _json_batch_one_ended
     with slow_model(isolated, 1.0):
-        run = Running(isolated)
-        arrived = run.wait_line(_batch_one_ended)
+        run = Running(isolated, "--log-format", log_format)
+        arrived = run.wait_line(wanted)
         exit_code, report, ended = run.finish()
     assert exit_code == 0, run.seen
     assert ended - arrived >= 1.0
-    line = next(line for line in run.seen if _batch_one_ended(line))
+    line = next(line for line in run.seen if wanted(line))
     tokens = report["batches"][0]["usage"]["total_tokens"]
-    assert line.startswith(f"dream: batch 1..{BATCH} ({BATCH} entries): committed, {tokens} tokens, ")
-    assert line.endswith(" s")
+    if log_format == "plain":
+        assert line.startswith(f"dream: batch 1..{BATCH} ({BATCH} entries): committed, {tokens} tokens, ")
+        assert line.endswith(" s")
+    else:
+        event = json.loads(line)
+        assert (event["cursor_to"], event["entries"], event["outcome"], event["tokens"]) == (
+            BATCH,
+            BATCH,
+            "committed",
+            tokens,
+        )
+        assert event["seconds"] >= 1.0
 
     other = build_workspace(tmp_path / "other", history=sample_entries(5))
     with slow_model(isolated, 0.0):

@@ -84,14 +84,14 @@ class LiteLLMChatModel:
     """A ChatModel that calls ``litellm.completion`` for ``resolved``.
 
     ``sleep`` is what waits between retries (tests pass a recorder instead of real sleeping).
-    ``on_retry`` gets one line before each retry's wait (attempt, wait, reason): the run's
-    progress lines.
+    ``on_retry`` is called before each retry's wait with the attempt that failed, the attempts
+    allowed, the wait in seconds and the reason: the run's progress (``app.dream.watch``).
     """
 
     def __init__(self, resolved: ResolvedModel, *, sleep: Callable[[float], None] = time.sleep) -> None:
         self._resolved = resolved
         self._sleep = sleep
-        self.on_retry: Callable[[str], None] | None = None
+        self.on_retry: Callable[[int, int, float, str], None] | None = None
 
     @property
     def name(self) -> str:
@@ -207,10 +207,7 @@ class LiteLLMChatModel:
         exc = state.outcome.exception() if state.outcome is not None else None
         reason = f"{exc.kind}: {exc.message}" if isinstance(exc, ModelError) else str(exc)
         wait = state.next_action.sleep if state.next_action is not None else 0.0
-        self.on_retry(
-            f"model call attempt {state.attempt_number} of {self._resolved.max_retries + 1} failed, "
-            f"retrying in {wait:.1f} s: {reason}"
-        )
+        self.on_retry(state.attempt_number, self._resolved.max_retries + 1, float(wait), reason)
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None

@@ -21,7 +21,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import NoReturn
 
@@ -33,29 +33,37 @@ STOP_WAIT_SECONDS = 2.0
 
 
 @contextlib.contextmanager
-def stop_on_signals(flag: StopFlag | None = None, *, wait: float = STOP_WAIT_SECONDS) -> Iterator[StopFlag]:
+def stop_on_signals(
+    flag: StopFlag | None = None, *, wait: float = STOP_WAIT_SECONDS, line: Callable[[str], str] | None = None
+) -> Iterator[StopFlag]:
     """Within the block SIGINT and SIGTERM request a stop on the yielded flag; the handlers that
     were there before come back after it. Outside the main thread (where Python cannot install
-    handlers) the flag is yielded as it is, for the caller to set."""
+    handlers) the flag is yielded as it is, for the caller to set. ``line`` turns a message into
+    the stderr line the face writes (its log format; default: the text and a newline)."""
     flag = flag or StopFlag()
+    render = line or (lambda text: text + "\n")
+
+    def _say(text: str) -> None:
+        _write(render(text))
+
     if threading.current_thread() is not threading.main_thread():
         yield flag
         return
 
     def handle(signum: int, frame: FrameType | None) -> None:
         if flag.requested:
-            _say(f"dream: {signal_name(signum)} again: stopping now; the next run recovers\n")
+            _say(f"dream: {signal_name(signum)} again: stopping now; the next run recovers")
             os._exit(128 + signum)
         flag.request(signum)
         _say(
             f"dream: {signal_name(signum)} received: stopping after the current model call "
-            f"(at most {wait:g} s more; send it again to stop at once)\n"
+            f"(at most {wait:g} s more; send it again to stop at once)"
         )
         signal.setitimer(signal.ITIMER_REAL, wait)
 
     def out_of_time(signum: int, frame: FrameType | None) -> None:
         if flag.in_call:  # never in the middle of landing a batch: that finishes on its own
-            _say(f"dream: the model call did not answer within {wait:g} s of the stop; abandoning it\n")
+            _say(f"dream: the model call did not answer within {wait:g} s of the stop; abandoning it")
             raise StopNow
 
     previous = {signum: signal.signal(signum, handle) for signum in STOP_SIGNALS}
@@ -68,7 +76,7 @@ def stop_on_signals(flag: StopFlag | None = None, *, wait: float = STOP_WAIT_SEC
             signal.signal(signum, handler)
 
 
-def _say(text: str) -> None:
+def _write(text: str) -> None:
     # os.write, not print: the handler may run while sys.stderr's buffer is mid-write, and a
     # buffered writer entered twice raises.
     with contextlib.suppress(OSError):

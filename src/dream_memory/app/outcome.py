@@ -67,7 +67,7 @@ REPORTED_BY: Final[Mapping[Status, str]] = {
     Status.BUDGET_EXHAUSTED: "run",
     Status.FAILED: "run, consolidate, eval",
     Status.LOCKED: "run, consolidate",
-    Status.INTERRUPTED: "run (the signal's own exit code)",
+    Status.INTERRUPTED: "run, consolidate, eval (the signal's own exit code)",
 }
 
 

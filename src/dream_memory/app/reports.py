@@ -15,8 +15,8 @@ DreamStatus = Literal[
     "ok", "nothing_to_do", "dry_run", "failed", "locked", "held", "budget_exhausted", "set_aside", "interrupted"
 ]
 BatchOutcome = Literal["committed", "nothing_new", "held", "set_aside", "failed", "dry_run", "interrupted"]
-ConsolidateStatus = Literal["ok", "nothing_to_do", "dry_run", "failed", "locked"]
-SessionOutcome = Literal["consolidated", "skipped", "would_consolidate", "failed", "not_attempted"]
+ConsolidateStatus = Literal["ok", "nothing_to_do", "dry_run", "failed", "locked", "interrupted"]
+SessionOutcome = Literal["consolidated", "skipped", "would_consolidate", "failed", "not_attempted", "interrupted"]
 
 
 class UsageJSON(TypedDict):
@@ -291,6 +291,10 @@ class ConsolidateJSON(TypedDict):
     """Problems that did not stop the run."""
     errors: list[str]
     """What failed."""
+    notes: list[str]
+    """What else a person should know: where a signal stopped the run."""
+    stopped_by: int | None
+    """The signal that stopped the run (status interrupted), else null."""
     duration_s: float
     """Wall time of the run."""
 
@@ -367,6 +371,7 @@ class ScenarioJSON(TypedDict):
 class EvalJSON(TypedDict):
     """The report of `dream eval --json`."""
 
+    status: Literal["ok", "failed", "interrupted"]
     model: str
     passed: bool
     """Every scenario passed (exit 0)."""
@@ -374,6 +379,12 @@ class EvalJSON(TypedDict):
     baseline: ScoreJSON
     scenarios: list[ScenarioJSON]
     tokens: int
+    stopped_by: int | None
+    """The signal that stopped it (status interrupted), else null."""
+    interrupted: str | None
+    """The scenario in flight when it stopped (not checked, not scored)."""
+    not_run: list[str]
+    """The scenarios after it."""
     duration_s: float
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from dream_memory.app.models import ModelChoice, choose_model
 from dream_memory.app.outcome import Status
+from dream_memory.app.progress import Progress, RunEnded, RunStarted
 from dream_memory.errors import DreamError, InputError, LockBusy
 from dream_memory.settings import defaults
 
@@ -91,12 +92,12 @@ def dream(
     *,
     before_start: Callable[[], None] | None = None,
     stop: StopFlag | None = None,
-    progress: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> DreamReport:
     """One Dream run. ``before_start`` is the face's own last check (the CLI's ``--report``
     file), run after the service's checks and before any lock or work. ``stop`` is set by the
     face's signal handler (the run ends between model calls, status ``interrupted``);
-    ``progress`` gets one line per batch as it ends."""
+    ``progress`` gets the run's events (app/progress.py) as it goes."""
     from dataclasses import replace
 
     from dream_memory.app.dream import run_dream
@@ -116,14 +117,20 @@ def dream(
         max_seconds=request.max_seconds,
         resolved=choice.resolved,
     )
+    if progress is not None:
+        progress(RunStarted(command="run", unit="batch", model=choice.name))
     try:
         ctx = replace(rt.dream_context(choice.chat, options), progress=progress)
-        return run_dream(ctx if stop is None else replace(ctx, stop=stop))
+        report = run_dream(ctx if stop is None else replace(ctx, stop=stop))
     except LockBusy as exc:
-        return stopped_report(rt, choice.name, Status.LOCKED, exc)
+        report = stopped_report(rt, choice.name, Status.LOCKED, exc)
     except DreamError as exc:  # before the first batch: the lock could not be taken (a full disk, ...)
         rt.log(f"error: {exc}")
-        return stopped_report(rt, choice.name, Status.FAILED, exc)
+        report = stopped_report(rt, choice.name, Status.FAILED, exc)
+    if progress is not None:
+        done = sum(1 for b in report.batches if b.outcome not in ("", "failed", "interrupted"))
+        progress(RunEnded("run", report.status, done, report.duration_s, report.usage.total_tokens))
+    return report
 
 
 # --- consolidate -----------------------------------------------------------------------------------
@@ -141,7 +148,12 @@ class ConsolidateRequest:
     cwd: Path | None = None  # relative session paths are relative to this (default: the workspace)
 
 
-def consolidate(rt: Runtime, request: ConsolidateRequest) -> ConsolidateReport:
+def consolidate(
+    rt: Runtime, request: ConsolidateRequest, *, stop: StopFlag | None = None, progress: Progress | None = None
+) -> ConsolidateReport:
+    """One consolidation. ``stop`` is set by the face's signal handler: the run stops before the
+    next session (the slice in flight lands whole or not at all), status ``interrupted``;
+    ``progress`` gets the run's events (app/progress.py) as it goes."""
     from dream_memory.app.consolidate import consolidate_sessions, select_sessions
 
     if request.budget is not None and request.budget < 1:
@@ -167,6 +179,14 @@ def consolidate(rt: Runtime, request: ConsolidateRequest) -> ConsolidateReport:
         context_window=choice.context_window,
         max_tokens=choice.max_tokens,
     )
+    if stop is not None:
+        ctx.stop = stop
+    ctx.progress = progress
+    if progress is not None:
+        progress(RunStarted(command="consolidate", unit="session", total=len(paths), model=choice.name))
     report = consolidate_sessions(ctx, paths)
     report.sources = sources
+    if progress is not None:
+        done = sum(1 for s in report.sessions if s.outcome not in ("failed", "not_attempted", "interrupted"))
+        progress(RunEnded("consolidate", report.status, done, report.duration_s, report.usage.total_tokens))
     return report

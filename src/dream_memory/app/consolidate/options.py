@@ -8,11 +8,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.app.progress import Progress
 from dream_memory.core.consolidation import (
     ENTRY_CAP_BYTES,
     Budget,
 )
 from dream_memory.core.ports import ChatModel, Clock, NoRedaction, Redactor, TokenCounter
+from dream_memory.core.stop import StopFlag
 from dream_memory.settings import defaults
 
 
@@ -41,6 +43,10 @@ class ConsolidateContext:
     redactor: Redactor = field(default_factory=NoRedaction)
     log: Callable[[str], None] = lambda message: None
     sleep: Callable[[float], None] = time.sleep
+    # Set by the face's signal handler: no model call after it, no session after the one in flight.
+    stop: StopFlag = field(default_factory=StopFlag)
+    # One event per session as it ends (app/progress.py); None: no progress wanted.
+    progress: Progress | None = None
 
 
 # Model failures that no retry or later slice will fix: the run stops, nothing is archived.

@@ -17,12 +17,14 @@ STATUS_NOTHING = "nothing_to_do"
 STATUS_DRY_RUN = "dry_run"
 STATUS_FAILED = "failed"
 STATUS_LOCKED = "locked"
+STATUS_INTERRUPTED = "interrupted"
 
 OUTCOME_CONSOLIDATED = "consolidated"
 OUTCOME_SKIPPED = "skipped"
 OUTCOME_DRY_RUN = "would_consolidate"
 OUTCOME_FAILED = "failed"
 OUTCOME_NOT_ATTEMPTED = "not_attempted"
+OUTCOME_INTERRUPTED = "interrupted"  # stopped by a signal before its slice landed: nothing of it did
 
 
 @dataclass
@@ -82,6 +84,8 @@ class ConsolidateReport:
     warnings: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     duration_s: float = 0.0
+    stopped_by: int | None = None  # the signal that stopped the run (status interrupted, exit 128 + it)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def exit_code(self) -> int:
@@ -106,11 +110,15 @@ class ConsolidateReport:
             "redactions": dict(sorted(self.redactions.items())),
             "warnings": self.warnings,
             "errors": self.errors,
+            "notes": self.notes,
+            "stopped_by": self.stopped_by,
             "duration_s": round(self.duration_s, 4),
         }
 
 
 def status_of(report: ConsolidateReport) -> str:
+    if report.stopped_by is not None:  # what landed before the signal is listed all the same
+        return STATUS_INTERRUPTED
     outcomes = {s.outcome for s in report.sessions}
     if OUTCOME_FAILED in outcomes or any("failed" in r.get("outcome", "") for r in report.recovered):
         return STATUS_FAILED

@@ -24,10 +24,12 @@ from dream_memory.app.consolidate.report import (
     OUTCOME_CONSOLIDATED,
     OUTCOME_DRY_RUN,
     OUTCOME_FAILED,
+    OUTCOME_INTERRUPTED,
     ConsolidateReport,
     SessionReport,
 )
 from dream_memory.app.consolidate.summarize import entry_texts, redact
+from dream_memory.app.dream.budget import Interrupted
 from dream_memory.core.consolidation import (
     Pending,
     PlannedEntry,
@@ -43,6 +45,7 @@ from dream_memory.core.sessions import (
     safe_cuts,
     short_timestamp,
 )
+from dream_memory.core.stop import signal_name
 from dream_memory.errors import DreamError, ModelError
 
 
@@ -131,6 +134,13 @@ def one_session(
     result = session.result
     try:
         _consolidate(session)
+    except Interrupted as exc:
+        # Only the model calls are interrupted, and they all come before the slice lands: nothing
+        # of it was appended, its progress did not move, and the next run summarizes it again.
+        result.outcome, result.messages_archived, result.raw_fallback = OUTCOME_INTERRUPTED, 0, False
+        result.reason = (
+            f"stopped by {signal_name(exc.signum)} before its slice landed; the next run consolidates it again"
+        )
     except DreamError as exc:
         result.outcome = OUTCOME_FAILED
         result.error = str(exc)

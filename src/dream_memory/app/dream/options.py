@@ -10,6 +10,7 @@ from pathlib import Path
 
 from dream_memory.adapters.git import GitStore
 from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.app.progress import Progress
 from dream_memory.core.guards import GuardSettings
 from dream_memory.core.ports import ChatModel, Clock, NoRedaction, Redactor, TokenCounter
 from dream_memory.core.stop import StopFlag
@@ -53,5 +54,6 @@ class DreamContext:
     log: Callable[[str], None] = lambda message: None
     # Set by the face's signal handler; the run checks it before every model call and batch.
     stop: StopFlag = field(default_factory=StopFlag)
-    # One line per batch as it ends (the CLI's stderr unless --quiet); None: no progress lines.
-    progress: Callable[[str], None] | None = None
+    # Progress events (app/progress.py: each batch's end, retries, the model phases) as the run
+    # goes; the CLI renders them on stderr. None: no progress wanted.
+    progress: Progress | None = None

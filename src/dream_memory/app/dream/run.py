@@ -50,6 +50,8 @@ from dream_memory.app.dream.report import (
     scrub,
     scrub_report,
 )
+from dream_memory.app.dream.watch import PhaseWatch
+from dream_memory.app.progress import BatchEnded, emitter
 from dream_memory.app.versioning import commit_manual_edits, recover
 from dream_memory.core import layout
 from dream_memory.core.history import Batch, HistoryEntry, plan_batches
@@ -64,10 +66,10 @@ def run_dream(ctx: DreamContext) -> DreamReport:
     log, redactor = ctx.log, ctx.redactor
     ctx = replace(ctx, log=lambda message: log(scrub(redactor, message)))
     report = DreamReport(workspace=str(ctx.root), model=ctx.model.name)
+    progress = emitter(ctx.progress, redactor)
+    if progress is not None:  # retries (the litellm adapter's hook) and phases as progress events
+        ctx = replace(ctx, model=PhaseWatch(ctx.model, progress), progress=progress)
     metered = MeteredModel(ctx.model, ctx.options, ctx.clock, ctx.stop)
-    if ctx.progress is not None and hasattr(ctx.model, "on_retry"):  # the litellm adapter's retries
-        progress = ctx.progress
-        ctx.model.on_retry = lambda line: progress(scrub(redactor, f"dream: {line}"))
     started = ctx.clock.monotonic()
     if not ctx.options.dry_run:
         ensure_folder(ctx.root)
@@ -282,16 +284,23 @@ def _interrupted(report: DreamReport, signum: int | None, where: str) -> None:
 
 
 def _progress(ctx: DreamContext, record: BatchRecord) -> None:
-    """One line as a batch ends: its range, how it ended, what it spent."""
+    """The batch's end as a progress event: its range, how it ended, what it spent."""
     if ctx.progress is None:
         return
-    line = (
-        f"dream: batch {record.cursor_from}..{record.cursor_to} ({record.entries} entries): {record.outcome}, "
-        f"{record.usage.total_tokens} tokens, {record.duration_s:.1f} s"
+    if isinstance(ctx.model, PhaseWatch):
+        ctx.model.finish()
+    ctx.progress(
+        BatchEnded(
+            cursor_from=record.cursor_from,
+            cursor_to=record.cursor_to,
+            entries=record.entries,
+            outcome=record.outcome,
+            tokens=record.usage.total_tokens,
+            seconds=record.duration_s,
+            tool_calls=record.tool_calls,
+            error=record.error,
+        )
     )
-    if record.error:
-        line += f": {record.error}"
-    ctx.progress(scrub(ctx.redactor, line))
 
 
 def _dream_and_land(run: _Run, planned: Batch) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_memory.app.evaluation.scenarios import CHECKS, Scenario
+from dream_memory.core.stop import signal_name
 
 
 @dataclass
@@ -51,6 +52,7 @@ class ScenarioResult:
     baseline: list[Item] = field(default_factory=list)  # what a model that stores nothing scores
     workspace: Path | None = None
     duration_s: float = 0.0
+    interrupted: bool = False  # a stop came before its days were done: not checked, not scored
 
     def counts(self, check: str) -> tuple[int, int]:
         mine = [i for i in self.items if i.check == check]
@@ -106,13 +108,18 @@ class EvalReport:
     model: str
     results: list[ScenarioResult]
     duration_s: float = 0.0
+    stopped_by: int | None = None  # the signal that stopped it (status interrupted, exit 128 + it)
+    interrupted: str | None = None  # the scenario in flight then (not checked, not scored)
+    not_run: list[str] = field(default_factory=list)  # the scenarios after it
 
     @property
     def passed(self) -> bool:
-        return all(r.passed for r in self.results)
+        return self.stopped_by is None and all(r.passed for r in self.results)
 
     @property
     def status(self) -> str:
+        if self.stopped_by is not None:
+            return "interrupted"
         return "ok" if self.passed else "failed"
 
     @property
@@ -126,12 +133,16 @@ class EvalReport:
         total = sum(len(r.items) for r in self.results)
         baseline = sum(r.baseline_passed for r in self.results)
         return {
+            "status": self.status,
             "model": self.model,
             "passed": self.passed,
             "score": {"passed": passed, "total": total, "share": round(passed / total, 4) if total else 0.0},
             "baseline": _score(baseline, total),
             "scenarios": [r.to_json() for r in self.results],
             "tokens": sum(r.to_json()["tokens"] for r in self.results),
+            "stopped_by": self.stopped_by,
+            "interrupted": self.interrupted,
+            "not_run": self.not_run,
             "duration_s": round(self.duration_s, 3),
         }
 
@@ -166,7 +177,11 @@ class EvalReport:
             for r in self.results:
                 if r.failed_required:
                     lines.append(f"  {r.scenario.name}: required check(s) not met: {', '.join(r.failed_required)}")
-        lines += ["", f"overall: {'PASS' if self.passed else 'FAIL'}"]
+        if self.stopped_by is not None:
+            left = [n for n in [self.interrupted, *self.not_run] if n]
+            stopped = f"stopped by {signal_name(self.stopped_by)}"
+            lines += ["", f"{stopped}: not run or not finished: {', '.join(left) or '-'}"]
+        lines += ["", f"overall: {'PASS' if self.passed else ('INTERRUPTED' if self.stopped_by else 'FAIL')}"]
         return "\n".join(lines)
 
 

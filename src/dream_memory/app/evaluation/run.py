@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -13,7 +14,9 @@ from dream_memory.adapters import eval_files
 from dream_memory.app.evaluation.checks import OpenGit, baseline_items, check_workspace
 from dream_memory.app.evaluation.report import EvalReport, Run, ScenarioResult
 from dream_memory.app.evaluation.scenarios import SESSIONS_FOLDER, Scenario, canary_value
+from dream_memory.app.progress import Progress, RunEnded, RunStarted, ScenarioEnded, ScenarioStep
 from dream_memory.core import layout
+from dream_memory.core.stop import StopFlag
 
 
 class EvalWorkspace(Protocol):
@@ -31,6 +34,14 @@ class EvalWorkspace(Protocol):
 OpenWorkspace = Callable[[Path], EvalWorkspace]
 
 
+@dataclass(frozen=True)
+class Watch:
+    """What the face watches an evaluation with: its stop request and its progress events."""
+
+    stop: StopFlag = field(default_factory=StopFlag)
+    progress: Progress | None = None
+
+
 def run_evaluation(
     scenarios: Sequence[Scenario],
     open_workspace: OpenWorkspace,
@@ -40,17 +51,47 @@ def run_evaluation(
     log: Callable[[str], None] = lambda message: None,
     clock: Callable[[], float] = time.monotonic,
     open_git: OpenGit | None = None,
+    watch: Watch | None = None,
 ) -> EvalReport:
     """Run every scenario in its own workspace under ``base`` and check the memory it leaves
-    (``open_git`` opens a workspace's repository to read it, see ``check_workspace``)."""
+    (``open_git`` opens a workspace's repository to read it, see ``check_workspace``).
+
+    ``watch.stop`` (set by the face's signal handler) ends the evaluation after the run in
+    flight: the scenario it was part of is not checked (its memory is half made) and is named in
+    the report, whose status is ``interrupted``; the scenarios done before it keep their scores.
+    ``watch.progress`` gets one event per scenario day and per scenario (else each day is a
+    ``log`` line).
+    """
+    watch = watch or Watch()
+    stop, progress = watch.stop, watch.progress
     started = clock()
-    results = []
+    report = EvalReport(model=model, results=[])
+    if progress is not None:
+        progress(RunStarted(command="eval", unit="scenario", total=len(scenarios), model=model, where=str(base)))
     for scenario in scenarios:
+        if stop.requested:
+            report.stopped_by, report.not_run = stop.signum, [s.name for s in scenarios[len(report.results) :]]
+            break
         began = clock()
-        result = run_scenario(scenario, open_workspace, base / scenario.name, log=log, open_git=open_git)
+        result = run_scenario(
+            scenario, open_workspace, base / scenario.name, log=log, open_git=open_git, stop=stop, progress=progress
+        )
         result.duration_s = clock() - began
-        results.append(result)
-    return EvalReport(model=model, results=results, duration_s=clock() - started)
+        if result.interrupted:
+            report.stopped_by = stop.signum
+            report.interrupted = scenario.name
+            report.not_run = [s.name for s in scenarios[len(report.results) + 1 :]]
+            break
+        report.results.append(result)
+        if progress is not None:
+            progress(
+                ScenarioEnded(scenario.name, result.passed, result.passed_items, len(result.items), result.duration_s)
+            )
+    report.duration_s = clock() - started
+    if progress is not None:
+        tokens = sum(r.to_json()["tokens"] for r in report.results)
+        progress(RunEnded("eval", report.status, len(report.results), report.duration_s, tokens))
+    return report
 
 
 def _install_session(scenario: Scenario, name: str, target: Path, secrets: dict[str, str]) -> Path:
@@ -70,7 +111,12 @@ def run_scenario(
     *,
     log: Callable[[str], None] = lambda m: None,
     open_git: OpenGit | None = None,
+    stop: StopFlag | None = None,
+    progress: Progress | None = None,
 ) -> ScenarioResult:
+    """One scenario, day by day, then its checks; stopped after the run in flight once ``stop``
+    is requested (``result.interrupted``, nothing checked)."""
+    stop = stop or StopFlag()
     eval_files.fresh_folder(root)
     result = ScenarioResult(scenario=scenario, workspace=root)
     secrets = {spec.placeholder: canary_value(scenario, spec) for spec in scenario.canaries}
@@ -78,6 +124,9 @@ def run_scenario(
     for day in scenario.days:
         paths = [_install_session(scenario, name, root, secrets) for name in day.sessions]
         consolidated = workspace.consolidate(paths)
+        if stop.requested:
+            result.interrupted = True
+            return result
         entries = sum(len(s.get("entries", [])) for s in consolidated.get("sessions", []))
         result.runs.append(
             Run(
@@ -90,6 +139,9 @@ def run_scenario(
             )
         )
         dreamt = workspace.dream()
+        if stop.requested:
+            result.interrupted = True
+            return result
         held = [f"held {h.get('id')}: {h.get('reason')}" for h in dreamt.get("held", [])]
         aside = [f"set aside {s.get('cursor_from')}..{s.get('cursor_to')}" for s in dreamt.get("set_aside", [])]
         # A failed batch says what it did get: phase-1 facts, tool calls, time (a model that
@@ -112,10 +164,23 @@ def run_scenario(
             )
         )
         last = result.runs[-2:]
-        log(
-            f"{scenario.name} {day.date}: consolidate {last[0].status} ({last[0].detail}), "
-            f"dream {last[1].status} ({last[1].detail}, {last[1].commits} commit(s))"
-        )
+        if progress is not None:
+            progress(
+                ScenarioStep(
+                    scenario.name,
+                    day.date,
+                    last[0].status,
+                    last[0].detail,
+                    last[1].status,
+                    last[1].detail,
+                    last[1].commits,
+                )
+            )
+        else:
+            log(
+                f"{scenario.name} {day.date}: consolidate {last[0].status} ({last[0].detail}), "
+                f"dream {last[1].status} ({last[1].detail}, {last[1].commits} commit(s))"
+            )
     result.items = check_workspace(scenario, root, result.runs, secrets, open_git=open_git)
     result.baseline = baseline_items(scenario, result.runs, secrets)
     return result

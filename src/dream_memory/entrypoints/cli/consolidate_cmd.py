@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
-from dream_memory.entrypoints.cli._common import command, json_option, note, runtime, workspace_options
-
-if TYPE_CHECKING:
-    from dream_memory.app.consolidate import ConsolidateReport
+from dream_memory.entrypoints.cli._common import command, json_option, runtime, workspace_options
+from dream_memory.entrypoints.cli.progress import progress_options, renderer
 
 
 def _summary(report: dict[str, Any]) -> str:
@@ -37,6 +35,7 @@ def _summary(report: dict[str, Any]) -> str:
             lines.append(f"  {s['path']}: {what} -> {count} entr{'y' if count == 1 else 'ies'}{raw}; {tokens}")
         else:
             lines.append(f"  {s['path']}: {s['outcome']}: {s['error'] or s['reason']}")
+    lines += [f"  note: {n}" for n in report.get("notes", [])]
     lines += [f"  warning: {w}" for w in report["warnings"]]
     lines += [f"  error: {e}" for e in report["errors"]]
     return "\n".join(lines)
@@ -67,6 +66,7 @@ def _summary(report: dict[str, Any]) -> str:
 )
 @click.option("--model", default=None, help="Model preset or litellm id ('offline' for the built-in engine).")
 @json_option
+@progress_options
 @workspace_options
 def consolidate(
     sessions: tuple[str, ...],
@@ -77,9 +77,12 @@ def consolidate(
     update_sessions: bool,
     model: str | None,
     as_json: bool,
+    quiet: bool,
+    verbose: bool,
+    log_format: str,
     workspace: str | None,
     config_path: str | None,
-) -> ConsolidateReport:
+) -> int:
     """Summarize the oldest safe slice of long sessions into memory/history.jsonl.
 
     A session whose unconsolidated messages exceed the token budget has its oldest slice, cut only
@@ -87,9 +90,16 @@ def consolidate(
     about half the budget. Session files are only read; progress is kept in
     memory/.consolidation.json. Prints the JSON report on stdout (--json is accepted and implied).
 
+    Progress on stderr: one line per session as it ends (--quiet: none, --verbose: more,
+    --log-format json: JSON lines). SIGTERM or SIGINT stops it before the next session (the slice
+    in flight lands whole or not at all) and prints the report with status `interrupted`.
+
     Exit codes: 0 done or nothing to do, 1 a session failed and nothing of it was archived,
-    2 bad usage or config, 75 another consolidation holds the workspace.
+    2 bad usage or config, 75 another consolidation holds the workspace, 130 / 143 stopped by
+    SIGINT / SIGTERM (a second signal stops at once; the next run finishes the slice).
     """
+    from dream_memory.app import outcome
+    from dream_memory.app.dream.stopping import exit_at_once, stop_on_signals
     from dream_memory.app.runs import ConsolidateRequest
     from dream_memory.app.runs import consolidate as run_consolidate
 
@@ -103,12 +113,20 @@ def consolidate(
         update_sessions=update_sessions,
         cwd=Path.cwd(),
     )
-    result = run_consolidate(runtime(workspace, config_path), request)
+    render = renderer(quiet, verbose, log_format)
+    # Held until the command returns (click closes it): the report is printed even after a signal.
+    stop = click.get_current_context().with_resource(stop_on_signals(line=render.signal_line))
+    rt = runtime(workspace, config_path)
+    rt.log = render.log
+    result = run_consolidate(rt, request, stop=stop, progress=render)
     report = result.to_json()
     del as_json  # the report is JSON either way (docs/reference/commands.md)
     click.echo(json.dumps(report, indent=2, ensure_ascii=False))
-    note(_summary(report))
-    return result  # DreamCommand turns its status into the exit code
+    render.note(_summary(report))
+    code = outcome.exit_code(result)
+    if stop.requested:
+        exit_at_once(code)  # a scheduler's grace period is running: no slow interpreter shutdown
+    return code
 
 
 COMMANDS = [consolidate]

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dream_memory.entrypoints.cli._common import command, echo, emit_json, json_option, note, runtime, workspace_options
+from dream_memory.entrypoints.cli.progress import progress_options, renderer
 
 if TYPE_CHECKING:
     pass
@@ -59,7 +60,7 @@ def _write_report(path: Path, text: str) -> str | None:
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Token budget for this run.")
 @click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="Cost budget in USD for this run.")
 @click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None, help="Wall-time budget.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr (one per batch as it ends).")
+@progress_options
 @workspace_options
 def run(
     batch_size: int | None,
@@ -72,6 +73,8 @@ def run(
     max_cost: float | None,
     max_seconds: float | None,
     quiet: bool,
+    verbose: bool,
+    log_format: str,
     workspace: str | None,
     config_path: str | None,
 ) -> int:
@@ -105,12 +108,12 @@ def run(
             report_file.append(_check_report_path(report_path))
 
     # Held until the command returns (click closes it): the report is printed even after a signal.
-    stop = click.get_current_context().with_resource(stop_on_signals())
-    progress = None if quiet else note
+    render = renderer(quiet, verbose, log_format)
+    stop = click.get_current_context().with_resource(stop_on_signals(line=render.signal_line))
     try:
-        report = dream(
-            runtime(workspace, config_path), request, before_start=check_report_file, stop=stop, progress=progress
-        )
+        rt = runtime(workspace, config_path)
+        rt.log = render.log
+        report = dream(rt, request, before_start=check_report_file, stop=stop, progress=render)
     except (DreamError, OSError, RecursionError) as exc:
         # Stopped before it could start (config, model, permissions, --report): a scheduler
         # reading stdout still gets a report saying so; the error itself ends the command as usual.
@@ -120,7 +123,7 @@ def run(
     code = outcome.exit_code(report)
     text = json.dumps(report.to_json(), indent=2, ensure_ascii=False)
     click.echo(text)  # first: whatever happens to the report file, stdout has the report
-    note(_summary(report.to_json()))
+    render.note(_summary(report.to_json()))
     failed = _write_report(report_file[0], text) if report_file else None
     if failed is not None:
         note(f"dream: error: {failed} (the report is on stdout)")

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from dream_memory.entrypoints.cli._common import command, emit_json, json_option, note, runtime, workspace_options
+from dream_memory.entrypoints.cli._common import command, emit_json, json_option, runtime, workspace_options
+from dream_memory.entrypoints.cli.progress import progress_options, renderer
 
 
 @command("eval")
@@ -28,6 +29,7 @@ from dream_memory.entrypoints.cli._common import command, emit_json, json_option
 )
 @click.option("--keep", is_flag=True, help="Keep the evaluation workspaces (their paths are printed).")
 @json_option
+@progress_options
 @workspace_options
 def eval_(
     model: str | None,
@@ -35,6 +37,9 @@ def eval_(
     scenarios_dir: str | None,
     keep: bool,
     as_json: bool,
+    quiet: bool,
+    verbose: bool,
+    log_format: str,
     workspace: str | None,
     config_path: str | None,
 ) -> int:
@@ -50,19 +55,28 @@ def eval_(
     `dream demo`). Run it with a real model before trusting that model with your memory.
     --workspace and --config only say where the configuration is: your workspace is never touched.
 
-    Exit codes: 0 every scenario met its threshold, 1 one did not, 2 bad usage, config or scenario.
+    Progress on stderr: one line per scenario day and per scenario (--quiet: none, --verbose:
+    more, --log-format json: JSON lines). SIGTERM or SIGINT stops it after the run in flight: the
+    scenarios done keep their scores, the one in flight is named, status `interrupted`.
+
+    Exit codes: 0 every scenario met its threshold, 1 one did not, 2 bad usage, config or scenario,
+    130 / 143 stopped by SIGINT / SIGTERM.
     """
     import shutil
     import tempfile
 
     from dream_memory.app import outcome
+    from dream_memory.app.dream.stopping import exit_at_once, stop_on_signals
     from dream_memory.app.evaluate import EvalRequest, evaluate
 
+    render = renderer(quiet, verbose, log_format)
+    stop = click.get_current_context().with_resource(stop_on_signals(line=render.signal_line))
     rt = runtime(workspace, config_path)
+    rt.log = render.log
     base = Path(tempfile.mkdtemp(prefix="dream-eval-"))
     request = EvalRequest(base, model=model, names=names, scenarios_dir=Path(scenarios_dir) if scenarios_dir else None)
     try:
-        report = evaluate(rt, request)
+        report = evaluate(rt, request, stop=stop, progress=render)
     finally:
         if not keep:
             shutil.rmtree(base, ignore_errors=True)
@@ -76,8 +90,11 @@ def eval_(
         click.echo(report.table())
     if keep:
         for result in report.results:
-            note(f"dream eval: {result.scenario.name} workspace kept at {result.workspace}")
-    return outcome.exit_code(report)
+            render.log(f"eval: {result.scenario.name} workspace kept at {result.workspace}")
+    code = outcome.exit_code(report)
+    if stop.requested:
+        exit_at_once(code)  # a scheduler's grace period is running: no slow interpreter shutdown
+    return code
 
 
 COMMANDS = [eval_]
