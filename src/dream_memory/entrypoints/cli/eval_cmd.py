@@ -58,7 +58,7 @@ def eval_(
     from dream_memory.app import outcome
     from dream_memory.app.evaluate import EvalRequest, evaluate
 
-    rt = runtime(workspace, config_path)
+    rt = runtime(workspace, config_path, require=False)  # only the config is read there
     base = Path(tempfile.mkdtemp(prefix="dream-eval-"))
     request = EvalRequest(base, model=model, names=names, scenarios_dir=Path(scenarios_dir) if scenarios_dir else None)
     try:
