@@ -25,7 +25,7 @@ from pathlib import Path
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from dream_memory.app.runtime import Runtime
+from dream_memory.app.runtime import Runtime, require_read_root
 from dream_memory.settings import defaults
 
 if TYPE_CHECKING:
@@ -182,8 +182,7 @@ class Workspace:
         from dream_memory.settings import search_cache_dir
 
         rs = self._rt.read_settings
-        if rs.store == self._rt.root:
-            self._rt.require_workspace()
+        require_read_root(rs)
         return search_store(
             rs.store, query, max_results=max_results, excludes=rs.excludes, cache_dir=search_cache_dir(rs.env)
         )

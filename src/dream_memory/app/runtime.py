@@ -34,6 +34,16 @@ def stderr_logger(message: str) -> None:
     print(f"dream: {message}", file=sys.stderr)
 
 
+def require_read_root(settings: ReadSettings) -> None:
+    """The read side's workspace check: a store named by --store or DREAM_MEMORY_STORE is any
+    folder (its own checks say when it is missing); the workspace as the store must exist
+    (NoWorkspace, exit 2, naming the path and `dream init`)."""
+    from dream_memory.adapters.workspace import is_folder, require_workspace
+
+    if settings.store == settings.workspace and not is_folder(settings.store):
+        require_workspace(settings.store)
+
+
 @dataclass
 class Runtime:
     settings: Settings

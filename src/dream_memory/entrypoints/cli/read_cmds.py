@@ -44,14 +44,13 @@ def open_store(
 ) -> ReadStore:
     """The store from ``--store`` > DREAM_MEMORY_STORE > the workspace, with the excludes."""
 
-    from dream_memory.adapters.workspace import is_folder, require_workspace
     from dream_memory.app.read import ReadStore
+    from dream_memory.app.runtime import require_read_root
     from dream_memory.settings import load_read_settings, search_cache_dir
 
     # The read side needs no config file: skipping it (and pydantic) keeps `dream search` fast.
     settings = load_read_settings(workspace, store)
-    if settings.store == settings.workspace and not is_folder(settings.store):
-        require_workspace(settings.store)  # exit 2 naming the path and `dream init`
+    require_read_root(settings)  # no workspace there: exit 2 naming the path and `dream init`
     return ReadStore(
         settings.store,
         excludes=settings.excludes,
