@@ -109,3 +109,13 @@ def test_every_console_script_answers_version(name: str, clean_env: dict[str, st
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"dream-memory, version {__version__}"
+
+
+def test_demo_takes_json_too(dream) -> None:
+    """`dream demo --json`: one JSON document holding the run's report and the change it made
+    (before, --json was "No such option" and stdout mixed JSON with the log's text)."""
+    done = dream("demo", "--json", "--no-keep")
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["report"]["status"] == "ok" and data["workspace"] is None
+    assert data["latest"]["commit"] == data["report"]["commits"][-1]

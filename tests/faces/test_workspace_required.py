@@ -175,4 +175,3 @@ def test_the_api_works_after_init(tmp_path: Path) -> None:
     assert ws.init().commit is not None
     assert ws.append("- [durable] User prefers tea").cursor == 1
     assert ws.dream(model="offline").status == "ok"
-

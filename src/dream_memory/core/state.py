@@ -14,6 +14,7 @@ from typing import Any
 from dream_memory.core import jsontext
 from dream_memory.errors import WorkspaceUnusable
 
+
 class StateUnreadable(WorkspaceUnusable):
     """memory/.dream_state.json is not Dream's state: exit 2 until someone restores or deletes it."""
 

@@ -190,8 +190,9 @@ def prompt(action: str | None, as_json: bool, workspace: str | None, config_path
     "--model", default=None, help="Model preset or litellm id (default: offline unless a model is configured)."
 )
 @click.option("--keep/--no-keep", default=True, show_default=True, help="Keep the temporary workspace afterwards.")
+@json_option
 @workspace_options
-def demo(model: str | None, keep: bool, workspace: str | None, config_path: str | None) -> int:
+def demo(model: str | None, keep: bool, as_json: bool, workspace: str | None, config_path: str | None) -> int:
     """Run Dream end to end on a bundled sample workspace copied to a temp folder.
 
     No API key is needed: the built-in offline engine runs unless a model is configured.
@@ -207,11 +208,16 @@ def demo(model: str | None, keep: bool, workspace: str | None, config_path: str 
 
     done = run_demo(DemoRequest(model=model, config=config_path), log=stderr_logger)
     report = done.dream.to_json()
-    click.echo(json.dumps(report, indent=2, ensure_ascii=False))
-    note(_summary(report))
-    click.echo("")
-    click.echo("$ dream log")
-    render_log(done.latest, as_json=False)
+    if as_json:  # one document: the run's report and the change it made
+        kept = str(done.workspace) if keep else None
+        emit_json({"workspace": kept, "report": report, "latest": done.latest.to_json()})
+        note(_summary(report))
+    else:
+        click.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        note(_summary(report))
+        click.echo("")
+        click.echo("$ dream log")
+        render_log(done.latest, as_json=False)
     target = done.workspace
     if keep:
         note(f"the demo workspace stays at {target}: try `dream status --workspace {target}` or `git -C {target} log`")
