@@ -1,5 +1,6 @@
 """history.jsonl store benchmarks: appends per second (one process, and 8 processes contending
-for memory/.history.lock), reading from a cursor (a 1,000-entry file; a 100,000-line archive
+for memory/.history.lock), `dream append --jsonl -` with 1,000 entries as one process against a
+single `dream append` process, reading from a cursor (a 1,000-entry file; a 100,000-line archive
 reached by a --replay), and compaction.
 
 Every append is durable: an fsync of history.jsonl, then .cursor rewritten atomically (temp file,
@@ -11,6 +12,7 @@ Run: ``.venv/bin/python bench/bench_store.py [--quick] [--json]``.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -99,6 +101,56 @@ def bench_appends(tmp: Path, quick: bool) -> Section:
     )
 
 
+DREAM = [sys.executable, "-c", "from dream_memory.entrypoints.cli import main; main()"]
+
+
+def _dream_seconds(ws: Path, args: list[str], stdin: bytes) -> tuple[float, str]:
+    env = {**os.environ, "HOME": str(ws.parent), "DREAM_WORKSPACE": str(ws), "DREAM_CONFIG": ""}
+    start = time.perf_counter()
+    done = subprocess.run([*DREAM, *args], input=stdin, capture_output=True, env=env, check=True)
+    return time.perf_counter() - start, done.stdout.decode("utf-8")
+
+
+def bench_append_jsonl(tmp: Path, quick: bool) -> Section:
+    """Issue 17's target: 1,000 entries through `dream append --jsonl -` in under 2 s, one process,
+    the same cost as a single `dream append` process plus the writing (gated as a same-run ratio)."""
+    lines = 1000
+    payload = "".join(
+        json.dumps({"content": f"{CONTENT} {i}", "session_key": "cli:direct"}) + "\n" for i in range(lines)
+    ).encode("utf-8")
+    repeat = 1 if quick else 3
+    many: list[float] = []
+    one: list[float] = []
+    consecutive = True
+    for round_ in range(repeat):
+        ws = build_workspace(tmp / f"jsonl-{round_}")
+        seconds, out = _dream_seconds(ws, ["append", "--jsonl", "-"], payload)
+        cursors = [int(c) for c in out.split()]
+        consecutive = consecutive and cursors == list(range(1, lines + 1))
+        many.append(seconds)
+        one.append(_dream_seconds(ws, ["append", "-"], CONTENT.encode("utf-8"))[0])
+    stored = len(HistoryLog(ws, clock=FrozenClock()).scan().entries)
+    assert stored == lines + 1 and consecutive
+    best_many, best_one = min(many), min(one)
+    return Section(
+        key="store.append_jsonl",
+        title="`dream append --jsonl -`: 1,000 entries in one process (one locked write)",
+        columns=["command", "entries", "s (best of runs)"],
+        rows=[
+            ["dream append --jsonl - (1,000 lines)", lines, best_many],
+            ["dream append - (one entry)", 1, best_one],
+        ],
+        command="python bench/bench_store.py" + (" --quick" if quick else ""),
+        notes=[
+            f"Target (issue 17): under 2 s for 1,000 lines; {best_many:.2f} s here, "
+            f"{best_many / best_one:.2f}x one single-entry append process. Both times include the "
+            "interpreter's start-up. The cursors come out consecutive (1..1000)."
+        ],
+        deterministic={"jsonl_entries": float(stored - 1), "jsonl_consecutive": 1.0 if consecutive else 0.0},
+        ratios={"jsonl_1000_over_one_append": best_many / best_one},
+    )
+
+
 def bench_reads(tmp: Path, quick: bool) -> Section:
     archive_lines = 20_000 if quick else 100_000
     ws = build_workspace(tmp / "read")
@@ -152,7 +204,12 @@ def bench_compaction(tmp: Path, quick: bool) -> Section:
 def run(quick: bool) -> list[Section]:
     with tempfile.TemporaryDirectory(prefix="dream-bench-store-") as tmp:
         root = Path(tmp)
-        return [bench_appends(root, quick), bench_reads(root, quick), bench_compaction(root, quick)]
+        return [
+            bench_appends(root, quick),
+            bench_append_jsonl(root, quick),
+            bench_reads(root, quick),
+            bench_compaction(root, quick),
+        ]
 
 
 if __name__ == "__main__":

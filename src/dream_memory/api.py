@@ -3,6 +3,7 @@
     from dream_memory import Workspace
 
     ws = Workspace("~/.nanoinfra/workspaces/default")
+    ws.init()                                   # only init creates a workspace (idempotent)
     ws.append("- [durable] User prefers dark mode", session_key="cli:direct")
     report = ws.dream(model="offline")          # a DreamReport: report.status, report.exit_code
     print(ws.context(budget=4000).text)
@@ -10,6 +11,8 @@
 Every method is one service call and returns its typed report; ``report.to_json()`` is what the
 CLI's ``--json`` prints. Errors are the package's own (``dream_memory.errors.DreamError`` and its
 kinds); a run another process holds the lock for is a report with status ``locked``, as in the CLI.
+Every method but ``init()`` needs the workspace to exist: on a path with none it raises
+``dream_memory.errors.NoWorkspace`` (an InputError, exit code 2) and creates nothing.
 Log lines (a migration, a stale lock taken over) become ``warnings``. Nothing here imports litellm
 until a method calls a model.
 """
@@ -18,17 +21,18 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dream_memory.app.runtime import Runtime
+from dream_memory.app.runtime import Runtime, require_read_root
 from dream_memory.settings import defaults
 
 if TYPE_CHECKING:
     from dream_memory.app.consolidate import ConsolidateReport
     from dream_memory.app.dream import DreamReport
     from dream_memory.app.forget import ForgetReport
-    from dream_memory.app.history import Appended
+    from dream_memory.app.history import Appended, AppendedMany, NewEntry, WorkspaceStatus
     from dream_memory.app.init import InitReport
     from dream_memory.app.restore import HeldReport, VersionList
     from dream_memory.app.versioning import Comparison, RestoreResult
@@ -72,6 +76,12 @@ class Workspace:
     def __repr__(self) -> str:
         return f"Workspace({str(self.path)!r})"
 
+    @property
+    def _ws(self) -> Runtime:
+        """The runtime of an existing workspace (NoWorkspace, exit 2, when there is none)."""
+        self._rt.require_workspace()
+        return self._rt
+
     # --- history -----------------------------------------------------------------------------
 
     def init(self) -> InitReport:
@@ -89,13 +99,22 @@ class Workspace:
         """``append`` with the secrets redacted before storing (``.redactions``)."""
         from dream_memory.app.history import AppendRequest, append
 
-        return append(self._rt, AppendRequest(text, session_key))
+        return append(self._ws, AppendRequest(text, session_key))
 
-    def status(self) -> dict[str, Any]:
-        """The same mapping as ``dream status --json``."""
+    def append_many(self, entries: Iterable[NewEntry | Mapping[str, Any] | str]) -> AppendedMany:
+        """Append many entries in one locked, all-or-nothing write (``dream append --jsonl``):
+        each a mapping with ``content`` and optional ``session_key`` and ``timestamp`` (or a bare
+        string), redacted like ``append``; ``.entries`` carry consecutive cursors. A bad entry
+        raises InputError naming it (``entry 3: ...``) and appends none."""
+        from dream_memory.app.history import append_many
+
+        return append_many(self._ws, entries)
+
+    def status(self) -> WorkspaceStatus:
+        """Cursors, pending entries, lock, unsaved edits; ``.to_json()`` is ``dream status --json``."""
         from dream_memory.app.history import status
 
-        return status(self._rt)
+        return status(self._ws)
 
     # --- Dream and the Consolidator -----------------------------------------------------------
 
@@ -119,7 +138,7 @@ class Workspace:
         from dream_memory.app.runs import RunRequest, dream
 
         request = RunRequest(model, batch_size, max_batches, dry_run, branch, max_tokens, max_cost, max_seconds)
-        return dream(self._rt, request)
+        return dream(self._ws, request)
 
     def consolidate(
         self,
@@ -144,7 +163,7 @@ class Workspace:
             dry_run=dry_run,
             update_sessions=update_sessions,
         )
-        return consolidate(self._rt, request)
+        return consolidate(self._ws, request)
 
     # --- reading --------------------------------------------------------------------------------
 
@@ -155,7 +174,7 @@ class Workspace:
         200..200000 tokens, default ``agents.defaults.context.budgetTokens``)."""
         from dream_memory.app.context import ContextRequest, context
 
-        return context(self._rt, ContextRequest(budget, session_key, path))
+        return context(self._ws, ContextRequest(budget, session_key, path))
 
     def search(self, query: str, *, max_results: int = defaults.SEARCH_MAX_RESULTS) -> Any:
         """Search the memory store (same results as ``dream search --json``; a large store keeps
@@ -164,6 +183,7 @@ class Workspace:
         from dream_memory.settings import search_cache_dir
 
         rs = self._rt.read_settings
+        require_read_root(rs)
         return search_store(
             rs.store, query, max_results=max_results, excludes=rs.excludes, cache_dir=search_cache_dir(rs.env)
         )
@@ -172,35 +192,35 @@ class Workspace:
         """The latest Dream change, the change ``rev``, or the comparison ``"A..B"``."""
         from dream_memory.app.restore import LogRequest, log
 
-        return log(self._rt, LogRequest(rev)).value
+        return log(self._ws, LogRequest(rev)).value
 
     def versions(self, *, limit: int = defaults.RESTORE_LIST_LIMIT) -> VersionList:
         """Recent Dream versions, newest first (``dream restore`` without a commit)."""
         from dream_memory.app.restore import VersionsRequest, versions
 
-        return versions(self._rt, VersionsRequest(limit))
+        return versions(self._ws, VersionsRequest(limit))
 
     def restore(self, rev: str, *, force: bool = False, replay: bool = False) -> RestoreResult:
         """Undo exactly the changes of commit ``rev`` (same rules and report as ``dream restore``)."""
         from dream_memory.app.restore import RestoreRequest, restore
 
-        return restore(self._rt, RestoreRequest(rev, force=force, replay=replay))
+        return restore(self._ws, RestoreRequest(rev, force=force, replay=replay))
 
     def apply_held(self, held_id: str, *, force: bool = False) -> HeldReport:
         """Apply a held batch (``dream restore --apply-held``)."""
         from dream_memory.app.restore import SettleRequest, settle_held
 
-        return settle_held(self._rt, SettleRequest(held_id, "apply", force=force))
+        return settle_held(self._ws, SettleRequest(held_id, "apply", force=force))
 
     def discard_held(self, held_id: str) -> HeldReport:
         """Discard a held batch (``dream restore --discard-held``)."""
         from dream_memory.app.restore import SettleRequest, settle_held
 
-        return settle_held(self._rt, SettleRequest(held_id, "discard"))
+        return settle_held(self._ws, SettleRequest(held_id, "discard"))
 
     def forget(self, value: str | None = None, *, entity: str | None = None, dry_run: bool = False) -> ForgetReport:
         """Purge ``value`` (or the entity ``entity``) from memory and every commit of git history,
         as ``dream forget`` does (docs/forget.md); ``dry_run`` lists what would change."""
         from dream_memory.app.forget import ForgetRequest, forget
 
-        return forget(self._rt, ForgetRequest(value=value, entity=entity, dry_run=dry_run))
+        return forget(self._ws, ForgetRequest(value=value, entity=entity, dry_run=dry_run))

@@ -48,6 +48,11 @@ class InputError(DreamError):
     exit_code = EXIT_USAGE
 
 
+class NoWorkspace(InputError):
+    """The path names no workspace (docs/reference/files.md says what counts as one); only
+    ``dream init`` creates one, so a mistyped path never becomes a new, empty workspace."""
+
+
 class HistoryError(DreamError):
     """history.jsonl or its cursors cannot be read or written."""
 

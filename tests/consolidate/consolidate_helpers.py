@@ -56,8 +56,11 @@ class Cli:
 
 
 def make_cli(tmp_path: Path) -> Cli:
+    """A HOME with no config and DREAM_WORKSPACE at a workspace as nanobot leaves it (memory/,
+    no templates, no repository): only `dream init` creates a workspace."""
     home = tmp_path / "home"
     home.mkdir()
+    (tmp_path / "ws" / "memory").mkdir(parents=True)
     env = {
         "HOME": str(home),
         "DREAM_WORKSPACE": str(tmp_path / "ws"),

@@ -14,10 +14,12 @@ from dream_memory.testing.llm_server import ScriptedLLMServer, from_chat_model
 
 @pytest.fixture
 def isolated(tmp_path: Path) -> Cli:
-    """A HOME with no config, DREAM_WORKSPACE pointing at a fresh folder, no model chosen."""
+    """A HOME with no config, DREAM_WORKSPACE pointing at a workspace as nanobot leaves it
+    (memory/, no templates, no repository; only `dream init` creates a workspace), no model chosen."""
     home = tmp_path / "home"
     home.mkdir()
     workspace = tmp_path / "ws"
+    (workspace / "memory").mkdir(parents=True)
     env = {
         "HOME": str(home),
         "DREAM_WORKSPACE": str(workspace),

@@ -247,3 +247,55 @@ def test_restore_reports_replay_counts_on_every_face(tmp_path: Path) -> None:
             results[face] = ws_api.restore(change.sha, replay=True).to_json()
     keys = ("cursor_before", "cursor_after", "replay_entries", "replay_from_archive")
     assert [results["cli"][k] for k in keys] == [results["api"][k] for k in keys] == [3, 0, 3, 0]
+
+
+# --- search: how many results ------------------------------------------------------------------------
+
+
+def test_max_results_follows_one_rule_on_every_face(tmp_path: Path) -> None:
+    """How many sources a search returns is 1..50 on every face: 0 or 51 is the CLI's exit 2, the
+    API's InputError and an MCP tool error, each with the same message; 2 gives the same results
+    everywhere. Before issue 16 the CLI clamped with a note, the API clamped silently and MCP's
+    schema refused."""
+    ws = build_workspace(
+        tmp_path / "ws",
+        files={f"sections/s{i}.md": f"# s{i}\n- tea number {i}\n" for i in range(5)},
+    )
+    server = build_server(ws, home=str(tmp_path))
+    for bad in (0, 51):
+        cli = invoke(tmp_path, "search", "tea", "--max-results", str(bad), "--workspace", str(ws))
+        message = f"max results must be 1..50 (got {bad})"
+        assert cli.exit_code == 2 and message in cli.stderr, cli.stderr
+        with pytest.raises(InputError) as raised:
+            api(ws, tmp_path).search("tea", max_results=bad)
+        assert raised.value.exit_code == cli.exit_code and message in str(raised.value)
+
+        async def tool(client: Any, bad: int = bad) -> Any:
+            return await client.call_tool("dream_search", {"query": "tea", "maxResults": bad})
+
+        found = mcp_call(server, tool)
+        assert found.is_error and message in found.content[0].text
+
+    cli_json = json.loads(invoke(tmp_path, "search", "tea", "--max-results", "2", "--json", "-w", str(ws)).stdout)
+    api_json = api(ws, tmp_path).search("tea", max_results=2).to_json()
+    mcp_json = mcp_call(server, lambda c: c.call_tool("dream_search", {"query": "tea", "maxResults": 2}))
+    assert cli_json == api_json == mcp_json.structured_content
+    assert len(cli_json["results"]) == 2 and cli_json["matched"] == 5
+
+
+# --- status ---------------------------------------------------------------------------------------------
+
+
+def test_status_is_a_typed_result_rendered_as_the_cli_prints_it(tmp_path: Path) -> None:
+    """`Workspace.status()` returns a typed result (attributes, not a dict) whose to_json() is
+    exactly `dream status --json`. Before, the API returned a plain dict."""
+    from dream_memory.app.history import WorkspaceStatus
+
+    ws = build_workspace(tmp_path / "ws", history=["- [durable] User prefers tea", "- [durable] Oslo"])
+    assert api(ws, tmp_path).dream(model="offline").exit_code == 0
+    api(ws, tmp_path).append("- [durable] one more")
+    status = api(ws, tmp_path).status()
+    assert isinstance(status, WorkspaceStatus)
+    assert (status.cursor, status.dream_cursor, status.pending, status.dirty) == (3, 2, 1, [])
+    cli = invoke(tmp_path, "status", "--json", "--workspace", str(ws))
+    assert cli.exit_code == 0 and json.loads(cli.stdout) == status.to_json()

@@ -9,7 +9,7 @@ from pathlib import Path
 def test_log_when_there_is_nothing_to_show(tmp_path: Path, dream) -> None:
     """No repository, or only `memory: init`: a clear sentence (or JSON null) and exit 0."""
     ws = tmp_path / "ws"
-    ws.mkdir()
+    (ws / "memory").mkdir(parents=True)  # a workspace as nanobot leaves it: no repository yet
     proc = dream("log", "--workspace", str(ws))
     assert (proc.returncode, proc.stdout) == (
         0,

@@ -47,10 +47,10 @@ def test_prefixes(tmp_path: Path, dream, git, store, dream_commit) -> None:
     prefix, first, second = _two_commits_sharing_a_prefix(store, ws)
     assert "ambiguous" in git(ws, "rev-parse", prefix, check=False)
     cases = {
-        sha[:3]: "give at least 4 hex digits",
-        "zzzz": "give at least 4 hex digits",
+        sha[:3]: "no branch or commit named",
+        "zzzz": "no branch or commit named",
         prefix: "is ambiguous: it matches 2 commits",
-        _unknown_prefix(ws, git): "no commit matches",
+        _unknown_prefix(ws, git): "no branch or commit matches",
     }
     for rev, message in cases.items():
         for command in ("log", "restore") if rev == prefix else ("log",):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from dream_memory.core.search import (
     Query,
     Score,
-    clamp_max_results,
+    check_max_results,
     fold_bytes,
     parse_query,
     preview_lines,
@@ -37,9 +37,13 @@ def test_unusable_queries_are_input_errors(bad: str) -> None:
         parse_query(bad)
 
 
-def test_max_results_is_clamped() -> None:
-    """--max-results stays within 1..50."""
-    assert [clamp_max_results(n) for n in (-3, 0, 1, 10, 50, 51, 1000)] == [1, 1, 1, 10, 50, 50, 50]
+def test_max_results_outside_1_to_50_is_refused() -> None:
+    """How many sources a search returns is 1..50; anything else is bad input (exit 2), never
+    quietly changed to something the caller did not ask for."""
+    assert [check_max_results(n) for n in (1, 10, 50)] == [1, 10, 50]
+    for bad in (-3, 0, 51, 1000, True):
+        with pytest.raises(InputError, match=r"1\.\.50"):
+            check_max_results(bad)
 
 
 def docs() -> list[tuple[str, str, str]]:
@@ -63,7 +67,7 @@ def search_texts(sources: list[tuple[str, str, str]], text: str, max_results: in
     """The paths of the best sources, best first, as search ranks them."""
     query = parse_query(text)
     scored = [(s, path, None) for path, body, name in sources if (s := score_of(body, name, query)) is not None]
-    return [path for _, path, _ in top(scored, clamp_max_results(max_results))]
+    return [path for _, path, _ in top(scored, check_max_results(max_results))]
 
 
 def test_ranking_order() -> None:

@@ -40,9 +40,11 @@ def _hold(code: str, *args: str) -> subprocess.Popen[str]:
 
 
 def test_append_prints_the_cursor_and_reads_stdin(tmp_path: Path, dream) -> None:
-    """`dream append TEXT` creates the workspace if needed and prints the new cursor on stdout;
-    `-` reads the entry from stdin, undecodable bytes replaced rather than failing."""
+    """`dream append TEXT` prints the new cursor on stdout (adding the durable templates a
+    nanobot workspace lacks); `-` reads the entry from stdin, undecodable bytes replaced rather
+    than failing."""
     ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
     first = dream("append", "- User prefers dark mode", "--session-key", "cli:direct", "--workspace", str(ws))
     assert (first.returncode, first.stdout) == (0, "1\n"), first.stderr
     proc = dream("append", "-", "--workspace", str(ws), input=b"- from a pipe\n- second line\n\xff bad byte\n")

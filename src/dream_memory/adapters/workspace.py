@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dream_memory.adapters import fsutil
 from dream_memory.core import layout
-from dream_memory.errors import WorkspaceError
+from dream_memory.errors import NoWorkspace, WorkspaceError
 
 TEMPLATE_FILES: tuple[str, ...] = (layout.SOUL, layout.USER, layout.MEMORY, layout.PROMPTS_README)
 
@@ -58,6 +58,25 @@ def init_workspace(root: Path, *, guide_notes: bool = True) -> list[str]:
     except OSError as exc:
         raise WorkspaceError(f"cannot create workspace {root}: {fsutil.describe_os_error(exc)}") from exc
     return created
+
+
+def is_workspace(root: Path) -> bool:
+    """True when ``root`` is a folder holding one of ``layout.WORKSPACE_MARKERS``."""
+    return root.is_dir() and any((root / marker).exists() for marker in layout.WORKSPACE_MARKERS)
+
+
+def require_workspace(root: Path) -> None:
+    """NoWorkspace (exit 2) unless ``root`` is a workspace; looks, never creates."""
+    if is_workspace(root):
+        return
+    init = f"`dream init --workspace {root}` creates it"
+    if root.is_dir():
+        raise NoWorkspace(
+            f"{root} is not a dream workspace (no SOUL.md, USER.md or memory/ in it)",
+            hint=f"check the path (--workspace, DREAM_WORKSPACE); {init} there",
+        )
+    what = "a file, not a folder" if root.exists() else "no such folder"
+    raise NoWorkspace(f"no workspace at {root} ({what})", hint=f"check the path (--workspace, DREAM_WORKSPACE); {init}")
 
 
 def is_template(rel_path: str, text: str | None) -> bool:

@@ -147,7 +147,7 @@ def _repository_checks(inputs: DoctorInputs) -> list[Check]:
     git: GitStore | None = None
     try:
         git = inputs.git()
-        status = workspace_status(root, inputs.history(), git, follow_external=follow)
+        status = workspace_status(root, inputs.history(), git, follow_external=follow).to_json()
         checks = [_git_check(git, status, root)]
         if git is not None:
             checks += _git_lock_checks(git)

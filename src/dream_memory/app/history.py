@@ -1,8 +1,10 @@
-"""Use cases over history.jsonl: append one entry (``append``), and the workspace status (``status``)."""
+"""Use cases over history.jsonl: append one entry (``append``) or many at once (``append_many``,
+``dream append --jsonl``), and the workspace status (``status``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,8 +12,8 @@ from dream_memory.adapters import fsutil, workspace
 from dream_memory.adapters.git import GitStore
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.locks import current_holder
-from dream_memory.core import layout
-from dream_memory.core.history import HistoryEntry
+from dream_memory.core import jsontext, layout
+from dream_memory.core.history import HistoryEntry, format_timestamp, parse_timestamp
 from dream_memory.core.ports import NoRedaction, Redactor
 from dream_memory.core.state import DreamState
 from dream_memory.errors import InputError
@@ -61,13 +63,35 @@ def read_state(root: Path) -> DreamState:
     return DreamState.from_json(fsutil.read_text(root / layout.DREAM_STATE))
 
 
+@dataclass(frozen=True)
+class WorkspaceStatus:
+    """What ``dream status`` shows (docs/reference/commands.md); ``to_json()`` is ``--json``."""
+
+    workspace: str
+    exists: bool
+    cursor: int  # the last cursor written
+    dream_cursor: int  # the cursor Dream trusts (the committed one, app/cursor.py)
+    cursor_check: dict[str, Any]  # how it compares with memory/.dream_cursor and why
+    pending: int  # entries after the dream cursor (archived ones above it too, after a --replay)
+    entries: int
+    malformed: int
+    repaired: int
+    lock: dict[str, Any] | None
+    last_dream_commit: dict[str, Any] | None
+    dirty: list[str]  # versioned memory files edited since HEAD (never Dream's own bookkeeping)
+    held: list[str]
+    set_aside: list[str]
+    pending_migration: bool
+    versioned: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__dataclass_fields__}
+
+
 def workspace_status(
     root: Path, history: HistoryLog, git: GitStore | None, *, follow_external: bool = False
-) -> dict[str, Any]:
-    """What ``dream status`` shows (docs/reference/commands.md); reads only, never migrates or creates.
-
-    ``dream_cursor`` is the cursor Dream trusts (the committed one, app/cursor.py) and
-    ``cursor_check`` says how it compares with the file and why (``dream doctor`` reuses it)."""
+) -> WorkspaceStatus:
+    """Reads only, never migrates or creates (``dream doctor`` reuses it)."""
     from dream_memory.app.cursor import dream_cursor_check
 
     scan = history.scan()
@@ -76,25 +100,111 @@ def workspace_status(
     dream_cursor = check.value
     holder = current_holder(root)
     state = read_state(root)
-    return {
-        "workspace": str(root),
-        "exists": workspace.is_folder(root),
-        "cursor": max(counter or 0, scan.max_cursor),
-        "dream_cursor": dream_cursor,
-        "cursor_check": check.to_json(),
-        # entries_after also counts archived entries above the cursor (after a --replay)
-        "pending": len(history.entries_after(dream_cursor, scan)),
-        "entries": len(scan.entries),
-        "malformed": scan.malformed,
-        "repaired": sum(1 for p in scan.problems if p.kind == "repaired"),
-        "lock": holder.to_json() if holder else None,
-        "last_dream_commit": last_dream_commit(git),
-        "dirty": git.dirty() if git is not None and git.head() is not None else [],
-        "held": [h.id for h in state.held],
-        "set_aside": [f"{s.cursor_from}..{s.cursor_to}" for s in state.set_aside],
-        "pending_migration": history.legacy_pending(),
-        "versioned": git is not None,
-    }
+    return WorkspaceStatus(
+        workspace=str(root),
+        exists=workspace.is_folder(root),
+        cursor=max(counter or 0, scan.max_cursor),
+        dream_cursor=dream_cursor,
+        cursor_check=check.to_json(),
+        pending=len(history.entries_after(dream_cursor, scan)),
+        entries=len(scan.entries),
+        malformed=scan.malformed,
+        repaired=sum(1 for p in scan.problems if p.kind == "repaired"),
+        lock=holder.to_json() if holder else None,
+        last_dream_commit=last_dream_commit(git),
+        dirty=git.dirty() if git is not None and git.head() is not None else [],
+        held=[h.id for h in state.held],
+        set_aside=[f"{s.cursor_from}..{s.cursor_to}" for s in state.set_aside],
+        pending_migration=history.legacy_pending(),
+        versioned=git is not None,
+    )
+
+
+# --- many entries at once (dream append --jsonl) ---------------------------------------------------
+
+JSONL_KEYS = ("content", "session_key", "timestamp")
+
+
+@dataclass(frozen=True)
+class NewEntry:
+    """One entry to append: its text, and the session and time it came from when known."""
+
+    content: str
+    session_key: str | None = None
+    timestamp: str | None = None  # None: now
+
+
+def _bad(where: str, problem: str) -> InputError:
+    return InputError(
+        f"{where}: {problem}; nothing was appended",
+        hint='one JSON object per entry: {"content": "...", "session_key": "...", "timestamp": "YYYY-MM-DD HH:MM"}',
+    )
+
+
+def entry_from(obj: object, where: str) -> NewEntry:
+    """One entry from a JSON-lines object (or a bare string: its content); InputError naming
+    ``where`` ("line 3 of the input") and the problem. A timestamp is stored as history.jsonl
+    writes them (YYYY-MM-DD HH:MM)."""
+    if isinstance(obj, str):
+        obj = {"content": obj}
+    if not isinstance(obj, Mapping):
+        raise _bad(where, f"a JSON {type(obj).__name__} is not an object")
+    unknown = sorted(str(k) for k in obj if k not in JSONL_KEYS)
+    if unknown:
+        raise _bad(where, f"unknown key {unknown[0]!r} (known: {', '.join(JSONL_KEYS)})")
+    content, key, when = obj.get("content"), obj.get("session_key"), obj.get("timestamp")
+    if not isinstance(content, str) or not content.strip():
+        raise _bad(where, '"content" must be a non-empty string')
+    if key is not None and (not isinstance(key, str) or not key.strip()):
+        raise _bad(where, '"session_key" must be a non-empty string (or left out)')
+    stamp = None
+    if when is not None:
+        moment = parse_timestamp(when) if isinstance(when, str) else None
+        if moment is None:
+            raise _bad(where, '"timestamp" must be YYYY-MM-DD HH:MM or ISO 8601 (or left out)')
+        stamp = format_timestamp(moment)
+    return NewEntry(content.rstrip(), key, stamp)
+
+
+def parse_jsonl(text: str) -> list[NewEntry]:
+    """The entries of a JSON-lines text, every line checked before any is stored: InputError
+    (exit 2) naming the first bad line (1-based) and its problem. Blank lines are skipped."""
+    entries: list[NewEntry] = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"line {line_no} of the input"
+        try:
+            obj = jsontext.loads(line)
+        except ValueError as exc:
+            raise _bad(where, f"not JSON ({exc})") from exc
+        if isinstance(obj, str):
+            raise _bad(where, "a JSON string is not an object")
+        entries.append(entry_from(obj, where))
+    return entries
+
+
+@dataclass(frozen=True)
+class AppendedMany:
+    entries: list[HistoryEntry]
+    redactions: dict[str, int] = field(default_factory=dict)  # summed over the entries, per kind
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cursors": [e.cursor for e in self.entries], "redactions": self.redactions}
+
+
+def append_entries(history: HistoryLog, items: Iterable[NewEntry], *, redactor: Redactor | None = None) -> AppendedMany:
+    """Every entry redacted exactly like a single append, then all of them in one write under one
+    hold of the history lock (consecutive cursors; all or none)."""
+    redactor = redactor or NoRedaction()
+    rows: list[tuple[str, str | None, str | None]] = []
+    counts: dict[str, int] = {}
+    for item in items:
+        content, found = redactor.redact(check_entry(item.content, item.session_key))
+        rows.append((content, item.session_key, item.timestamp))
+        for kind, n in found.items():
+            counts[kind] = counts.get(kind, 0) + n
+    return AppendedMany(history.append_many(rows), counts)
 
 
 # --- the services (every face calls these) --------------------------------------------------------
@@ -108,15 +218,28 @@ class AppendRequest:
 
 def append(rt: Runtime, request: AppendRequest) -> Appended:
     """``append``: the entry is checked first (empty text is exit 2 before any file is created),
-    then the workspace is made ready and the entry written under the history lock."""
+    then the workspace (which must exist) is made ready and the entry written under the history lock."""
     check_entry(request.text, request.session_key)
     rt.ensure_workspace()
     return append_entry(rt.history, request.text, session_key=request.session_key, redactor=rt.redactor())
 
 
-def status(rt: Runtime) -> dict[str, Any]:
-    """``status``: the mapping ``dream status --json`` prints; reads only."""
-    git = rt.git(create=False) if rt.has_workspace() else None
+def append_many(rt: Runtime, entries: Iterable[NewEntry | Mapping[str, Any] | str]) -> AppendedMany:
+    """``append --jsonl`` and ``Workspace.append_many``: every entry checked before anything is
+    touched (the first bad one is exit 2, naming it), then all appended in one locked write."""
+    items = [e if isinstance(e, NewEntry) else entry_from(e, f"entry {i}") for i, e in enumerate(entries, start=1)]
+    if not items:
+        raise InputError("nothing to append: no entries given", hint="give one JSON object per line")
+    for item in items:
+        check_entry(item.content, item.session_key)
+    rt.ensure_workspace()
+    return append_entries(rt.history, items, redactor=rt.redactor())
+
+
+def status(rt: Runtime) -> WorkspaceStatus:
+    """``status``: what ``dream status`` shows; reads only, and only an existing workspace."""
+    rt.require_workspace()
+    git = rt.git(create=False)
     try:
         return workspace_status(rt.root, rt.history, git, follow_external=rt.settings.dream.follow_external_cursor)
     finally:

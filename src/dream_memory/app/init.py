@@ -43,7 +43,7 @@ def init_workspace(rt: Runtime, *, guide_notes: bool = True) -> InitReport:
     workspaces go without)."""
     from dream_memory.app.versioning import ensure_versioned
 
-    created = rt.ensure_workspace(guide_notes=guide_notes)
+    created = rt.create_workspace(guide_notes=guide_notes)
     git = rt.git(create=True)
     assert git is not None  # create=True always gives a store
     notes: list[str] = []

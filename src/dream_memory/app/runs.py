@@ -103,6 +103,7 @@ def dream(
     from dream_memory.app.dream import run_dream
 
     _check_run(request)
+    rt.require_workspace()  # a mistyped path is exit 2, never a new workspace (only init makes one)
     rt.preflight(dry_run=request.dry_run)  # a workspace this process cannot write: exit 2 now
     choice = choose_model(rt, request.model, what="dream run")
     if before_start is not None:
@@ -158,6 +159,7 @@ def consolidate(
 
     if request.budget is not None and request.budget < 1:
         raise InputError(f"the consolidation budget must be at least 1 token (got {request.budget})")
+    rt.require_workspace()
     choice = choose_model(rt, request.model, what="dream consolidate")
     sources: list[str] = []
     paths = select_sessions(

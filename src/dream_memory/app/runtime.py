@@ -34,6 +34,16 @@ def stderr_logger(message: str) -> None:
     print(f"dream: {message}", file=sys.stderr)
 
 
+def require_read_root(settings: ReadSettings) -> None:
+    """The read side's workspace check: a store named by --store or DREAM_MEMORY_STORE is any
+    folder (its own checks say when it is missing); the workspace as the store must exist
+    (NoWorkspace, exit 2, naming the path and `dream init`)."""
+    from dream_memory.adapters.workspace import is_folder, require_workspace
+
+    if settings.store == settings.workspace and not is_folder(settings.store):
+        require_workspace(settings.store)
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -104,9 +114,22 @@ class Runtime:
 
         return GitStore.open(self.root, author=self.settings.dream.git_author, clock=self.clock, create=create)
 
-    def ensure_workspace(self, *, guide_notes: bool = False) -> list[str]:
-        """What every writing command does first: templates for what is missing, then any
-        pending legacy HISTORY.md migration. Only `dream init` asks for prompts/README.md."""
+    def require_workspace(self) -> None:
+        """NoWorkspace (exit 2, naming the path and `dream init`) unless the workspace exists:
+        only init creates one (docs/reference/files.md, "What counts as a workspace")."""
+        from dream_memory.adapters.workspace import require_workspace
+
+        require_workspace(self.root)
+
+    def ensure_workspace(self) -> list[str]:
+        """What every writing command does first, in a workspace that must exist: templates for
+        a missing durable file, then any pending legacy HISTORY.md migration."""
+        self.require_workspace()
+        return self.create_workspace()
+
+    def create_workspace(self, *, guide_notes: bool = False) -> list[str]:
+        """`dream init`'s part (and eval's scenario workspaces): the folders and templates, made
+        wherever missing, then the migration. Only init asks for prompts/README.md."""
         from dream_memory.adapters.workspace import init_workspace
 
         created = init_workspace(self.root, guide_notes=guide_notes)

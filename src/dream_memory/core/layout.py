@@ -37,6 +37,11 @@ WORKSPACE_CONFIG = "dream.json"
 FORGOTTEN_RECORD = "memory/.forgotten.json"
 FORGET_JOURNAL = "memory/.forget_journal.json"
 
+# What makes a folder a workspace: any of these in it. `dream init` creates all three; nanobot's
+# workspaces (which Dream runs on as they are) hold memory/ at least. Every command but init
+# refuses a folder with none of them (exit 2), so a mistyped path never becomes a new workspace.
+WORKSPACE_MARKERS: tuple[str, ...] = (SOUL, USER, "memory")
+
 # The durable knowledge files every workspace has (created from templates).
 DURABLE_FILES: tuple[str, ...] = (SOUL, USER, MEMORY)
 

@@ -83,8 +83,15 @@ def as_query(query: Query | str) -> Query:
     return query if isinstance(query, Query) else parse_query(query)
 
 
-def clamp_max_results(value: int) -> int:
-    return max(1, min(MAX_RESULTS_LIMIT, value))
+def check_max_results(value: int) -> int:
+    """The one rule for how many sources a search returns, on every face (CLI, API, MCP, the
+    model's memory_search): 1..50, anything else refused (exit 2), never quietly changed."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_RESULTS_LIMIT:
+        raise InputError(
+            f"max results must be 1..{MAX_RESULTS_LIMIT} (got {value!r})",
+            hint=f"ask for at most {MAX_RESULTS_LIMIT} sources; a line at the end says how many more match",
+        )
+    return value
 
 
 # --- scoring -------------------------------------------------------------------------------------

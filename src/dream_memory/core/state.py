@@ -1,7 +1,8 @@
 """memory/.dream_state.json as a value: failure counts, set-aside ranges and held batches.
 
 The state is versioned with the memory it describes: it lands in the same commit as the cursor.
-Reading is tolerant (an unreadable state is an empty state plus a warning); writing is canonical.
+An unreadable state is an error (exit 2), never an empty state: it holds the held batches, which
+an empty state written back would lose. Writing is canonical.
 """
 
 from __future__ import annotations
@@ -11,6 +12,12 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dream_memory.core import jsontext
+from dream_memory.errors import WorkspaceUnusable
+
+
+class StateUnreadable(WorkspaceUnusable):
+    """memory/.dream_state.json is not Dream's state: exit 2 until someone restores or deletes it."""
+
 
 SET_ASIDE_AFTER = 3  # consecutive runs failing the same batch on its content
 
@@ -95,4 +102,12 @@ class DreamState:
                 held=tuple(HeldBatch(**{**h, "files": tuple(h.get("files", ()))}) for h in data.get("held", [])),
             )
         except (ValueError, TypeError, AttributeError) as exc:
-            return cls(warnings=(f"memory/.dream_state.json is unreadable ({exc}); starting from an empty state",))
+            # Never read as empty: the state holds the held batches (and the set-aside ranges),
+            # and the next write of an empty state would forget them without a word.
+            raise StateUnreadable(
+                f"memory/.dream_state.json cannot be read ({exc}); nothing was changed",
+                hint=(
+                    "restore it from git (`git checkout -- memory/.dream_state.json` in the workspace), "
+                    "or delete it to start over (its held batches and set-aside ranges are then forgotten)"
+                ),
+            ) from exc

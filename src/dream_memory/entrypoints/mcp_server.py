@@ -80,7 +80,15 @@ QueryArg = Annotated[
         description='Words to find, case-insensitive; "quoted phrases" stay together.',
     ),
 ]
-MaxResultsArg = Annotated[int, Field(ge=1, le=MAX_RESULTS_LIMIT, description="At most this many sources (1..50).")]
+# The bounds are advertised in the schema but checked by the read service (core.search's one
+# rule), so a bad value gets the same message here as from the CLI and the API.
+MaxResultsArg = Annotated[
+    int,
+    Field(
+        description="At most this many sources (1..50).",
+        json_schema_extra={"minimum": 1, "maximum": MAX_RESULTS_LIMIT},
+    ),
+]
 OffsetArg = Annotated[int, Field(ge=1, le=100_000_000, description="First line to show (from a [truncated] marker).")]
 
 ReaderFactory = Callable[[], ReadStore]

@@ -1265,7 +1265,7 @@ def _fuzz_history(trial: Trial) -> Injected:
 def _status(ops: Ops) -> dict[str, Any]:
     from dream_memory.app.history import status
 
-    return status(ops.rt())
+    return status(ops.rt()).to_json()
 
 
 def _fuzz_session(trial: Trial) -> Injected:

@@ -45,7 +45,7 @@ class Branches(Writing):
         if self.branch() == name:
             return False
         if target != head:
-            dirty = self.dirty()
+            dirty = self.dirty(dream_owned=True)  # switching would overwrite them too
             if dirty:
                 raise VersionStoreError(
                     f"cannot switch to branch {name}: memory files have uncommitted edits ({', '.join(dirty)})"

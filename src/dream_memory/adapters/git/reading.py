@@ -338,17 +338,18 @@ class Reading(GitBase):
         if branch:
             return branch.decode("ascii")
         lowered = text.lower()
+        accepted = "a branch name, HEAD, HEAD~N or a SHA prefix of at least 4 hex digits"
         if len(lowered) < 4 or any(c not in "0123456789abcdef" for c in lowered):
-            raise UnknownRevision(f"{rev!r} is not a commit: give at least 4 hex digits of a SHA")
+            raise UnknownRevision(f"no branch or commit named {rev!r}", hint=f"give {accepted}")
         if len(lowered) > 40:
-            raise UnknownRevision(f"no commit matches {rev!r}")
+            raise UnknownRevision(f"no commit matches {rev!r}", hint=f"give {accepted}")
         matches = sorted(
             sha.decode("ascii")
             for sha in set(self.repo.object_store.iter_prefix(lowered.encode("ascii")))
             if isinstance(self.repo.object_store[sha], Commit)
         )
         if not matches:
-            raise UnknownRevision(f"no commit matches {rev!r}")
+            raise UnknownRevision(f"no branch or commit matches {rev!r}", hint=f"give {accepted}")
         if len(matches) > 1:
             raise UnknownRevision(
                 f"{rev!r} is ambiguous: it matches {len(matches)} commits ({', '.join(m[:12] for m in matches[:4])})",

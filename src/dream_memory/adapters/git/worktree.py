@@ -73,15 +73,21 @@ class Worktree(Checks):
         return state
 
     @git_errors
-    def dirty(self, *, only: Iterable[str] | None = None) -> list[str]:
+    def dirty(self, *, only: Iterable[str] | None = None, dream_owned: bool = False) -> list[str]:
         """Versioned paths whose content on disk differs from HEAD (added, changed or removed);
-        ``only``: among those paths (then neither the work tree nor HEAD's tree is walked)."""
+        ``only``: among those paths (then neither the work tree nor HEAD's tree is walked).
+
+        Dream's own bookkeeping (memory/.dream_state.json, written without a commit when a batch
+        fails; the cursor; held changes) is no one's unsaved edit: left out unless ``dream_owned``
+        or named in ``only``."""
         if only is not None:
             candidates = {p for p in only if self.is_versioned(p)}
             head_files = self.entries_at(self.head(), candidates)
         else:
             head_files = self.files_at(self.head())
             candidates = set(self.worktree_paths()) | {p for p in head_files if self.is_versioned(p)}
+            if not dream_owned:
+                candidates = {p for p in candidates if not layout.is_dream_owned(p)}
         state = self.worktree_state(sorted(candidates))
         return sorted(p for p in candidates if state.get(p) != (head_files[p][1] if p in head_files else None))
 

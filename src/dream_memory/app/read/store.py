@@ -52,7 +52,7 @@ from dream_memory.core.index_table import (
 )
 from dream_memory.core.paths import describe, serve_problem
 from dream_memory.core.ports import SearchCache, StoreTree, TooLarge
-from dream_memory.core.search import DEFAULT_MAX_RESULTS, Query, as_query, clamp_max_results
+from dream_memory.core.search import DEFAULT_MAX_RESULTS, Query, as_query, check_max_results
 from dream_memory.errors import InputError, NotFound, Refused
 
 # Below this many searchable files, reading them directly is as fast as the index: none is kept.
@@ -392,7 +392,7 @@ class ReadStore:
         from dream_memory.app.read.search import run_search
 
         q = as_query(query)
-        limit = clamp_max_results(max_results)
+        limit = check_max_results(max_results)
         cache = self.open_cache(self.cache_dir, self._tree, min_files=self.cache_min_files)
         try:
             return run_search(self, cache, q, limit, history=history)

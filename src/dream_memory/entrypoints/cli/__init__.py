@@ -7,6 +7,7 @@ commands' imports: start-up is part of every read's latency).
 
 from __future__ import annotations
 
+import copy
 import importlib
 
 import click
@@ -76,17 +77,26 @@ def main() -> None:
     cli(prog_name="dream")
 
 
+def alias(name: str) -> click.Command:
+    """The command ``name`` as its own console script: the same command, plus ``--version``
+    (the container's entry point is ``dream-run``: it must be able to say what it is)."""
+    command = copy.copy(load_command(name))
+    command.params = [*command.params]
+    click.version_option(__version__, prog_name="dream-memory")(command)
+    return command
+
+
 def run_main() -> None:
-    load_command("run").main(prog_name="dream-run")
+    alias("run").main(prog_name="dream-run")
 
 
 def consolidate_main() -> None:
-    load_command("consolidate").main(prog_name="dream-consolidate")
+    alias("consolidate").main(prog_name="dream-consolidate")
 
 
 def restore_main() -> None:
-    load_command("restore").main(prog_name="dream-restore")
+    alias("restore").main(prog_name="dream-restore")
 
 
 def mcp_main() -> None:
-    load_command("mcp").main(prog_name="dream-mcp")
+    alias("mcp").main(prog_name="dream-mcp")

@@ -101,11 +101,18 @@ def load_settings(workspace: str | None, config_path: str | None) -> Settings:
     return _load(workspace, config_path)
 
 
-def runtime(workspace: str | None, config_path: str | None, *, store: str | None = None) -> Runtime:
-    """The one Runtime of a command: settings resolved once, log lines on stderr."""
+def runtime(
+    workspace: str | None, config_path: str | None, *, store: str | None = None, require: bool = True
+) -> Runtime:
+    """The one Runtime of a command: settings resolved once, log lines on stderr. The workspace
+    must exist (exit 2 naming the path and `dream init`) unless ``require`` is False: only
+    `dream init` makes one, and eval and doctor look at it their own way."""
     from dream_memory.app.runtime import Runtime
 
-    return Runtime.load(workspace, config_path).with_store(store)
+    rt = Runtime.load(workspace, config_path).with_store(store)
+    if require:
+        rt.require_workspace()
+    return rt
 
 
 def emit_json(value: Any) -> None:

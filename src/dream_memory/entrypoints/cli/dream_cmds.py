@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,12 @@ def _summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _json_out(as_json: bool) -> bool:
+    """The JSON report goes to stdout unless a person reads it there (a terminal, no --json):
+    scripts, schedulers and pipes always get JSON."""
+    return as_json or not sys.stdout.isatty()
+
+
 def _check_report_path(report_path: str) -> Path:
     """Where --report goes, checked before any work: a run must not commit batches and then fail
     on a report it could never write."""
@@ -50,6 +57,9 @@ def _write_report(path: Path, text: str) -> str | None:
 
 @command("run")
 @click.option("--batch-size", type=click.IntRange(1, 20), default=None, help="Entries per batch (1..20).")
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print the JSON report on stdout (the default unless it is a terminal)."
+)
 @click.option("--max-batches", type=click.IntRange(min=1), default=None, help="Stop after this many batches.")
 @click.option("--dry-run", is_flag=True, help="Change nothing; the report carries the would-be diff.")
 @click.option("--branch", default=None, help="Commit on this branch (created from HEAD when missing).")
@@ -66,6 +76,7 @@ def run(
     batch_size: int | None,
     max_batches: int | None,
     dry_run: bool,
+    as_json: bool,
     branch: str | None,
     report_path: str | None,
     model: str | None,
@@ -79,6 +90,9 @@ def run(
     config_path: str | None,
 ) -> int:
     """Dream: turn new history into memory edits, one commit per batch; prints a JSON report.
+
+    The report is JSON on stdout for scripts and schedulers; when stdout is a terminal and --json
+    is not given, a short summary instead (--report FILE still gets the JSON).
 
     Exit codes: 0 done (also when batches were held, set aside or a budget stopped the run),
     1 a batch failed (the cursor stays before it), 2 bad usage or config, 75 another run holds
@@ -117,13 +131,17 @@ def run(
     except (DreamError, OSError, RecursionError) as exc:
         # Stopped before it could start (config, model, permissions, --report): a scheduler
         # reading stdout still gets a report saying so; the error itself ends the command as usual.
-        root = load_read_settings(workspace).workspace
-        click.echo(json.dumps(unstarted_report(root, model, exc).to_json(), indent=2, ensure_ascii=False))
+        if _json_out(as_json):
+            root = load_read_settings(workspace).workspace
+            click.echo(json.dumps(unstarted_report(root, model, exc).to_json(), indent=2, ensure_ascii=False))
         raise
     code = outcome.exit_code(report)
     text = json.dumps(report.to_json(), indent=2, ensure_ascii=False)
-    click.echo(text)  # first: whatever happens to the report file, stdout has the report
-    render.note(_summary(report.to_json()))
+    if _json_out(as_json):
+        click.echo(text)  # first: whatever happens to the report file, stdout has the report
+        render.note(_summary(report.to_json()))
+    else:
+        echo(_summary(report.to_json()) + "\n  (the full report: dream run --json, or --report FILE)")
     failed = _write_report(report_file[0], text) if report_file else None
     if failed is not None:
         note(f"dream: error: {failed} (the report is on stdout)")
@@ -175,8 +193,9 @@ def prompt(action: str | None, as_json: bool, workspace: str | None, config_path
     "--model", default=None, help="Model preset or litellm id (default: offline unless a model is configured)."
 )
 @click.option("--keep/--no-keep", default=True, show_default=True, help="Keep the temporary workspace afterwards.")
+@json_option
 @workspace_options
-def demo(model: str | None, keep: bool, workspace: str | None, config_path: str | None) -> int:
+def demo(model: str | None, keep: bool, as_json: bool, workspace: str | None, config_path: str | None) -> int:
     """Run Dream end to end on a bundled sample workspace copied to a temp folder.
 
     No API key is needed: the built-in offline engine runs unless a model is configured.
@@ -192,11 +211,16 @@ def demo(model: str | None, keep: bool, workspace: str | None, config_path: str 
 
     done = run_demo(DemoRequest(model=model, config=config_path), log=stderr_logger)
     report = done.dream.to_json()
-    click.echo(json.dumps(report, indent=2, ensure_ascii=False))
-    note(_summary(report))
-    click.echo("")
-    click.echo("$ dream log")
-    render_log(done.latest, as_json=False)
+    if as_json:  # one document: the run's report and the change it made
+        kept = str(done.workspace) if keep else None
+        emit_json({"workspace": kept, "report": report, "latest": done.latest.to_json()})
+        note(_summary(report))
+    else:
+        click.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        note(_summary(report))
+        click.echo("")
+        click.echo("$ dream log")
+        render_log(done.latest, as_json=False)
     target = done.workspace
     if keep:
         note(f"the demo workspace stays at {target}: try `dream status --workspace {target}` or `git -C {target} log`")

@@ -71,7 +71,7 @@ def eval_(
 
     render = renderer(quiet, verbose, log_format)
     stop = click.get_current_context().with_resource(stop_on_signals(line=render.signal_line))
-    rt = runtime(workspace, config_path)
+    rt = runtime(workspace, config_path, require=False)  # only the config is read there
     rt.log = render.log
     base = Path(tempfile.mkdtemp(prefix="dream-eval-"))
     request = EvalRequest(base, model=model, names=names, scenarios_dir=Path(scenarios_dir) if scenarios_dir else None)

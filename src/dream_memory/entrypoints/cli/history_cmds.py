@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from typing import BinaryIO
 
 import click
 
@@ -26,7 +27,7 @@ def init(as_json: bool, workspace: str | None, config_path: str | None) -> int:
     """Create a workspace with templates and start versioning it (idempotent)."""
     from dream_memory.app.init import init_workspace
 
-    report = init_workspace(runtime(workspace, config_path))
+    report = init_workspace(runtime(workspace, config_path, require=False))
     if as_json:
         emit_json(report.to_json())
         return 0
@@ -63,15 +64,38 @@ _ENTRY_LIKE = re.compile(r"-[\s\d]")
 @command("append", cls=_AppendCommand)
 @click.argument("text", required=False)
 @click.option("--session-key", default=None, help="Session the entry came from (e.g. cli:direct).")
+@click.option(
+    "--jsonl",
+    "jsonl",
+    metavar="FILE|-",
+    type=click.File("rb"),
+    default=None,
+    help='Append many entries at once: one JSON object per line ({"content", optional "session_key", "timestamp"}).',
+)
+@json_option
 @workspace_options
-def append(text: str | None, session_key: str | None, workspace: str | None, config_path: str | None) -> int:
+def append(
+    text: str | None,
+    session_key: str | None,
+    jsonl: BinaryIO | None,
+    as_json: bool,
+    workspace: str | None,
+    config_path: str | None,
+) -> int:
     """Append one history entry under the lock and print its cursor.
 
-    TEXT is the entry; use - (or omit it with input on a pipe) to read it from stdin.
+    TEXT is the entry; use - (or omit it with input on a pipe) to read it from stdin. With
+    --jsonl, every line of FILE (- for stdin) is an entry: all are appended in one locked write
+    with consecutive cursors, printed one per line, or none when any line is bad (exit 2, naming
+    the line).
     """
     from dream_memory.app.history import AppendRequest, append, check_entry
     from dream_memory.errors import InputError
 
+    if jsonl is not None:
+        if text is not None or session_key is not None:
+            raise InputError("--jsonl takes the entries from the file: give no TEXT and no --session-key")
+        return _append_jsonl(jsonl, as_json, workspace, config_path)
     if text is None or text == "-":
         if text is None and sys.stdin.isatty():
             raise InputError("nothing to append: give TEXT, or - to read stdin")
@@ -79,11 +103,32 @@ def append(text: str | None, session_key: str | None, workspace: str | None, con
         text = sys.stdin.buffer.read().decode("utf-8", errors="replace")
     check_entry(text, session_key)  # empty text is exit 2 before the config is even read
     appended = append(runtime(workspace, config_path), AppendRequest(text, session_key))
-    if appended.redactions:
-        kinds = ", ".join(f"{kind} x{n}" for kind, n in sorted(appended.redactions.items()))
-        note(f"dream: redacted before storing: {kinds}")
-    click.echo(str(appended.entry.cursor))
+    _note_redactions(appended.redactions)
+    if as_json:
+        emit_json({"cursor": appended.entry.cursor, "redactions": appended.redactions})
+    else:
+        click.echo(str(appended.entry.cursor))
     return 0
+
+
+def _append_jsonl(source: BinaryIO, as_json: bool, workspace: str | None, config_path: str | None) -> int:
+    from dream_memory.app.history import append_many, parse_jsonl
+
+    # Every line is checked before the config is read or anything is touched.
+    entries = parse_jsonl(source.read().decode("utf-8", errors="replace"))
+    appended = append_many(runtime(workspace, config_path), entries)
+    _note_redactions(appended.redactions)
+    if as_json:
+        emit_json(appended.to_json())
+    else:
+        click.echo("".join(f"{e.cursor}\n" for e in appended.entries), nl=False)
+    return 0
+
+
+def _note_redactions(redactions: dict[str, int]) -> None:
+    if redactions:
+        kinds = ", ".join(f"{kind} x{n}" for kind, n in sorted(redactions.items()))
+        note(f"dream: redacted before storing: {kinds}")
 
 
 @command("status")
@@ -95,31 +140,29 @@ def status(as_json: bool, workspace: str | None, config_path: str | None) -> int
 
     result = workspace_status(runtime(workspace, config_path))
     if as_json:
-        emit_json(result)
+        emit_json(result.to_json())
         return 0
-    if not result["exists"]:
-        note(f"workspace {result['workspace']} does not exist yet (dream init creates it)")
-    echo(f"workspace      {result['workspace']}")
-    echo(f"cursor         {result['cursor']}  (last entry written)")
-    echo(f"dream cursor   {result['dream_cursor']}  (last entry Dream consumed)")
-    check = result["cursor_check"]
+    echo(f"workspace      {result.workspace}")
+    echo(f"cursor         {result.cursor}  (last entry written)")
+    echo(f"dream cursor   {result.dream_cursor}  (last entry Dream consumed)")
+    check = result.cursor_check
     if check["state"] in ("ahead", "behind", "missing"):
         echo(f"cursor file    {check['on_disk']}: {check['reason']}")
-    echo(f"pending        {result['pending']} entr{'y' if result['pending'] == 1 else 'ies'}")
-    if result["malformed"]:
-        echo(f"malformed      {result['malformed']} line(s) skipped (details on stderr)")
-    lock = result["lock"]
+    echo(f"pending        {result.pending} entr{'y' if result.pending == 1 else 'ies'}")
+    if result.malformed:
+        echo(f"malformed      {result.malformed} line(s) skipped (details on stderr)")
+    lock = result.lock
     echo(f"lock           {'held by pid ' + str(lock['pid']) + ' on ' + str(lock['host']) if lock else 'free'}")
-    last = result["last_dream_commit"]
+    last = result.last_dream_commit
     echo(f"last dream     {last['commit'][:10] + ' ' + last['subject'] if last else 'none yet'}")
-    echo(f"unsaved edits  {', '.join(result['dirty']) if result['dirty'] else 'none'}")
-    if result["held"]:
-        echo(f"held batches   {', '.join(result['held'])}  (dream restore --apply-held / --discard-held)")
-    if result["set_aside"]:
-        echo(f"set aside      {', '.join(result['set_aside'])}")
-    if result["pending_migration"]:
+    echo(f"unsaved edits  {', '.join(result.dirty) if result.dirty else 'none'}")
+    if result.held:
+        echo(f"held batches   {', '.join(result.held)}  (dream restore --apply-held / --discard-held)")
+    if result.set_aside:
+        echo(f"set aside      {', '.join(result.set_aside)}")
+    if result.pending_migration:
         echo("migration      memory/HISTORY.md will be migrated by the next writing command")
-    if not result["versioned"]:
+    if not result.versioned:
         echo("versioning     no repository yet (created by dream init or the first dream run)")
     return 0
 

@@ -45,10 +45,12 @@ def open_store(
     """The store from ``--store`` > DREAM_MEMORY_STORE > the workspace, with the excludes."""
 
     from dream_memory.app.read import ReadStore
+    from dream_memory.app.runtime import require_read_root
     from dream_memory.settings import load_read_settings, search_cache_dir
 
     # The read side needs no config file: skipping it (and pydantic) keeps `dream search` fast.
     settings = load_read_settings(workspace, store)
+    require_read_root(settings)  # no workspace there: exit 2 naming the path and `dream init`
     return ReadStore(
         settings.store,
         excludes=settings.excludes,
@@ -166,7 +168,7 @@ def _emit_page(result: object, as_json: bool) -> None:
     type=int,
     default=10,
     show_default=True,
-    help="At most this many sources (clamped to 1..50).",
+    help="At most this many sources (1..50; anything else is exit 2).",
 )
 @click.option("--history", is_flag=True, help="Also search memory/history.jsonl.")
 @click.option(
@@ -197,11 +199,9 @@ def search(
     SOUL.md, USER.md, memory/MEMORY.md and observations.md (and history with --history).
     Stores of 500 files or more keep a search index outside the store, refreshed from changed files.
     """
-    from dream_memory.core.search import clamp_max_results
+    from dream_memory.core.search import check_max_results
 
-    limit = clamp_max_results(max_results)
-    if limit != max_results:
-        note(f"dream: --max-results {max_results} is out of range; using {limit} (1..50)")
+    limit = check_max_results(max_results)  # the read side's one rule: 1..50, else exit 2 (before any read)
     with open_store(store, workspace, config_path, at, use_cache=not no_cache) as reader:
         try:
             result = reader.search(query, max_results=limit, history=history)
