@@ -39,6 +39,21 @@ def test_a_change_to_the_same_lines_is_a_conflict_in_ours_line_numbers() -> None
     assert forced == Merged("intro\n" + TEMPLATE + "- Has a cat\n", ((6, 7),))
 
 
+def test_lines_added_right_after_a_rewritten_line_are_not_part_of_its_conflict() -> None:
+    """Ours rewrote the line theirs removes and appended lines right after it: only the rewritten
+    line is the conflict, and prefer="theirs" removes it but keeps the appended lines. A rewrite
+    into unrelated text is one change with what follows it (no guess which line replaced which)."""
+    base = "- Uses vim\n"
+    ours = "- Uses neovim\n- Works on the billing service\n"
+    assert merge_texts(base, ours, "") == Merged(ours, ((1, 1),))
+    assert merge_texts(base, ours, "", prefer="theirs") == Merged("- Works on the billing service\n", ((1, 1),))
+    two = "# User\n- Prefers tea\n- Uses vim\n"
+    now = "# User\n- Prefers tea\n- Uses neovim\n- Works on the billing service\n"
+    assert merge_texts(two, now, "# User\n").conflicts == ((2, 3),)
+    unrelated = "- Emacs for everything\n- Works on the billing service\n"
+    assert merge_texts(base, unrelated, "", prefer="theirs") == Merged("", ((1, 2),))
+
+
 def test_both_sides_adding_at_the_same_place_is_a_conflict() -> None:
     """Two different additions at one place are a conflict (which goes first is a choice), even
     with the base line around them unchanged; prefer="theirs" takes theirs there."""

@@ -19,6 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 from dream_memory.adapters import fsutil, locks
 from dream_memory.adapters.git import GITIGNORE_BEGIN, CommitInfo, FileChange, GitStore, unified_diff
 from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.app.restore_plan import Replay, line_range, revert_file
 from dream_memory.core import jsontext, layout
 from dream_memory.errors import RestoreConflict, UsageError, VersionStoreError
 
@@ -280,13 +281,24 @@ class RestoreResult:
     restored: str  # the commit whose changes were undone
     commit: str | None  # the new revert commit
     files: tuple[FileChange, ...]
-    forced_over: tuple[str, ...] = ()  # files whose later work a --force threw away
+    forced_over: tuple[str, ...] = ()  # files where --force took the restore's side over later work
     cursor_before: int | None = None
     cursor_after: int | None = None
     notes: tuple[str, ...] = field(default=())
-    saved_edits: str | None = None  # the commit keeping uncommitted work a --force overwrote
+    saved_edits: str | None = None  # the commit keeping uncommitted work made before the restore
     replay_entries: int | None = None  # entries after the moved cursor: what the next run reads (--replay)
     replay_from_archive: int | None = None  # of which memory/archive/ holds
+    # --force: per file, the 1-based line ranges (in the file before the restore) where it took
+    # the restore's side; an empty list: the whole file (deleted since, or not text)
+    forced_lines: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    merged: tuple[str, ...] = ()  # files changed since the commit whose later work the restore kept
+
+    def forced_places(self) -> list[str]:
+        """``USER.md lines 5-6`` for each file --force wrote over (``(the whole file)``)."""
+        return [
+            f"{rel} " + (", ".join(line_range(r) for r in self.forced_lines.get(rel, [])) or "(the whole file)")
+            for rel in self.forced_over
+        ]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -294,6 +306,8 @@ class RestoreResult:
             "commit": self.commit,
             "files": [f.to_json() for f in self.files],
             "forced_over": list(self.forced_over),
+            "forced_lines": {rel: [list(r) for r in ranges] for rel, ranges in self.forced_lines.items()},
+            "merged": list(self.merged),
             "saved_edits": self.saved_edits,
             "cursor_before": self.cursor_before,
             "cursor_after": self.cursor_after,
@@ -314,13 +328,8 @@ def cursor_range(info: CommitInfo) -> tuple[int, int] | None:
     return int(first), int(last)
 
 
-def _conflicts(git: GitStore, paths: Iterable[str], expected: dict[str, tuple[int, bytes]]) -> list[str]:
-    current = git.worktree_state(paths)
-    return sorted(p for p in current if current[p] != (expected[p][1] if p in expected else None))
-
-
 @_store_errors
-def restore_commit(  # noqa: PLR0915 -- refusals, the files, the cursor and the replay in the order a restore must take them; 55 statements, most of them the messages
+def restore_commit(
     git: GitStore,
     rev: str,
     *,
@@ -329,15 +338,18 @@ def restore_commit(  # noqa: PLR0915 -- refusals, the files, the cursor and the 
     dream_cursor: int | None = None,
     history: HistoryLog | None = None,
 ) -> RestoreResult:
-    """Undo exactly the changes commit ``rev`` introduced (docs/reference/commands.md, `dream restore`).
+    """Undo exactly the changes commit ``rev`` introduced, as ``git revert`` does
+    (docs/versioning.md, `dream restore`).
 
-    Only the memory files that commit touched are written, each back to its content before the
-    commit. A touched file whose content is no longer what the commit left is a conflict: nothing
-    changes unless ``force``, and then uncommitted work in those files is first committed as
-    ``memory: manual edits`` so that what the restore throws away stays in git history.
-    ``.dream_cursor`` and ``.dream_state.json`` are neither checked nor written, except that
-    ``replay`` moves the cursor back to just before the commit's ``Dream-Range``; ``history``
-    (optional) lets the result say how many entries the next run re-reads, and from where.
+    Only the memory files that commit touched are written: each gets a three-way merge of the
+    inverse change into its content now, so later work on other lines stays. Where the same
+    lines changed since, the restore is a conflict that names the file and the lines: nothing
+    changes unless ``force``, which takes the restore's side for those lines only; uncommitted
+    work in the files is first committed as ``memory: manual edits``, so what a restore writes
+    over stays in git history. ``.dream_cursor`` and ``.dream_state.json`` are neither checked
+    nor written, except that ``replay`` moves the cursor back to just before the commit's
+    ``Dream-Range``; ``history`` (optional) lets the result say how many entries the next run
+    re-reads, and from where.
     """
     git.check_can_commit()  # a merge in progress, a detached HEAD of our own repository: exit 2 first
     sha = git.resolve(rev)
@@ -347,42 +359,41 @@ def restore_commit(  # noqa: PLR0915 -- refusals, the files, the cursor and the 
     touched = [p for p in git.changed_paths(info.parent, sha) if git.is_versioned(p) and not layout.is_dream_owned(p)]
     before = git.entries_at(info.parent, touched)
     after = git.entries_at(sha, touched)
+    reverts = {
+        rel: revert_file(
+            git.blob(before[rel][1]) if rel in before else None,
+            git.blob(after[rel][1]) if rel in after else None,
+            _current(git, rel),
+            force=force,
+        )
+        for rel in touched
+    }
     notes: list[str] = []
-    conflicts = _conflicts(git, touched, after)
+    conflicts = sorted(rel for rel, r in reverts.items() if r.conflict is not None)
     if conflicts and not force:
-        listing = ", ".join(conflicts)
+        listing = "; ".join(reverts[rel].describe(rel) for rel in conflicts)
         raise RestoreConflict(
-            f"cannot restore {sha[:10]}: {listing} changed since that commit; nothing was changed", conflicts
+            f"cannot restore {sha[:10]}: {listing} changed since that commit; nothing was changed",
+            conflicts,
+            hint="re-run with --force to take the restore's side in those lines only (every other line merges)",
         )
     span = cursor_range(info) if replay else None
     if replay and span is None:
         raise UsageError(f"{sha[:10]} records no history range (Dream-Range), so --replay has nothing to move back")
-    changes: dict[str, bytes | None] = {rel: git.blob(before[rel][1]) if rel in before else None for rel in touched}
-    cursor_after = dream_cursor
-    replay_entries: int | None = None
-    replay_from_archive: int | None = None
-    if span is not None:
-        cursor_after = span[0] - 1
-        if dream_cursor is not None and dream_cursor <= cursor_after:
-            notes.append(f"the Dream cursor is already at {dream_cursor}, before that range")
-            cursor_after = dream_cursor
-        else:
-            changes[layout.DREAM_CURSOR] = f"{cursor_after}\n".encode()
-        if history is not None:
-            # What the next run reads: everything after the new cursor, the commit's range first.
-            scan = history.scan(report=False)
-            in_file = set(scan.entries)
-            wanted = history.entries_after(cursor_after or 0, scan)
-            replay_entries = len(wanted)
-            replay_from_archive = sum(1 for e in wanted if e not in in_file)
-            if not any(span[0] <= e.cursor <= span[1] for e in wanted):
-                notes.append(f"no entry of {span[0]}..{span[1]} is left in history.jsonl or memory/archive/")
+    changes: dict[str, bytes | None] = {rel: r.data for rel, r in reverts.items()}
+    replay_plan = Replay.plan(span, dream_cursor, history)
+    cursor_after, replay_entries, replay_from_archive = replay_plan.cursor, replay_plan.entries, replay_plan.archived
+    notes.extend(replay_plan.notes)
+    if replay_plan.write:
+        changes[layout.DREAM_CURSOR] = f"{cursor_after}\n".encode()
     if not touched and span is None:
         raise UsageError(f"{sha[:10]} ({info.subject}) changed no memory file; there is nothing to restore")
     _refuse_losing_gitignore_block(info, changes)
+    forced_lines = {rel: list(reverts[rel].conflict or ()) for rel in conflicts}
+    merged = tuple(sorted(rel for rel, r in reverts.items() if r.merged))
     # Hand edits of the files about to be written are committed first, as Dream does before its
-    # own commits: under --force that keeps the work being thrown away in git history, and in
-    # every case it makes HEAD match the disk, so the revert commit is exactly what gets written.
+    # own commits: that keeps what a --force writes over in git history, and in every case it
+    # makes HEAD match the disk, so the revert commit is exactly what gets written.
     saved: str | None = None
     unsaved = git.dirty(only=touched)
     if unsaved:
@@ -390,7 +401,7 @@ def restore_commit(  # noqa: PLR0915 -- refusals, the files, the cursor and the 
         message = f"{MANUAL_SUBJECT}\n\nEdited outside Dream, committed before a restore of {sha[:10]}:\n{listing}"
         saved = _commit_disk_state(git, unsaved, message)
     if not git.effective_changes(changes):
-        notes.append("its changes are already undone: every file it touched holds its content from before it")
+        notes.append("its changes are already undone: every file it touched holds no line of it")
         return RestoreResult(
             restored=sha,
             commit=None,
@@ -408,9 +419,11 @@ def restore_commit(  # noqa: PLR0915 -- refusals, the files, the cursor and the 
         for rel, data in sorted(changes.items())
         if (current := _current(git, rel)) != data
     )
-    body_lines = ["Undoes exactly the changes of that commit.", "", f"Reverts: {sha}"]
+    body_lines = [f"This reverts commit {sha}.", "", f"Reverts: {sha}"]
+    if merged:
+        body_lines.insert(1, "Later changes to " + ", ".join(merged) + " are kept.")
     if conflicts:
-        body_lines.append("Forced-Over: " + ", ".join(conflicts))
+        body_lines.append("Forced-Over: " + "; ".join(reverts[rel].describe(rel) for rel in conflicts))
     if span is not None:
         body_lines.append(f"Replay-From: {cursor_after}")
     message = f"dream: revert {sha[:10]} ({info.subject})\n\n" + "\n".join(body_lines)
@@ -426,6 +439,8 @@ def restore_commit(  # noqa: PLR0915 -- refusals, the files, the cursor and the 
         saved_edits=saved,
         replay_entries=replay_entries,
         replay_from_archive=replay_from_archive,
+        forced_lines=forced_lines,
+        merged=merged,
     )
 
 

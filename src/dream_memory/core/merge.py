@@ -152,10 +152,37 @@ class _Sides:
 
 
 def _edges(base: list[_Key], side: list[_Key]) -> tuple[int, int]:
-    """How many lines ``side`` added before the first and after the last line of ``base``."""
+    """How many lines ``side`` added before the first and after the last line of ``base``.
+
+    difflib folds lines added right after rewritten lines into the rewrite (``- Uses vim`` ->
+    ``- Uses neovim``, ``- Works nights``). When the lines next to the base lines still look like
+    them one for one (similarity 0.75 or more, the cutoff of difflib's own Differ), those are
+    the rewrite and the lines beyond are additions. Anything else stays one change: a conflict."""
     if not base:
         return 0, 0
     ops = _Matcher(None, base, side).get_opcodes()
-    lead = ops[0][4] - ops[0][3] if ops and ops[0][0] == "insert" else 0
-    tail = ops[-1][4] - ops[-1][3] if len(ops) > 1 and ops[-1][0] == "insert" else 0
-    return lead, tail
+    if not ops:
+        return 0, 0
+    if len(ops) == 1:  # one change in all: lines appended after a rewrite are the likelier reading
+        tail = _added(ops[0], base, side, leading=False)
+        return (0 if tail else _added(ops[0], base, side, leading=True)), tail
+    return _added(ops[0], base, side, leading=True), _added(ops[-1], base, side, leading=False)
+
+
+def _added(op: tuple[str, int, int, int, int], base: list[_Key], side: list[_Key], *, leading: bool) -> int:
+    tag, i1, i2, j1, j2 = op
+    if tag == "insert":
+        return j2 - j1
+    extra = (j2 - j1) - (i2 - i1)
+    if tag != "replace" or extra <= 0:
+        return 0
+    rewrite = side[j1 + extra : j2] if leading else side[j1 : j2 - extra]
+    return extra if all(map(_similar, rewrite, base[i1:i2])) else 0
+
+
+def _similar(a: str, b: str) -> bool:
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return matcher.real_quick_ratio() >= _ALIKE and matcher.quick_ratio() >= _ALIKE and matcher.ratio() >= _ALIKE
+
+
+_ALIKE = 0.75
