@@ -27,6 +27,16 @@ def test_undoing_lines_keeps_the_lines_appended_right_after_them() -> None:
     assert merge_texts(b1, now, TEMPLATE) == Merged(TEMPLATE + "- Works nights\n- Has a cat\nmy own line\n", ())
 
 
+def test_lines_inserted_inside_a_removed_run_stay() -> None:
+    """Dream's layout: batch 1 added its facts and a blank line under a heading, batch 2 inserted
+    its facts after batch 1's last one (before that blank line). Undoing batch 1 removes exactly
+    its lines (the blank line git's diff counts as its own included) and keeps batch 2's."""
+    base = "## Decisions\n\n- tool 1\n- tool 2\n\n## Solutions\n"
+    ours = "## Decisions\n\n- tool 1\n- tool 2\n- tool 3\n- tool 4\n\n## Solutions\n"
+    theirs = "## Decisions\n\n## Solutions\n"
+    assert merge_texts(base, ours, theirs) == Merged("## Decisions\n\n- tool 3\n- tool 4\n## Solutions\n", ())
+
+
 def test_a_change_to_the_same_lines_is_a_conflict_in_ours_line_numbers() -> None:
     """When ours changed a line theirs removes, the conflict names that line of ours (1-based,
     inclusive), the text keeps ours; prefer="theirs" removes it and keeps every other line."""

@@ -130,6 +130,9 @@ class _Sides:
         the base lines differently."""
         z0, z1, a0, a1, t0, t1 = region
         base = self.base[z0:z1]
+        woven = self._weave(base, a0, a1, t0, t1)
+        if woven is not None:
+            return woven, None
         o_lead, o_tail = _edges(base, self.ours[a0:a1])
         t_lead, t_tail = _edges(base, self.theirs[t0:t1])
         if not base or (o_lead and t_lead) or (o_tail and t_tail):
@@ -145,6 +148,36 @@ class _Sides:
         lead = self.ours_text[a0:m0] + self.theirs_text[t0:n0]
         tail = self.theirs_text[n1:t1] + self.ours_text[m1:a1]
         return lead + middle + tail, conflict
+
+    def _weave(self, base: list[_Key], a0: int, a1: int, t0: int, t1: int) -> list[str] | None:
+        """Ours only added lines (every base line is still there, in order): theirs' change is
+        applied around them, where no added line sits inside a run theirs rewrites (a line
+        inside a run theirs only deletes stays where it is). None when that does not hold.
+
+        Batch 2 inserted its lines between batch 1's last line and the blank line after it;
+        undoing batch 1 deletes that run, and batch 2's lines stay."""
+        ours_ops = _Matcher(None, base, self.ours[a0:a1]).get_opcodes()
+        if any(tag in ("replace", "delete") for tag, *_ in ours_ops):
+            return None
+        added = {i1: (a0 + j1, a0 + j2) for tag, i1, _, j1, j2 in ours_ops if tag == "insert"}
+        in_ours = {i: a0 + j1 + (i - i1) for tag, i1, i2, j1, _ in ours_ops if tag == "equal" for i in range(i1, i2)}
+        out: list[str] = []
+
+        def added_at(i: int) -> list[str]:
+            j1, j2 = added.get(i, (0, 0))
+            return self.ours_text[j1:j2]
+
+        for tag, i1, i2, j1, j2 in _Matcher(None, base, self.theirs[t0:t1]).get_opcodes():
+            if tag in ("equal", "delete"):
+                for i in range(i1, i2):
+                    out += added_at(i)
+                    if tag == "equal":
+                        out.append(self.ours_text[in_ours[i]])
+            elif (tag == "insert" and i1 in added) or any(i1 < i < i2 for i in added):
+                return None  # both added at one place, or ours added inside a rewritten run
+            else:
+                out += added_at(i1) + self.theirs_text[t0 + j1 : t0 + j2]
+        return out + added_at(len(base))
 
     def _conflict(self, a0: int, a1: int, t0: int, t1: int, prefer: Prefer) -> tuple[list[str], tuple[int, int]]:
         lines = self.theirs_text[t0:t1] if prefer == "theirs" else self.ours_text[a0:a1]
