@@ -1,7 +1,10 @@
 """Three-way merges of memory files: a restore (the inverse of a commit) and a held change.
 
-The merge itself is the ``merge3`` library's (bzr's and Breezy's three-way merge); this module
-decides only what our callers need around it:
+The merge itself is the ``merge3`` library's (bzr's and Breezy's three-way merge), aligning
+lines with Breezy's ``patiencediff``: patience diff anchors on lines that occur once (facts do;
+blank lines and headings repeat), and it is fast where difflib is not (a 12,000-line file: 0.06 s
+against 30 s for difflib without its autojunk heuristic, which misaligns repeated lines). This
+module decides only what our callers need around the merge:
 
 - **Lines are compared without their line ends**, so a file an editor turned into CRLF since the
   commit still merges line by line; a last line without a newline stays a different line from the
@@ -22,11 +25,12 @@ decides only what our callers need around it:
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
 import merge3
+import patiencediff
 
 Prefer = Literal["none", "theirs"]
 
@@ -45,19 +49,8 @@ class Merged:
 _Key = str
 
 
-class _Matcher(difflib.SequenceMatcher[_Key]):
-    """difflib without its "autojunk" heuristic: in a file of 200 lines or more it ignores lines
-    that occur often (blank lines, ``---``), which aligns unrelated lines and makes conflicts up."""
-
-    def __init__(
-        self,
-        isjunk: Callable[[_Key], bool] | None = None,
-        a: Sequence[_Key] = (),
-        b: Sequence[_Key] = (),
-        autojunk: bool = True,
-    ) -> None:
-        del autojunk  # merge3 passes none; never wanted
-        super().__init__(isjunk, a, b, autojunk=False)
+def _opcodes(a: Sequence[_Key], b: Sequence[_Key]) -> Sequence[tuple[str, int, int, int, int]]:
+    return patiencediff.PatienceSequenceMatcher(None, a, b).get_opcodes()
 
 
 def _lines(text: str) -> list[str]:
@@ -91,7 +84,10 @@ def merge_texts(base: str, ours: str, theirs: str, *, prefer: Prefer = "none") -
         # ours changed its line ends since base (an editor on another platform): theirs follows
         t_out = [key[:-1] + end if key.endswith("\n") else key for key in map(_key, t_lines)]
     sides = _Sides([_key(x) for x in b_lines], [_key(x) for x in o_lines], [_key(x) for x in t_lines], o_lines, t_out)
-    m3 = merge3.Merge3(sides.base, sides.ours, sides.theirs, sequence_matcher=_Matcher)  # type: ignore[arg-type]  # merge3's own default needs the same: a Protocol __init__
+    # merge3 types its matcher as a Protocol with an __init__, which no class satisfies for mypy
+    # (merge3's own difflib default carries the same ignore).
+    matcher = patiencediff.PatienceSequenceMatcher
+    m3 = merge3.Merge3(sides.base, sides.ours, sides.theirs, sequence_matcher=matcher)  # type: ignore[arg-type]
     # merge3 names unchanged regions by base index; the same lines in ours (with ours' own line
     # ends) are the sync regions', in the same order.
     synced = iter([(a0, a1) for z0, z1, a0, a1, _, _ in m3.find_sync_regions() if z1 > z0])
@@ -156,7 +152,7 @@ class _Sides:
 
         Batch 2 inserted its lines between batch 1's last line and the blank line after it;
         undoing batch 1 deletes that run, and batch 2's lines stay."""
-        ours_ops = _Matcher(None, base, self.ours[a0:a1]).get_opcodes()
+        ours_ops = _opcodes(base, self.ours[a0:a1])
         if any(tag in ("replace", "delete") for tag, *_ in ours_ops):
             return None
         added = {i1: (a0 + j1, a0 + j2) for tag, i1, _, j1, j2 in ours_ops if tag == "insert"}
@@ -167,7 +163,7 @@ class _Sides:
             j1, j2 = added.get(i, (0, 0))
             return self.ours_text[j1:j2]
 
-        for tag, i1, i2, j1, j2 in _Matcher(None, base, self.theirs[t0:t1]).get_opcodes():
+        for tag, i1, i2, j1, j2 in _opcodes(base, self.theirs[t0:t1]):
             if tag in ("equal", "delete"):
                 for i in range(i1, i2):
                     out += added_at(i)
@@ -193,7 +189,7 @@ def _edges(base: list[_Key], side: list[_Key]) -> tuple[int, int]:
     the rewrite and the lines beyond are additions. Anything else stays one change: a conflict."""
     if not base:
         return 0, 0
-    ops = _Matcher(None, base, side).get_opcodes()
+    ops = _opcodes(base, side)
     if not ops:
         return 0, 0
     if len(ops) == 1:  # one change in all: lines appended after a rewrite are the likelier reading
