@@ -101,6 +101,15 @@ def test_a_last_line_without_newline_stays_so() -> None:
     assert merge_texts("a\n", "a\n", "a") == Merged("a", ())
 
 
+def test_lines_are_counted_as_git_counts_them() -> None:
+    """Only "\\n" ends a line: a form feed or U+2028 inside a line does not shift the line
+    numbers of a conflict after it, and a bare "\\r" stays part of its line."""
+    base = "a\x0cpage\nb\u2028c\nold\n"
+    merged = merge_texts(base, base.replace("old", "mine"), base.replace("old", "theirs"))
+    assert merged.conflicts == ((3, 3),)
+    assert merge_texts("x\ry\nz\n", "x\ry\nz\nmine\n", "top\nx\ry\nz\n") == Merged("top\nx\ry\nz\nmine\n", ())
+
+
 def test_unchanged_sides_give_the_other_side_byte_for_byte() -> None:
     """ours == base gives theirs; theirs == base gives ours, mixed line ends included."""
     mixed = "a\r\nb\nc"

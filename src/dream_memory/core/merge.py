@@ -54,12 +54,16 @@ def _opcodes(a: Sequence[_Key], b: Sequence[_Key]) -> Sequence[tuple[str, int, i
 
 
 def _lines(text: str) -> list[str]:
-    return text.splitlines(keepends=True)
+    """Lines as git counts them: split at "\n" only (str.splitlines also splits at form feeds,
+    U+2028 and more, which would shift every line number after them)."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def _key(line: str) -> _Key:
-    body = line.rstrip("\r\n")
-    return body + "\n" if body != line else body
+    if line.endswith("\r\n"):
+        return line[:-2] + "\n"
+    return line
 
 
 def _line_end(lines: Sequence[str]) -> str | None:
