@@ -37,6 +37,19 @@ def test_lines_inserted_inside_a_removed_run_stay() -> None:
     assert merge_texts(base, ours, theirs) == Merged("## Decisions\n\n- tool 3\n- tool 4\n## Solutions\n", ())
 
 
+def test_changes_that_only_touch_both_apply() -> None:
+    """Neighbouring runs dropped on each side (two restores in a row: the first took the blank
+    line after the facts), and a rewrite next to a removal, both apply: no line changed on both
+    sides, so no conflict (git calls each a conflict)."""
+    base = "## Decisions\n\n- tool 1\n- tool 2\n\n## Solutions\n"
+    ours = "## Decisions\n\n- tool 1\n- tool 2\n## Solutions\n"
+    assert merge_texts(base, ours, "## Decisions\n\n\n## Solutions\n") == Merged("## Decisions\n\n## Solutions\n", ())
+    rewritten = "## Decisions\n\n- tool one, renamed\n- tool 2\n\n## Solutions\n"
+    dropped = "## Decisions\n\n- tool 1\n\n## Solutions\n"
+    assert merge_texts(base, rewritten, dropped).text == "## Decisions\n\n- tool one, renamed\n\n## Solutions\n"
+    assert merge_texts(base, dropped, rewritten).text == "## Decisions\n\n- tool one, renamed\n\n## Solutions\n"
+
+
 def test_a_change_to_the_same_lines_is_a_conflict_in_ours_line_numbers() -> None:
     """When ours changed a line theirs removes, the conflict names that line of ours (1-based,
     inclusive), the text keeps ours; prefer="theirs" removes it and keeps every other line."""

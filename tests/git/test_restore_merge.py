@@ -5,6 +5,7 @@ restore's side in those lines only. Checked against git's own `git revert --no-c
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -223,7 +224,7 @@ def _sections_scenario(ws: Path, dream_commit, git) -> str:
     dream_commit(ws, {"USER.md": b2, "entities/crlf.md": files["entities/crlf.md"] + "- three\r\n"}, "3..3", (3, 3))
     b3 = b2.replace("## Work Context\n", "## Work Context\n- Billing team\n")
     dream_commit(ws, {"USER.md": b3, "entities/bare.md": "# bare\n- batch 1\n- a\n- last\n- after"}, "4..4", (4, 4))
-    (ws / "USER.md").write_text(b3 + "my own line\n", encoding="utf-8")
+    (ws / "USER.md").write_text("my own line\n" + b3, encoding="utf-8")
     git(ws, "add", "USER.md")
     git(ws, "commit", "-q", "-m", "memory: manual edits", identity=True)
     return target
@@ -252,3 +253,68 @@ def test_restore_gives_what_git_revert_gives(tmp_path: Path, dream, git, dream_c
             assert mine.read_bytes() == gits.read_bytes(), rel
     assert "my own line\n" in _user(ws) and "- Lives in Lisbon" not in _user(ws)
     assert (ws / "entities/gone.md").read_text(encoding="utf-8") == "# gone\n- was here\n"
+
+
+# --- a range: git revert A..B ----------------------------------------------------------------------
+
+
+def test_a_range_reverts_each_commit_newest_first_in_one_commit(tmp_path: Path, dream, git, dream_commit) -> None:
+    """`dream restore A..B` undoes every commit after A up to B (batches 1 and 2 here), newest
+    first, keeping batch 3 and the hand line, in one revert commit naming both commits."""
+    ws = _init(tmp_path, dream)
+    first, template = _three_batches(ws, dream_commit)
+    log = git(ws, "log", "--format=%H %s").splitlines()
+    second = next(line.split()[0] for line in log if "3..3" in line)
+
+    start = git(ws, "rev-parse", f"{first}~1").strip()
+    proc = dream("restore", f"{start}..{second}", "--workspace", str(ws), "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["reverted"] == [second, first]
+    assert _user(ws) == template + "- Has a cat named Miso\nmy own line, written by hand\n"
+    subject, body = git(ws, "log", "-1", "--format=%s%n%b").split("\n", 1)
+    assert subject == f"dream: revert {start[:10]}..{second[:10]} (2 commits)"
+    assert f"Reverts: {second}\nReverts: {first}" in body
+    assert git(ws, "log", "--format=%s", "-3").splitlines()[1] == "memory: manual edits"
+
+
+def test_a_bad_range_is_exit_2_and_changes_nothing(tmp_path: Path, dream, snapshot, dream_commit) -> None:
+    """A range without its older end, backwards, or empty is bad input (exit 2, one line naming
+    it), and nothing changes."""
+    ws = _init(tmp_path, dream)
+    first = dream_commit(ws, {"USER.md": "# User\n- a\n"}, "one", (1, 1))
+    second = dream_commit(ws, {"USER.md": "# User\n- a\n- b\n"}, "two", (2, 2))
+    before = snapshot(ws)
+    for rev, says in [
+        (f"..{second}", "a range needs its older end"),
+        (f"{second}..{first}", "is not before"),
+        (f"{first}..{first}", "names no commits"),
+    ]:
+        proc = dream("restore", rev, "--workspace", str(ws))
+        assert proc.returncode == 2 and says in proc.stderr and "Traceback" not in proc.stderr, (rev, proc.stderr)
+    after = snapshot(ws)
+    after.pop("memory/.dream.lock", None), before.pop("memory/.dream.lock", None)
+    assert after == before
+
+
+@git_missing
+def test_a_range_gives_what_git_revert_of_the_range_gives(tmp_path: Path, dream, git, dream_commit) -> None:
+    """The real client on a range: `git revert --no-commit A..B` over three batches (git reverts
+    each, newest first) and `dream restore A..B` leave every memory file with the same bytes."""
+    ws = _init(tmp_path, dream)
+    target = _sections_scenario(ws, dream_commit, git)
+    rev = f"{git(ws, 'rev-parse', target + '~1').strip()}..{git(ws, 'rev-parse', 'HEAD~1').strip()}"
+    twin = tmp_path / "twin"
+    shutil.copytree(ws, twin, symlinks=True)
+    reverted = git(twin, "revert", "--no-commit", rev, check=False)
+    assert "CONFLICT" not in reverted and "error" not in reverted, reverted
+
+    proc = dream("restore", rev, "--workspace", str(ws))
+    assert proc.returncode == 0, proc.stderr
+    assert "undid the changes of 3 commits, newest first," in proc.stdout
+    for rel in ("USER.md", "entities/new.md", "entities/gone.md", "entities/crlf.md", "entities/bare.md"):
+        mine, gits = ws / rel, twin / rel
+        assert mine.exists() == gits.exists(), rel
+        if gits.exists():
+            assert mine.read_bytes() == gits.read_bytes(), rel
+    assert _user(ws).startswith("my own line\n") and "- Billing team" not in _user(ws)

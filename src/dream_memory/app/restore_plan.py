@@ -1,13 +1,16 @@
 """What a restore does to each file, decided before anything is written (``app.versioning``
-runs it): the inverse of the commit merged into the file as it is now, as ``git revert`` does,
-and where ``--replay`` moves the Dream cursor."""
+runs it): the inverse of each commit merged into the file as it is now, newest commit first, as
+``git revert`` does, and where ``--replay`` moves the Dream cursor."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from dream_memory.adapters.git import CommitInfo, GitStore
 from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.core import layout
 from dream_memory.core.merge import merge_texts
+from dream_memory.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -86,3 +89,87 @@ class Replay:
         if not any(span[0] <= e.cursor <= span[1] for e in wanted):
             notes.append(f"no entry of {span[0]}..{span[1]} is left in history.jsonl or memory/archive/")
         return cls(cursor, write, len(wanted), sum(1 for e in wanted if e not in in_file), tuple(notes))
+
+
+def commits_to_revert(git: GitStore, rev: str) -> list[CommitInfo]:
+    """``rev`` is one commit, or ``A..B`` (B empty: HEAD): the commits after A up to B along
+    first parents, newest first, as ``git revert A..B`` takes them."""
+    if ".." not in rev:
+        return [git.info(git.resolve(rev), with_files=False)]
+    old_rev, _, new_rev = rev.partition("..")
+    if not old_rev.strip():
+        raise UsageError(f"{rev!r}: a range needs its older end, as in A..B or A.. (A..HEAD)")
+    old, new = git.resolve(old_rev), git.resolve(new_rev or "HEAD")
+    found: list[CommitInfo] = []
+    for commit in git.first_parent_chain(new):
+        sha = commit.id.decode("ascii")
+        if sha == old:
+            break
+        found.append(git.info(sha, with_files=False))
+    else:
+        raise UsageError(f"{old[:10]} is not before {new[:10]} on its first-parent line, so {rev!r} names no commits")
+    if not found:
+        raise UsageError(f"{rev!r} names no commits: both ends are the same commit")
+    return found
+
+
+@dataclass
+class Plan:
+    """Every file the commits touched, after reverting them one by one, newest first."""
+
+    changes: dict[str, bytes | None] = field(default_factory=dict)
+    conflicts: list[tuple[CommitInfo, str, Revert]] = field(default_factory=list)
+    merged: set[str] = field(default_factory=set)
+
+    @property
+    def touched(self) -> list[str]:
+        return list(self.changes)
+
+    def forced_lines(self) -> dict[str, list[tuple[int, int]]]:
+        found: dict[str, list[tuple[int, int]]] = {}
+        for _, rel, revert in self.conflicts:
+            found.setdefault(rel, []).extend(revert.conflict or ())
+        return found
+
+
+def plan_reverts(git: GitStore, commits: list[CommitInfo], *, force: bool) -> Plan:
+    """Each commit's inverse merged into what the newer reverts left (the disk for the first)."""
+    plan = Plan()
+    for info in commits:
+        touched = [
+            p for p in git.changed_paths(info.parent, info.sha) if git.is_versioned(p) and not layout.is_dream_owned(p)
+        ]
+        before = git.entries_at(info.parent, touched)
+        after = git.entries_at(info.sha, touched)
+        for rel in touched:
+            revert = revert_file(
+                git.blob(before[rel][1]) if rel in before else None,
+                git.blob(after[rel][1]) if rel in after else None,
+                plan.changes[rel] if rel in plan.changes else git.read_file(rel),
+                force=force,
+            )
+            if revert.conflict is not None:
+                plan.conflicts.append((info, rel, revert))
+            if revert.merged:
+                plan.merged.add(rel)
+            plan.changes[rel] = revert.data
+    return plan
+
+
+def joint_range(commits: list[CommitInfo]) -> tuple[int, int] | None:
+    """The history range the commits consumed together (their ``Dream-Range`` trailers)."""
+    spans = [span for info in commits if (span := cursor_range(info)) is not None]
+    if not spans:
+        return None
+    return min(s[0] for s in spans), max(s[1] for s in spans)
+
+
+def cursor_range(info: CommitInfo) -> tuple[int, int] | None:
+    """The history range a Dream commit consumed, from its ``Dream-Range: a..b`` trailer."""
+    raw = info.trailers().get("Dream-Range")
+    if not raw or ".." not in raw:
+        return None
+    first, _, last = raw.partition("..")
+    if not (first.strip().isdigit() and last.strip().isdigit()):
+        return None
+    return int(first), int(last)

@@ -19,7 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 from dream_memory.adapters import fsutil, locks
 from dream_memory.adapters.git import GITIGNORE_BEGIN, CommitInfo, FileChange, GitStore, unified_diff
 from dream_memory.adapters.history_log import HistoryLog
-from dream_memory.app.restore_plan import Replay, line_range, revert_file
+from dream_memory.app.restore_plan import Plan, Replay, commits_to_revert, joint_range, line_range, plan_reverts
 from dream_memory.core import jsontext, layout
 from dream_memory.errors import RestoreConflict, UsageError, VersionStoreError
 
@@ -292,6 +292,7 @@ class RestoreResult:
     # the restore's side; an empty list: the whole file (deleted since, or not text)
     forced_lines: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     merged: tuple[str, ...] = ()  # files changed since the commit whose later work the restore kept
+    reverted: tuple[str, ...] = ()  # the commits undone, newest first (one, or those of A..B)
 
     def forced_places(self) -> list[str]:
         """``USER.md lines 5-6`` for each file --force wrote over (``(the whole file)``)."""
@@ -308,6 +309,7 @@ class RestoreResult:
             "forced_over": list(self.forced_over),
             "forced_lines": {rel: [list(r) for r in ranges] for rel, ranges in self.forced_lines.items()},
             "merged": list(self.merged),
+            "reverted": list(self.reverted),
             "saved_edits": self.saved_edits,
             "cursor_before": self.cursor_before,
             "cursor_after": self.cursor_after,
@@ -315,17 +317,6 @@ class RestoreResult:
             "replay_from_archive": self.replay_from_archive,
             "notes": list(self.notes),
         }
-
-
-def cursor_range(info: CommitInfo) -> tuple[int, int] | None:
-    """The history range a Dream commit consumed, from its ``Dream-Range: a..b`` trailer."""
-    raw = info.trailers().get("Dream-Range")
-    if not raw or ".." not in raw:
-        return None
-    first, _, last = raw.partition("..")
-    if not (first.strip().isdigit() and last.strip().isdigit()):
-        return None
-    return int(first), int(last)
 
 
 @_store_errors
@@ -338,72 +329,61 @@ def restore_commit(
     dream_cursor: int | None = None,
     history: HistoryLog | None = None,
 ) -> RestoreResult:
-    """Undo exactly the changes commit ``rev`` introduced, as ``git revert`` does
-    (docs/versioning.md, `dream restore`).
+    """Undo exactly the changes commit ``rev`` introduced, as ``git revert`` does (``A..B``:
+    each commit after A up to B, newest first, in one commit), docs/versioning.md.
 
-    Only the memory files that commit touched are written: each gets a three-way merge of the
+    Only the memory files those commits touched are written: each gets a three-way merge of the
     inverse change into its content now, so later work on other lines stays. Where the same
     lines changed since, the restore is a conflict that names the file and the lines: nothing
     changes unless ``force``, which takes the restore's side for those lines only; uncommitted
     work in the files is first committed as ``memory: manual edits``, so what a restore writes
     over stays in git history. ``.dream_cursor`` and ``.dream_state.json`` are neither checked
-    nor written, except that ``replay`` moves the cursor back to just before the commit's
+    nor written, except that ``replay`` moves the cursor back to just before the commits'
     ``Dream-Range``; ``history`` (optional) lets the result say how many entries the next run
     re-reads, and from where.
     """
     git.check_can_commit()  # a merge in progress, a detached HEAD of our own repository: exit 2 first
-    sha = git.resolve(rev)
-    info = git.info(sha, with_files=False)
-    _refuse_root(info)
+    commits = commits_to_revert(git, rev)
+    for info in commits:
+        _refuse_root(info)
     recover(git)
-    touched = [p for p in git.changed_paths(info.parent, sha) if git.is_versioned(p) and not layout.is_dream_owned(p)]
-    before = git.entries_at(info.parent, touched)
-    after = git.entries_at(sha, touched)
-    reverts = {
-        rel: revert_file(
-            git.blob(before[rel][1]) if rel in before else None,
-            git.blob(after[rel][1]) if rel in after else None,
-            _current(git, rel),
-            force=force,
-        )
-        for rel in touched
-    }
-    notes: list[str] = []
-    conflicts = sorted(rel for rel, r in reverts.items() if r.conflict is not None)
-    if conflicts and not force:
-        listing = "; ".join(reverts[rel].describe(rel) for rel in conflicts)
+    what = _what(commits)
+    plan = plan_reverts(git, commits, force=force)
+    if plan.conflicts and not force:
         raise RestoreConflict(
-            f"cannot restore {sha[:10]}: {listing} changed since that commit; nothing was changed",
-            conflicts,
+            f"cannot restore {what}: {_conflict_listing(plan, commits)}; nothing was changed",
+            sorted({rel for _, rel, _ in plan.conflicts}),
             hint="re-run with --force to take the restore's side in those lines only (every other line merges)",
         )
-    span = cursor_range(info) if replay else None
+    span = joint_range(commits) if replay else None
     if replay and span is None:
-        raise UsageError(f"{sha[:10]} records no history range (Dream-Range), so --replay has nothing to move back")
-    changes: dict[str, bytes | None] = {rel: r.data for rel, r in reverts.items()}
+        raise UsageError(f"{what} records no history range (Dream-Range), so --replay has nothing to move back")
+    changes = dict(plan.changes)
     replay_plan = Replay.plan(span, dream_cursor, history)
     cursor_after, replay_entries, replay_from_archive = replay_plan.cursor, replay_plan.entries, replay_plan.archived
-    notes.extend(replay_plan.notes)
+    notes = list(replay_plan.notes)
     if replay_plan.write:
         changes[layout.DREAM_CURSOR] = f"{cursor_after}\n".encode()
-    if not touched and span is None:
-        raise UsageError(f"{sha[:10]} ({info.subject}) changed no memory file; there is nothing to restore")
-    _refuse_losing_gitignore_block(info, changes)
-    forced_lines = {rel: list(reverts[rel].conflict or ()) for rel in conflicts}
-    merged = tuple(sorted(rel for rel, r in reverts.items() if r.merged))
+    if not plan.touched and span is None:
+        raise UsageError(f"{what} ({commits[0].subject}) changed no memory file; there is nothing to restore")
+    _refuse_losing_gitignore_block(commits[0], changes)
+    forced_lines = plan.forced_lines()
+    merged = tuple(sorted(plan.merged))
     # Hand edits of the files about to be written are committed first, as Dream does before its
     # own commits: that keeps what a --force writes over in git history, and in every case it
     # makes HEAD match the disk, so the revert commit is exactly what gets written.
     saved: str | None = None
-    unsaved = git.dirty(only=touched)
+    unsaved = git.dirty(only=plan.touched)
     if unsaved:
         listing = "\n".join(f"- {p}" for p in unsaved)
-        message = f"{MANUAL_SUBJECT}\n\nEdited outside Dream, committed before a restore of {sha[:10]}:\n{listing}"
+        message = f"{MANUAL_SUBJECT}\n\nEdited outside Dream, committed before a restore of {what}:\n{listing}"
         saved = _commit_disk_state(git, unsaved, message)
+    restored = commits[0].sha if len(commits) == 1 else rev_range(commits)
+    reverted = tuple(c.sha for c in commits)
     if not git.effective_changes(changes):
         notes.append("its changes are already undone: every file it touched holds no line of it")
         return RestoreResult(
-            restored=sha,
+            restored=restored,
             commit=None,
             files=(),
             forced_over=(),  # nothing was overwritten
@@ -413,26 +393,19 @@ def restore_commit(
             saved_edits=saved,
             replay_entries=replay_entries,
             replay_from_archive=replay_from_archive,
+            reverted=reverted,
         )
     files = tuple(
         unified_diff(rel, current, data)
         for rel, data in sorted(changes.items())
         if (current := _current(git, rel)) != data
     )
-    body_lines = [f"This reverts commit {sha}.", "", f"Reverts: {sha}"]
-    if merged:
-        body_lines.insert(1, "Later changes to " + ", ".join(merged) + " are kept.")
-    if conflicts:
-        body_lines.append("Forced-Over: " + "; ".join(reverts[rel].describe(rel) for rel in conflicts))
-    if span is not None:
-        body_lines.append(f"Replay-From: {cursor_after}")
-    message = f"dream: revert {sha[:10]} ({info.subject})\n\n" + "\n".join(body_lines)
-    new = apply_commit(git, changes, message)
+    new = apply_commit(git, changes, _revert_message(commits, plan, merged, cursor_after if span else None))
     return RestoreResult(
-        restored=sha,
+        restored=restored,
         commit=new,
         files=files,
-        forced_over=tuple(conflicts),
+        forced_over=tuple(sorted(forced_lines)),
         cursor_before=dream_cursor,
         cursor_after=cursor_after,
         notes=tuple(notes),
@@ -441,7 +414,48 @@ def restore_commit(
         replay_from_archive=replay_from_archive,
         forced_lines=forced_lines,
         merged=merged,
+        reverted=reverted,
     )
+
+
+def rev_range(commits: list[CommitInfo]) -> str:
+    """``<parent of the oldest>..<newest>``: the range as git names it."""
+    return f"{commits[-1].parent}..{commits[0].sha}"
+
+
+def _what(commits: list[CommitInfo]) -> str:
+    if len(commits) == 1:
+        return commits[0].sha[:10]
+    return f"{(commits[-1].parent or '')[:10]}..{commits[0].sha[:10]} ({len(commits)} commits)"
+
+
+def _conflict_listing(plan: Plan, commits: list[CommitInfo]) -> str:
+    if len(commits) == 1:
+        places = "; ".join(revert.describe(rel) for _, rel, revert in sorted(plan.conflicts, key=lambda c: c[1]))
+        return f"{places} changed since that commit"
+    # Line numbers are those of the file as the newer reverts of the range left it.
+    return "; ".join(
+        f"reverting {info.sha[:10]} ({info.subject}): {revert.describe(rel)} changed since"
+        for info, rel, revert in plan.conflicts
+    )
+
+
+def _revert_message(commits: list[CommitInfo], plan: Plan, merged: tuple[str, ...], replay_from: int | None) -> str:
+    shas = [c.sha for c in commits]
+    if len(commits) == 1:
+        subject = f"dream: revert {shas[0][:10]} ({commits[0].subject})"
+        lines = [f"This reverts commit {shas[0]}."]
+    else:
+        subject = f"dream: revert {_what(commits)}"
+        lines = ["This reverts commits " + ", ".join(shas) + " (newest first)."]
+    if merged:
+        lines.append("Later changes to " + ", ".join(merged) + " are kept.")
+    lines += ["", *(f"Reverts: {sha}" for sha in shas)]
+    if plan.conflicts:
+        lines.append("Forced-Over: " + "; ".join(r.describe(rel) for _, rel, r in plan.conflicts))
+    if replay_from is not None:
+        lines.append(f"Replay-From: {replay_from}")
+    return subject + "\n\n" + "\n".join(lines)
 
 
 def _refuse_root(info: CommitInfo) -> None:

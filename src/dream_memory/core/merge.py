@@ -150,34 +150,40 @@ class _Sides:
         return lead + middle + tail, conflict
 
     def _weave(self, base: list[_Key], a0: int, a1: int, t0: int, t1: int) -> list[str] | None:
-        """Ours only added lines (every base line is still there, in order): theirs' change is
-        applied around them, where no added line sits inside a run theirs rewrites (a line
-        inside a run theirs only deletes stays where it is). None when that does not hold.
+        """Both sides' changes applied where they touch no common base line (git calls changes
+        that merely touch a conflict). None when they do: ours rewrote or dropped a line theirs
+        rewrote, ours rewrote a line theirs drops, or both added lines at one place (or ours
+        added lines inside a run theirs rewrites), where there is no order to take.
 
-        Batch 2 inserted its lines between batch 1's last line and the blank line after it;
-        undoing batch 1 deletes that run, and batch 2's lines stay."""
-        ours_ops = _opcodes(base, self.ours[a0:a1])
-        if any(tag in ("replace", "delete") for tag, *_ in ours_ops):
-            return None
-        added = {i1: (a0 + j1, a0 + j2) for tag, i1, _, j1, j2 in ours_ops if tag == "insert"}
-        in_ours = {i: a0 + j1 + (i - i1) for tag, i1, i2, j1, _ in ours_ops if tag == "equal" for i in range(i1, i2)}
+        Dream inserts a batch's facts after the previous batch's last fact and before the blank
+        line that batch added, so undoing the older batch drops a run with ours' lines inside it;
+        two reverts in a row drop neighbouring runs."""
+        at: dict[int, list[str]] = {}  # ours' lines placed before base line i (added, or rewriting from i)
+        gone: dict[int, str] = {}  # base lines ours dropped: "delete", or "rewrite" (replaced by at[start])
+        kept: dict[int, int] = {}  # base line -> the same line in ours
+        for tag, i1, i2, j1, j2 in _opcodes(base, self.ours[a0:a1]):
+            if tag == "equal":
+                kept.update((i, a0 + j1 + (i - i1)) for i in range(i1, i2))
+                continue
+            if j2 > j1:
+                at[i1] = self.ours_text[a0 + j1 : a0 + j2]
+            gone.update(dict.fromkeys(range(i1, i2), "rewrite" if tag == "replace" else "delete"))
         out: list[str] = []
-
-        def added_at(i: int) -> list[str]:
-            j1, j2 = added.get(i, (0, 0))
-            return self.ours_text[j1:j2]
-
         for tag, i1, i2, j1, j2 in _opcodes(base, self.theirs[t0:t1]):
             if tag in ("equal", "delete"):
                 for i in range(i1, i2):
-                    out += added_at(i)
-                    if tag == "equal":
-                        out.append(self.ours_text[in_ours[i]])
-            elif (tag == "insert" and i1 in added) or any(i1 < i < i2 for i in added):
-                return None  # both added at one place, or ours added inside a rewritten run
-            else:
-                out += added_at(i1) + self.theirs_text[t0 + j1 : t0 + j2]
-        return out + added_at(len(base))
+                    if tag == "delete" and gone.get(i) == "rewrite":
+                        return None
+                    out += at.get(i, [])
+                    if tag == "equal" and i not in gone:
+                        out.append(self.ours_text[kept[i]])
+                continue
+            if any(i in gone for i in range(i1, i2)) or any(i1 < i < i2 for i in at):
+                return None
+            if i1 in at and (tag == "insert" or gone.get(i1) == "rewrite"):
+                return None
+            out += at.get(i1, []) + self.theirs_text[t0 + j1 : t0 + j2]
+        return out + at.get(len(base), [])
 
     def _conflict(self, a0: int, a1: int, t0: int, t1: int, prefer: Prefer) -> tuple[list[str], tuple[int, int]]:
         lines = self.theirs_text[t0:t1] if prefer == "theirs" else self.ours_text[a0:a1]

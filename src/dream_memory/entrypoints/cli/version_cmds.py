@@ -124,7 +124,8 @@ def restore(
     workspace: str | None,
     config_path: str | None,
 ) -> int:
-    """Without REV: list recent Dream versions. With REV: undo exactly that commit's changes.
+    """Without REV: list recent Dream versions. With REV: undo exactly that commit's changes
+    (A..B: those of every commit after A up to B, newest first, in one commit).
 
     As `git revert`: the inverse of the commit is merged into each file it touched, so later work
     on other lines stays. Where the same lines changed since, the restore refuses and names the
@@ -175,12 +176,16 @@ def _restore_one(
         return 0
     if result.saved_edits:
         echo(f"committed your unsaved edits first: {result.saved_edits[:10]} memory: manual edits")
+    what = f"{result.restored[:10]}: undid its changes"
+    if len(result.reverted) > 1:
+        old, _, new = result.restored.partition("..")
+        what = f"{old[:10]}..{new[:10]}: undid the changes of {len(result.reverted)} commits, newest first,"
     if result.commit:
-        echo(f"restored {result.restored[:10]}: undid its changes in a new commit {result.commit[:10]}")
+        echo(f"restored {what} in a new commit {result.commit[:10]}")
         for line in _file_table(result.files):
             echo(line)
     else:
-        echo(f"restored {result.restored[:10]}: nothing to write")
+        echo(f"restored {what.partition(':')[0]}: nothing to write")
     if result.merged:
         echo(f"kept the later changes to {', '.join(result.merged)}")
     if result.forced_over:
