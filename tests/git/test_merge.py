@@ -171,3 +171,43 @@ def test_where_git_merges_cleanly_the_result_is_gits(
     if proc.returncode != 0:
         return
     assert merge_texts(base, ours, theirs) == Merged(proc.stdout, ())
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_undoing_a_batch_in_real_memory_files(fixtures_root: Path, tmp_path: Path) -> None:
+    """Real MEMORY.md and USER.md files (the public workspace corpus): batch 1 inserts facts at a
+    random place, batch 2 right after them or elsewhere, batch 3 elsewhere. Undoing batch 1
+    always removes exactly its lines and keeps batches 2 and 3, and wherever `git merge-file`
+    merges cleanly the text is git's."""
+    import random
+
+    rng = random.Random(7)
+    files = sorted(fixtures_root.glob("*/**/MEMORY.md")) + sorted(fixtures_root.glob("*/**/USER.md"))
+    tried = git_clean = 0
+    for path in files:
+        lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+        if len(lines) < 10:
+            continue
+        for trial in range(3):
+            at = rng.randrange(1, len(lines))
+            ones = [f"- batch one fact {k} ({trial})" for k in range(rng.randint(1, 3))]
+            after1 = lines[:at] + ones + lines[at:]
+            two_at = at + len(ones) if rng.random() < 0.5 else rng.randrange(0, len(after1))
+            after2 = [*after1[:two_at], f"- batch two ({trial})", *after1[two_at:]]
+            three_at = rng.randrange(0, len(after2))
+            now = [*after2[:three_at], f"- batch three ({trial})", *after2[three_at:]]
+            base, ours, theirs = "\n".join(after1), "\n".join(now), "\n".join(lines)
+            merged = merge_texts(base, ours, theirs)
+            assert not merged.conflicts, path
+            expected = [x for x in now if x not in ones]
+            assert merged.text == "\n".join(expected), path
+            for name, text in {"o": ours, "b": base, "t": theirs}.items():
+                (tmp_path / name).write_text(text, encoding="utf-8", newline="")
+            proc = subprocess.run(
+                ["git", "merge-file", "-p", "o", "b", "t"], cwd=tmp_path, capture_output=True, text=True
+            )
+            if proc.returncode == 0:
+                git_clean += 1
+                assert merged.text == proc.stdout, path
+            tried += 1
+    assert tried >= 30 and git_clean >= 10, (tried, git_clean)
