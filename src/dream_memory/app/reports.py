@@ -97,16 +97,21 @@ class BatchJSON(TypedDict):
 
 
 class HeldJSON(TypedDict):
-    """A batch held for review (memory/.dream_held/<id>/)."""
+    """A change held for review (memory/.dream_held/<id>/change.json): one hunk of one file."""
 
     id: str
-    """The id for `dream restore --apply-held` / `--discard-held`: <cursor_from>-<cursor_to>."""
+    """The id for `dream review show|accept|reject` (and `dream restore --apply-held` /
+    `--discard-held`): <cursor_from>-<cursor_to>.<n>."""
+    path: str
+    """The file it changes."""
+    lines: list[int]
+    """[first, last]: the 1-based line range it changes in the text it started from."""
     cursor_from: int
-    """First cursor of the held batch."""
+    """First cursor of the batch that made it."""
     cursor_to: int
-    """Last cursor of the held batch."""
+    """Last cursor of the batch that made it."""
     reason: str
-    """Which guard held it."""
+    """Why it waits: whose line it replaces or removes, or which guard held it."""
 
 
 class SetAsideJSON(TypedDict):
@@ -159,7 +164,7 @@ class DreamRunJSON(TypedDict):
     changed: bool
     """A committed batch changed a content file (not only the cursor or state)."""
     held: list[HeldJSON]
-    """Batches this run held."""
+    """Changes this run held for `dream review`; the rest of their batches landed."""
     set_aside: list[SetAsideJSON]
     """Batches this run set aside."""
     redactions: dict[str, int]
