@@ -196,3 +196,10 @@ class Workspace:
         from dream_memory.app.restore import SettleRequest, settle_held
 
         return settle_held(self._rt, SettleRequest(held_id, "discard"))
+
+    def review(self, action: str = "list", *ids: str, every: bool = False) -> dict[str, Any]:
+        """The held changes (``dream review``): ``"list"``, ``"show", ID``, ``"accept", ID...`` or
+        ``"reject", ID...`` (``every=True``: all of them); the same JSON as ``--json``."""
+        from dream_memory.app.review import ReviewRequest, review
+
+        return review(self._rt, ReviewRequest(action, ids, every))

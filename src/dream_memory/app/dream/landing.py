@@ -89,6 +89,7 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
     assert git is not None
     changes = staging.changes()
     state = state.clear_failure()
+
     def template(path: str, text: str | None) -> bool:
         return path in layout.DURABLE_FILES and is_template(path, text)
 
@@ -217,7 +218,7 @@ def _held_files(item: HeldChange, meta: dict[str, Any]) -> dict[str, bytes | Non
     diff = unified_diff(item.path, as_bytes(meta["base"]), as_bytes(meta["theirs"])).diff
     return {
         f"{folder}/change.json": (json.dumps(meta, indent=2, ensure_ascii=False) + "\n").encode(),
-        f"{folder}/change.diff": diff.encode(),
+        f"{folder}/changes.diff": diff.encode(),
     }
 
 

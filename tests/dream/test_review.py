@@ -1,0 +1,158 @@
+"""Guarded writes end to end: the write policy holds a rewrite of a hand-written line while the
+batch's additions land, and `dream review` lists, shows, accepts and rejects it, each step a
+commit (CLI and API, a scripted model over HTTP, real git)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from dream_helpers import Cli, git, make_workspace, use_server
+
+from dream_memory import Workspace
+from dream_memory.testing.llm_server import Reply, ScriptedLLMServer, tool_call
+
+HAND_LINE = "- Drinks tea every morning"
+USER = "# User\n\n## Profile\n\n- Name: Ada\n" + HAND_LINE + "\n\n## Preferences\n\n- Editor: vim\n"
+
+
+def _model(edits: list[dict[str, Any]]) -> Any:
+    """Phase 1 answers two facts; phase 2 makes ``edits`` (edit_file calls), then says it is done."""
+
+    def respond(request: dict[str, Any]) -> Reply:
+        if not request.get("tools"):
+            return Reply("[USER] Uses Rust at work\n[USER] Lives in Oslo\n[USER] Drinks coffee now")
+        if any(m.get("role") == "tool" for m in request.get("messages") or []):
+            return Reply("Done.")
+        return Reply(tool_calls=[tool_call("edit_file", **e) for e in edits])
+
+    return respond
+
+
+ADD_AND_REWRITE = [
+    {"path": "USER.md", "old_text": "- Editor: vim", "new_text": "- Editor: vim\n- Uses Rust at work\n- Lives in Oslo"},
+    {"path": "USER.md", "old_text": HAND_LINE, "new_text": "- Drinks coffee every morning"},
+]
+
+
+def _hand_written(isolated: Cli) -> Path:
+    """A workspace whose USER.md holds lines a person wrote (a `memory: manual edits` commit)."""
+    ws = make_workspace(isolated, ["- The user switched from tea to coffee; uses Rust; lives in Oslo."])
+    assert isolated.run("init").exit_code == 0
+    (ws / "USER.md").write_text(USER, encoding="utf-8")
+    return ws
+
+
+def _subjects(ws: Path) -> list[str]:
+    return git(ws, "log", "--format=%s").splitlines()
+
+
+def test_additions_land_the_rewrite_waits_and_review_accepts_it(isolated: Cli) -> None:
+    """Two additions and a rewrite of a hand-written line: the additions are committed, the rewrite
+    is held (listed with its diff by `dream review --json`), `accept` applies it, and git log shows
+    the manual edits, the batch and the accept as three commits."""
+    ws = _hand_written(isolated)
+    with ScriptedLLMServer(responder=_model(ADD_AND_REWRITE)) as server:
+        use_server(isolated, server)
+        code, report = isolated.run_json("run")
+    assert code == 0 and report["status"] == "held", report
+    text = (ws / "USER.md").read_text(encoding="utf-8")
+    assert "- Uses Rust at work\n- Lives in Oslo\n" in text
+    assert HAND_LINE in text and "coffee" not in text
+    assert report["cursor_after"] == 1 and report["batches"][0]["outcome"] == "committed"
+    [held] = report["held"]
+    assert held["path"] == "USER.md" and held["lines"] == [6, 6] and "a line a person wrote" in held["reason"]
+
+    code, listed = isolated.run_json("review", "--json")
+    assert code == 0 and listed["count"] == 1
+    [change] = listed["changes"]
+    assert change["id"] == held["id"] and change["removed"] == [HAND_LINE]
+    assert change["added"] == ["- Drinks coffee every morning"]
+    assert f"-{HAND_LINE}\n+- Drinks coffee every morning\n" in change["diff"]
+    shown = isolated.run("review", "show", held["id"])
+    assert shown.exit_code == 0 and "+- Drinks coffee every morning" in shown.stdout
+
+    before = len(_subjects(ws))
+    accepted = isolated.run("review", "accept", held["id"])
+    assert accepted.exit_code == 0, accepted.output
+    text = (ws / "USER.md").read_text(encoding="utf-8")
+    assert "- Drinks coffee every morning" in text and HAND_LINE not in text and "- Lives in Oslo" in text
+    subjects = _subjects(ws)
+    assert len(subjects) == before + 1 and subjects[0].startswith(f"dream: apply held {held['id']}: USER.md line 6")
+    assert subjects[1].startswith("dream: 1..1: USER.md +2 -0 (1 held for review)")
+    assert subjects[2] == "memory: manual edits"
+    assert not (ws / "memory" / ".dream_held" / held["id"]).exists()
+    assert isolated.run_json("review", "--json")[1]["count"] == 0
+    assert git(ws, "status", "--porcelain") == ""
+
+
+def test_reject_drops_the_change_in_its_own_commit(isolated: Cli) -> None:
+    """`dream review reject ID` leaves the hand-written line, removes the record and commits that."""
+    ws = _hand_written(isolated)
+    with ScriptedLLMServer(responder=_model(ADD_AND_REWRITE)) as server:
+        use_server(isolated, server)
+        _, report = isolated.run_json("run")
+    held_id = report["held"][0]["id"]
+    result = isolated.run("review", "reject", held_id)
+    assert result.exit_code == 0, result.output
+    assert HAND_LINE in (ws / "USER.md").read_text(encoding="utf-8")
+    assert _subjects(ws)[0].startswith(f"dream: reject held {held_id}: USER.md line 6")
+    assert isolated.run_json("status", "--json")[1]["held"] == []
+    again = isolated.run("review", "accept", held_id)
+    assert again.exit_code == 2 and "nothing held under" in again.output
+
+
+def test_restore_apply_held_and_discard_held_take_a_held_change(isolated: Cli) -> None:
+    """The existing `dream restore --apply-held ID` / `--discard-held ID` settle a held change too."""
+    ws = _hand_written(isolated)
+    with ScriptedLLMServer(responder=_model(ADD_AND_REWRITE)) as server:
+        use_server(isolated, server)
+        _, report = isolated.run_json("run")
+    held_id = report["held"][0]["id"]
+    code, applied = isolated.run_json("restore", "--apply-held", held_id, "--json")
+    assert code == 0 and applied["applied"] == held_id and applied["files"] == ["USER.md"]
+    assert "coffee every morning" in (ws / "USER.md").read_text(encoding="utf-8")
+
+
+def test_status_and_doctor_count_held_changes(isolated: Cli) -> None:
+    """`dream status` lists the held change's id; `dream doctor` names it and says to run dream review."""
+    _hand_written(isolated)
+    with ScriptedLLMServer(responder=_model(ADD_AND_REWRITE)) as server:
+        use_server(isolated, server)
+        _, report = isolated.run_json("run")
+    held_id = report["held"][0]["id"]
+    assert isolated.run_json("status", "--json")[1]["held"] == [held_id]
+    doctor = isolated.run("doctor")
+    assert f"1 change(s) held for a person to decide: {held_id}" in doctor.output
+    assert "dream review" in doctor.output
+
+
+def test_api_review_lists_shows_and_accepts(isolated: Cli) -> None:
+    """The Python API's Workspace.review is the same service: list, show, accept."""
+    ws = _hand_written(isolated)
+    with ScriptedLLMServer(responder=_model(ADD_AND_REWRITE)) as server:
+        config = use_server(isolated, server)
+        isolated.run_json("run")
+    workspace = Workspace(ws, config=config, env=isolated.env)
+    listed = workspace.review()
+    assert listed["count"] == 1
+    held_id = listed["changes"][0]["id"]
+    assert workspace.review("show", held_id)["removed"] == [HAND_LINE]
+    done = workspace.review("accept", held_id)
+    assert done["accepted"][0]["files"] == ["USER.md"] and done["accepted"][0]["commit"]
+    assert workspace.review()["count"] == 0
+    assert "coffee every morning" in (ws / "USER.md").read_text(encoding="utf-8")
+
+
+def test_the_config_can_let_rewrites_of_hand_lines_land(isolated: Cli) -> None:
+    """writePolicy.manual = "apply": the same batch lands whole, nothing is held."""
+    ws = _hand_written(isolated)
+    with ScriptedLLMServer(responder=_model(ADD_AND_REWRITE)) as server:
+        config = use_server(isolated, server)
+        data = json.loads(config.read_text(encoding="utf-8"))
+        data["agents"]["defaults"]["dream"] = {"writePolicy": {"manual": "apply"}}
+        config.write_text(json.dumps(data), encoding="utf-8")
+        code, report = isolated.run_json("run")
+    assert code == 0 and report["status"] == "ok" and report["held"] == []
+    assert "- Drinks coffee every morning" in (ws / "USER.md").read_text(encoding="utf-8")
