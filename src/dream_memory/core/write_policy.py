@@ -26,7 +26,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dream_memory.core.markdown import split_sections
 
@@ -117,6 +117,7 @@ class Hunk:
     action: str
     reason: str = ""
     pinned: bool = False
+    group: int = -1  # a held move's other half: the number of the hunk it waits with
 
     @property
     def lines(self) -> tuple[int, int]:
@@ -135,6 +136,15 @@ class FilePlan:
     @property
     def held(self) -> list[int]:
         return [i for i, h in enumerate(self.hunks) if h.action == HOLD]
+
+    def held_groups(self) -> list[list[int]]:
+        """The held hunks as changes a person reviews: each held hunk with the hunks that wait
+        with it (a moved line's new place), lead hunk first."""
+        groups: dict[int, list[int]] = {}
+        for i in self.held:
+            lead = self.hunks[i].group
+            groups.setdefault(i if lead < 0 else lead, []).append(i)
+        return [sorted(g, key=lambda i: (i != lead, i)) for lead, g in sorted(groups.items())]
 
     def compose(self, chosen: set[int]) -> str | None:
         """The text with only the hunks numbered in ``chosen`` applied."""
@@ -281,7 +291,28 @@ def plan_file(
         else:
             reason = ""
         hunks.append(Hunk(i1, i2, removed, tuple(new[j1:j2]), change, kind, headings, action, reason, is_pinned))
-    return FilePlan(path, before, after, tuple(hunks), opcodes)
+    return FilePlan(path, before, after, tuple(_moves_wait_whole(hunks)), opcodes)
+
+
+def _moves_wait_whole(hunks: list[Hunk]) -> list[Hunk]:
+    """A held removal's lines added back elsewhere is a move: the addition waits with the removal
+    (landing it alone would duplicate the line until the removal is reviewed)."""
+    held_lines = {
+        line.strip(): i
+        for i, h in enumerate(hunks)
+        if h.action == HOLD and h.group < 0
+        for line in h.removed
+        if line.strip()
+    }
+    out = list(hunks)
+    for i, hunk in enumerate(hunks):
+        if hunk.action == HOLD:
+            continue
+        lead = next((held_lines[line.strip()] for line in hunk.added if line.strip() in held_lines), None)
+        if lead is not None:
+            where = hunks[lead].reason.rsplit(" at ", 1)[-1]
+            out[i] = replace(hunk, action=HOLD, group=lead, reason=f"moves lines from {where} (waits with them)")
+    return out
 
 
 def pinned_problem(path: str, before: str | None, after: str | None, policy: WritePolicy) -> str | None:

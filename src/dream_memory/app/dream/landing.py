@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from dream_memory.adapters import fsutil
@@ -155,7 +155,24 @@ def _split(
     plan = plan_file(path, before, after, origins, ctx.options.write_policy, template=template)
     applied = {i for i, h in enumerate(plan.hunks) if h.action != "hold"}
     result = plan.compose(applied)
-    return result, [(path, plan.hunks[i], result, plan.compose(applied | {i})) for i in plan.held]
+    return result, [(path, _joined(plan.hunks, g), result, plan.compose(applied | set(g))) for g in plan.held_groups()]
+
+
+def _joined(hunks: Sequence[Hunk], group: list[int]) -> Hunk:
+    """One held change's hunks as one (a move: the removal, then the line's new place)."""
+    lead = hunks[group[0]]
+    if len(group) == 1:
+        return lead
+    parts = [hunks[i] for i in group]
+    return replace(
+        lead,
+        change="move",
+        start=min(h.start for h in parts),
+        end=max(h.end for h in parts),
+        removed=tuple(line for h in parts for line in h.removed),
+        added=tuple(line for h in parts for line in h.added),
+        reason=lead.reason.replace("removes ", "moves ", 1).replace("replaces ", "moves ", 1),
+    )
 
 
 def _origins(git: GitStore, path: str, before: str, now: float) -> list[LineOrigin | None] | None:
