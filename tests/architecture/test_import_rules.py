@@ -57,6 +57,8 @@ CONFINED: dict[str, tuple[str, ...]] = {
     # Pure parsers (no I/O): frontmatter's YAML and lenient JSON for tool arguments.
     "yaml": ("dream_memory.core.frontmatter",),
     "json_repair": ("dream_memory.core.chat",),
+    # Pure text algorithm (no I/O): the three-way merge of restore and of an accepted held change.
+    "merge3": ("dream_memory.core.merge",),
 }
 
 # Layer violations that exist today and are being removed (issue 16). The test fails when one is
