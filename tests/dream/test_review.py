@@ -156,3 +156,24 @@ def test_the_config_can_let_rewrites_of_hand_lines_land(isolated: Cli) -> None:
         code, report = isolated.run_json("run")
     assert code == 0 and report["status"] == "ok" and report["held"] == []
     assert "- Drinks coffee every morning" in (ws / "USER.md").read_text(encoding="utf-8")
+
+
+def test_accepting_over_a_later_hand_edit_of_the_same_line_conflicts_and_changes_nothing(isolated: Cli) -> None:
+    """The person edited the held line since: accept exits 1 naming USER.md and line 6, and
+    nothing changes (the file, git log, the held change); reject still works."""
+    ws = _hand_written(isolated)
+    with ScriptedLLMServer(responder=_model(ADD_AND_REWRITE)) as server:
+        use_server(isolated, server)
+        _, report = isolated.run_json("run")
+    held_id = report["held"][0]["id"]
+    edited = (ws / "USER.md").read_text(encoding="utf-8").replace(HAND_LINE, "- Drinks tea every evening")
+    (ws / "USER.md").write_text(edited, encoding="utf-8")
+    log_before = _subjects(ws)
+    result = isolated.run("review", "accept", held_id)
+    assert result.exit_code == 1
+    assert f"cannot accept {held_id}: USER.md line 6 changed since it was held; nothing was changed" in result.output
+    assert (ws / "USER.md").read_text(encoding="utf-8") == edited
+    assert _subjects(ws) == log_before
+    assert isolated.run_json("review", "--json")[1]["count"] == 1
+    assert isolated.run("review", "reject", held_id).exit_code == 0
+    assert "- Drinks tea every evening" in (ws / "USER.md").read_text(encoding="utf-8")

@@ -14,7 +14,11 @@ from dream_memory.testing.llm_server import Reply, ScriptedLLMServer, tool_call
 BATCHES = 10
 PER_BATCH = 5
 HAND = [f"- hand line {i:03d}: the user wrote this about topic {i}" for i in range(2 * BATCHES * PER_BATCH)]
-USER = "# User\n\n## Profile\n\n" + "".join(line + "\n" for line in HAND) + "\n## Notes\n\n- notes start here\n"
+# After each batch's ten lines, one no batch touches: the changes of two batches never touch each
+# other, which the merge rule would call a conflict when both are accepted (core.merge).
+SPACER = "- spacer line {}: nobody edits this"
+PROFILE = [line for b in range(BATCHES) for line in (*HAND[10 * b : 10 * b + 10], SPACER.format(b))]
+USER = "# User\n\n## Profile\n\n" + "".join(line + "\n" for line in PROFILE) + "\n## Notes\n\n- notes start here\n"
 
 
 class Destroyer:
@@ -46,7 +50,9 @@ class Destroyer:
                 calls.append(tool_call("edit_file", path="USER.md", old_text=target + "\n", new_text=""))
             else:
                 swapped = f"{neighbour}\n{target}"
-                calls.append(tool_call("edit_file", path="USER.md", old_text=f"{target}\n{neighbour}", new_text=swapped))
+                calls.append(
+                    tool_call("edit_file", path="USER.md", old_text=f"{target}\n{neighbour}", new_text=swapped)
+                )
         added = [f"- added fact {self.batch}.{i}" for i in range(PER_BATCH)]
         self.additions += added
         last = "- notes start here" if self.batch == 0 else self.additions[-PER_BATCH - 1]
@@ -58,7 +64,7 @@ class Destroyer:
 def test_no_destructive_change_to_hand_lines_lands_and_every_addition_does(isolated: Cli) -> None:
     """0 of 50 destructive changes to hand-written lines land without review; 50 of 50 additions
     land; every destroyed line is named in a held change's removed lines (a move: one of the two
-    swapped lines)."""
+    swapped lines). `dream review accept --all` then merges every one of them in."""
     ws = make_workspace(isolated, [f"- entry {i}" for i in range(BATCHES)])
     assert isolated.run("init").exit_code == 0
     (ws / "USER.md").write_text(USER, encoding="utf-8")
@@ -78,6 +84,26 @@ def test_no_destructive_change_to_hand_lines_lands_and_every_addition_does(isola
     assert all(lines & removed for lines in model.touched)
     # Neighbouring edits of one batch wait as one change (one diff hunk): fewer records than edits.
     assert listed["count"] == len(report["held"]) and all(c["path"] == "USER.md" for c in listed["changes"])
+
+    accepted = isolated.run("review", "accept", "--all")
+    assert accepted.exit_code == 0, accepted.output
+    lines = (ws / "USER.md").read_text(encoding="utf-8").splitlines()
+    assert [line for line in lines if line.startswith("- hand line")] == _intended()
+    assert all(a in lines for a in model.additions)
+
+
+def _intended() -> list[str]:
+    """The hand lines as the model meant to leave them: every destructive change applied."""
+    result = list(HAND)
+    for n in reversed(range(BATCHES * PER_BATCH)):
+        at = 2 * n
+        if n % 3 == 0:
+            result[at] += " (rewritten)"
+        elif n % 3 == 1:
+            del result[at]
+        else:
+            result[at], result[at + 1] = result[at + 1], result[at]
+    return result
 
 
 def test_a_pinned_section_is_never_edited_whatever_the_model_asks(isolated: Cli) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from dream_memory.adapters.git import GitStore, unified_diff
@@ -190,12 +190,40 @@ def _accepted_text(record: Record, ours: str | None, forced: list[str] | None = 
     if conflicts and forced is not None:
         forced.append(path)
     elif conflicts:
-        ranges = ", ".join(f"{a}-{b}" if b != a else str(a) for a, b in conflicts)
         raise _conflict(
-            f"cannot accept {record.item.id}: {path} lines {ranges} changed since it was held; nothing was changed",
+            f"cannot accept {record.item.id}: {path} {_ranges(conflicts)} changed since it was held; "
+            "nothing was changed",
             path,
         )
     return text
+
+
+def _accept_into(
+    record: Record, current: str | None, groups: dict[str, tuple[str, str | None, str]], forced: list[str] | None
+) -> str | None:
+    """``current`` with the change accepted. Changes one batch held in one file share their base:
+    accepted together they are merged as one change (base, the file before the first of them, all
+    of them), so two neighbouring hunks of one diff are not taken for a conflict with each other.
+    ``groups``: per file, the base, the text before the group and the group's changes so far."""
+    path, base, theirs = record.item.path, record.base, record.theirs
+    group = groups.get(path)
+    if group is not None and base is not None and theirs is not None and group[0] == base:
+        combined, clash = _merge(base, group[2], theirs, force=False)
+        if not clash:
+            groups[path] = (base, group[1], combined)
+            return _accepted_text(replace(record, theirs=combined), group[1], forced)
+    if base is not None and theirs is not None:
+        groups[path] = (base, current, theirs)
+    else:
+        groups.pop(path, None)
+    return _accepted_text(record, current, forced)
+
+
+def _ranges(conflicts: Sequence[tuple[int, int]]) -> str:
+    """1-based inclusive ranges as a person reads them ((n, n - 1): just before line n)."""
+    parts = [str(a) if b == a else f"{a}-{b}" if b > a else f"before {a}" for a, b in conflicts]
+    one = len(conflicts) == 1 and conflicts[0][1] <= conflicts[0][0]
+    return ("line " if one else "lines ") + ", ".join(parts)
 
 
 def accept(git: GitStore, ids: Sequence[str], *, every: bool = False, force: bool = False) -> dict[str, Any]:
@@ -203,10 +231,10 @@ def accept(git: GitStore, ids: Sequence[str], *, every: bool = False, force: boo
     conflict in one of them changes nothing. ``force``: the change's side of conflicting lines."""
     recover(git)
     git.check_can_commit()
-    commit_manual_edits(git)  # hand edits are a person's lines, committed as theirs first
     state = _state(git)
     chosen = _chosen(state, ids, every)
     texts: dict[str, str | None] = {}
+    groups: dict[str, tuple[str, str | None, str]] = {}
     plan: list[tuple[Record, str | None]] = []
     forced: list[str] | None = [] if force else None
     for held_id in chosen:
@@ -217,8 +245,11 @@ def accept(git: GitStore, ids: Sequence[str], *, every: bool = False, force: boo
         if item.path not in texts:
             data = git.read_file(item.path)
             texts[item.path] = None if data is None else data.decode("utf-8", errors="replace")
-        texts[item.path] = _accepted_text(record, texts[item.path], forced)
+        texts[item.path] = _accept_into(record, texts[item.path], groups, forced)
         plan.append((record, texts[item.path]))
+    # Merged against the files as they are on disk; only now that nothing conflicts, hand edits
+    # are committed as a person's (before the accepts, so blame keeps them theirs).
+    commit_manual_edits(git)
     done: list[dict[str, Any]] = []
     for held_id in chosen:
         if state.find_held(held_id) is not None:  # a whole batch held by an earlier version
