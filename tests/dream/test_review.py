@@ -5,9 +5,14 @@ commit (CLI and API, a scripted model over HTTP, real git)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from dream_helpers import Cli, git, make_workspace, use_server
 
 from dream_memory import Workspace
@@ -177,3 +182,106 @@ def test_accepting_over_a_later_hand_edit_of_the_same_line_conflicts_and_changes
     assert isolated.run_json("review", "--json")[1]["count"] == 1
     assert isolated.run("review", "reject", held_id).exit_code == 0
     assert "- Drinks tea every evening" in (ws / "USER.md").read_text(encoding="utf-8")
+
+
+def test_a_crafted_held_change_record_writes_nothing_outside_memory(isolated: Cli) -> None:
+    """A change record edited to name .git/hooks/post-commit, or a state id leaving the held
+    folder: accept exits 2 naming the problem, no hook appears, and the crafted record can still
+    be rejected."""
+    ws = _hand_written(isolated)
+    with ScriptedLLMServer(responder=_model(ADD_AND_REWRITE)) as server:
+        use_server(isolated, server)
+        _, report = isolated.run_json("run")
+    held_id = report["held"][0]["id"]
+    record_path = ws / "memory" / ".dream_held" / held_id / "change.json"
+    record = json.loads(record_path.read_text(encoding="utf-8"))
+    record["path"] = ".git/hooks/post-commit"
+    record["theirs"] = "#!/bin/sh\necho owned\n"
+    record_path.write_text(json.dumps(record), encoding="utf-8")
+    result = isolated.run("review", "accept", held_id)
+    assert result.exit_code == 2 and "names the path" in result.output and "nothing was changed" in result.output
+    assert not (ws / ".git" / "hooks" / "post-commit").exists()
+    listed = isolated.run_json("review", "--json")[1]
+    assert "names the path" in listed["changes"][0]["problem"]
+    assert isolated.run("review", "reject", held_id).exit_code == 0
+    assert not (ws / ".git" / "hooks" / "post-commit").exists()
+
+    state_path = ws / "memory" / ".dream_state.json"
+    state = json.loads(state_path.read_text(encoding="utf-8"))
+    state["changes"] = [{"id": "../../../outside", "path": "USER.md", "cursor_from": 1, "cursor_to": 1,
+                         "reason": "r", "created": "t"}]  # fmt: skip
+    state_path.write_text(json.dumps(state), encoding="utf-8")
+    for action in ("accept", "reject"):
+        crafted = isolated.run("review", action, "--all")
+        assert crafted.exit_code == 2 and "is not a held batch id" in crafted.output
+
+
+def test_a_whole_batch_held_by_an_earlier_version_is_listed_and_settled(isolated: Cli) -> None:
+    """Migration: a held.json batch record and its state entry from before per-change holds are
+    listed by `dream review` (type batch) and accepted through it, as --apply-held did."""
+    ws = _hand_written(isolated)
+    assert isolated.run("run", "--model", "offline").exit_code == 0
+    folder = ws / "memory" / ".dream_held" / "7-9"
+    folder.mkdir(parents=True)
+    user = (ws / "USER.md").read_text(encoding="utf-8")
+    files = [{"path": "USER.md", "before": user, "after": user + "- from the old batch\n"}]
+    meta = {"id": "7-9", "cursor_from": 7, "cursor_to": 9, "reason": "would remove 12 of 20 lines", "files": files}
+    (folder / "held.json").write_text(json.dumps(meta), encoding="utf-8")
+    (folder / "changes.diff").write_text("+- from the old batch\n", encoding="utf-8")
+    state_path = ws / "memory" / ".dream_state.json"
+    state = json.loads(state_path.read_text(encoding="utf-8"))
+    state["held"] = [
+        {k: meta[k] for k in ("id", "cursor_from", "cursor_to", "reason")} | {"created": "t", "files": ["USER.md"]}
+    ]
+    state_path.write_text(json.dumps(state), encoding="utf-8")
+    git(ws, "add", "-A")
+    git(ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "dream: held 7..9 (from an old version)")
+    code, listed = isolated.run_json("review", "--json")
+    assert code == 0 and [b["id"] for b in listed["batches"]] == ["7-9"] and listed["count"] == 1
+    assert isolated.run("review", "show", "7-9").exit_code == 0
+    code, done = isolated.run_json("review", "accept", "7-9", "--json")
+    assert code == 0 and done["accepted"][0]["type"] == "batch"
+    assert (ws / "USER.md").read_text(encoding="utf-8").endswith("- from the old batch\n")
+    assert isolated.run_json("review", "--json")[1]["count"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", [("journal.write", 2), ("memory.write", 2)])
+def test_a_crash_while_a_partly_held_batch_lands_loses_nothing(isolated: Cli, fault: tuple[str, int]) -> None:
+    """SIGKILL before the batch's commit is journaled (rolled back: the next run dreams the batch
+    again) or while its files are written (finished by the next command): either way the held
+    change is recorded exactly once, the additions land once, the cursor passes the batch and the
+    tree is clean."""
+    ws = _hand_written(isolated)
+    with ScriptedLLMServer(responder=_model(ADD_AND_REWRITE)) as server:
+        use_server(isolated, server)
+        env = {**os.environ, **isolated.env}
+        crashed = subprocess.run(
+            [sys.executable, "-c", _KILLER, fault[0], str(fault[1]), "run"], env=env, capture_output=True, text=True
+        )
+        assert crashed.returncode == -signal.SIGKILL, crashed.stderr
+        code, report = isolated.run_json("run")
+    assert code == 0, report
+    listed = isolated.run_json("review", "--json")[1]
+    assert [c["removed"] for c in listed["changes"]] == [[HAND_LINE]]
+    text = (ws / "USER.md").read_text(encoding="utf-8")
+    assert text.count("- Uses Rust at work") == 1 and HAND_LINE in text
+    assert isolated.run_json("status", "--json")[1]["dream_cursor"] == 1
+    assert git(ws, "status", "--porcelain") == ""
+
+
+_KILLER = """
+import os, signal, sys
+from dream_memory.testing.faults import fault_hook
+site, nth = sys.argv[1], int(sys.argv[2])
+seen = [0]
+def inject(name, path):
+    if name == site:
+        seen[0] += 1
+        if seen[0] == nth:
+            os.kill(os.getpid(), signal.SIGKILL)
+with fault_hook(inject):
+    from dream_memory.entrypoints.cli import main
+    sys.argv = ["dream", *sys.argv[3:]]
+    main()
+"""
