@@ -285,3 +285,19 @@ with fault_hook(inject):
     sys.argv = ["dream", *sys.argv[3:]]
     main()
 """
+
+
+def test_a_mistyped_write_policy_key_is_warned_about_and_a_bad_action_refused(isolated: Cli) -> None:
+    """ "pinn": true under a section would silently pin nothing: it is warned about by name; an
+    action other than apply/hold is a config error (exit 2) naming the key."""
+    make_workspace(isolated, [])
+    config = isolated.home / "dream.json"
+    policy = {"files": {"USER.md": {"sections": {"Profile": {"pinn": True}}}}}
+    config.write_text(json.dumps({"agents": {"defaults": {"dream": {"writePolicy": policy}}}}), encoding="utf-8")
+    result = isolated.run("status", "--config", str(config))
+    assert result.exit_code == 0
+    assert "unknown setting agents.defaults.dream.writePolicy.files.USER.md.sections.Profile.pinn" in result.stderr
+    bad = {"agents": {"defaults": {"dream": {"writePolicy": {"manual": "maybe"}}}}}
+    config.write_text(json.dumps(bad), encoding="utf-8")
+    refused = isolated.run("status", "--config", str(config))
+    assert refused.exit_code == 2 and "agents.defaults.dream.writePolicy.manual" in refused.stderr
