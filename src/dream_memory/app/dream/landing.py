@@ -16,13 +16,14 @@ from dream_memory.adapters.workspace import archive_paths, is_template, read_fil
 from dream_memory.app.deletion_window import recent_removals
 from dream_memory.app.dream.options import DreamContext
 from dream_memory.app.dream.phases import ModelSaid
+from dream_memory.app.dream.provenance import attribute_batch, commit_body, save_note
 from dream_memory.app.dream.report import STATUS_FAILED, BatchRecord, DreamReport, scrub
 from dream_memory.app.versioning import apply_commit
 from dream_memory.core import layout
 from dream_memory.core.guards import hold_reasons
 from dream_memory.core.history import Batch
 from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldBatch, SetAside
-from dream_memory.errors import BadReply
+from dream_memory.errors import BadReply, DreamError
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ def _commit_message(subject: str, batch: Batch, changes: Sequence[FileChange], r
         lines += [f"  {c.path.ljust(width)}  +{c.added} -{c.removed}" for c in changes]
         lines.append("")
     lines.append(f"Entries: {record.entries}, facts: {record.facts}, tool calls: {record.tool_calls}")
+    if record.outcome == "committed" and record.found:
+        lines += ["", *commit_body(record)]
     lines += [
         "",
         f"Dream-Range: {batch.cursor_from}..{batch.cursor_to}",
@@ -82,6 +85,7 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
     ctx, git, batch, record, report = where.ctx, where.git, where.batch, where.record, where.report
     assert git is not None
     changes = staging.changes()
+    attribute_batch(record, changes)
     state = state.clear_failure()
     diffs = [unified_diff(p, as_bytes(b), as_bytes(a)) for p, (b, a) in changes.items()]
     template = lambda path, text: path in layout.DURABLE_FILES and is_template(path, text)  # noqa: E731
@@ -111,7 +115,20 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
     record.commit = apply_commit(git, files, scrub(ctx.redactor, message))
     if record.commit:
         report.commits.append(record.commit)
+    if record.commit and record.outcome == "committed":
+        _provenance_note(where)
     return state
+
+
+def _provenance_note(where: BatchContext) -> None:
+    """The batch's provenance note beside its commit; a note that cannot be written is reported,
+    and the commit body still lists the facts and their cursors."""
+    ctx, record = where.ctx, where.record
+    try:
+        assert where.git is not None
+        save_note(where.git, record, where.batch.entries, ctx.model.name, ctx.clock.now().isoformat(timespec="seconds"))
+    except DreamError as exc:
+        record.notes.append(f"the provenance note was not written ({exc.message}); the commit body lists the facts")
 
 
 def _hold(ctx: DreamContext, batch: Batch, changes: dict[str, tuple[str | None, str]], reasons: list[str]) -> HeldBatch:
