@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import GitStore
@@ -32,6 +32,9 @@ from dream_memory.core.facts import Fact
 from dream_memory.core.history import HistoryEntry, parse_lines, split_physical_lines
 from dream_memory.core.provenance import BODY_FACT, KIND_DREAM, KIND_INIT, KIND_MANUAL, key_words
 from dream_memory.errors import NotFound, UsageError
+
+if TYPE_CHECKING:
+    from dream_memory.app.runtime import Runtime
 
 # --- reading --------------------------------------------------------------------------------------
 
@@ -324,4 +327,63 @@ def facts_of_commit(git: GitStore, sha: str) -> list[Fact]:
     return [Fact(r["tag"], r["text"], r.get("name"), tuple(r.get("sources", []))) for r in rows]
 
 
-__all__ = ["NOTES_REF", "LineWhy", "SourceEntry", "blame_file", "facts_of_commit", "why_line", "why_text"]
+__all__ = [
+    "NOTES_REF",
+    "LineWhy",
+    "SourceEntry",
+    "blame_file",
+    "blame_of",
+    "facts_of_commit",
+    "why",
+    "why_line",
+    "why_text",
+]
+
+
+# --- the use cases, as the faces call them ---------------------------------------------------------
+
+
+def _workspace_git(rt: Runtime) -> tuple[GitStore | None, Path]:
+    if not rt.has_workspace():
+        raise UsageError(
+            f"no workspace at {rt.root}",
+            hint="give --workspace, or run `dream init` to make one",
+        )
+    return rt.git(create=False), rt.root
+
+
+def why(rt: Runtime, target: str | None, text: str | None) -> list[LineWhy]:
+    """``dream why PATH:LINE`` (one line) or ``dream why --text TEXT`` (every line holding it)."""
+    if (target is None) == (text is None):
+        raise UsageError("give either PATH:LINE or --text TEXT", hint="e.g. `dream why USER.md:12`")
+    git, root = _workspace_git(rt)
+    try:
+        if text is not None:
+            return why_text(git, root, text, layout_paths(root, git))
+        assert target is not None
+        path, _, number = target.rpartition(":")
+        if not path or not number.strip().isdigit():
+            raise UsageError(f"{target!r} is not PATH:LINE", hint="e.g. `dream why USER.md:12` (lines count from 1)")
+        return [why_line(git, root, path, int(number))]
+    finally:
+        if git is not None:
+            git.close()
+
+
+def blame_of(rt: Runtime, path: str, rev: str = "HEAD") -> list[LineWhy]:
+    """``dream blame PATH``: every line with its commit and sources."""
+    git, root = _workspace_git(rt)
+    try:
+        return blame_file(git, root, path, rev)
+    finally:
+        if git is not None:
+            git.close()
+
+
+def layout_paths(root: Path, git: GitStore | None) -> list[str]:
+    """The memory files committed at HEAD, in a stable order."""
+    if git is None or git.head() is None:
+        return []
+    head = git.head()
+    assert head is not None
+    return sorted(p for p in git.files_at(head) if layout.is_content(p))

@@ -25,6 +25,8 @@ COMMAND_MODULES: dict[str, str] = {
     "demo": "dream_cmds",
     "log": "version_cmds",
     "restore": "version_cmds",
+    "why": "why_cmds",
+    "blame": "why_cmds",
     "consolidate": "consolidate_cmd",
     "resolve": "read_cmds",
     "entity": "read_cmds",

@@ -1,0 +1,194 @@
+"""Every memory line has a source: `dream blame`, `dream why`, the provenance note beside each
+batch commit, through hand edits, compaction and a model that cites badly."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dream_helpers import Cli, make_workspace
+from test_real_model_paths import by_phase, use_preset
+
+from dream_memory.core import layout
+from dream_memory.core.provenance import key_words
+from dream_memory.testing.llm_server import Reply, ScriptedLLMServer, tool_call
+
+OFFLINE = {"DREAM_MODEL": "offline"}
+ENTRIES = [
+    "- [durable] User lives in Lyon and works as a baker.",
+    "user: what's the weather like?",
+    "- [durable] User prefers answers in French when the topic is cooking.",
+    "- Decisions: the ledger service stores balances in PostgreSQL 16.",
+]
+
+
+def _blame(cli: Cli, path: str) -> list[dict[str, Any]]:
+    result = cli.run("blame", path, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def _why(cli: Cli, *args: str) -> Any:
+    result = cli.run("why", *args, "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_blame_after_a_run_gives_every_line_a_source(isolated: Cli) -> None:
+    """After an offline run, each line of USER.md and MEMORY.md is either a template line
+    (memory: init) or a Dream line whose cited entries hold its key words; blank lines and
+    headings Dream added carry the facts of the lines they came with."""
+    make_workspace(isolated, ENTRIES)
+    code, report = isolated.run_json("run", env=OFFLINE)
+    assert code == 0, report
+    contents = {i: text for i, text in enumerate(ENTRIES, start=1)}
+    dream_lines = 0
+    for path in ("USER.md", "memory/MEMORY.md"):
+        for line in _blame(isolated, path):
+            assert line["kind"] in ("init", "dream"), line
+            if line["kind"] == "init":
+                assert line["subject"] == "memory: init"
+                continue
+            assert line["sources"], line
+            if line["text"].strip() and not line["text"].startswith("#"):
+                dream_lines += 1
+                cited = " ".join(s["content"] for s in line["sources"])
+                assert key_words(line["text"]) & key_words(cited), line
+                assert all(contents[s["cursor"]] == s["content"] for s in line["sources"])
+                assert all(s["where"] == layout.HISTORY for s in line["sources"])
+    assert dream_lines == 3
+    assert report["batches"][0]["provenance"]["facts_unsourced"] == 0
+
+
+def test_why_names_commit_model_fact_and_entry(isolated: Cli) -> None:
+    """`dream why PATH:LINE` and `dream why --text` name the commit, its time, the model, the
+    fact with its cursors, and each source entry with its timestamp and content."""
+    make_workspace(isolated, ENTRIES, session_key="telegram:42")
+    isolated.run("run", env=OFFLINE)
+    lyon = next(line for line in _blame(isolated, "USER.md") if "Lyon" in line["text"])
+    found = _why(isolated, f"USER.md:{lyon['line']}")
+    assert found["kind"] == "dream" and found["model"] == "offline"
+    assert found["commit"] == lyon["commit"] and found["time"].endswith("Z")
+    assert [f["sources"] for f in found["facts"]] == [[1]]
+    (entry,) = found["sources"]
+    assert entry["cursor"] == 1 and entry["session_key"] == "telegram:42"
+    assert entry["timestamp"] == "2026-04-03 00:02" and "Lyon" in entry["content"]
+    by_text = _why(isolated, "--text", "postgresql 16")
+    assert [(f["path"], f["sources"][0]["cursor"]) for f in by_text] == [("memory/MEMORY.md", 4)]
+    human = isolated.run("why", f"USER.md:{lyon['line']}")
+    assert "entry 1  2026-04-03 00:02, session telegram:42  (memory/history.jsonl)" in human.stdout
+    assert "fact 1  [USER] User lives in Lyon and works as a baker.  (entries: 1)" in human.stdout
+
+
+def test_a_hand_edit_is_reported_as_manual(isolated: Cli) -> None:
+    """A line a person added, committed as `memory: manual edits` by the next run, is reported
+    by `dream why` as hand-written with the commit's subject and author, not as Dream's."""
+    make_workspace(isolated, ENTRIES[:1])
+    isolated.run("run", env=OFFLINE)
+    user = isolated.workspace / "USER.md"
+    user.write_text(user.read_text(encoding="utf-8") + "- Written by hand: allergic to peanuts\n", encoding="utf-8")
+    isolated.run("run", env=OFFLINE)
+    text = user.read_text(encoding="utf-8").splitlines()
+    number = text.index("- Written by hand: allergic to peanuts") + 1
+    found = _why(isolated, f"USER.md:{number}")
+    assert found["kind"] == "manual" and found["subject"] == "memory: manual edits"
+    assert "written by hand" in found["note"] and found["sources"] == []
+    assert "memory: manual edits" in isolated.run("why", f"USER.md:{number}").stdout
+
+
+def test_sources_still_resolve_after_compaction_moved_them(isolated: Cli) -> None:
+    """With maxHistoryEntries 10, the run's compaction moves the cited entries to memory/archive/;
+    `dream why` still prints each of them, read from the archive file."""
+    entries = [f"- [durable] User owns a bicycle model number {i} for commuting." for i in range(1, 31)]
+    make_workspace(isolated, entries)
+    (isolated.workspace / layout.WORKSPACE_CONFIG).write_text(
+        json.dumps({"agents": {"defaults": {"dream": {"maxHistoryEntries": 10}}}}), encoding="utf-8"
+    )
+    code, report = isolated.run_json("run", env=OFFLINE)
+    assert code == 0 and report["compaction"]["archived"] >= 20, report
+    first = next(line for line in _blame(isolated, "USER.md") if "number 1 for" in line["text"])
+    (entry,) = first["sources"]
+    assert entry["cursor"] == 1 and entry["where"].startswith(layout.ARCHIVE_DIR + "/history-")
+    assert "bicycle model number 1 " in entry["content"]
+    shown = isolated.run("why", f"USER.md:{first['line']}")
+    assert f"({entry['where']})" in shown.stdout and "bicycle model number 1 " in shown.stdout
+
+
+def test_a_fact_citing_outside_its_batch_is_kept_with_an_unknown_source(isolated: Cli, tmp_path: Path) -> None:
+    """A model citing cursor 99 in a batch of 1..2 (and another fact citing nothing) gets both
+    facts applied; the report counts them as unsourced and says why; `dream why` on their
+    lines says the source is unknown, never a crash."""
+    make_workspace(isolated, ["user: I moved to Porto last month", "user: I now cycle to work"])
+    phase1 = Reply("[USER] Lives in Porto [from 99]\n[USER] Cycles to work")
+    edits = [
+        Reply(
+            tool_calls=[
+                tool_call(
+                    "edit_file",
+                    path="USER.md",
+                    old_text="## Preferences\n",
+                    new_text="## Preferences\n\n- Lives in Porto\n- Cycles to work\n",
+                    facts=[1, 2],
+                )
+            ]
+        ),
+        Reply("Done."),
+    ]
+    queue = list(edits)
+    with ScriptedLLMServer(
+        responder=by_phase(lambda _: phase1, lambda _: queue.pop(0) if queue else Reply("Done."))
+    ) as server:
+        use_preset(isolated, server)
+        code, report = isolated.run_json("run")
+    assert code == 0, report
+    batch = report["batches"][0]
+    assert batch["outcome"] == "committed"
+    provenance = batch["provenance"]
+    assert provenance["facts_unsourced"] == 2
+    assert [f["source"] for f in provenance["facts"]] == ["unknown", "unknown"]
+    assert provenance["facts"][0]["cited_outside_batch"] == [99]
+    assert any("cites 99, outside entries 1..2" in n for n in batch["notes"])
+    porto = next(line for line in _blame(isolated, "USER.md") if line["text"] == "- Lives in Porto")
+    assert porto["sources"] == [] and "source is unknown" in porto["note"]
+    assert porto["facts"][0]["text"] == "Lives in Porto"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="the git CLI is not installed")
+def test_the_note_is_a_real_git_note_and_the_body_lists_the_facts(isolated: Cli) -> None:
+    """`git notes --ref dream show` reads the batch's note (facts, lines, the cited entries), and
+    `git log` shows the facts with their cursors in the commit body."""
+    make_workspace(isolated, ENTRIES)
+    isolated.run("run", env=OFFLINE)
+    ws = str(isolated.workspace)
+    note = subprocess.run(
+        ["git", "-C", ws, "notes", "--ref", "dream", "show", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout
+    data = json.loads(note)
+    assert [e["cursor"] for e in data["entries"]] == [1, 3, 4]
+    assert {ln["path"] for ln in data["lines"]} == {"USER.md", "memory/MEMORY.md"}
+    body = subprocess.run(["git", "-C", ws, "log", "-1", "--format=%B"], capture_output=True, text=True).stdout
+    assert "Facts (each with the history entries it comes from):" in body
+    assert "[USER] User lives in Lyon and works as a baker.  <- 1" in body
+    fsck = subprocess.run(["git", "-C", ws, "fsck", "--strict"], capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stderr
+
+
+def test_why_refuses_bad_targets_with_exit_2(isolated: Cli) -> None:
+    """A target that is not PATH:LINE, a line past the end, a file that is not memory: one-line
+    errors, exit 2, no traceback."""
+    make_workspace(isolated, ENTRIES[:1])
+    isolated.run("run", env=OFFLINE)
+    for args, message in (
+        (["why", "USER.md"], "is not PATH:LINE"),
+        (["why", "USER.md:999"], "there is no line 999"),
+        (["why", "dream.json:1"], "is not a memory file"),
+        (["blame", "../etc/passwd"], "is not a memory file"),
+        (["why"], "give either PATH:LINE or --text"),
+    ):
+        result = isolated.run(*args)
+        assert result.exit_code == 2, (args, result.output)
+        assert message in result.output and "Traceback" not in result.output
