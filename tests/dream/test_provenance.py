@@ -45,7 +45,7 @@ def test_blame_after_a_run_gives_every_line_a_source(isolated: Cli) -> None:
     make_workspace(isolated, ENTRIES)
     code, report = isolated.run_json("run", env=OFFLINE)
     assert code == 0, report
-    contents = {i: text for i, text in enumerate(ENTRIES, start=1)}
+    contents = dict(enumerate(ENTRIES, start=1))
     dream_lines = 0
     for path in ("USER.md", "memory/MEMORY.md"):
         for line in _blame(isolated, path):
