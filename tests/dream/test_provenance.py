@@ -192,3 +192,41 @@ def test_why_refuses_bad_targets_with_exit_2(isolated: Cli) -> None:
         result = isolated.run(*args)
         assert result.exit_code == 2, (args, result.output)
         assert message in result.output and "Traceback" not in result.output
+
+
+def test_report_commit_and_log_say_what_was_removed_and_why(isolated: Cli) -> None:
+    """A batch that replaces one line and removes another: the report lists both with the fact
+    that asked for each, the commit body lists them, and `dream log` (text and JSON) shows them."""
+    user = "# User\n\n## Preferences\n\n- Drinks tea every morning\n- Old phone number 555-0100\n"
+    make_workspace(
+        isolated, ["user: I switched to coffee", "user: forget my old phone number"], files={"USER.md": user}
+    )
+    phase1 = Reply(
+        "[USER] Drinks coffee every morning (was tea) [from 1]\n[USER] Forget: the phone number 555-0100 [from 2]"
+    )
+    edit = tool_call(
+        "edit_file",
+        path="USER.md",
+        old_text="- Drinks tea every morning\n- Old phone number 555-0100\n",
+        new_text="- Drinks coffee every morning\n",
+    )
+    queue = [Reply(tool_calls=[edit]), Reply("Done.")]
+    with ScriptedLLMServer(
+        responder=by_phase(lambda _: phase1, lambda _: queue.pop(0) if queue else Reply("Done."))
+    ) as server:
+        use_preset(isolated, server)
+        code, report = isolated.run_json("run")
+    assert code == 0, report
+    removed = {r["text"]: r for r in report["batches"][0]["provenance"]["removed"]}
+    assert removed["- Drinks tea every morning"]["facts"] == [1]
+    assert removed["- Drinks tea every morning"]["replaced_by"] == "- Drinks coffee every morning"
+    assert removed["- Old phone number 555-0100"]["facts"] == [2]
+    assert removed["- Old phone number 555-0100"]["reason"] == "[USER] Forget: the phone number 555-0100"
+    shown = isolated.run("log").stdout
+    assert "Removed or replaced, and the fact that asked for it:" in shown
+    assert (
+        "USER.md: replaced '- Drinks tea every morning' (fact 1: [USER] Drinks coffee every morning (was tea))" in shown
+    )
+    assert "USER.md: removed '- Old phone number 555-0100' (fact 2: [USER] Forget: the phone number 555-0100)" in shown
+    logged = json.loads(isolated.run("log", "--json").stdout)
+    assert len(logged["removed"]) == 2

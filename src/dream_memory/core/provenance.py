@@ -21,6 +21,23 @@ BODY_FACTS = "Facts (each with the history entries it comes from):"
 BODY_REMOVED = "Removed or replaced:"
 BODY_FACT = re.compile(r"^\s+(?P<id>\d+)\. (?P<fact>\[[A-Z]+\] .*?)  <- (?P<sources>unknown|[\d, ]+)$")
 
+
+
+def removals_in(message: str) -> list[str]:
+    """The removed or replaced lines a batch commit's body lists, each with the fact that asked
+    for it (``USER.md: replaced '- Drinks tea' (fact 2: [USER] Drinks coffee (was tea))``)."""
+    found: list[str] = []
+    inside = False
+    for line in message.splitlines():
+        if line.strip() == BODY_REMOVED:
+            inside = True
+        elif inside and line.strip():
+            found.append(line.strip())
+        elif inside:
+            break
+    return found
+
+
 KIND_DREAM = "dream"
 KIND_MANUAL = "manual"
 KIND_INIT = "init"

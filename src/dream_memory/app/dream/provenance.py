@@ -11,7 +11,7 @@ from typing import Any
 
 from dream_memory.adapters.git import GitStore
 from dream_memory.adapters.git.notes import write_note
-from dream_memory.app.dream.report import BatchRecord
+from dream_memory.app.dream.report import NO_FACT_ASKED, BatchRecord
 from dream_memory.core.history import HistoryEntry
 from dream_memory.core.provenance import BODY_FACTS, BODY_REMOVED, NOTE_VERSION, attribute
 
@@ -39,7 +39,7 @@ def commit_body(record: BatchRecord) -> list[str]:
     if removed:
         lines += ["", BODY_REMOVED]
         for item in removed[:_BODY_LIMIT]:
-            why = ", ".join(f"fact {n}" for n in item.facts) or "no fact of the batch asked for it"
+            why = "; ".join(f"fact {n}: {record.found[n - 1].render()}" for n in item.facts) or NO_FACT_ASKED
             verb = "replaced" if item.replaced_by is not None else "removed"
             lines.append(f"  {item.path}: {verb} {item.text.strip()!r} ({why})")
         if len(removed) > _BODY_LIMIT:
