@@ -230,3 +230,29 @@ def test_report_commit_and_log_say_what_was_removed_and_why(isolated: Cli) -> No
     assert "USER.md: removed '- Old phone number 555-0100' (fact 2: [USER] Forget: the phone number 555-0100)" in shown
     logged = json.loads(isolated.run("log", "--json").stdout)
     assert len(logged["removed"]) == 2
+
+
+def test_mcp_dream_why_answers_as_the_cli_does(isolated: Cli) -> None:
+    """The MCP tool dream_why(path, line), called through the SDK's own client, returns the CLI's
+    text and its --json object; a line past the end is a tool error, not an empty success."""
+    import anyio
+    from mcp import Client
+
+    from dream_memory.entrypoints.mcp_server import build_server
+
+    make_workspace(isolated, ENTRIES)
+    isolated.run("run", env=OFFLINE)
+    lyon = next(line for line in _blame(isolated, "USER.md") if "Lyon" in line["text"])
+    expected = _why(isolated, f"USER.md:{lyon['line']}")
+    shown = isolated.run("why", f"USER.md:{lyon['line']}").stdout
+
+    async def go() -> None:
+        async with Client(build_server(isolated.workspace)) as client:
+            found = await client.call_tool("dream_why", {"path": "USER.md", "line": lyon["line"]})
+            assert not found.is_error
+            assert found.structured_content == expected
+            assert "".join(block.text for block in found.content) == shown
+            missing = await client.call_tool("dream_why", {"path": "USER.md", "line": 9999})
+            assert missing.is_error and "there is no line 9999" in missing.content[0].text
+
+    anyio.run(go)

@@ -92,9 +92,50 @@ class LineWhy:
             "note": self.note,
         }
 
+    def to_text(self) -> str:
+        """The human view (``dream why``, MCP ``dream_why``): entry contents cut at 400 characters."""
+        out = [
+            f"{self.path}:{self.line}  {self.text}",
+            f"commit  {self.commit[:10]}  {self.subject}",
+            f"when    {self.time}",
+            f"kind    {self.kind}  (author {self.author})",
+        ]
+        if self.model:
+            out.append(f"model   {self.model}")
+        out += [_fact_line(fact) for fact in self.facts]
+        for entry in self.sources:
+            out += _source_lines(entry)
+        if self.note:
+            out.append(f"note    {self.note}")
+        return "\n".join(out) + "\n"
+
     @property
     def has_source(self) -> bool:
         return self.kind != KIND_DREAM or bool(self.sources)
+
+
+_CONTENT_SHOWN = 400  # characters of an entry's content in the text view (JSON has it whole)
+
+
+def _fact_line(fact: dict[str, Any]) -> str:
+    name = f"{fact.get('name')}: " if fact.get("name") else ""
+    sources = fact.get("sources") or []
+    cited = ", ".join(str(c) for c in sources) if isinstance(sources, list) and sources else "unknown"
+    return f"fact {fact.get('id')}  [{fact.get('tag')}] {name}{fact.get('text')}  (entries: {cited})"
+
+
+def _source_lines(entry: SourceEntry) -> list[str]:
+    meta = [entry.timestamp or "no timestamp"]
+    if entry.session_key:
+        meta.append(f"session {entry.session_key}")
+    lines = [f"source  entry {entry.cursor}  {', '.join(meta)}  ({entry.where})"]
+    if entry.session_file:
+        lines.append(f"        from {entry.session_file}" + (f", messages {entry.messages}" if entry.messages else ""))
+    content = (entry.content or "").strip()
+    if content:
+        shown = content if len(content) <= _CONTENT_SHOWN else content[: _CONTENT_SHOWN - 3] + "..."
+        lines += [f"        | {line}" for line in shown.splitlines()]
+    return lines
 
 
 @dataclass

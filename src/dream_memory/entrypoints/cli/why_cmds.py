@@ -2,53 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import click
 
 from dream_memory.entrypoints.cli._common import command, echo, emit_json, json_option, runtime, workspace_options
-
-if TYPE_CHECKING:
-    from dream_memory.app.provenance import LineWhy, SourceEntry
-
-_CONTENT_SHOWN = 400  # characters of an entry's content in the human view (--json has it whole)
-
-
-def _fact_line(fact: dict[str, object]) -> str:
-    name = f"{fact.get('name')}: " if fact.get("name") else ""
-    sources = fact.get("sources") or []
-    cited = ", ".join(str(c) for c in sources) if isinstance(sources, list) and sources else "unknown"
-    return f"fact {fact.get('id')}  [{fact.get('tag')}] {name}{fact.get('text')}  (entries: {cited})"
-
-
-def _source_lines(entry: SourceEntry) -> list[str]:
-    meta = [entry.timestamp or "no timestamp"]
-    if entry.session_key:
-        meta.append(f"session {entry.session_key}")
-    lines = [f"source  entry {entry.cursor}  {', '.join(meta)}  ({entry.where})"]
-    if entry.session_file:
-        lines.append(f"        from {entry.session_file}" + (f", messages {entry.messages}" if entry.messages else ""))
-    content = (entry.content or "").strip()
-    if content:
-        shown = content if len(content) <= _CONTENT_SHOWN else content[: _CONTENT_SHOWN - 3] + "..."
-        lines += [f"        | {line}" for line in shown.splitlines()]
-    return lines
-
-
-def render_why(found: LineWhy) -> None:
-    echo(f"{found.path}:{found.line}  {found.text}")
-    echo(f"commit  {found.commit[:10]}  {found.subject}")
-    echo(f"when    {found.time}")
-    echo(f"kind    {found.kind}  (author {found.author})")
-    if found.model:
-        echo(f"model   {found.model}")
-    for fact in found.facts:
-        echo(_fact_line(fact))
-    for entry in found.sources:
-        for line in _source_lines(entry):
-            echo(line)
-    if found.note:
-        echo(f"note    {found.note}")
 
 
 @command("why")
@@ -69,10 +25,7 @@ def why(target: str | None, text: str | None, as_json: bool, workspace: str | No
     if as_json:
         emit_json([f.to_json() for f in found] if text is not None else found[0].to_json())
         return 0
-    for i, item in enumerate(found):
-        if i:
-            echo("")
-        render_why(item)
+    echo("\n".join(item.to_text() for item in found).rstrip("\n"))
     return 0
 
 
