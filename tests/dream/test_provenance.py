@@ -72,7 +72,7 @@ def test_why_names_commit_model_fact_and_entry(isolated: Cli) -> None:
     lyon = next(line for line in _blame(isolated, "USER.md") if "Lyon" in line["text"])
     found = _why(isolated, f"USER.md:{lyon['line']}")
     assert found["kind"] == "dream" and found["model"] == "offline"
-    assert found["commit"] == lyon["commit"] and found["time"].endswith("Z")
+    assert found["commit"] == lyon["commit"] and found["time"].endswith("+00:00")
     assert [f["sources"] for f in found["facts"]] == [[1]]
     (entry,) = found["sources"]
     assert entry["cursor"] == 1 and entry["session_key"] == "telegram:42"

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.git import GitStore
+from dream_memory.adapters.git import GitStore, open_readonly
 from dream_memory.adapters.git.blame import LineOrigin, blame
 from dream_memory.adapters.git.notes import NOTES_REF, read_note
+from dream_memory.adapters.workspace import archive_paths
 from dream_memory.core import layout
 from dream_memory.core.facts import Fact
 from dream_memory.core.history import HistoryEntry, parse_lines, split_physical_lines
@@ -69,7 +70,7 @@ class LineWhy:
     commit: str
     subject: str
     author: str
-    time: str  # ISO 8601, UTC
+    time: str  # ISO 8601, UTC (+00:00)
     kind: str  # dream | manual | init | other
     model: str | None = None
     facts: tuple[dict[str, Any], ...] = ()
@@ -153,12 +154,11 @@ class _Resolver:
         if self.loaded:
             return
         self.loaded = True
-        archive = sorted((self.root / layout.ARCHIVE_DIR).glob("history-*.jsonl"))
-        for path in [*archive, self.root / layout.HISTORY]:
-            text = fsutil.read_text(path)
+        archive = sorted(archive_paths(self.root))
+        for where in [*archive, layout.HISTORY]:
+            text = fsutil.read_text(self.root / where)
             if text is None:
                 continue
-            where = path.relative_to(self.root).as_posix()
             for parsed in parse_lines(split_physical_lines(text)):
                 for entry in parsed.entries:
                     self.entries.setdefault(entry.cursor, (entry, where))
@@ -215,7 +215,7 @@ def _session_files(root: Path) -> dict[str, str]:
 
 
 def _iso(seconds: int) -> str:
-    return datetime.fromtimestamp(seconds, UTC).isoformat().replace("+00:00", "Z")
+    return datetime.fromtimestamp(seconds, UTC).isoformat()
 
 
 def _body_facts(message: str) -> list[dict[str, Any]]:
@@ -321,6 +321,16 @@ def blame_file(git: GitStore | None, root: Path, path: str, rev: str = "HEAD") -
     rel = _check_path(path)
     resolver = _Resolver(store, root)
     return [_explain(resolver, rel, origin) for origin in blame(store, rel, rev)]
+
+
+def why_at(workspace: Path, path: str, line: int) -> LineWhy:
+    """``why_line`` on the repository versioning ``workspace``, opened read-only (MCP ``dream_why``)."""
+    git = open_readonly(workspace)
+    try:
+        return why_line(git, workspace, path, line)
+    finally:
+        if git is not None:
+            git.close()
 
 
 def why_line(git: GitStore | None, root: Path, path: str, line: int) -> LineWhy:

@@ -22,7 +22,6 @@ BODY_REMOVED = "Removed or replaced:"
 BODY_FACT = re.compile(r"^\s+(?P<id>\d+)\. (?P<fact>\[[A-Z]+\] .*?)  <- (?P<sources>unknown|[\d, ]+)$")
 
 
-
 def removals_in(message: str) -> list[str]:
     """The removed or replaced lines a batch commit's body lists, each with the fact that asked
     for it (``USER.md: replaced '- Drinks tea' (fact 2: [USER] Drinks coffee (was tea))``)."""

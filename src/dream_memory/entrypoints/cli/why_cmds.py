@@ -52,7 +52,8 @@ def blame(path: str, rev: str, as_json: bool, workspace: str | None, config_path
             origin = "source unknown"
         else:
             origin = line.kind
-        echo(f"{line.commit[:8]} {line.time[:10]} {origin[:24]:<24} {line.line:>{width}}| {line.text}")
+        when = line.time[:16].replace("T", " ")
+        echo(f"{line.commit[:8]} {when} {origin[:24]:<24} {line.line:>{width}}| {line.text}")
     return 0
 
 
