@@ -256,3 +256,24 @@ def test_mcp_dream_why_answers_as_the_cli_does(isolated: Cli) -> None:
             assert missing.is_error and "there is no line 9999" in missing.content[0].text
 
     anyio.run(go)
+
+
+def test_read_side_sources_say_where_lines_were_learned(isolated: Cli) -> None:
+    """`dream section user --sources` lists each shown line's origin (the entry it was learned
+    from, template, by hand), `--json` adds them as `sources`, and `dream context --sources`
+    puts "(learned from session ... on ...)" after Dream's lines only."""
+    make_workspace(isolated, ENTRIES, session_key="telegram:42")
+    isolated.run("run", env=OFFLINE)
+    text = isolated.run("section", "user", "--sources").stdout
+    lyon = next(line for line in _blame(isolated, "USER.md") if "Lyon" in line["text"])
+    assert f"  {lyon['line']}: learned from session telegram:42 on 2026-04-03 (entry 1)" in text
+    assert "  1: template (memory: init)" in text
+    page = json.loads(isolated.run("section", "user", "--sources", "--json").stdout)
+    row = next(r for r in page["sources"] if r["line"] == lyon["line"])
+    assert row["kind"] == "dream" and row["entries"] == [1] and row["commit"] == lyon["commit"]
+    block = isolated.run("context", "--sources").stdout
+    assert (
+        "- User lives in Lyon and works as a baker.  (learned from session telegram:42 on 2026-04-03 (entry 1))"
+        in block
+    )
+    assert "# User  (" not in block and "learned from" not in isolated.run("context").stdout
