@@ -58,6 +58,68 @@ class FileChangeJSON(TypedDict):
     """Lines removed (0 for a binary file)."""
 
 
+class FactLineJSON(TypedDict):
+    """A line a fact produced, as the batch left the file."""
+
+    path: str
+    line: int
+    """1-based, in the file as the batch wrote it."""
+    text: str
+
+
+class FactJSON(TypedDict):
+    """A fact phase 1 found, with the history entries it comes from."""
+
+    id: int
+    """Its number in the batch (phase 2's `facts` argument names it)."""
+    tag: str
+    name: str | None
+    """The skill's or entity's name; null for other tags."""
+    text: str
+    target: str
+    """The file it goes to."""
+    sources: list[int]
+    """The cursors of the batch's entries it cites."""
+    source: Literal["cited", "unknown"]
+    """unknown: it cites no entry of its batch (it is kept all the same)."""
+    cited_outside_batch: list[int]
+    """Cursors it cited that are not in its batch (not sources)."""
+    lines: list[FactLineJSON]
+    """The lines of memory it produced."""
+
+
+class UnmatchedLineJSON(TypedDict):
+    """A line the batch added that no fact of it matches."""
+
+    path: str
+    line: int
+    text: str
+    facts: list[int]
+
+
+class RemovedLineJSON(TypedDict):
+    """A line the batch removed or replaced, and why."""
+
+    path: str
+    text: str
+    facts: list[int]
+    """The facts that asked for it (empty: no fact of the batch did)."""
+    replaced_by: str | None
+    """The line that took its place; null for a removal."""
+    reason: str
+    """The facts that asked for it, as tagged lines."""
+
+
+class ProvenanceJSON(TypedDict):
+    """Where the batch's lines come from (docs/provenance.md)."""
+
+    facts: list[FactJSON]
+    facts_unsourced: int
+    """Facts kept with an unknown source (no citation, or only cursors outside the batch)."""
+    lines_without_fact: list[UnmatchedLineJSON]
+    removed: list[RemovedLineJSON]
+
+
 class BatchJSON(TypedDict):
     """One batch of history entries and how it ended."""
 
@@ -94,6 +156,9 @@ class BatchJSON(TypedDict):
     blocks), whole (a whole-file answer), rules (placed by the facts protocol)."""
     left_out: list[str]
     """What the model's context window kept out of the prompts."""
+    provenance: ProvenanceJSON | None
+    """The batch's facts with their sources, the lines they produced, and what was removed and why;
+    null when phase 1 found no fact."""
 
 
 class HeldJSON(TypedDict):

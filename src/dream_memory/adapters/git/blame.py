@@ -20,9 +20,12 @@ may be matched to another blank of the same move. tests/git/test_blame.py compar
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import stat
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
@@ -55,45 +58,142 @@ def split_lines(data: bytes) -> list[bytes]:
     return parts
 
 
-def line_map(old: list[bytes], new: list[bytes]) -> list[int]:
-    """For each line of ``new``, its index in ``old`` when the diff keeps it, else -1."""
-    result = [-1] * len(new)
-    _match(old, new, 0, len(old), 0, len(new), result)
-    return result
+Block = tuple[int, int, int]  # (start in the old version, start in the new version, length)
+Run = tuple[int, int, int]  # suspects: (start in this commit's version, start in the final file, length)
 
 
-def _match(old: list[bytes], new: list[bytes], a0: int, a1: int, b0: int, b1: int, out: list[int]) -> None:  # noqa: PLR0917 -- the two ranges, as the recursion splits them
-    """Match ``old[a0:a1]`` to ``new[b0:b1]`` into ``out``: the common head and tail first, then
-    the lines that occur once on each side when they keep their order (a memory file's facts
-    are such lines, so a batch's diff costs a dictionary pass), the gaps between them in turn;
+def _common_head(old: Sequence[bytes], new: Sequence[bytes], limit: int) -> int:
+    """How many leading lines the two share (slices compared in C, by bisection)."""
+    lo, hi = 0, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[:mid] == new[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def _common_tail(old: Sequence[bytes], new: Sequence[bytes], limit: int) -> int:
+    lo, hi = 0, limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[len(old) - mid :] == new[len(new) - mid :]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def matching_blocks(old: list[bytes], new: list[bytes]) -> list[Block]:
+    """The lines the diff from ``old`` to ``new`` keeps, as blocks in order."""
+    blocks: list[Block] = []
+    _match(old, new, (0, len(old)), (0, len(new)), blocks)
+    return blocks
+
+
+def _match(
+    old: list[bytes], new: list[bytes], span_a: tuple[int, int], span_b: tuple[int, int], out: list[Block]
+) -> None:
+    """Blocks of ``old[a0:a1]`` kept in ``new[b0:b1]``: the common head and tail first, then the
+    lines found once on each side when they keep their order (a memory file's facts are such
+    lines, so a batch's diff costs a dictionary pass), the gaps between them in turn; difflib's
     ``SequenceMatcher`` only where that does not apply (lines moved, or only repeated lines)."""
-    while a0 < a1 and b0 < b1 and old[a0] == new[b0]:
-        out[b0] = a0
-        a0, b0 = a0 + 1, b0 + 1
-    while a0 < a1 and b0 < b1 and old[a1 - 1] == new[b1 - 1]:
-        a1, b1 = a1 - 1, b1 - 1
-        out[b1] = a1
-    if a0 == a1 or b0 == b1:
+    (a0, a1), (b0, b1) = span_a, span_b
+    old_mid, new_mid = old[a0:a1], new[b0:b1]
+    head = _common_head(old_mid, new_mid, min(len(old_mid), len(new_mid)))
+    tail = _common_tail(old_mid, new_mid, min(len(old_mid), len(new_mid)) - head)
+    if head:
+        out.append((a0, b0, head))
+    a0, b0, a1, b1 = a0 + head, b0 + head, a1 - tail, b1 - tail
+    if a0 < a1 and b0 < b1:
+        _middle(old, new, (a0, a1), (b0, b1), out)
+    if tail:
+        out.append((a1, b1, tail))
+
+
+def _middle(
+    old: list[bytes], new: list[bytes], span_a: tuple[int, int], span_b: tuple[int, int], out: list[Block]
+) -> None:
+    (a0, a1), (b0, b1) = span_a, span_b
+    old_mid, new_mid = old[a0:a1], new[b0:b1]
+    probed = _probe(old_mid, new_mid)
+    if probed is not None:
+        i, j, size = probed
+        if i and j:
+            _match(old, new, (a0, a0 + i), (b0, b0 + j), out)
+        out.append((a0 + i, b0 + j, size))
+        _match(old, new, (a0 + i + size, a1), (b0 + j + size, b1), out)
         return
-    where: dict[bytes, int] = {}
-    for i in range(a0, a1):
-        where[old[i]] = -1 if old[i] in where else i
-    seen: dict[bytes, int] = {}
-    for j in range(b0, b1):
-        seen[new[j]] = seen.get(new[j], 0) + 1
-    anchors = [(where[new[j]], j) for j in range(b0, b1) if seen[new[j]] == 1 and where.get(new[j], -1) >= 0]
+    count_a, count_b = Counter(old_mid), Counter(new_mid)
+    where = {line: a0 + i for i, line in enumerate(old_mid) if count_a[line] == 1}
+    anchors = [(where[line], b0 + j) for j, line in enumerate(new_mid) if count_b[line] == 1 and line in where]
     if anchors and all(x[0] < y[0] for x, y in itertools.pairwise(anchors)):
         prev_a, prev_b = a0, b0
         for i, j in anchors:
-            _match(old, new, prev_a, i, prev_b, j, out)
-            out[j] = i
+            if i > prev_a and j > prev_b:
+                _match(old, new, (prev_a, i), (prev_b, j), out)
+            if out and out[-1][0] + out[-1][2] == i and out[-1][1] + out[-1][2] == j:
+                last = out.pop()
+                out.append((last[0], last[1], last[2] + 1))
+            else:
+                out.append((i, j, 1))
             prev_a, prev_b = i + 1, j + 1
-        _match(old, new, prev_a, a1, prev_b, b1, out)
+        if a1 > prev_a and b1 > prev_b:
+            _match(old, new, (prev_a, a1), (prev_b, b1), out)
         return
-    matcher = SequenceMatcher(None, old[a0:a1], new[b0:b1], autojunk=False)
-    for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            out[b0 + block.b + k] = a0 + block.a + k
+    matcher = SequenceMatcher(None, old_mid, new_mid, autojunk=False)
+    out += [(a0 + m.a, b0 + m.b, m.size) for m in matcher.get_matching_blocks() if m.size]
+
+
+def _probe(old: list[bytes], new: list[bytes]) -> Block | None:
+    """A block that starts at the first or second line of either side, when that line occurs
+    once on each side and nothing skipped before the block on one side reappears after it on
+    the other (so no longer match crosses it): the usual batch diff (lines dropped or added
+    before a run of kept facts) found with list operations in C, no per-line loop."""
+    for line in (new[0], old[0], *new[1:2], *old[1:2]):
+        if old.count(line) != 1 or new.count(line) != 1:
+            continue
+        i, j = old.index(line), new.index(line)
+        size = 1 + _common_head(old[i + 1 :], new[j + 1 :], min(len(old) - i, len(new) - j) - 1)
+        if set(old[:i]).isdisjoint(new[j + size :]) and set(new[:j]).isdisjoint(old[i + size :]):
+            return i, j, size
+    return None
+
+
+def line_map(old: list[bytes], new: list[bytes]) -> list[int]:
+    """For each line of ``new``, its index in ``old`` when the diff keeps it, else -1."""
+    result = [-1] * len(new)
+    for a, b, size in matching_blocks(old, new):
+        result[b : b + size] = range(a, a + size)
+    return result
+
+
+def _hand_over(runs: list[Run], blocks: list[Block]) -> tuple[list[Run], list[Run]]:
+    """Split suspects into those the parent holds (renumbered to the parent's lines) and those
+    it does not."""
+    passed: list[Run] = []
+    kept: list[Run] = []
+    starts = [b for _, b, _ in blocks]
+    for here, final, length in runs:
+        cursor, end = here, here + length
+        k = max(0, bisect.bisect_right(starts, here) - 1)
+        while cursor < end and k < len(blocks):
+            a, b, size = blocks[k]
+            lo, hi = max(cursor, b), min(end, b + size)
+            if hi <= lo:
+                if b >= end:
+                    break
+                k += 1
+                continue
+            if lo > cursor:
+                kept.append((cursor, final + cursor - here, lo - cursor))
+            passed.append((a + lo - b, final + lo - here, hi - lo))
+            cursor = hi
+            k += 1
+        if cursor < end:
+            kept.append((cursor, final + cursor - here, end - cursor))
+    return passed, kept
 
 
 class _Walk:
@@ -106,6 +206,7 @@ class _Walk:
         self.commits: dict[bytes, Commit] = {}
         self.blobs: dict[bytes, bytes | None] = {}  # commit -> blob of the file (None: absent)
         self.lines: dict[bytes, list[bytes]] = {}
+        self.trees: dict[tuple[bytes, int], bytes | None] = {}
 
     def commit(self, sha: bytes) -> Commit:
         found = self.commits.get(sha)
@@ -116,23 +217,27 @@ class _Walk:
         return found
 
     def blob_of(self, sha: bytes) -> bytes | None:
-        if sha in self.blobs:
-            return self.blobs[sha]
-        current: bytes = self.commit(sha).tree
+        if sha not in self.blobs:
+            self.blobs[sha] = self._lookup(self.commit(sha).tree, 0)
+        return self.blobs[sha]
+
+    def _lookup(self, tree_id: bytes, depth: int) -> bytes | None:
+        """The file's blob under ``tree_id`` (the tree at folder ``depth`` of its path); a
+        folder's tree that a parent shares is looked up once."""
+        key = (tree_id, depth)
+        if key in self.trees:
+            return self.trees[key]
+        tree = self.objects[oid(tree_id)]
+        assert isinstance(tree, Tree)
+        part, last = self.parts[depth], depth == len(self.parts) - 1
         found: bytes | None = None
-        for i, part in enumerate(self.parts):
-            tree = self.objects[oid(current)]
-            assert isinstance(tree, Tree)
-            if part not in tree:
-                break
+        if part in tree:
             mode, child = tree[part]
-            last = i == len(self.parts) - 1
             if last and stat.S_ISREG(mode):
                 found = child
-            elif last or not stat.S_ISDIR(mode):
-                break
-            current = child
-        self.blobs[sha] = found
+            elif not last and stat.S_ISDIR(mode):
+                found = self._lookup(child, depth + 1)
+        self.trees[key] = found
         return found
 
     def text(self, blob: bytes) -> list[bytes]:
@@ -162,8 +267,7 @@ def blame(store: GitStore, path: str, rev: str = "HEAD") -> list[LineOrigin]:
         )
     final = walk.text(top)
     owner: list[bytes | None] = [None] * len(final)
-    # suspects: commit -> (line index in the final file, line index in that commit's version)
-    suspects: dict[bytes, list[tuple[int, int]]] = {start: [(i, i) for i in range(len(final))]}
+    suspects: dict[bytes, list[Run]] = {start: [(0, 0, len(final))]} if final else {}
     queue: list[tuple[int, int, bytes]] = [(-walk.commit(start).commit_time, 0, start)]
     order = 1
     while queue:
@@ -173,7 +277,7 @@ def blame(store: GitStore, path: str, rev: str = "HEAD") -> list[LineOrigin]:
             continue  # reached again through another child after its suspects were passed on
         blob = walk.blob_of(sha)
         assert blob is not None
-        handed: dict[bytes, list[tuple[int, int]]] = {}
+        handed: dict[bytes, list[Run]] = {}
         parents = walk.parents(sha)
         same = next((p for p in parents if walk.blob_of(p) == blob), None)
         if same is not None:
@@ -185,15 +289,14 @@ def blame(store: GitStore, path: str, rev: str = "HEAD") -> list[LineOrigin]:
                 parent_blob = walk.blob_of(parent)
                 if parent_blob is None or not pending:
                     continue
-                mapping = line_map(walk.text(parent_blob), mine)
-                kept = [(final_i, mapping[here]) for final_i, here in pending if mapping[here] >= 0]
-                if kept:
-                    handed.setdefault(parent, []).extend(kept)
-                    pending = [(final_i, here) for final_i, here in pending if mapping[here] < 0]
-        for final_i, _ in pending:
-            owner[final_i] = sha
-        for parent, lines in handed.items():
-            suspects.setdefault(parent, []).extend(lines)
+                passed, pending = _hand_over(pending, matching_blocks(walk.text(parent_blob), mine))
+                if passed:
+                    handed.setdefault(parent, []).extend(passed)
+        for _, final_at, length in pending:
+            owner[final_at : final_at + length] = [sha] * length
+        for parent, runs in handed.items():
+            suspects.setdefault(parent, []).extend(runs)
+            suspects[parent].sort()
             heapq.heappush(queue, (-walk.commit(parent).commit_time, order, parent))
             order += 1
     return [_origin(walk, i, line, owner[i]) for i, line in enumerate(final)]

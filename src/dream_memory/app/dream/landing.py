@@ -20,11 +20,13 @@ from dream_memory.adapters.workspace import archive_paths, is_template, read_fil
 from dream_memory.app.deletion_window import recent_removals
 from dream_memory.app.dream.options import DreamContext
 from dream_memory.app.dream.phases import ModelSaid
+from dream_memory.app.dream.provenance import attribute_batch, commit_body, save_note
 from dream_memory.app.dream.report import STATUS_FAILED, BatchRecord, DreamReport, scrub
 from dream_memory.app.versioning import apply_commit
 from dream_memory.core import layout
 from dream_memory.core.guards import hold_reasons
 from dream_memory.core.history import Batch
+from dream_memory.core.provenance import attribute
 from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldChange, SetAside
 from dream_memory.core.write_policy import Hunk, LineOrigin, lines_of, plan_file
 from dream_memory.errors import BadReply, DreamError
@@ -63,6 +65,8 @@ def _commit_message(subject: str, batch: Batch, changes: Sequence[FileChange], r
         lines += [f"  {c.path.ljust(width)}  +{c.added} -{c.removed}" for c in changes]
         lines.append("")
     lines.append(f"Entries: {record.entries}, facts: {record.facts}, tool calls: {record.tool_calls}")
+    if record.outcome == "committed" and record.found:
+        lines += ["", *commit_body(record)]
     lines += [
         "",
         f"Dream-Range: {batch.cursor_from}..{batch.cursor_to}",
@@ -108,8 +112,9 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
         for piece in pieces:
             change_id = _next_id(batch, taken)
             taken.add(change_id)
-            held.append(_held_change(ctx, batch, change_id, piece))
+            held.append(_held_change(ctx, record, batch, change_id, piece))
     diffs = [unified_diff(p, as_bytes(b), as_bytes(a)) for p, (b, a) in landed.items()]
+    attribute_batch(record, {p: (b, a) for p, (b, a) in landed.items() if a is not None})  # what lands
     for item, meta in held:
         files.update(_held_files(item, meta))
     state = state.add_changes(tuple(item for item, _ in held))
@@ -136,7 +141,20 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
     record.commit = apply_commit(git, files, scrub(ctx.redactor, message))
     if record.commit:
         report.commits.append(record.commit)
+    if record.commit and record.outcome == "committed":
+        _provenance_note(where)
     return state
+
+
+def _provenance_note(where: BatchContext) -> None:
+    """The batch's provenance note beside its commit; a note that cannot be written is reported,
+    and the commit body still lists the facts and their cursors."""
+    ctx, record = where.ctx, where.record
+    try:
+        assert where.git is not None
+        save_note(where.git, record, where.batch.entries, ctx.model.name, ctx.clock.now().isoformat(timespec="seconds"))
+    except DreamError as exc:
+        record.notes.append(f"the provenance note was not written ({exc.message}); the commit body lists the facts")
 
 
 _Piece = tuple[str, Hunk, str | None, str | None]  # path, hunk, text it starts from, text with it
@@ -196,7 +214,19 @@ def _next_id(batch: Batch, taken: set[str]) -> str:
     return f"{batch.cursor_from}-{batch.cursor_to}.{n}"
 
 
-def _held_change(ctx: DreamContext, batch: Batch, change_id: str, piece: _Piece) -> tuple[HeldChange, dict[str, Any]]:
+def _facts_of(record: BatchRecord, path: str, base: str | None, theirs: str | None) -> list[str]:
+    """The batch's facts that asked for a held change, with the cursors they were learnt from."""
+    if not record.found or theirs is None:
+        return []
+    found = attribute({path: (base, theirs)}, record.found, record.declared)
+    numbers = sorted({n for line in found.lines for n in line.facts} | {n for r in found.removed for n in r.facts})
+    facts = [record.found[n - 1] for n in numbers if 0 < n <= len(record.found)]
+    return [f"{f.render()}  <- {', '.join(map(str, f.sources)) or 'unknown'}" for f in facts]
+
+
+def _held_change(
+    ctx: DreamContext, record: BatchRecord, batch: Batch, change_id: str, piece: _Piece
+) -> tuple[HeldChange, dict[str, Any]]:
     path, hunk, base, theirs = piece
     first, last = hunk.lines if hunk.change != "file" else (1, max(1, len((base or "").splitlines())))
     reason = scrub(ctx.redactor, hunk.reason)
@@ -213,6 +243,7 @@ def _held_change(ctx: DreamContext, batch: Batch, change_id: str, piece: _Piece)
     meta = {
         "id": change_id,
         "version": 1,
+        "facts": _facts_of(record, path, base, theirs),
         "path": path,
         "cursor_from": batch.cursor_from,
         "cursor_to": batch.cursor_to,

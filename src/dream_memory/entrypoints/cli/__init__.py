@@ -26,6 +26,8 @@ COMMAND_MODULES: dict[str, str] = {
     "log": "version_cmds",
     "restore": "version_cmds",
     "review": "review_cmds",
+    "why": "why_cmds",
+    "blame": "why_cmds",
     "consolidate": "consolidate_cmd",
     "resolve": "read_cmds",
     "entity": "read_cmds",
