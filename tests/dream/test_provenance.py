@@ -215,6 +215,11 @@ def test_report_commit_and_log_say_what_was_removed_and_why(isolated: Cli) -> No
         responder=by_phase(lambda _: phase1, lambda _: queue.pop(0) if queue else Reply("Done."))
     ) as server:
         use_preset(isolated, server)
+        # The lines came with the workspace (a person's): let their removal land, not wait for review.
+        config = Path(isolated.env["DREAM_CONFIG"])
+        data = json.loads(config.read_text(encoding="utf-8"))
+        data["agents"]["defaults"]["dream"] = {"writePolicy": {"manual": "apply"}}
+        config.write_text(json.dumps(data), encoding="utf-8")
         code, report = isolated.run_json("run")
     assert code == 0, report
     removed = {r["text"]: r for r in report["batches"][0]["provenance"]["removed"]}

@@ -27,7 +27,10 @@ def _model(edits: list[dict[str, Any]]) -> Any:
 
     def respond(request: dict[str, Any]) -> Reply:
         if not request.get("tools"):
-            return Reply("[USER] Uses Rust at work\n[USER] Lives in Oslo\n[USER] Drinks coffee now")
+            return Reply(
+                "[USER] Uses Rust at work [from 1]\n[USER] Lives in Oslo [from 1]\n"
+                "[USER] Drinks coffee every morning (was tea) [from 1]"
+            )
         if any(m.get("role") == "tool" for m in request.get("messages") or []):
             return Reply("Done.")
         return Reply(tool_calls=[tool_call("edit_file", **e) for e in edits])
@@ -77,6 +80,9 @@ def test_additions_land_the_rewrite_waits_and_review_accepts_it(isolated: Cli) -
     assert f"-{HAND_LINE}\n+- Drinks coffee every morning\n" in change["diff"]
     shown = isolated.run("review", "show", held["id"])
     assert shown.exit_code == 0 and "+- Drinks coffee every morning" in shown.stdout
+    _, one = isolated.run_json("review", "show", held["id"], "--json")
+    assert one["facts"] == ["[USER] Drinks coffee every morning (was tea)  <- 1"]  # the fact that asked, its cursor
+    assert one["section"] == ["User", "Profile"]
 
     before = len(_subjects(ws))
     accepted = isolated.run("review", "accept", held["id"])

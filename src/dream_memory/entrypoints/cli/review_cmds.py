@@ -58,6 +58,8 @@ def _render_list(result: dict[str, Any]) -> None:
 def _render_one(result: dict[str, Any]) -> None:
     echo(f"{result['id']}  {result.get('path', 'whole batch')}  {result['reason']}")
     echo(f"from batch {result['cursor_from']}..{result['cursor_to']}")
+    for fact in result.get("facts") or []:
+        echo(f"asked for by {fact}")
     echo(result.get("diff", "").rstrip("\n"))
 
 
