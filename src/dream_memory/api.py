@@ -180,7 +180,8 @@ class Workspace:
         return versions(self._rt, VersionsRequest(limit))
 
     def restore(self, rev: str, *, force: bool = False, replay: bool = False) -> RestoreResult:
-        """Undo exactly the changes of commit ``rev`` (same rules and report as ``dream restore``)."""
+        """Undo exactly the changes of commit ``rev``, or of each commit of ``"A..B"`` newest first
+        (same rules and report as ``dream restore``)."""
         from dream_memory.app.restore import RestoreRequest, restore
 
         return restore(self._rt, RestoreRequest(rev, force=force, replay=replay))

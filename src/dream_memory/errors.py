@@ -90,8 +90,8 @@ class RepositoryStateError(VersionStoreError):
 class RestoreConflict(VersionStoreError):
     """A restore would overwrite later work; nothing was changed."""
 
-    def __init__(self, message: str, paths: list[str]) -> None:
-        super().__init__(message, hint="re-run with --force to put the files back anyway")
+    def __init__(self, message: str, paths: list[str], *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint or "re-run with --force to put the files back anyway")
         self.paths = paths
 
 

@@ -59,6 +59,7 @@ CONFINED: dict[str, tuple[str, ...]] = {
     "json_repair": ("dream_memory.core.chat",),
     # Pure text algorithm (no I/O): the three-way merge of restore and of an accepted held change.
     "merge3": ("dream_memory.core.merge",),
+    "patiencediff": ("dream_memory.core.merge",),
 }
 
 # Layer violations that exist today and are being removed (issue 16). The test fails when one is

@@ -66,12 +66,12 @@ def test_git_agrees_through_the_whole_lifecycle(tmp_path: Path, dream, git, stor
     subjects = _check_agreement(ws, git, store)
     assert subjects[0] == f"dream: revert {first[:10]} (dream: add a decision and a skill)"
 
-    (ws / "USER.md").write_text("# User\n- Prefers dark mode\n- Hand-written note\n", encoding="utf-8")
+    (ws / "USER.md").write_text("# User\n- Prefers dark mode, hand-written\n", encoding="utf-8")
     refused = dream("restore", second, "--workspace", str(ws))
     assert refused.returncode == 1 and "USER.md" in refused.stderr
     forced = dream("restore", second, "--force", "--workspace", str(ws))
     assert forced.returncode == 0, forced.stderr
     subjects = _check_agreement(ws, git, store)
     assert subjects[:2] == [f"dream: revert {second[:10]} (dream: user preference)", "memory: manual edits"]
-    assert "Hand-written note" in git(ws, "show", "HEAD~1:USER.md")
+    assert "dark mode, hand-written" in git(ws, "show", "HEAD~1:USER.md")
     assert len(subjects) == 6

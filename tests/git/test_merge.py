@@ -27,6 +27,29 @@ def test_undoing_lines_keeps_the_lines_appended_right_after_them() -> None:
     assert merge_texts(b1, now, TEMPLATE) == Merged(TEMPLATE + "- Works nights\n- Has a cat\nmy own line\n", ())
 
 
+def test_lines_inserted_inside_a_removed_run_stay() -> None:
+    """Dream's layout: batch 1 added its facts and a blank line under a heading, batch 2 inserted
+    its facts after batch 1's last one (before that blank line). Undoing batch 1 removes exactly
+    its lines (the blank line git's diff counts as its own included) and keeps batch 2's."""
+    base = "## Decisions\n\n- tool 1\n- tool 2\n\n## Solutions\n"
+    ours = "## Decisions\n\n- tool 1\n- tool 2\n- tool 3\n- tool 4\n\n## Solutions\n"
+    theirs = "## Decisions\n\n## Solutions\n"
+    assert merge_texts(base, ours, theirs) == Merged("## Decisions\n\n- tool 3\n- tool 4\n## Solutions\n", ())
+
+
+def test_changes_that_only_touch_both_apply() -> None:
+    """Neighbouring runs dropped on each side (two restores in a row: the first took the blank
+    line after the facts), and a rewrite next to a removal, both apply: no line changed on both
+    sides, so no conflict (git calls each a conflict)."""
+    base = "## Decisions\n\n- tool 1\n- tool 2\n\n## Solutions\n"
+    ours = "## Decisions\n\n- tool 1\n- tool 2\n## Solutions\n"
+    assert merge_texts(base, ours, "## Decisions\n\n\n## Solutions\n") == Merged("## Decisions\n\n## Solutions\n", ())
+    rewritten = "## Decisions\n\n- tool one, renamed\n- tool 2\n\n## Solutions\n"
+    dropped = "## Decisions\n\n- tool 1\n\n## Solutions\n"
+    assert merge_texts(base, rewritten, dropped).text == "## Decisions\n\n- tool one, renamed\n\n## Solutions\n"
+    assert merge_texts(base, dropped, rewritten).text == "## Decisions\n\n- tool one, renamed\n\n## Solutions\n"
+
+
 def test_a_change_to_the_same_lines_is_a_conflict_in_ours_line_numbers() -> None:
     """When ours changed a line theirs removes, the conflict names that line of ours (1-based,
     inclusive), the text keeps ours; prefer="theirs" removes it and keeps every other line."""
@@ -37,6 +60,21 @@ def test_a_change_to_the_same_lines_is_a_conflict_in_ours_line_numbers() -> None
     assert merged.text == now
     forced = merge_texts(b1, now, TEMPLATE, prefer="theirs")
     assert forced == Merged("intro\n" + TEMPLATE + "- Has a cat\n", ((6, 7),))
+
+
+def test_lines_added_right_after_a_rewritten_line_are_not_part_of_its_conflict() -> None:
+    """Ours rewrote the line theirs removes and appended lines right after it: only the rewritten
+    line is the conflict, and prefer="theirs" removes it but keeps the appended lines. A rewrite
+    into unrelated text is one change with what follows it (no guess which line replaced which)."""
+    base = "- Uses vim\n"
+    ours = "- Uses neovim\n- Works on the billing service\n"
+    assert merge_texts(base, ours, "") == Merged(ours, ((1, 1),))
+    assert merge_texts(base, ours, "", prefer="theirs") == Merged("- Works on the billing service\n", ((1, 1),))
+    two = "# User\n- Prefers tea\n- Uses vim\n"
+    now = "# User\n- Prefers tea\n- Uses neovim\n- Works on the billing service\n"
+    assert merge_texts(two, now, "# User\n").conflicts == ((2, 3),)
+    unrelated = "- Emacs for everything\n- Works on the billing service\n"
+    assert merge_texts(base, unrelated, "", prefer="theirs") == Merged("", ((1, 2),))
 
 
 def test_both_sides_adding_at_the_same_place_is_a_conflict() -> None:
@@ -74,6 +112,15 @@ def test_a_last_line_without_newline_stays_so() -> None:
     assert merge_texts("x\na\nb", "x\na\nb\nc", "a\nb") == Merged("a\nb\nc", ())
     assert merge_texts("a\nb", "z\na\nb", "a\nb\n") == Merged("z\na\nb\n", ())
     assert merge_texts("a\n", "a\n", "a") == Merged("a", ())
+
+
+def test_lines_are_counted_as_git_counts_them() -> None:
+    """Only "\\n" ends a line: a form feed or U+2028 inside a line does not shift the line
+    numbers of a conflict after it, and a bare "\\r" stays part of its line."""
+    base = "a\x0cpage\nb\u2028c\nold\n"
+    merged = merge_texts(base, base.replace("old", "mine"), base.replace("old", "theirs"))
+    assert merged.conflicts == ((3, 3),)
+    assert merge_texts("x\ry\nz\n", "x\ry\nz\nmine\n", "top\nx\ry\nz\n") == Merged("top\nx\ry\nz\nmine\n", ())
 
 
 def test_unchanged_sides_give_the_other_side_byte_for_byte() -> None:

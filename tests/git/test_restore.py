@@ -71,25 +71,28 @@ def test_restore_undoes_one_commit_and_a_restore_of_it_redoes_it(tmp_path: Path,
 def test_a_conflict_changes_nothing_and_force_says_what_it_threw_away(
     tmp_path: Path, dream, git, dream_commit, snapshot
 ) -> None:
-    """When files the commit touched changed since (by a later commit, or by hand), the restore
-    refuses with exit 1 naming every one of them and leaves every file, the index and HEAD as
-    they were. --force puts them back, names what it threw away, and the hand edit stays
-    reachable in git history as a `memory: manual edits` commit."""
+    """Where lines the commit wrote changed since (by a later commit, or by hand), the restore
+    refuses with exit 1 naming each such file and line and leaves every file, the index and HEAD
+    as they were; a hand edit on other lines is no conflict. --force takes the restore's side in
+    those lines only, names them, and the hand edit stays, committed first as `memory: manual
+    edits`."""
     ws = _init(tmp_path, dream)
+    dream_commit(ws, {"memory/MEMORY.md": "# Memory\n", "USER.md": "# User\n", "SOUL.md": "# Soul\n"}, "start")
     target = dream_commit(
         ws,
         {"memory/MEMORY.md": "# Memory\n- A\n", "USER.md": "# User\n- B\n", "SOUL.md": "# Soul\n- C\n"},
         "three files",
         (1, 3),
     )
-    dream_commit(ws, {"memory/MEMORY.md": "# Memory\n- A\n- later fact\n"}, "later", (4, 4))
-    (ws / "USER.md").write_text("# User\n- B\n- my own note\n", encoding="utf-8")
+    dream_commit(ws, {"memory/MEMORY.md": "# Memory\n- A, revised by a later batch\n"}, "later", (4, 4))
+    (ws / "SOUL.md").write_text("# Soul\n- C, my words now\n", encoding="utf-8")
+    (ws / "USER.md").write_text("my own note\n# User\n- B\n", encoding="utf-8")
     before = snapshot(ws)
 
     refused = dream("restore", target, "--workspace", str(ws))
     assert refused.returncode == 1
-    assert "USER.md, memory/MEMORY.md changed since that commit; nothing was changed" in refused.stderr
-    assert "SOUL.md" not in refused.stderr.split("hint")[0]
+    assert "SOUL.md line 2; memory/MEMORY.md line 2 changed since that commit; nothing was changed" in refused.stderr
+    assert "USER.md" not in refused.stderr
     assert refused.stdout == ""
     after = snapshot(ws)
     assert after.pop("memory/.dream.lock") == before.pop("memory/.dream.lock", b"") == b""  # released run lock
@@ -97,13 +100,14 @@ def test_a_conflict_changes_nothing_and_force_says_what_it_threw_away(
 
     forced = dream("restore", target, "--force", "--workspace", str(ws))
     assert forced.returncode == 0, forced.stderr
-    assert "--force: later work in USER.md, memory/MEMORY.md was thrown away" in forced.stdout
+    assert "--force: took the restore's side in SOUL.md line 2; memory/MEMORY.md line 2" in forced.stdout
     assert "committed your unsaved edits first" in forced.stdout
-    assert git(ws, "show", f"{target}~1:USER.md") == _read(ws, "USER.md")
-    assert git(ws, "show", f"{target}~1:memory/MEMORY.md") == _read(ws, "memory/MEMORY.md")
-    assert git(ws, "show", f"{target}~1:SOUL.md") == _read(ws, "SOUL.md")
+    assert _read(ws, "memory/MEMORY.md") == "# Memory\n"
+    assert _read(ws, "SOUL.md") == "# Soul\n"
+    assert _read(ws, "USER.md") == "my own note\n# User\n"
     assert git(ws, "log", "--format=%s", "-2").splitlines()[1] == "memory: manual edits"
-    assert "- my own note" in git(ws, "show", "HEAD~1:USER.md")
+    assert "- C, my words now" in git(ws, "show", "HEAD~1:SOUL.md")
+    assert "Forced-Over: SOUL.md line 2; memory/MEMORY.md line 2" in git(ws, "log", "-1", "--format=%b")
     assert git(ws, "status", "--porcelain") == ""
 
 

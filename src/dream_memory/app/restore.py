@@ -96,7 +96,7 @@ def versions(rt: Runtime, request: VersionsRequest) -> VersionList:
 
 @dataclass(frozen=True)
 class RestoreRequest:
-    rev: str
+    rev: str  # a commit, or "A..B" (B empty: HEAD): every commit after A up to B, newest first
     force: bool = False
     replay: bool = False
 

@@ -19,6 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 from dream_memory.adapters import fsutil, locks
 from dream_memory.adapters.git import GITIGNORE_BEGIN, CommitInfo, FileChange, GitStore, unified_diff
 from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.app.restore_plan import Plan, Replay, commits_to_revert, joint_range, line_range, plan_reverts
 from dream_memory.core import jsontext, layout
 from dream_memory.errors import RestoreConflict, UsageError, VersionStoreError
 
@@ -280,13 +281,25 @@ class RestoreResult:
     restored: str  # the commit whose changes were undone
     commit: str | None  # the new revert commit
     files: tuple[FileChange, ...]
-    forced_over: tuple[str, ...] = ()  # files whose later work a --force threw away
+    forced_over: tuple[str, ...] = ()  # files where --force took the restore's side over later work
     cursor_before: int | None = None
     cursor_after: int | None = None
     notes: tuple[str, ...] = field(default=())
-    saved_edits: str | None = None  # the commit keeping uncommitted work a --force overwrote
+    saved_edits: str | None = None  # the commit keeping uncommitted work made before the restore
     replay_entries: int | None = None  # entries after the moved cursor: what the next run reads (--replay)
     replay_from_archive: int | None = None  # of which memory/archive/ holds
+    # --force: per file, the 1-based line ranges (in the file before the restore) where it took
+    # the restore's side; an empty list: the whole file (deleted since, or not text)
+    forced_lines: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    merged: tuple[str, ...] = ()  # files changed since the commit whose later work the restore kept
+    reverted: tuple[str, ...] = ()  # the commits undone, newest first (one, or those of A..B)
+
+    def forced_places(self) -> list[str]:
+        """``USER.md lines 5-6`` for each file --force wrote over (``(the whole file)``)."""
+        return [
+            f"{rel} " + (", ".join(line_range(r) for r in self.forced_lines.get(rel, [])) or "(the whole file)")
+            for rel in self.forced_over
+        ]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -294,6 +307,9 @@ class RestoreResult:
             "commit": self.commit,
             "files": [f.to_json() for f in self.files],
             "forced_over": list(self.forced_over),
+            "forced_lines": {rel: [list(r) for r in ranges] for rel, ranges in self.forced_lines.items()},
+            "merged": list(self.merged),
+            "reverted": list(self.reverted),
             "saved_edits": self.saved_edits,
             "cursor_before": self.cursor_before,
             "cursor_after": self.cursor_after,
@@ -303,24 +319,8 @@ class RestoreResult:
         }
 
 
-def cursor_range(info: CommitInfo) -> tuple[int, int] | None:
-    """The history range a Dream commit consumed, from its ``Dream-Range: a..b`` trailer."""
-    raw = info.trailers().get("Dream-Range")
-    if not raw or ".." not in raw:
-        return None
-    first, _, last = raw.partition("..")
-    if not (first.strip().isdigit() and last.strip().isdigit()):
-        return None
-    return int(first), int(last)
-
-
-def _conflicts(git: GitStore, paths: Iterable[str], expected: dict[str, tuple[int, bytes]]) -> list[str]:
-    current = git.worktree_state(paths)
-    return sorted(p for p in current if current[p] != (expected[p][1] if p in expected else None))
-
-
 @_store_errors
-def restore_commit(  # noqa: PLR0915 -- refusals, the files, the cursor and the replay in the order a restore must take them; 55 statements, most of them the messages
+def restore_commit(
     git: GitStore,
     rev: str,
     *,
@@ -329,70 +329,61 @@ def restore_commit(  # noqa: PLR0915 -- refusals, the files, the cursor and the 
     dream_cursor: int | None = None,
     history: HistoryLog | None = None,
 ) -> RestoreResult:
-    """Undo exactly the changes commit ``rev`` introduced (docs/reference/commands.md, `dream restore`).
+    """Undo exactly the changes commit ``rev`` introduced, as ``git revert`` does (``A..B``:
+    each commit after A up to B, newest first, in one commit), docs/versioning.md.
 
-    Only the memory files that commit touched are written, each back to its content before the
-    commit. A touched file whose content is no longer what the commit left is a conflict: nothing
-    changes unless ``force``, and then uncommitted work in those files is first committed as
-    ``memory: manual edits`` so that what the restore throws away stays in git history.
-    ``.dream_cursor`` and ``.dream_state.json`` are neither checked nor written, except that
-    ``replay`` moves the cursor back to just before the commit's ``Dream-Range``; ``history``
-    (optional) lets the result say how many entries the next run re-reads, and from where.
+    Only the memory files those commits touched are written: each gets a three-way merge of the
+    inverse change into its content now, so later work on other lines stays. Where the same
+    lines changed since, the restore is a conflict that names the file and the lines: nothing
+    changes unless ``force``, which takes the restore's side for those lines only; uncommitted
+    work in the files is first committed as ``memory: manual edits``, so what a restore writes
+    over stays in git history. ``.dream_cursor`` and ``.dream_state.json`` are neither checked
+    nor written, except that ``replay`` moves the cursor back to just before the commits'
+    ``Dream-Range``; ``history`` (optional) lets the result say how many entries the next run
+    re-reads, and from where.
     """
     git.check_can_commit()  # a merge in progress, a detached HEAD of our own repository: exit 2 first
-    sha = git.resolve(rev)
-    info = git.info(sha, with_files=False)
-    _refuse_root(info)
+    commits = commits_to_revert(git, rev)
+    for info in commits:
+        _refuse_root(info)
     recover(git)
-    touched = [p for p in git.changed_paths(info.parent, sha) if git.is_versioned(p) and not layout.is_dream_owned(p)]
-    before = git.entries_at(info.parent, touched)
-    after = git.entries_at(sha, touched)
-    notes: list[str] = []
-    conflicts = _conflicts(git, touched, after)
-    if conflicts and not force:
-        listing = ", ".join(conflicts)
+    what = _what(commits)
+    plan = plan_reverts(git, commits, force=force)
+    if plan.conflicts and not force:
         raise RestoreConflict(
-            f"cannot restore {sha[:10]}: {listing} changed since that commit; nothing was changed", conflicts
+            f"cannot restore {what}: {_conflict_listing(plan, commits)}; nothing was changed",
+            sorted({rel for _, rel, _ in plan.conflicts}),
+            hint="re-run with --force to take the restore's side in those lines only (every other line merges)",
         )
-    span = cursor_range(info) if replay else None
+    span = joint_range(commits) if replay else None
     if replay and span is None:
-        raise UsageError(f"{sha[:10]} records no history range (Dream-Range), so --replay has nothing to move back")
-    changes: dict[str, bytes | None] = {rel: git.blob(before[rel][1]) if rel in before else None for rel in touched}
-    cursor_after = dream_cursor
-    replay_entries: int | None = None
-    replay_from_archive: int | None = None
-    if span is not None:
-        cursor_after = span[0] - 1
-        if dream_cursor is not None and dream_cursor <= cursor_after:
-            notes.append(f"the Dream cursor is already at {dream_cursor}, before that range")
-            cursor_after = dream_cursor
-        else:
-            changes[layout.DREAM_CURSOR] = f"{cursor_after}\n".encode()
-        if history is not None:
-            # What the next run reads: everything after the new cursor, the commit's range first.
-            scan = history.scan(report=False)
-            in_file = set(scan.entries)
-            wanted = history.entries_after(cursor_after or 0, scan)
-            replay_entries = len(wanted)
-            replay_from_archive = sum(1 for e in wanted if e not in in_file)
-            if not any(span[0] <= e.cursor <= span[1] for e in wanted):
-                notes.append(f"no entry of {span[0]}..{span[1]} is left in history.jsonl or memory/archive/")
-    if not touched and span is None:
-        raise UsageError(f"{sha[:10]} ({info.subject}) changed no memory file; there is nothing to restore")
-    _refuse_losing_gitignore_block(info, changes)
+        raise UsageError(f"{what} records no history range (Dream-Range), so --replay has nothing to move back")
+    changes = dict(plan.changes)
+    replay_plan = Replay.plan(span, dream_cursor, history)
+    cursor_after, replay_entries, replay_from_archive = replay_plan.cursor, replay_plan.entries, replay_plan.archived
+    notes = list(replay_plan.notes)
+    if replay_plan.write:
+        changes[layout.DREAM_CURSOR] = f"{cursor_after}\n".encode()
+    if not plan.touched and span is None:
+        raise UsageError(f"{what} ({commits[0].subject}) changed no memory file; there is nothing to restore")
+    _refuse_losing_gitignore_block(commits[0], changes)
+    forced_lines = plan.forced_lines()
+    merged = tuple(sorted(plan.merged))
     # Hand edits of the files about to be written are committed first, as Dream does before its
-    # own commits: under --force that keeps the work being thrown away in git history, and in
-    # every case it makes HEAD match the disk, so the revert commit is exactly what gets written.
+    # own commits: that keeps what a --force writes over in git history, and in every case it
+    # makes HEAD match the disk, so the revert commit is exactly what gets written.
     saved: str | None = None
-    unsaved = git.dirty(only=touched)
+    unsaved = git.dirty(only=plan.touched)
     if unsaved:
         listing = "\n".join(f"- {p}" for p in unsaved)
-        message = f"{MANUAL_SUBJECT}\n\nEdited outside Dream, committed before a restore of {sha[:10]}:\n{listing}"
+        message = f"{MANUAL_SUBJECT}\n\nEdited outside Dream, committed before a restore of {what}:\n{listing}"
         saved = _commit_disk_state(git, unsaved, message)
+    restored = commits[0].sha if len(commits) == 1 else rev_range(commits)
+    reverted = tuple(c.sha for c in commits)
     if not git.effective_changes(changes):
-        notes.append("its changes are already undone: every file it touched holds its content from before it")
+        notes.append("its changes are already undone: every file it touched holds no line of it")
         return RestoreResult(
-            restored=sha,
+            restored=restored,
             commit=None,
             files=(),
             forced_over=(),  # nothing was overwritten
@@ -402,31 +393,69 @@ def restore_commit(  # noqa: PLR0915 -- refusals, the files, the cursor and the 
             saved_edits=saved,
             replay_entries=replay_entries,
             replay_from_archive=replay_from_archive,
+            reverted=reverted,
         )
     files = tuple(
         unified_diff(rel, current, data)
         for rel, data in sorted(changes.items())
         if (current := _current(git, rel)) != data
     )
-    body_lines = ["Undoes exactly the changes of that commit.", "", f"Reverts: {sha}"]
-    if conflicts:
-        body_lines.append("Forced-Over: " + ", ".join(conflicts))
-    if span is not None:
-        body_lines.append(f"Replay-From: {cursor_after}")
-    message = f"dream: revert {sha[:10]} ({info.subject})\n\n" + "\n".join(body_lines)
-    new = apply_commit(git, changes, message)
+    new = apply_commit(git, changes, _revert_message(commits, plan, merged, cursor_after if span else None))
     return RestoreResult(
-        restored=sha,
+        restored=restored,
         commit=new,
         files=files,
-        forced_over=tuple(conflicts),
+        forced_over=tuple(sorted(forced_lines)),
         cursor_before=dream_cursor,
         cursor_after=cursor_after,
         notes=tuple(notes),
         saved_edits=saved,
         replay_entries=replay_entries,
         replay_from_archive=replay_from_archive,
+        forced_lines=forced_lines,
+        merged=merged,
+        reverted=reverted,
     )
+
+
+def rev_range(commits: list[CommitInfo]) -> str:
+    """``<parent of the oldest>..<newest>``: the range as git names it."""
+    return f"{commits[-1].parent}..{commits[0].sha}"
+
+
+def _what(commits: list[CommitInfo]) -> str:
+    if len(commits) == 1:
+        return commits[0].sha[:10]
+    return f"{(commits[-1].parent or '')[:10]}..{commits[0].sha[:10]} ({len(commits)} commits)"
+
+
+def _conflict_listing(plan: Plan, commits: list[CommitInfo]) -> str:
+    if len(commits) == 1:
+        places = "; ".join(revert.describe(rel) for _, rel, revert in sorted(plan.conflicts, key=lambda c: c[1]))
+        return f"{places} changed since that commit"
+    # Line numbers are those of the file as the newer reverts of the range left it.
+    return "; ".join(
+        f"reverting {info.sha[:10]} ({info.subject}): {revert.describe(rel)} changed since"
+        for info, rel, revert in plan.conflicts
+    )
+
+
+def _revert_message(commits: list[CommitInfo], plan: Plan, merged: tuple[str, ...], replay_from: int | None) -> str:
+    shas = [c.sha for c in commits]
+    if len(commits) == 1:
+        subject = f"dream: revert {shas[0][:10]} ({commits[0].subject})"
+        lines = [f"This reverts commit {shas[0]}."]
+    else:
+        subject = f"dream: revert {_what(commits)}"
+        lines = ["This reverts commits " + ", ".join(shas) + " (newest first)."]
+    if merged:
+        lines.append("Later changes to " + ", ".join(merged) + " are kept.")
+    lines += ["", *(f"Reverts: {sha}" for sha in shas)]
+    if plan.conflicts:
+        lines.append("Forced-Over: " + "; ".join(r.describe(rel) for _, rel, r in plan.conflicts))
+    if replay_from is not None:
+        lines.append(f"Replay-From: {replay_from}")
+    return subject + "\n\n" + "\n".join(lines)
 
 
 def _refuse_root(info: CommitInfo) -> None:

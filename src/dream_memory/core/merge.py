@@ -1,7 +1,10 @@
 """Three-way merges of memory files: a restore (the inverse of a commit) and a held change.
 
-The merge itself is the ``merge3`` library's (bzr's and Breezy's three-way merge); this module
-decides only what our callers need around it:
+The merge itself is the ``merge3`` library's (bzr's and Breezy's three-way merge), aligning
+lines with Breezy's ``patiencediff``: patience diff anchors on lines that occur once (facts do;
+blank lines and headings repeat), and it is fast where difflib is not (a 12,000-line file: 0.06 s
+against 30 s for difflib without its autojunk heuristic, which misaligns repeated lines). This
+module decides only what our callers need around the merge:
 
 - **Lines are compared without their line ends**, so a file an editor turned into CRLF since the
   commit still merges line by line; a last line without a newline stays a different line from the
@@ -22,11 +25,12 @@ decides only what our callers need around it:
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, cast
 
 import merge3
+import patiencediff
 
 Prefer = Literal["none", "theirs"]
 
@@ -45,28 +49,21 @@ class Merged:
 _Key = str
 
 
-class _Matcher(difflib.SequenceMatcher[_Key]):
-    """difflib without its "autojunk" heuristic: in a file of 200 lines or more it ignores lines
-    that occur often (blank lines, ``---``), which aligns unrelated lines and makes conflicts up."""
-
-    def __init__(
-        self,
-        isjunk: Callable[[_Key], bool] | None = None,
-        a: Sequence[_Key] = (),
-        b: Sequence[_Key] = (),
-        autojunk: bool = True,
-    ) -> None:
-        del autojunk  # merge3 passes none; never wanted
-        super().__init__(isjunk, a, b, autojunk=False)
+def _opcodes(a: Sequence[_Key], b: Sequence[_Key]) -> Sequence[tuple[str, int, int, int, int]]:
+    return patiencediff.PatienceSequenceMatcher(None, a, b).get_opcodes()
 
 
 def _lines(text: str) -> list[str]:
-    return text.splitlines(keepends=True)
+    """Lines as git counts them: split at "\n" only (str.splitlines also splits at form feeds,
+    U+2028 and more, which would shift every line number after them)."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def _key(line: str) -> _Key:
-    body = line.rstrip("\r\n")
-    return body + "\n" if body != line else body
+    if line.endswith("\r\n"):
+        return line[:-2] + "\n"
+    return line
 
 
 def _line_end(lines: Sequence[str]) -> str | None:
@@ -91,7 +88,10 @@ def merge_texts(base: str, ours: str, theirs: str, *, prefer: Prefer = "none") -
         # ours changed its line ends since base (an editor on another platform): theirs follows
         t_out = [key[:-1] + end if key.endswith("\n") else key for key in map(_key, t_lines)]
     sides = _Sides([_key(x) for x in b_lines], [_key(x) for x in o_lines], [_key(x) for x in t_lines], o_lines, t_out)
-    m3 = merge3.Merge3(sides.base, sides.ours, sides.theirs, sequence_matcher=_Matcher)  # type: ignore[arg-type]  # merge3's own default needs the same: a Protocol __init__
+    # merge3 types its matcher as a Protocol with an __init__, which no class satisfies for mypy
+    # (merge3's own difflib default carries the same ignore).
+    matcher = patiencediff.PatienceSequenceMatcher
+    m3 = merge3.Merge3(sides.base, sides.ours, sides.theirs, sequence_matcher=matcher)  # type: ignore[arg-type]
     # merge3 names unchanged regions by base index; the same lines in ours (with ours' own line
     # ends) are the sync regions', in the same order.
     synced = iter([(a0, a1) for z0, z1, a0, a1, _, _ in m3.find_sync_regions() if z1 > z0])
@@ -130,6 +130,9 @@ class _Sides:
         the base lines differently."""
         z0, z1, a0, a1, t0, t1 = region
         base = self.base[z0:z1]
+        woven = self._weave(base, a0, a1, t0, t1)
+        if woven is not None:
+            return woven, None
         o_lead, o_tail = _edges(base, self.ours[a0:a1])
         t_lead, t_tail = _edges(base, self.theirs[t0:t1])
         if not base or (o_lead and t_lead) or (o_tail and t_tail):
@@ -146,16 +149,79 @@ class _Sides:
         tail = self.theirs_text[n1:t1] + self.ours_text[m1:a1]
         return lead + middle + tail, conflict
 
+    def _weave(self, base: list[_Key], a0: int, a1: int, t0: int, t1: int) -> list[str] | None:
+        """Both sides' changes applied where they touch no common base line (git calls changes
+        that merely touch a conflict). None when they do: ours rewrote or dropped a line theirs
+        rewrote, ours rewrote a line theirs drops, or both added lines at one place (or ours
+        added lines inside a run theirs rewrites), where there is no order to take.
+
+        Dream inserts a batch's facts after the previous batch's last fact and before the blank
+        line that batch added, so undoing the older batch drops a run with ours' lines inside it;
+        two reverts in a row drop neighbouring runs."""
+        at: dict[int, list[str]] = {}  # ours' lines placed before base line i (added, or rewriting from i)
+        gone: dict[int, str] = {}  # base lines ours dropped: "delete", or "rewrite" (replaced by at[start])
+        kept: dict[int, int] = {}  # base line -> the same line in ours
+        for tag, i1, i2, j1, j2 in _opcodes(base, self.ours[a0:a1]):
+            if tag == "equal":
+                kept.update((i, a0 + j1 + (i - i1)) for i in range(i1, i2))
+                continue
+            if j2 > j1:
+                at[i1] = self.ours_text[a0 + j1 : a0 + j2]
+            gone.update(dict.fromkeys(range(i1, i2), "rewrite" if tag == "replace" else "delete"))
+        out: list[str] = []
+        for tag, i1, i2, j1, j2 in _opcodes(base, self.theirs[t0:t1]):
+            if tag in ("equal", "delete"):
+                for i in range(i1, i2):
+                    if tag == "delete" and gone.get(i) == "rewrite":
+                        return None
+                    out += at.get(i, [])
+                    if tag == "equal" and i not in gone:
+                        out.append(self.ours_text[kept[i]])
+                continue
+            if any(i in gone for i in range(i1, i2)) or any(i1 < i < i2 for i in at):
+                return None
+            if i1 in at and (tag == "insert" or gone.get(i1) == "rewrite"):
+                return None
+            out += at.get(i1, []) + self.theirs_text[t0 + j1 : t0 + j2]
+        return out + at.get(len(base), [])
+
     def _conflict(self, a0: int, a1: int, t0: int, t1: int, prefer: Prefer) -> tuple[list[str], tuple[int, int]]:
         lines = self.theirs_text[t0:t1] if prefer == "theirs" else self.ours_text[a0:a1]
         return lines, (a0 + 1, a1)
 
 
 def _edges(base: list[_Key], side: list[_Key]) -> tuple[int, int]:
-    """How many lines ``side`` added before the first and after the last line of ``base``."""
+    """How many lines ``side`` added before the first and after the last line of ``base``.
+
+    difflib folds lines added right after rewritten lines into the rewrite (``- Uses vim`` ->
+    ``- Uses neovim``, ``- Works nights``). When the lines next to the base lines still look like
+    them one for one (similarity 0.75 or more, the cutoff of difflib's own Differ), those are
+    the rewrite and the lines beyond are additions. Anything else stays one change: a conflict."""
     if not base:
         return 0, 0
-    ops = _Matcher(None, base, side).get_opcodes()
-    lead = ops[0][4] - ops[0][3] if ops and ops[0][0] == "insert" else 0
-    tail = ops[-1][4] - ops[-1][3] if len(ops) > 1 and ops[-1][0] == "insert" else 0
-    return lead, tail
+    ops = _opcodes(base, side)
+    if not ops:
+        return 0, 0
+    if len(ops) == 1:  # one change in all: lines appended after a rewrite are the likelier reading
+        tail = _added(ops[0], base, side, leading=False)
+        return (0 if tail else _added(ops[0], base, side, leading=True)), tail
+    return _added(ops[0], base, side, leading=True), _added(ops[-1], base, side, leading=False)
+
+
+def _added(op: tuple[str, int, int, int, int], base: list[_Key], side: list[_Key], *, leading: bool) -> int:
+    tag, i1, i2, j1, j2 = op
+    if tag == "insert":
+        return j2 - j1
+    extra = (j2 - j1) - (i2 - i1)
+    if tag != "replace" or extra <= 0:
+        return 0
+    rewrite = side[j1 + extra : j2] if leading else side[j1 : j2 - extra]
+    return extra if all(map(_similar, rewrite, base[i1:i2])) else 0
+
+
+def _similar(a: str, b: str) -> bool:
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return matcher.real_quick_ratio() >= _ALIKE and matcher.quick_ratio() >= _ALIKE and matcher.ratio() >= _ALIKE
+
+
+_ALIKE = 0.75

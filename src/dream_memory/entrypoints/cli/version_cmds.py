@@ -109,7 +109,11 @@ def log(rev: str | None, as_json: bool, workspace: str | None, config_path: str 
 @command("restore")
 @click.argument("rev", required=False)
 @click.option("--limit", type=int, default=None, help="Versions to list, 1..1000 (default 10).")
-@click.option("--force", is_flag=True, help="Put files back even if they changed since; later work in them is lost.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Where the same lines changed since, take the restore's side for those lines only.",
+)
 @click.option("--replay", is_flag=True, help="Also move the Dream cursor back so the next run re-reads that range.")
 @click.option("--apply-held", "apply_held", metavar="ID", default=None, help="Apply a held batch.")
 @click.option("--discard-held", "discard_held", metavar="ID", default=None, help="Discard a held batch.")
@@ -127,12 +131,14 @@ def restore(
     workspace: str | None,
     config_path: str | None,
 ) -> int:
-    """Without REV: list recent Dream versions. With REV: undo exactly that commit's changes.
+    """Without REV: list recent Dream versions. With REV: undo exactly that commit's changes
+    (A..B: those of every commit after A up to B, newest first, in one commit).
 
-    Files the commit never touched are not written. If a file it touched has changed since, the
-    restore refuses and names it (exit 1) unless --force. The undo is a new commit
-    ("dream: revert ...") that can itself be restored. memory/.dream_cursor and
-    memory/.dream_state.json are left alone unless --replay.
+    As `git revert`: the inverse of the commit is merged into each file it touched, so later work
+    on other lines stays. Where the same lines changed since, the restore refuses and names the
+    file and lines (exit 1) unless --force. Files the commit never touched are not written. The
+    undo is a new commit ("dream: revert ...") that can itself be restored. memory/.dream_cursor
+    and memory/.dream_state.json are left alone unless --replay.
     """
     from dream_memory.app.restore import VersionsRequest, versions
     from dream_memory.errors import UsageError
@@ -177,17 +183,21 @@ def _restore_one(
         return 0
     if result.saved_edits:
         echo(f"committed your unsaved edits first: {result.saved_edits[:10]} memory: manual edits")
+    what = f"{result.restored[:10]}: undid its changes"
+    if len(result.reverted) > 1:
+        old, _, new = result.restored.partition("..")
+        what = f"{old[:10]}..{new[:10]}: undid the changes of {len(result.reverted)} commits, newest first,"
     if result.commit:
-        echo(f"restored {result.restored[:10]}: undid its changes in a new commit {result.commit[:10]}")
+        echo(f"restored {what} in a new commit {result.commit[:10]}")
         for line in _file_table(result.files):
             echo(line)
     else:
-        echo(f"restored {result.restored[:10]}: nothing to write")
+        echo(f"restored {what.partition(':')[0]}: nothing to write")
+    if result.merged:
+        echo(f"kept the later changes to {', '.join(result.merged)}")
     if result.forced_over:
-        echo(
-            f"--force: later work in {', '.join(result.forced_over)} was thrown away "
-            "(it stays in the git history: dream log shows it)"
-        )
+        where = "; ".join(result.forced_places())
+        echo(f"--force: took the restore's side in {where} (what was there stays in git history: dream log shows it)")
     if replay:
         echo(f"--replay: the Dream cursor moved from {result.cursor_before} to {result.cursor_after}")
         if result.replay_entries is not None:
