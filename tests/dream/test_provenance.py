@@ -277,3 +277,31 @@ def test_read_side_sources_say_where_lines_were_learned(isolated: Cli) -> None:
         in block
     )
     assert "# User  (" not in block and "learned from" not in isolated.run("context").stdout
+
+
+def test_the_pull_request_body_shows_each_line_with_its_evidence(isolated: Cli) -> None:
+    """The Action's summary (the Dream pull request's body) lists every line a batch added with
+    the history entries it comes from (cursor, time, session, content)."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[2] / "deploy" / "github-action" / "dream_action.py"
+    spec = importlib.util.spec_from_file_location("dream_action_for_provenance", script)
+    assert spec is not None and spec.loader is not None
+    action = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(action)
+    make_workspace(isolated, ENTRIES, session_key="telegram:42")
+    code, report = isolated.run_json("run", env=OFFLINE)
+    assert code == 0
+    body = action.render_summary("run", report, 0)
+    assert "**Lines and their sources**" in body
+    added = [
+        line["text"]
+        for fact in report["batches"][0]["provenance"]["facts"]
+        for line in fact["lines"]
+        if line["text"].strip()
+    ]
+    assert len(added) >= 3
+    for text in added:
+        row = next(r for r in body.splitlines() if f"+ `{text}`" in r)
+        assert "← entry " in row and "telegram:42" in row, row
+    assert "← entry 1 (2026-04-03 00:02, telegram:42): - [durable] User lives in Lyon" in body
