@@ -305,3 +305,25 @@ def test_the_pull_request_body_shows_each_line_with_its_evidence(isolated: Cli) 
         row = next(r for r in body.splitlines() if f"+ `{text}`" in r)
         assert "← entry " in row and "telegram:42" in row, row
     assert "← entry 1 (2026-04-03 00:02, telegram:42): - [durable] User lives in Lyon" in body
+
+
+def test_sources_survive_a_restore_and_a_replay(isolated: Cli) -> None:
+    """Restoring the latest batch leaves the earlier batch's lines explained by their own note;
+    `--replay` dreams the range again as a new commit whose note cites the same entries."""
+    make_workspace(isolated, ENTRIES[:1])
+    isolated.run("run", env=OFFLINE)
+    (isolated.workspace / layout.HISTORY).open("a", encoding="utf-8").write(
+        json.dumps({"cursor": 2, "timestamp": "2026-04-04 09:00", "content": ENTRIES[2]}) + "\n"
+    )
+    code, report = isolated.run_json("run", env=OFFLINE)
+    assert code == 0, report
+    second = report["commits"][0]
+    restored = isolated.run("restore", second, "--replay")
+    assert restored.exit_code == 0, restored.output
+    lyon = next(line for line in _blame(isolated, "USER.md") if "Lyon" in line["text"])
+    assert [s["cursor"] for s in lyon["sources"]] == [1]
+    assert not any("French" in line["text"] for line in _blame(isolated, "USER.md"))
+    replayed = isolated.run("run", env=OFFLINE)
+    assert replayed.exit_code == 0, replayed.output
+    french = next(line for line in _blame(isolated, "USER.md") if "French" in line["text"])
+    assert french["commit"] != second and [s["cursor"] for s in french["sources"]] == [2]
