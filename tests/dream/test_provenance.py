@@ -327,3 +327,26 @@ def test_sources_survive_a_restore_and_a_replay(isolated: Cli) -> None:
     assert replayed.exit_code == 0, replayed.output
     french = next(line for line in _blame(isolated, "USER.md") if "French" in line["text"])
     assert french["commit"] != second and [s["cursor"] for s in french["sources"]] == [2]
+
+
+def test_after_dream_demo_every_user_md_line_has_a_source(isolated: Cli) -> None:
+    """The acceptance run: after `dream demo`, `dream blame USER.md --json` gives every line a
+    source: Dream's lines resolve to entries whose content holds the line's key words, template
+    lines to `memory: init`."""
+    import re
+
+    demo = isolated.run("demo", env=OFFLINE)
+    assert demo.exit_code == 0, demo.output
+    (where,) = set(re.findall(r"the demo workspace stays at (\S+/workspace)", demo.output))
+    result = isolated.run("blame", "USER.md", "--json", "--workspace", where)
+    rows = json.loads(result.stdout)
+    assert {r["kind"] for r in rows} == {"init", "dream"}
+    for row in rows:
+        if row["kind"] == "init":
+            assert row["subject"] == "memory: init" and "template line" in row["note"], row
+            continue
+        assert row["sources"], row
+        if row["text"].strip() and not row["text"].startswith("#"):
+            cited = " ".join(s["content"] for s in row["sources"])
+            assert key_words(row["text"]) & key_words(cited), row
+    shutil.rmtree(Path(where).parent, ignore_errors=True)
