@@ -350,3 +350,16 @@ def test_after_dream_demo_every_user_md_line_has_a_source(isolated: Cli) -> None
             cited = " ".join(s["content"] for s in row["sources"])
             assert key_words(row["text"]) & key_words(cited), row
     shutil.rmtree(Path(where).parent, ignore_errors=True)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="the git CLI is not installed")
+def test_without_the_note_the_commit_body_still_gives_the_sources(isolated: Cli) -> None:
+    """A clone that did not fetch refs/notes/dream (or a rebased pull request): `dream why`
+    reads the facts and cursors the commit body lists and matches the line to its fact."""
+    make_workspace(isolated, ENTRIES)
+    isolated.run("run", env=OFFLINE)
+    subprocess.run(["git", "-C", str(isolated.workspace), "update-ref", "-d", "refs/notes/dream"], check=True)
+    lyon = next(line for line in _blame(isolated, "USER.md") if "Lyon" in line["text"])
+    assert [s["cursor"] for s in lyon["sources"]] == [1]
+    assert lyon["facts"][0]["text"] == "User lives in Lyon and works as a baker."
+    assert lyon["model"] == "offline"
