@@ -250,6 +250,7 @@ def render_summary(
         if len(files) > MAX_FILES_LISTED:
             lines.append(f"| … and {len(files) - MAX_FILES_LISTED} more | | |")
         lines.append("")
+    lines += _sources_section(batches)
     lines += _held_section(report, holds)
     items = [i for i in report.get("set_aside") or [] if isinstance(i, Mapping)]
     if items:
@@ -268,6 +269,38 @@ def render_summary(
     if errors:
         lines += ["**Errors**", ""] + [f"- {_cell(e)}" for e in errors] + [""]
     return "\n".join(lines)
+
+
+def _evidence(entries: Mapping[Any, Mapping[str, Any]], cursors: Any) -> str:
+    shown = []
+    for cursor in cursors or []:
+        entry = entries.get(cursor) or {}
+        text = " ".join(str(entry.get("content", "")).split())[:160]
+        session = f", {entry.get('session_key')}" if entry.get("session_key") else ""
+        shown.append(f"entry {cursor} ({entry.get('timestamp', '?')}{session}): {text}")
+    return _cell("; ".join(shown) or "source unknown")
+
+
+def _sources_section(batches: list[Mapping[str, Any]]) -> list[str]:
+    """Each line a committed batch added or removed, with the history entries it comes from, so a
+    reviewer judges a fact by its evidence (docs/provenance.md)."""
+    out: list[str] = []
+    for batch in batches:
+        provenance = batch.get("provenance")
+        if batch.get("outcome") != "committed" or not isinstance(provenance, Mapping):
+            continue
+        entries = {e.get("cursor"): e for e in provenance.get("entries") or [] if isinstance(e, Mapping)}
+        for fact in provenance.get("facts") or []:
+            for line in fact.get("lines") or []:
+                if str(line.get("text", "")).strip():
+                    where, text = _cell(line.get("path")), _cell(line.get("text"))
+                    out.append(f"- `{where}` + `{text}` ← {_evidence(entries, fact.get('sources'))}")
+        by_id = {f.get("id"): f for f in provenance.get("facts") or []}
+        for item in provenance.get("removed") or []:
+            cursors = [c for n in item.get("facts") or [] for c in (by_id.get(n) or {}).get("sources") or []]
+            where, text, reason = _cell(item.get("path")), _cell(item.get("text")), _cell(item.get("reason", ""))
+            out.append(f"- `{where}` − `{text}` ({reason}) ← {_evidence(entries, cursors)}")
+    return ["**Lines and their sources**", "", *out, ""] if out else []
 
 
 def all_holds(report: Mapping[str, Any] | None, holds: list[dict[str, Any]]) -> list[Mapping[str, Any]]:

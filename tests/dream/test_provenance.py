@@ -282,3 +282,89 @@ def test_read_side_sources_say_where_lines_were_learned(isolated: Cli) -> None:
         in block
     )
     assert "# User  (" not in block and "learned from" not in isolated.run("context").stdout
+
+
+def test_the_pull_request_body_shows_each_line_with_its_evidence(isolated: Cli) -> None:
+    """The Action's summary (the Dream pull request's body) lists every line a batch added with
+    the history entries it comes from (cursor, time, session, content)."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[2] / "deploy" / "github-action" / "dream_action.py"
+    spec = importlib.util.spec_from_file_location("dream_action_for_provenance", script)
+    assert spec is not None and spec.loader is not None
+    action = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(action)
+    make_workspace(isolated, ENTRIES, session_key="telegram:42")
+    code, report = isolated.run_json("run", env=OFFLINE)
+    assert code == 0
+    body = action.render_summary("run", report, 0)
+    assert "**Lines and their sources**" in body
+    added = [
+        line["text"]
+        for fact in report["batches"][0]["provenance"]["facts"]
+        for line in fact["lines"]
+        if line["text"].strip()
+    ]
+    assert len(added) >= 3
+    for text in added:
+        row = next(r for r in body.splitlines() if f"+ `{text}`" in r)
+        assert "← entry " in row and "telegram:42" in row, row
+    assert "← entry 1 (2026-04-03 00:02, telegram:42): - [durable] User lives in Lyon" in body
+
+
+def test_sources_survive_a_restore_and_a_replay(isolated: Cli) -> None:
+    """Restoring the latest batch leaves the earlier batch's lines explained by their own note;
+    `--replay` dreams the range again as a new commit whose note cites the same entries."""
+    make_workspace(isolated, ENTRIES[:1])
+    isolated.run("run", env=OFFLINE)
+    (isolated.workspace / layout.HISTORY).open("a", encoding="utf-8").write(
+        json.dumps({"cursor": 2, "timestamp": "2026-04-04 09:00", "content": ENTRIES[2]}) + "\n"
+    )
+    code, report = isolated.run_json("run", env=OFFLINE)
+    assert code == 0, report
+    second = report["commits"][0]
+    restored = isolated.run("restore", second, "--replay")
+    assert restored.exit_code == 0, restored.output
+    lyon = next(line for line in _blame(isolated, "USER.md") if "Lyon" in line["text"])
+    assert [s["cursor"] for s in lyon["sources"]] == [1]
+    assert not any("French" in line["text"] for line in _blame(isolated, "USER.md"))
+    replayed = isolated.run("run", env=OFFLINE)
+    assert replayed.exit_code == 0, replayed.output
+    french = next(line for line in _blame(isolated, "USER.md") if "French" in line["text"])
+    assert french["commit"] != second and [s["cursor"] for s in french["sources"]] == [2]
+
+
+def test_after_dream_demo_every_user_md_line_has_a_source(isolated: Cli) -> None:
+    """The acceptance run: after `dream demo`, `dream blame USER.md --json` gives every line a
+    source: Dream's lines resolve to entries whose content holds the line's key words, template
+    lines to `memory: init`."""
+    import re
+
+    demo = isolated.run("demo", env=OFFLINE)
+    assert demo.exit_code == 0, demo.output
+    (where,) = set(re.findall(r"the demo workspace stays at (\S+/workspace)", demo.output))
+    result = isolated.run("blame", "USER.md", "--json", "--workspace", where)
+    rows = json.loads(result.stdout)
+    assert {r["kind"] for r in rows} == {"init", "dream"}
+    for row in rows:
+        if row["kind"] == "init":
+            assert row["subject"] == "memory: init" and "template line" in row["note"], row
+            continue
+        assert row["sources"], row
+        if row["text"].strip() and not row["text"].startswith("#"):
+            cited = " ".join(s["content"] for s in row["sources"])
+            assert key_words(row["text"]) & key_words(cited), row
+    shutil.rmtree(Path(where).parent, ignore_errors=True)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="the git CLI is not installed")
+def test_without_the_note_the_commit_body_still_gives_the_sources(isolated: Cli) -> None:
+    """A clone that did not fetch refs/notes/dream (or a rebased pull request): `dream why`
+    reads the facts and cursors the commit body lists and matches the line to its fact."""
+    make_workspace(isolated, ENTRIES)
+    isolated.run("run", env=OFFLINE)
+    subprocess.run(["git", "-C", str(isolated.workspace), "update-ref", "-d", "refs/notes/dream"], check=True)
+    lyon = next(line for line in _blame(isolated, "USER.md") if "Lyon" in line["text"])
+    assert [s["cursor"] for s in lyon["sources"]] == [1]
+    assert lyon["facts"][0]["text"] == "User lives in Lyon and works as a baker."
+    assert lyon["model"] == "offline"

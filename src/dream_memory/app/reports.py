@@ -110,6 +110,15 @@ class RemovedLineJSON(TypedDict):
     """The facts that asked for it, as tagged lines."""
 
 
+class CitedEntryJSON(TypedDict):
+    """A history entry the batch's facts cite, as it was read."""
+
+    cursor: int
+    timestamp: str
+    session_key: str | None
+    content: str
+
+
 class ProvenanceJSON(TypedDict):
     """Where the batch's lines come from (docs/provenance.md)."""
 
@@ -117,6 +126,8 @@ class ProvenanceJSON(TypedDict):
     facts_unsourced: int
     """Facts kept with an unknown source (no citation, or only cursors outside the batch)."""
     lines_without_fact: list[UnmatchedLineJSON]
+    entries: list[CitedEntryJSON]
+    """The entries the facts cite (their evidence), in cursor order."""
     removed: list[RemovedLineJSON]
 
 

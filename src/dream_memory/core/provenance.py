@@ -9,10 +9,13 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
+from typing import TYPE_CHECKING
 
 from dream_memory.core import layout
-from dream_memory.core.agent_loop import ToolExecutor, ToolOutcome
 from dream_memory.core.facts import Fact
+
+if TYPE_CHECKING:
+    from dream_memory.core.agent_loop import ToolExecutor, ToolOutcome
 
 NOTE_VERSION = 1
 # How a batch commit's body lists its facts and removals (app.dream.provenance writes it; the

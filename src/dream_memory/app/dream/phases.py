@@ -81,6 +81,8 @@ def _with_sources(found: list[Fact], batch: Batch, record: BatchRecord) -> tuple
         if outside:
             record.cited_outside[number] = outside
         facts.append(replace(kept, sources=inside))
+    by_cursor = {e.cursor: e for e in batch.entries}
+    record.cited = {c: by_cursor[c] for f in facts for c in f.sources}
     unsourced = [n for n, f in enumerate(facts, start=1) if not f.sources]
     if unsourced:
         where = f"outside entries {batch.cursor_from}..{batch.cursor_to}"

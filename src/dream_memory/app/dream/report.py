@@ -12,6 +12,7 @@ from dream_memory.adapters.git import FileChange
 from dream_memory.core import layout
 from dream_memory.core.chat import Usage
 from dream_memory.core.facts import Fact
+from dream_memory.core.history import HistoryEntry
 from dream_memory.core.ports import Redactor
 from dream_memory.core.provenance import Attribution, Declared
 
@@ -53,6 +54,7 @@ class BatchRecord:
     found: tuple[Fact, ...] = field(default=(), repr=False)
     cited_outside: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)  # fact number -> cursors
     declared: list[Declared] = field(default_factory=list, repr=False)
+    cited: dict[int, HistoryEntry] = field(default_factory=dict, repr=False)  # cursor -> the entry its facts cite
     attribution: Attribution | None = field(default=None, repr=False)
 
     @property
@@ -86,6 +88,10 @@ class BatchRecord:
             "facts": facts,
             "facts_unsourced": self.facts_unsourced,
             "lines_without_fact": [ln.to_json() for ln in lines if not ln.facts],
+            "entries": [
+                {"cursor": e.cursor, "timestamp": e.timestamp, "session_key": e.session_key, "content": e.content}
+                for _, e in sorted(self.cited.items())
+            ],
             "removed": [
                 {
                     **r.to_json(),
