@@ -12,7 +12,7 @@ rebased onto the checked-out default branch first, so Dream reads the branch's c
 (no batch is dreamt, or paid for, twice; a held batch stays held) and the new commits land on top.
 A branch that is merged (or has nothing left once rebased) is simply not continued; a rebase that
 conflicts falls back to rebuilding from the default branch. The summary then describes the whole
-review branch (its commits and every held batch waiting in memory/.dream_held/), so the pull
+review branch (its commits and every held change waiting in memory/.dream_held/), so the pull
 request body stays true even after a run that had nothing new.
 
 Standard library only: it also runs under ``act`` and in tests without the package imported.
@@ -126,9 +126,11 @@ def continue_from(workspace: str, branch: str) -> Branch:
 
 
 def pending_holds(workspace: str) -> list[dict[str, Any]]:
-    """Every held batch waiting for review in the workspace (memory/.dream_held/<id>/held.json)."""
+    """Everything waiting for review in the workspace: each held change
+    (memory/.dream_held/<id>/change.json) and each whole batch an earlier version held (held.json)."""
     holds = []
-    for record in sorted(Path(workspace, HELD_DIR).glob("*/held.json")):
+    records = [*Path(workspace, HELD_DIR).glob("*/change.json"), *Path(workspace, HELD_DIR).glob("*/held.json")]
+    for record in sorted(records):
         try:
             data = json.loads(record.read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -250,6 +252,7 @@ def render_summary(
         if len(files) > MAX_FILES_LISTED:
             lines.append(f"| … and {len(files) - MAX_FILES_LISTED} more | | |")
         lines.append("")
+    lines += _sources_section(batches)
     lines += _held_section(report, holds)
     items = [i for i in report.get("set_aside") or [] if isinstance(i, Mapping)]
     if items:
@@ -270,6 +273,38 @@ def render_summary(
     return "\n".join(lines)
 
 
+def _evidence(entries: Mapping[Any, Mapping[str, Any]], cursors: Any) -> str:
+    shown = []
+    for cursor in cursors or []:
+        entry = entries.get(cursor) or {}
+        text = " ".join(str(entry.get("content", "")).split())[:160]
+        session = f", {entry.get('session_key')}" if entry.get("session_key") else ""
+        shown.append(f"entry {cursor} ({entry.get('timestamp', '?')}{session}): {text}")
+    return _cell("; ".join(shown) or "source unknown")
+
+
+def _sources_section(batches: list[Mapping[str, Any]]) -> list[str]:
+    """Each line a committed batch added or removed, with the history entries it comes from, so a
+    reviewer judges a fact by its evidence (docs/provenance.md)."""
+    out: list[str] = []
+    for batch in batches:
+        provenance = batch.get("provenance")
+        if batch.get("outcome") != "committed" or not isinstance(provenance, Mapping):
+            continue
+        entries = {e.get("cursor"): e for e in provenance.get("entries") or [] if isinstance(e, Mapping)}
+        for fact in provenance.get("facts") or []:
+            for line in fact.get("lines") or []:
+                if str(line.get("text", "")).strip():
+                    where, text = _cell(line.get("path")), _cell(line.get("text"))
+                    out.append(f"- `{where}` + `{text}` ← {_evidence(entries, fact.get('sources'))}")
+        by_id = {f.get("id"): f for f in provenance.get("facts") or []}
+        for item in provenance.get("removed") or []:
+            cursors = [c for n in item.get("facts") or [] for c in (by_id.get(n) or {}).get("sources") or []]
+            where, text, reason = _cell(item.get("path")), _cell(item.get("text")), _cell(item.get("reason", ""))
+            out.append(f"- `{where}` − `{text}` ({reason}) ← {_evidence(entries, cursors)}")
+    return ["**Lines and their sources**", "", *out, ""] if out else []
+
+
 def all_holds(report: Mapping[str, Any] | None, holds: list[dict[str, Any]]) -> list[Mapping[str, Any]]:
     """This run's held batches, then the others waiting in the workspace (once each)."""
     items: list[Mapping[str, Any]] = [i for i in (report or {}).get("held") or [] if isinstance(i, Mapping)]
@@ -279,6 +314,10 @@ def all_holds(report: Mapping[str, Any] | None, holds: list[dict[str, Any]]) -> 
     return items + [h for h in holds if h.get("id") not in new_ids]
 
 
+def _is_range(value: object) -> bool:
+    return isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) for v in value)
+
+
 def _held_section(report: Mapping[str, Any], holds: list[dict[str, Any]]) -> list[str]:
     """Every held batch waiting in the workspace (this run's first), and how to settle it."""
     new_ids = {i.get("id") for i in report.get("held") or [] if isinstance(i, Mapping)}
@@ -286,20 +325,26 @@ def _held_section(report: Mapping[str, Any], holds: list[dict[str, Any]]) -> lis
     if not items:
         return []
     lines = [
-        f"**Held for review** ({len(items)}): a guard stopped these batches; their changes wait in `{HELD_DIR}/`",
+        f"**Held for review** ({len(items)}): the write policy or a guard held these changes; they wait "
+        f"in `{HELD_DIR}/`, and everything else of their batches is in this pull request",
         "",
     ]
     for item in items:
         ident = item.get("id", "?")
         span = f"{item.get('cursor_from')}..{item.get('cursor_to')}"
         files = [f.get("path") for f in item.get("files") or [] if isinstance(f, Mapping)]
+        if isinstance(item.get("path"), str):  # a held change: one file, a line range
+            rows = item.get("lines")
+            where = f" line {rows[0]}" + (f"-{rows[1]}" if rows[1] != rows[0] else "") if _is_range(rows) else ""
+            files = [f"{item['path']}{where}"]
         on = f" ({', '.join(f'`{_cell(f)}`' for f in files)})" if files else ""
         when = " (this run)" if ident in new_ids else ""
         lines.append(f"- `{ident}`{when} cursors {span}{on}: {_cell(item.get('reason', ''))}")
     lines += [
         "",
-        f"Review `{HELD_DIR}/<id>/changes.diff`, then `dream restore --apply-held <id>` (or `--discard-held <id>`) "
-        "on this branch; the cursor has moved past them, so no later run dreams them again.",
+        "The review pull request (branch `dream/review`) accepts them all; or, on this branch, "
+        "`dream review show <id>`, then `dream review accept <id>` (or `reject <id>`), and push. "
+        "The cursor has moved past them, so no later run dreams them again.",
         "",
     ]
     return lines

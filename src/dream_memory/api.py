@@ -225,3 +225,10 @@ class Workspace:
         from dream_memory.app.forget import ForgetRequest, forget
 
         return forget(self._ws, ForgetRequest(value=value, entity=entity, dry_run=dry_run))
+
+    def review(self, action: str = "list", *ids: str, every: bool = False) -> dict[str, Any]:
+        """The held changes (``dream review``): ``"list"``, ``"show", ID``, ``"accept", ID...`` or
+        ``"reject", ID...`` (``every=True``: all of them); the same JSON as ``--json``."""
+        from dream_memory.app.review import ReviewRequest, review
+
+        return review(self._ws, ReviewRequest(action, ids, every))

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from deploy_helpers import BIN, REPO, agent_append, checkout, dream_cmd, fact, fact_counts, git
 
 pytestmark = pytest.mark.slow  # real processes end to end (scripts/test --fast leaves it out)
@@ -111,7 +112,7 @@ def test_a_held_batch_reaches_the_reviewer_and_is_never_dreamt_again(tmp_path: P
     (held,) = first["held"]
     assert outs["held"] == "1"
     review = checkout(tmp_path, remote, "origin/dream/memory", "review1")
-    assert (review / "memory/.dream_held" / held["id"] / "held.json").is_file()
+    assert (review / "memory/.dream_held" / held["id"] / "change.json").is_file()
     assert (review / "memory/.dream_cursor").read_text().strip() == "2"
     (pr,) = pulls(tmp_path)
     assert pr["state"] == "open"
@@ -138,7 +139,7 @@ def test_a_held_batch_reaches_the_reviewer_and_is_never_dreamt_again(tmp_path: P
     assert git(review, "merge-base", "--is-ancestor", main_tip, "HEAD", check=False) == ""
     assert len(git(review, "log", "--format=%H", f"{main_tip}..HEAD").split()) == 3
     assert fact_counts(review, range(1, 4)) == {1: 1, 2: 0, 3: 1}
-    assert (review / "memory/.dream_held" / held["id"] / "held.json").is_file()
+    assert (review / "memory/.dream_held" / held["id"] / "change.json").is_file()
     assert len(pulls(tmp_path)) == 1  # one pull request, updated, never a second
 
 
@@ -208,3 +209,89 @@ def test_dream_run_branch_flag_rebuilds_for_other_ci_systems(tmp_path: Path, env
     assert git(tree, "rev-parse", "main") == git(remote, "rev-parse", "main")
     assert fact_counts(tree, range(1, 3)) == {1: 1, 2: 1}
     assert os.path.exists(tree / "memory/.dream_cursor")
+
+
+def review_step(tmp: Path, tree: Path, env: dict[str, str], held: str, name: str) -> None:
+    """dream-pr.yml's review step as shipped (its `run` script, read from the example) and the
+    create-pull-request stand-in for dream/review, in the run's checkout."""
+    flow = yaml.safe_load((REPO / "docs/examples/dream-pr.yml").read_text(encoding="utf-8"))
+    step = next(s for s in flow["jobs"]["dream"]["steps"] if s.get("id") == "review")
+    runner = tmp / f"{name}-review"
+    runner.mkdir()
+    step_env = {
+        **env,
+        "DREAM": str(BIN / "dream"),
+        "HELD": held,
+        "DEFAULT_BRANCH": "main",
+        "RUNNER_TEMP": str(runner),
+        "GITHUB_OUTPUT": str(runner / "output"),
+    }
+    proc = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", step["run"]], env=step_env, cwd=tree, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    outputs = dict(line.split("=", 1) for line in (runner / "output").read_text().splitlines())
+    cpr_env = {
+        **env,
+        "INPUT_BRANCH": "dream/review",
+        "INPUT_BASE": "main",
+        "INPUT_TITLE": "dream: changes held for review",
+        "INPUT_BODY_PATH": outputs["body"],
+        "INPUT_DELETE_BRANCH": "true",
+        "FAKE_GITHUB_PULLS": str(tmp / "pulls.json"),
+    }
+    cpr = subprocess.run([sys.executable, str(CPR)], env=cpr_env, cwd=tree, capture_output=True, text=True)
+    assert cpr.returncode == 0, cpr.stderr
+
+
+def merge(tmp: Path, remote: Path, branch: str, name: str) -> None:
+    reviewer = checkout(tmp, remote, "main", name)
+    git(reviewer, "fetch", "-q", "origin", branch)
+    git(reviewer, "merge", "-q", "--no-ff", "-m", f"Merge pull request ({branch})", f"origin/{branch}")
+    git(reviewer, "push", "-q", "origin", "HEAD:refs/heads/main")
+
+
+def test_held_changes_get_a_review_pull_request_and_additions_merge_on_their_own(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """Run 1: the fact lands on dream/memory, the SOUL.md change is held, and a second pull request
+    from dream/review holds it accepted. The Dream pull request merges alone: main gets the fact,
+    not the SOUL.md change. Run 2 rebuilds dream/review on main (the SOUL.md change only); merging
+    it accepts the change. Run 3, nothing held: dream/review is deleted, its pull request closed."""
+    remote = make_remote(tmp_path, env, [fact(1), SOUL_ENTRY])
+    soul_before = (checkout(tmp_path, remote, "main", "before") / "SOUL.md").read_text(encoding="utf-8")
+    first, outs, _ = scheduled_run(tmp_path, remote, env, "run1")
+    (held,) = first["held"]
+    assert held["path"] == "SOUL.md" and outs["held"] == "1"
+    review_step(tmp_path, tmp_path / "run1", env, outs["held"], "run1")
+    memory_pr, review_pr = pulls(tmp_path)
+    assert (memory_pr["head"], review_pr["head"], review_pr["state"]) == ("dream/memory", "dream/review", "open")
+    assert held["id"] in review_pr["body"] and "Merging\nthis pull request accepts every one" in review_pr["body"]
+    branch = checkout(tmp_path, remote, "origin/dream/memory", "branch1")
+    assert (branch / "SOUL.md").read_text(encoding="utf-8") == soul_before
+    reviewing = checkout(tmp_path, remote, "origin/dream/review", "review1")
+    assert "calm and concise" in (reviewing / "SOUL.md").read_text(encoding="utf-8")
+    assert git(reviewing, "log", "-1", "--format=%s").startswith(f"dream: apply held {held['id']}: SOUL.md")
+
+    merge(tmp_path, remote, "dream/memory", "merge1")
+    main = checkout(tmp_path, remote, "main", "main1")
+    assert fact_counts(main, range(1, 2)) == {1: 1}
+    assert (main / "SOUL.md").read_text(encoding="utf-8") == soul_before
+
+    second, outs, _ = scheduled_run(tmp_path, remote, env, "run2")
+    assert second["usage"]["llm_calls"] == 0 and outs["held"] == "1"
+    review_step(tmp_path, tmp_path / "run2", env, outs["held"], "run2")
+    reviewing = checkout(tmp_path, remote, "origin/dream/review", "review2")
+    main_tip = git(remote, "rev-parse", "main")
+    assert git(reviewing, "log", "--format=%s", f"{main_tip}..HEAD").splitlines() == [
+        git(reviewing, "log", "-1", "--format=%s").strip()
+    ]
+    merge(tmp_path, remote, "dream/review", "merge2")
+    main = checkout(tmp_path, remote, "main", "main2")
+    assert "calm and concise" in (main / "SOUL.md").read_text(encoding="utf-8")
+
+    _third, outs, _ = scheduled_run(tmp_path, remote, env, "run3")
+    assert outs["held"] == "0"
+    review_step(tmp_path, tmp_path / "run3", env, outs["held"], "run3")
+    assert "dream/review" not in remote_branches(remote)
+    assert [p["state"] for p in pulls(tmp_path) if p["head"] == "dream/review"] == ["closed"]

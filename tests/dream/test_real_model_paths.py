@@ -189,14 +189,15 @@ def test_edits_outside_the_facts_files_are_refused_naming_the_file(isolated: Cli
 
 
 def test_phase2_is_told_each_facts_file(isolated: Cli, offline_server: ScriptedLLMServer) -> None:
-    """The edit request lists the facts under the file each goes to."""
+    """The edit request lists the facts under the file each goes to, each numbered for the edit
+    tools' ``facts`` argument."""
     use_preset(isolated, offline_server)
     make_workspace(isolated, ["- [durable] User prefers tea", "- Decisions: the ledger uses Postgres 16"])
     isolated.run_json("run")
     phase2 = next(r for r in offline_server.completion_requests() if r.tools)
     user = phase2.messages[1]["content"]
-    assert "### For USER.md\n- [USER] User prefers tea" in user
-    assert "### For memory/MEMORY.md\n- [MEMORY] Decisions: the ledger uses Postgres 16" in user
+    assert "### For USER.md\n1. [USER] User prefers tea" in user
+    assert "### For memory/MEMORY.md\n2. [MEMORY] Decisions: the ledger uses Postgres 16" in user
 
 
 def _sample(tmp: Path, name: str) -> Path:

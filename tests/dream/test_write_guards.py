@@ -40,6 +40,17 @@ class Salami:
         return Reply(tool_calls=[tool_call("edit_file", path=MEMORY, old_text=old, new_text="")])
 
 
+def guard_only(cli_env: Cli, server: ScriptedLLMServer, **dream: Any) -> Path:
+    """A config for ``server`` with the write policy letting removals of the imported facts land:
+    by default it holds each one at once (they are lines a person wrote, docs/dream.md "Review"),
+    and these tests weigh the deletion guard on its own."""
+    path = use_server(cli_env, server)
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["agents"]["defaults"]["dream"] = {"writePolicy": {"manual": "apply"}, **dream}
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
 def remaining(workspace: Path) -> int:
     return sum(1 for line in (workspace / MEMORY).read_text(encoding="utf-8").splitlines() if "project fact" in line)
 
@@ -50,7 +61,7 @@ def test_salami_deletion_within_one_run_is_held(isolated: Cli) -> None:
     file, at least 10 lines), the next removing batches are held; 28 facts stay, not 10."""
     make_workspace(isolated, [f"- entry {i}" for i in range(5)], files={MEMORY: facts_file()})
     with ScriptedLLMServer(responder=Salami(isolated.workspace)) as server:
-        use_server(isolated, server)
+        guard_only(isolated, server)
         code, report = isolated.run_json("run", "--batch-size", "1")
     outcomes = [b["outcome"] for b in report["batches"]]
     assert code == 0 and report["status"] == "held", report["errors"]
@@ -66,7 +77,7 @@ def test_salami_deletion_across_runs_is_held(isolated: Cli) -> None:
     make_workspace(isolated, [f"- entry {i}" for i in range(5)], files={MEMORY: facts_file()})
     outcomes = []
     with ScriptedLLMServer(responder=Salami(isolated.workspace)) as server:
-        use_server(isolated, server)
+        guard_only(isolated, server)
         for _ in range(5):
             code, report = isolated.run_json("run", "--batch-size", "1", "--max-batches", "1")
             assert code == 0, report["errors"]
@@ -80,10 +91,7 @@ def test_a_window_of_zero_batches_weighs_each_batch_alone(isolated: Cli) -> None
     before (a workspace that wants that trade-off can have it, documented in docs/dream.md)."""
     make_workspace(isolated, [f"- entry {i}" for i in range(3)], files={MEMORY: facts_file()})
     with ScriptedLLMServer(responder=Salami(isolated.workspace)) as server:
-        config_path = use_server(isolated, server)
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-        config["agents"]["defaults"]["dream"] = {"deletionGuard": {"windowBatches": 0}}
-        config_path.write_text(json.dumps(config), encoding="utf-8")
+        guard_only(isolated, server, deletionGuard={"windowBatches": 0})
         _code, report = isolated.run_json("run", "--batch-size", "1")
     assert [b["outcome"] for b in report["batches"]] == ["committed"] * 3
     assert remaining(isolated.workspace) == FACTS - 18
@@ -94,7 +102,7 @@ def test_the_window_restarts_after_a_held_batch_is_applied(isolated: Cli) -> Non
     small removal is weighed on its own again, not against removals already reviewed."""
     make_workspace(isolated, [f"- entry {i}" for i in range(4)], files={MEMORY: facts_file()})
     with ScriptedLLMServer(responder=Salami(isolated.workspace)) as server:
-        use_server(isolated, server)
+        guard_only(isolated, server)
         _code, report = isolated.run_json("run", "--batch-size", "1", "--max-batches", "3")
         assert [b["outcome"] for b in report["batches"]] == ["committed", "committed", "held"]
         applied = isolated.run("restore", "--apply-held", report["held"][0]["id"])
@@ -123,7 +131,7 @@ def test_additions_and_small_edits_are_never_held_by_the_window(isolated: Cli) -
         return salami(request)
 
     with ScriptedLLMServer(responder=model) as server:
-        use_server(isolated, server)
+        guard_only(isolated, server)
         _code, report = isolated.run_json("run", "--batch-size", "1")
     assert [b["outcome"] for b in report["batches"]] == ["committed", "committed", "held", *["committed"] * 3]
 

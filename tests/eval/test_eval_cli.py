@@ -56,7 +56,7 @@ def test_score_table_is_the_same_on_every_run(dream) -> None:
     assert lines[0] == "dream eval: model offline, 2 scenario(s)"
     assert any(line.startswith("facts kept") for line in lines)
     assert any(line.startswith("no secret committed or stored") for line in lines)
-    assert any(line.startswith("do-nothing baseline") and "15/30" in line for line in lines), first.stdout
+    assert any(line.startswith("do-nothing baseline") and "15/40" in line for line in lines), first.stdout
     assert lines[-1] == "overall: PASS"
 
 
@@ -161,7 +161,8 @@ def test_broken_scenario_is_a_usage_error(dream, tmp_path: Path) -> None:
 
 def test_the_history_checks_read_git_through_the_given_opener(tmp_path: Path) -> None:
     """A secret committed once is found in git by the default opener; an opener that finds no
-    repository is the one asked (once, for this workspace), and then the commit is not seen."""
+    repository is the one asked (for this workspace only: the history and the provenance checks),
+    and then the commit is not seen."""
     root, secrets = _committed_secret(tmp_path)
     scenario = load_scenario(builtin_scenarios_root() / "project")
     by_default = {i.check: i for i in check_workspace(scenario, root, [], secrets) if i.check == "no_secret"}
@@ -175,5 +176,5 @@ def test_the_history_checks_read_git_through_the_given_opener(tmp_path: Path) ->
 
     items = check_workspace(scenario, root, [], secrets, open_git=no_repository)
     (secret,) = [i for i in items if i.check == "no_secret"]
-    assert asked == [root]
+    assert set(asked) == {root}
     assert secret.passed  # the only copy left is in the commit the opener did not show

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dream_memory.core.state import DreamState, HeldBatch
+from dream_memory.core.state import DreamState, HeldBatch, HeldChange
 from dream_memory.testing.hostile import cli, raw_commit
 
 
@@ -54,6 +54,24 @@ def _held_not_json(ws: Path) -> Path:
     return ws
 
 
+def _held_change_hostile(ws: Path) -> Path:
+    """A held change whose record sends its text into .git/hooks (and one whose id leaves the folder)."""
+    state = DreamState().add_changes(
+        (
+            HeldChange("1-2.1", ".git/hooks/post-commit", 1, 2, "r", "t", 1, 1),
+            HeldChange("../../x", "USER.md", 1, 2, "r", "t"),
+        )
+    )
+    record = {"id": "1-2.1", "path": ".git/hooks/post-commit", "base": None, "theirs": "#!/bin/sh\necho owned\n"}
+    files = {
+        (b"memory", b".dream_state.json"): state.to_json().encode(),
+        (b"memory", b".dream_held", b"1-2.1", b"change.json"): json.dumps(record).encode(),
+    }
+    raw_commit(ws, files, move="refs/heads/main")
+    _git(ws, "reset", "-q", "--hard")
+    return ws
+
+
 def _merging(ws: Path) -> Path:
     _git(ws, "checkout", "-q", "-b", "other")
     (ws / "USER.md").write_text("# User\n- other\n")
@@ -80,6 +98,7 @@ BROKEN: dict[str, Callable[[Path], Path]] = {
     "damaged commit object": _damaged,
     "crafted tree at HEAD": _crafted_head,
     "held record not JSON": _held_not_json,
+    "held change record names .git/hooks": _held_change_hostile,
     "merge in progress": _merging,
     "detached HEAD of its own repository": _detached,
     "shallow clone": _shallow,
@@ -100,6 +119,15 @@ COMMANDS: list[tuple[str, ...]] = [
     ("restore", "HEAD"),
     ("restore", "--apply-held", "1-2"),
     ("restore", "--discard-held", "1-2"),
+    ("restore", "--apply-held", "1-2.1"),
+    ("review",),
+    ("review", "--json"),
+    ("review", "show", "1-2"),
+    ("review", "show", "1-2.1"),
+    ("review", "accept", "1-2.1"),
+    ("review", "accept", "--all"),
+    ("review", "reject", "1-2"),
+    ("review", "reject", "--all"),
     ("context",),
     ("entity", "x"),
     ("section", "memory"),

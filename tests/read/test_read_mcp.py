@@ -17,7 +17,7 @@ from read_helpers import read_env, snapshot
 from dream_memory.app.read import ReadStore
 from dream_memory.entrypoints.mcp_server import build_server
 
-TOOLS = {"dream_resolve", "dream_entity", "dream_section", "dream_search"}
+TOOLS = {"dream_resolve", "dream_entity", "dream_section", "dream_search", "dream_why"}
 
 
 def text_of(result: Any) -> str:
@@ -30,7 +30,7 @@ def in_process(store: Path, *excluded: str, mode: str = "auto") -> Client:
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 def test_tools_are_listed_read_only_with_input_limits(store: Path, mode: str) -> None:
-    """The four tools are annotated read-only and idempotent, and their schemas carry limits."""
+    """The five tools are annotated read-only and idempotent, and their schemas carry limits."""
 
     async def go() -> None:
         async with in_process(store, mode=mode) as client:

@@ -192,7 +192,7 @@ def test_a_held_batch(env: Env) -> None:
         build_workspace(env.workspace, history=entries(2), files={"USER.md": body})
         code, report = env.json("run")
     assert (code, report["status"], report["batches"][0]["outcome"]) == (0, "held", "held")
-    assert report["held"][0]["id"] == "1-2"
+    assert report["held"][0]["id"] == "1-2.1" and report["held"][0]["path"] == "USER.md"
     assert_valid(report, "DreamRun")
 
 

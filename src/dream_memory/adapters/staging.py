@@ -49,8 +49,11 @@ class StagingWorkspace:
         count_tokens: Callable[[str], int],
         file_budget_tokens: int,
         redactor: Redactor | None = None,
+        write_check: Callable[[str, str | None, str], str | None] | None = None,
     ) -> None:
         self.root = root
+        # The write policy's pins: why an edit (path, text on disk, text after) may not be made.
+        self.write_check = write_check
         self._real_root = root.resolve()
         self.count_tokens = count_tokens
         self.file_budget_tokens = file_budget_tokens
@@ -178,6 +181,7 @@ class StagingWorkspace:
         updated = _writable_text(rel, apply_edit(current, old_text, new_text, rel))
         if updated == current:
             raise EditRejected(f"no-op edit of {rel}: the file would not change")
+        self._check_pins(rel, updated)
         self.overlay[rel] = updated
         verb = "created" if current is None else "edited"
         return ToolOutcome(
@@ -190,8 +194,16 @@ class StagingWorkspace:
     def _write_file(self, arguments: dict[str, object]) -> ToolOutcome:
         rel = self._checked_path(arguments.get("path"), policy.check_writable)
         content = self._redact(_writable_text(rel, self._string_arg(arguments, "content")))
-        self.overlay[rel] = _writable_text(rel, create_file(self.read(rel), content, rel))
+        created = _writable_text(rel, create_file(self.read(rel), content, rel))
+        self._check_pins(rel, created)
+        self.overlay[rel] = created
         return ToolOutcome(True, f"created {rel}", changed=True)
+
+    def _check_pins(self, rel: str, updated: str) -> None:
+        if self.write_check is not None:
+            problem = self.write_check(rel, self.disk_text(rel), updated)
+            if problem is not None:
+                raise ToolDenied(problem)
 
     # --- the result --------------------------------------------------------------------------
 

@@ -11,7 +11,8 @@ workspace (SOUL.md linked to a file elsewhere, a skill folder linked out) is lef
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -174,11 +175,17 @@ def memory_context(
     counter: TokenCounter,
     session_key: str | None = None,
     extra_parts: list[Part] | None = None,
+    annotate: Callable[[str, str], str] | None = None,
 ) -> ContextBlock:
-    """The block for an agent's system prompt (docs/reference/commands.md, `dream context`)."""
+    """The block for an agent's system prompt (docs/reference/commands.md, `dream context`).
+
+    ``annotate(path, text)``: the durable files' text as the block shows it (``--sources`` adds
+    "(learned from ... on ...)" to Dream's lines), before the budget is applied."""
     reads = _Reads(root, budget)
     try:
         parts = [reads.part(path, path, pointer) for path, pointer in _DURABLE]
+        if annotate is not None:
+            parts = [replace(part, text=annotate(part.title, part.text)) for part in parts]
         parts += _always_on_skills(reads)
         parts += extra_parts or []
         cursor = history.read_dream_cursor() or 0
@@ -201,6 +208,7 @@ class ContextRequest:
     budget: int | None = None  # None: agents.defaults.context.budgetTokens
     session_key: str | None = None
     work_path: str | None = None  # also the entity whose repository root holds this folder
+    sources: bool = False  # Dream's lines say where they were learned (docs/provenance.md)
 
 
 def check_budget(budget: int) -> int:
@@ -222,11 +230,19 @@ def context(rt: Runtime, request: ContextRequest) -> ContextBlock:
         rs = rt.read_settings
         found = entity_for_path(rs.store, request.work_path, excludes=rs.excludes, home=rs.env.get("HOME"))
         extra = [found] if found is not None else []
-    return memory_context(
-        rt.root,
-        rt.history,
-        budget=budget,
-        counter=rt.token_counter(),
-        session_key=request.session_key,
-        extra_parts=extra,
-    )
+    from dream_memory.app.provenance import annotate  # dulwich and the blame walk: only for --sources
+
+    git = rt.git(create=False) if request.sources else None
+    try:
+        return memory_context(
+            rt.root,
+            rt.history,
+            budget=budget,
+            counter=rt.token_counter(),
+            session_key=request.session_key,
+            extra_parts=extra,
+            annotate=(lambda rel, text: annotate(git, rt.root, rel, text)) if request.sources else None,
+        )
+    finally:
+        if git is not None:
+            git.close()

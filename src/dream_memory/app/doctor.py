@@ -273,9 +273,9 @@ def _state_checks(root: Path, status: dict[str, Any]) -> list[Check]:
             Check(
                 "held",
                 "problem",
-                f"batch(es) held for a person to decide: {', '.join(status['held'])}",
-                fix="look at them (dream status, memory/.dream_held/), "
-                "then dream run --apply-held ID or --discard-held ID",
+                f"{len(status['held'])} change(s) held for a person to decide: {', '.join(status['held'])}",
+                fix="look at them with dream review (dream review show ID), then dream review accept ID or "
+                "reject ID (dream restore --apply-held ID / --discard-held ID do the same)",
             )
         )
     if status["set_aside"]:

@@ -102,7 +102,20 @@ def _folder_removal(git: GitStore, folder: str) -> dict[str, bytes | None]:
     return dict.fromkeys(git.fs.walk_files(folder))
 
 
+def _held_change(git: GitStore, held_id: str) -> bool:
+    """True when ``held_id`` names one held change (``dream review``'s), not a whole batch."""
+    data = git.read_file(layout.DREAM_STATE)
+    state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
+    return state.find_change(_check_id(held_id)) is not None
+
+
 def apply_held_batch(git: GitStore, held_id: str, *, force: bool = False) -> dict[str, Any]:
+    if _held_change(git, held_id):  # `--apply-held` takes a held change's id too: `dream review accept`
+        from dream_memory.app.review import accept
+
+        done = accept(git, [held_id], force=force)
+        first = done["accepted"][0]
+        return {**first, "applied": held_id, "forced_over": done["forced_over"], "message": done["message"]}
     state, _, folder = _state(git, held_id)
     meta = _record(git, held_id, folder)
     files = meta["files"]
@@ -139,6 +152,11 @@ def apply_held_batch(git: GitStore, held_id: str, *, force: bool = False) -> dic
 
 def discard_held_batch(git: GitStore, held_id: str) -> dict[str, Any]:
     """Drop a held batch; works on a record that is damaged too (that is how one is got rid of)."""
+    if _held_change(git, held_id):
+        from dream_memory.app.review import reject
+
+        done = reject(git, [held_id])
+        return {**done["rejected"][0], "discarded": held_id, "message": done["message"]}
     state, held, folder = _state(git, held_id)
     changes: dict[str, bytes | None] = _folder_removal(git, folder)
     changes[layout.DREAM_STATE] = state.without_held(held_id).to_json().encode()

@@ -113,7 +113,7 @@ def workspace_status(
         lock=holder.to_json() if holder else None,
         last_dream_commit=last_dream_commit(git),
         dirty=git.dirty() if git is not None and git.head() is not None else [],
-        held=[h.id for h in state.held],
+        held=[h.id for h in state.held] + [c.id for c in state.changes],  # batches, then changes
         set_aside=[f"{s.cursor_from}..{s.cursor_to}" for s in state.set_aside],
         pending_migration=history.legacy_pending(),
         versioned=git is not None,

@@ -50,7 +50,7 @@ MEANING: Final[Mapping[Status, str]] = {
     Status.OK: "the work was done",
     Status.NOTHING_TO_DO: "there was nothing new to do",
     Status.DRY_RUN: "a dry run: nothing was changed",
-    Status.HELD: "a batch waits for a person (dream restore --apply-held / --discard-held)",
+    Status.HELD: "changes wait for a person (dream review); the rest of their batches landed",
     Status.SET_ASIDE: "entries were set aside and recorded; the run went on",
     Status.BUDGET_EXHAUSTED: "a token, cost or time budget stopped the run between batches",
     Status.FAILED: "a batch, a session or a scenario failed; nothing of it was committed",

@@ -58,6 +58,79 @@ class FileChangeJSON(TypedDict):
     """Lines removed (0 for a binary file)."""
 
 
+class FactLineJSON(TypedDict):
+    """A line a fact produced, as the batch left the file."""
+
+    path: str
+    line: int
+    """1-based, in the file as the batch wrote it."""
+    text: str
+
+
+class FactJSON(TypedDict):
+    """A fact phase 1 found, with the history entries it comes from."""
+
+    id: int
+    """Its number in the batch (phase 2's `facts` argument names it)."""
+    tag: str
+    name: str | None
+    """The skill's or entity's name; null for other tags."""
+    text: str
+    target: str
+    """The file it goes to."""
+    sources: list[int]
+    """The cursors of the batch's entries it cites."""
+    source: Literal["cited", "unknown"]
+    """unknown: it cites no entry of its batch (it is kept all the same)."""
+    cited_outside_batch: list[int]
+    """Cursors it cited that are not in its batch (not sources)."""
+    lines: list[FactLineJSON]
+    """The lines of memory it produced."""
+
+
+class UnmatchedLineJSON(TypedDict):
+    """A line the batch added that no fact of it matches."""
+
+    path: str
+    line: int
+    text: str
+    facts: list[int]
+
+
+class RemovedLineJSON(TypedDict):
+    """A line the batch removed or replaced, and why."""
+
+    path: str
+    text: str
+    facts: list[int]
+    """The facts that asked for it (empty: no fact of the batch did)."""
+    replaced_by: str | None
+    """The line that took its place; null for a removal."""
+    reason: str
+    """The facts that asked for it, as tagged lines."""
+
+
+class CitedEntryJSON(TypedDict):
+    """A history entry the batch's facts cite, as it was read."""
+
+    cursor: int
+    timestamp: str
+    session_key: str | None
+    content: str
+
+
+class ProvenanceJSON(TypedDict):
+    """Where the batch's lines come from (docs/provenance.md)."""
+
+    facts: list[FactJSON]
+    facts_unsourced: int
+    """Facts kept with an unknown source (no citation, or only cursors outside the batch)."""
+    lines_without_fact: list[UnmatchedLineJSON]
+    entries: list[CitedEntryJSON]
+    """The entries the facts cite (their evidence), in cursor order."""
+    removed: list[RemovedLineJSON]
+
+
 class BatchJSON(TypedDict):
     """One batch of history entries and how it ended."""
 
@@ -94,19 +167,27 @@ class BatchJSON(TypedDict):
     blocks), whole (a whole-file answer), rules (placed by the facts protocol)."""
     left_out: list[str]
     """What the model's context window kept out of the prompts."""
+    provenance: ProvenanceJSON | None
+    """The batch's facts with their sources, the lines they produced, and what was removed and why;
+    null when phase 1 found no fact."""
 
 
 class HeldJSON(TypedDict):
-    """A batch held for review (memory/.dream_held/<id>/)."""
+    """A change held for review (memory/.dream_held/<id>/change.json): one hunk of one file."""
 
     id: str
-    """The id for `dream restore --apply-held` / `--discard-held`: <cursor_from>-<cursor_to>."""
+    """The id for `dream review show|accept|reject` (and `dream restore --apply-held` /
+    `--discard-held`): <cursor_from>-<cursor_to>.<n>."""
+    path: str
+    """The file it changes."""
+    lines: list[int]
+    """[first, last]: the 1-based line range it changes in the text it started from."""
     cursor_from: int
-    """First cursor of the held batch."""
+    """First cursor of the batch that made it."""
     cursor_to: int
-    """Last cursor of the held batch."""
+    """Last cursor of the batch that made it."""
     reason: str
-    """Which guard held it."""
+    """Why it waits: whose line it replaces or removes, or which guard held it."""
 
 
 class SetAsideJSON(TypedDict):
@@ -159,7 +240,7 @@ class DreamRunJSON(TypedDict):
     changed: bool
     """A committed batch changed a content file (not only the cursor or state)."""
     held: list[HeldJSON]
-    """Batches this run held."""
+    """Changes this run held for `dream review`; the rest of their batches landed."""
     set_aside: list[SetAsideJSON]
     """Batches this run set aside."""
     redactions: dict[str, int]

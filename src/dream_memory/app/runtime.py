@@ -188,6 +188,7 @@ class Runtime:
     ) -> DreamOptions:
         from dream_memory.app.dream import DreamOptions
         from dream_memory.core.guards import GuardSettings
+        from dream_memory.core.write_policy import from_settings
 
         d = self.settings.dream
         model_settings: dict[str, Any] = {}
@@ -217,6 +218,7 @@ class Runtime:
                 window_batches=d.deletion_guard.window_batches,
                 hold_soul_changes=d.hold_soul_changes,
             ),
+            write_policy=from_settings(d.write_policy),
         )
 
     def dream_context(self, model: ChatModel, options: DreamOptions) -> DreamContext:

@@ -16,6 +16,11 @@ parser says so instead of storing them (measured with Qwen2.5-Coder-1.5B and Smo
 - several tags on one line (``[USER] a [MEMORY] b``): split into one fact per tag;
 - the prompt's own examples copied back (``Timezone is CET (was PST)``) and placeholders
   (``[SKILL] skill-name: ...``): not facts; a reply holding nothing else is refused.
+
+Each fact ends with the history entries it was learnt from, ``[from 12, 14]`` (also read:
+``(from entry 12)``, ``[from entries 12-14]``, ``[source: 12]``): the citation is taken off the
+fact's text into ``Fact.sources``; which cited cursors are valid is the caller's to judge (it
+knows the batch). A fact without one is still a fact.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dream_memory.errors import BadReply
 
@@ -35,6 +40,31 @@ _SKIP_WORDS = frozenset({"skip", "none", "nothing", "n/a", "na", "-", "null", "n
 PLACEHOLDER_NAMES = frozenset({"name", "skill-name", "skill name", "entity-name", "entity name", "<name>"})
 _PLACEHOLDER_TEXT = re.compile(r"^(?:<[^>]*>|\.\.\.|…|fact|a fact|description|text|tbd|todo)$", re.IGNORECASE)
 _ANY_TAG = re.compile(r"(?:\*\*|__)?\[(?:" + "|".join((*TAGS, "SKIP")) + r")\](?:\*\*|__)?", re.IGNORECASE)
+
+_NUMBER = r"#?\d{1,12}(?:\s*(?:-|–|\.\.)\s*#?\d{1,12})?"
+_CITATION = re.compile(
+    r"\s*[\[(]\s*(?:from|sources?|entr(?:y|ies)|cursors?)\b\s*:?\s*(?:entr(?:y|ies)\s+)?"
+    r"(?P<numbers>" + _NUMBER + r"(?:\s*(?:,|;|and|&)\s*(?:entr(?:y|ies)\s+)?" + _NUMBER + r")*)\s*[\])]\s*\.?\s*$",
+    re.IGNORECASE,
+)
+_MAX_RANGE = 1000  # a cited range wider than this is not a list of entries a batch holds
+
+
+def split_citation(text: str) -> tuple[str, tuple[int, ...]]:
+    """``"Lives in Lyon [from 12, 14]"`` -> ``("Lives in Lyon", (12, 14))``; text without a
+    citation comes back as it is, with no sources."""
+    match = _CITATION.search(text)
+    if match is None:
+        return text, ()
+    cited: list[int] = []
+    for part in re.split(r"\s*(?:,|;|and|&)\s*", match["numbers"], flags=re.IGNORECASE):
+        bounds = [int(n) for n in re.findall(r"\d+", part)]
+        if len(bounds) == 2 and 0 <= bounds[1] - bounds[0] <= _MAX_RANGE:
+            cited += range(bounds[0], bounds[1] + 1)
+        else:
+            cited += bounds
+    return text[: match.start()].rstrip(), tuple(dict.fromkeys(cited))
+
 
 _LINE = re.compile(r"^\s*(?:[-*+]\s+|\d+[.)]\s+)?(?:\*\*|__)?\[(?P<tag>[A-Za-z]+)\](?:\*\*|__)?\s*(?P<rest>.*?)\s*$")
 _NAME = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9 ._-]{0,80}?)\s*:\s*(?P<text>.+)$")
@@ -51,6 +81,9 @@ class Fact:
     tag: str
     text: str
     name: str | None = None  # SKILL and ENTITY only
+    # The history cursors the fact cites (``[from 12, 14]``). Not part of the fact's identity:
+    # the same fact learnt twice is one fact with the sources of both.
+    sources: tuple[int, ...] = field(default=(), compare=False)
 
     def render(self) -> str:
         return f"[{self.tag}] {self.name}: {self.text}" if self.name else f"[{self.tag}] {self.text}"
@@ -126,6 +159,8 @@ def parse_facts(  # noqa: C901, PLR0912, PLR0915 -- one pass over the reply's li
         # html.unescape: a server whose chat template HTML-escapes the prompt (llama-cpp-python's
         # chatml-function-calling) gets "User&#39;s" copied back into the facts.
         rest = html.unescape(match["rest"]).strip().strip("*_").strip()
+        rest, cited = split_citation(rest)
+        rest = rest.strip().strip("*_").strip()
         if tag == "SKIP" or (tag in TAGS and (_is_skip_word(rest) or "[skip]" in rest.casefold())):
             skip = True
             continue
@@ -152,7 +187,7 @@ def parse_facts(  # noqa: C901, PLR0912, PLR0915 -- one pass over the reply's li
         if key in seen:
             continue
         seen.add(key)
-        facts.append(Fact(tag, rest, name))
+        facts.append(Fact(tag, rest, name, cited))
     if not facts and not skip:
         if rejected:
             raise BadReply(

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dream_memory.core.chat import Message, ToolSpec
-from dream_memory.core.facts import Fact
+from dream_memory.core.facts import Fact, parse_facts
 from dream_memory.core.history import HistoryEntry
 from dream_memory.core.policy import ALLOWED_DESCRIPTION
 
@@ -56,21 +56,26 @@ Answer with one fact per line, each line starting with its tag:
 [ENTITY] <entity name>: a fact about that project, system or person
 [OBSERVATION] something noticed but not confirmed
 
-A correction says what it replaces, e.g. "[USER] {_EXAMPLE_CORRECTION}".
-A request to forget something says what to remove, e.g. "[USER] {_EXAMPLE_FORGET}".
+End each fact with the numbers of the history entries it comes from ("### Entry N"), as
+[from N] or [from N, M].
+A correction says what it replaces, e.g. "[USER] {_EXAMPLE_CORRECTION} [from 7]".
+A request to forget something says what to remove, e.g. "[USER] {_EXAMPLE_FORGET} [from 8]".
 Write each fact so it stands alone, from the conversation only: never copy these examples.
 Answer [SKIP] alone, on one line, when nothing is worth keeping.
 No other text.
 
 Worked example. For this history:
+    {ENTRY_PREFIX}41
     user: hi! just so you know, I've been vegetarian since March
+    {ENTRY_PREFIX}42
     user: we water the allotment's tomatoes every second morning now
     user: what's the weather like?
+    {ENTRY_PREFIX}43
     user: I moved my sourdough baking from Saturdays to Sundays
 the answer is:
-[USER] {_WORKED_FACTS[0]}
-[MEMORY] {_WORKED_FACTS[1]}
-[USER] {_WORKED_FACTS[2]}"""
+[USER] {_WORKED_FACTS[0]} [from 41]
+[MEMORY] {_WORKED_FACTS[1]} [from 42]
+[USER] {_WORKED_FACTS[2]} [from 43]"""
 
 PHASE1_EXAMPLES = (
     _EXAMPLE_CORRECTION,
@@ -90,9 +95,10 @@ the tools, making the smallest honest change.
 
 Tools:
 - read_file(path, section?): a file's text (for a large file, pass a heading as section).
-- edit_file(path, old_text, new_text): replace old_text, which must occur exactly once in the file
-  (quote it exactly, with enough lines to be unique). To create a file, use write_file.
-- write_file(path, content): create a file that does not exist yet; it never overwrites.
+- edit_file(path, old_text, new_text, facts): replace old_text, which must occur exactly once in
+  the file (quote it exactly, with enough lines to be unique). To create a file, use write_file.
+- write_file(path, content, facts): create a file that does not exist yet; it never overwrites.
+- facts: the numbers of the facts (as listed below) that the edit applies, e.g. [1, 3].
 
 Rules:
 - Put each fact in the right file and under the right heading, as a "- " bullet line.
@@ -170,13 +176,33 @@ def phase1_correction(reason: str) -> Message:
 
 
 def render_facts(facts: Sequence[Fact]) -> list[str]:
-    """The facts grouped under the file each one goes to (``### For USER.md``).
+    """The facts grouped under the file each one goes to (``### For USER.md``), each numbered by
+    its place in ``facts`` (``3. [USER] ...``): the number the edit tools' ``facts`` argument
+    names.
 
-    The headings carry no tag, so ``parse_facts`` reads the block back unchanged."""
+    The headings carry no tag, so ``parse_facts`` reads the block back unchanged (without the
+    numbers; ``numbered_facts`` keeps them)."""
     lines: list[str] = []
     for target in dict.fromkeys(f.target for f in facts):
-        lines += [f"{TARGET_PREFIX}{target}", *(f"- {f.render()}" for f in facts if f.target == target), ""]
+        lines.append(f"{TARGET_PREFIX}{target}")
+        lines += [f"{i}. {f.render()}" for i, f in enumerate(facts, start=1) if f.target == target]
+        lines.append("")
     return lines
+
+
+_NUMBERED = re.compile(r"^\s*(?P<number>\d{1,4})[.)]\s+(?P<rest>\[.*)$")
+
+
+def numbered_facts(block: str) -> list[tuple[int, Fact]]:
+    """The facts of a ``render_facts`` block with their numbers, in the block's order."""
+    found: list[tuple[int, Fact]] = []
+    for line in block.splitlines():
+        match = _NUMBERED.match(line)
+        if match is None:
+            continue
+        parsed = parse_facts(match["rest"]).facts
+        found += [(int(match["number"]), fact) for fact in parsed[:1]]
+    return found
 
 
 def phase2_messages(
@@ -225,6 +251,12 @@ Rules:
 
 def dream_tools() -> list[ToolSpec]:
     path = {"type": "string", "description": "Path relative to the workspace, e.g. memory/MEMORY.md", "maxLength": 300}
+    facts = {
+        "type": "array",
+        "items": {"type": "integer"},
+        "maxItems": 100,
+        "description": "The numbers of the facts this edit applies, as the facts are listed (optional).",
+    }
     return [
         ToolSpec(
             "read_file",
@@ -241,7 +273,12 @@ def dream_tools() -> list[ToolSpec]:
             "Replace old_text, which must occur exactly once in the file, with new_text.",
             {
                 "type": "object",
-                "properties": {"path": path, "old_text": {"type": "string"}, "new_text": {"type": "string"}},
+                "properties": {
+                    "path": path,
+                    "old_text": {"type": "string"},
+                    "new_text": {"type": "string"},
+                    "facts": facts,
+                },
                 "required": ["path", "old_text", "new_text"],
                 "additionalProperties": False,
             },
@@ -251,7 +288,7 @@ def dream_tools() -> list[ToolSpec]:
             "Create a new memory file. Refused if the file exists: use edit_file for existing files.",
             {
                 "type": "object",
-                "properties": {"path": path, "content": {"type": "string"}},
+                "properties": {"path": path, "content": {"type": "string"}, "facts": facts},
                 "required": ["path", "content"],
                 "additionalProperties": False,
             },

@@ -235,8 +235,8 @@ GITHUB_WORKFLOW_TEMPLATE = """\
 # Dream as pull requests: on a schedule, Dream drains the history committed to this repository
 # into memory edits, and one pull request from the branch dream/memory shows them for review.
 # Each run continues from that branch while its pull request is open (docs/deploy-github-actions.md):
-# nothing is dreamt or paid for twice, held batches wait on the branch for the reviewer, and the
-# branch is deleted once merged.
+# nothing is dreamt or paid for twice, held changes wait on the branch and in a second pull request
+# (dream/review) that accepts them, and each branch is deleted once merged.
 name: dream
 
 on:
@@ -297,6 +297,42 @@ jobs:
           title: "dream: memory updates"
           body-path: ${{ steps.dream.outputs.summary }}
           labels: dream
+          delete-branch: true
+
+      # Held changes get a pull request of their own, from dream/review: this checkout with every
+      # held change accepted (`dream review accept --all`, one commit each), so the pull request
+      # above, holding only what the write policy let through, can merge on its own. With nothing
+      # held, or when a held change no longer merges, the checkout goes back to the default branch
+      # and create-pull-request deletes dream/review (docs/deploy-github-actions.md).
+      - id: review
+        if: ${{ !cancelled() && steps.dream.outputs.update-pr == 'true' }}
+        env:
+          DREAM: ${{ steps.dream.outputs.bin-dir }}/dream
+          HELD: ${{ steps.dream.outputs.held }}
+        run: |
+          body="$RUNNER_TEMP/dream-review.md"
+          {
+            echo 'Changes Dream held for review (docs/dream.md, "Write policy and review"). Merging'
+            echo 'this pull request accepts every one; to drop one instead, run'
+            echo '`dream review reject ID` on the branch dream/memory and push.'
+            echo
+            echo '```text'
+            "$DREAM" review --workspace .
+            echo '```'
+          } > "$body"
+          echo "body=$body" >> "$GITHUB_OUTPUT"
+          if [ "$HELD" = "0" ] || ! "$DREAM" review accept --all --workspace . >> "$body" 2>&1; then
+            git reset -q --hard "origin/$DEFAULT_BRANCH"
+          fi
+
+      - uses: peter-evans/create-pull-request@271a8d0340265f705b14b6d32b9829c1cb33d45e # v7.0.8
+        if: ${{ !cancelled() && steps.review.outcome == 'success' }}
+        with:
+          branch: dream/review
+          base: ${{ env.DEFAULT_BRANCH }}
+          title: "dream: changes held for review"
+          body-path: ${{ steps.review.outputs.body }}
+          labels: dream-review
           delete-branch: true
 """
 

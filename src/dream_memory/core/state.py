@@ -1,4 +1,5 @@
-"""memory/.dream_state.json as a value: failure counts, set-aside ranges and held batches.
+"""memory/.dream_state.json as a value: failure counts, set-aside ranges, held batches and held
+changes (one hunk each, waiting for `dream review`; a state written before them has none).
 
 The state is versioned with the memory it describes: it lands in the same commit as the cursor.
 An unreadable state is an error (exit 2), never an empty state: it holds the held batches, which
@@ -52,10 +53,35 @@ class HeldBatch:
 
 
 @dataclass(frozen=True)
+class HeldChange:
+    """One change the write policy held: its record is memory/.dream_held/<id>/change.json."""
+
+    id: str  # "<cursor_from>-<cursor_to>.<n>"
+    path: str
+    cursor_from: int
+    cursor_to: int
+    reason: str
+    created: str
+    first_line: int = 0  # 1-based range in the text the change started from
+    last_line: int = 0
+
+    def to_report(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "path": self.path,
+            "lines": [self.first_line, self.last_line],
+            "cursor_from": self.cursor_from,
+            "cursor_to": self.cursor_to,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
 class DreamState:
     failure: FailureRecord | None = None
     set_aside: tuple[SetAside, ...] = ()
     held: tuple[HeldBatch, ...] = ()
+    changes: tuple[HeldChange, ...] = ()
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def record_failure(self, cursor_from: int, cursor_to: int, error: str) -> DreamState:
@@ -80,6 +106,20 @@ class DreamState:
     def find_held(self, held_id: str) -> HeldBatch | None:
         return next((h for h in self.held if h.id == held_id), None)
 
+    def add_changes(self, items: tuple[HeldChange, ...]) -> DreamState:
+        return replace(self, changes=(*self.changes, *items)) if items else self
+
+    def without_change(self, change_id: str) -> DreamState:
+        return replace(self, changes=tuple(c for c in self.changes if c.id != change_id))
+
+    def find_change(self, change_id: str) -> HeldChange | None:
+        return next((c for c in self.changes if c.id == change_id), None)
+
+    @property
+    def waiting(self) -> int:
+        """Held batches and held changes waiting for a person."""
+        return len(self.held) + len(self.changes)
+
     def to_json(self) -> str:
         data: dict[str, Any] = {
             "version": 1,
@@ -87,6 +127,8 @@ class DreamState:
             "set_aside": [asdict(s) for s in self.set_aside],
             "held": [{**asdict(h), "files": list(h.files)} for h in self.held],
         }
+        if self.changes:  # absent when empty: a state file from before held changes reads the same
+            data["changes"] = [asdict(c) for c in self.changes]
         return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
     @classmethod
@@ -100,6 +142,7 @@ class DreamState:
                 failure=FailureRecord(**failure) if failure else None,
                 set_aside=tuple(SetAside(**s) for s in data.get("set_aside", [])),
                 held=tuple(HeldBatch(**{**h, "files": tuple(h.get("files", ()))}) for h in data.get("held", [])),
+                changes=tuple(HeldChange(**c) for c in data.get("changes", None) or []),
             )
         except (ValueError, TypeError, AttributeError) as exc:
             # Never read as empty: the state holds the held batches (and the set-aside ranges),

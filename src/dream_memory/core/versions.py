@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from dream_memory.core import layout
+from dream_memory.core.provenance import removals_in
 
 GITIGNORE_BEGIN = "# >>> dream-memory: version only the memory files"
 GITIGNORE_END = "# <<< dream-memory"
@@ -140,6 +141,7 @@ class CommitInfo:
             "parent": self.parent,
             "shallow": self.shallow,
             "files": [f.to_json(with_diff=with_diff) for f in self.files],
+            "removed": removals_in(self.message),  # what a Dream batch removed or replaced, and why
         }
 
 

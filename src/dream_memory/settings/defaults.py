@@ -41,6 +41,12 @@ DELETION_GUARD_MAX_SHARE: Final = 0.3
 DELETION_GUARD_MIN_LINES: Final = 10
 DELETION_GUARD_WINDOW_BATCHES: Final = 10
 DELETION_GUARD_WINDOW_BATCHES_MAX: Final = 1000
+# writePolicy: what each kind of change does ("apply" lands it, "hold" waits for `dream review`)
+WRITE_POLICY_ADD: Final = "apply"  # new lines
+WRITE_POLICY_MANUAL: Final = "hold"  # replacing or removing a line a person wrote
+WRITE_POLICY_DREAM: Final = "apply"  # replacing or removing a recent Dream line
+WRITE_POLICY_DREAM_OLD: Final = "apply"  # ... a Dream line older than dreamAgeDays
+WRITE_POLICY_DREAM_AGE_DAYS: Final = 30
 
 # --- the Consolidator (agents.defaults.consolidate) ----------------------------------------------
 CONSOLIDATE_BUDGET_MIN: Final = 100

@@ -36,8 +36,19 @@ def _unknown_keys(config: Config) -> list[str]:
         found += [f"{dotted}.{key}" for key in (node.model_extra or {})]
         if isinstance(node, DreamSettings) and node.deletion_guard.model_extra:
             found += [f"{dotted}.deletionGuard.{k}" for k in node.deletion_guard.model_extra]
+        if isinstance(node, DreamSettings):  # a mistyped "pin" must not pass unnoticed
+            found += _unknown_policy_keys(node.write_policy, f"{dotted}.writePolicy")
     for name, preset in config.model_presets.items():
         found += [f"modelPresets.{name}.{key}" for key in (preset.model_extra or {})]
+    return found
+
+
+def _unknown_policy_keys(policy: Any, where: str) -> list[str]:
+    found = [f"{where}.{key}" for key in (policy.model_extra or {})]
+    for pattern, rule in policy.files.items():
+        found += [f"{where}.files.{pattern}.{key}" for key in (rule.model_extra or {})]
+        for title, section in rule.sections.items():
+            found += [f"{where}.files.{pattern}.sections.{title}.{key}" for key in (section.model_extra or {})]
     return found
 
 

@@ -60,6 +60,36 @@ class DeletionGuard(_Model):
     window_batches: int = Field(D.DELETION_GUARD_WINDOW_BATCHES, ge=0, le=D.DELETION_GUARD_WINDOW_BATCHES_MAX)
 
 
+Action = Literal["apply", "hold"]
+
+
+class SectionPolicy(_Model):
+    """A section's rule (its subsections included): an action per kind of change, or ``pin``."""
+
+    add: Action | None = None
+    manual: Action | None = None
+    dream: Action | None = None
+    dream_old: Action | None = None
+    pin: bool = False
+
+
+class FilePolicy(SectionPolicy):
+    """A file's rule (the key is a glob such as "USER.md" or "entities/*.md"), and its sections'."""
+
+    sections: dict[str, SectionPolicy] = {}
+
+
+class WritePolicy(_Model):
+    """Which changes Dream lands and which wait for `dream review` (docs/dream.md, "Review")."""
+
+    add: Action = D.WRITE_POLICY_ADD
+    manual: Action = D.WRITE_POLICY_MANUAL
+    dream: Action = D.WRITE_POLICY_DREAM
+    dream_old: Action = D.WRITE_POLICY_DREAM_OLD
+    dream_age_days: int = Field(D.WRITE_POLICY_DREAM_AGE_DAYS, ge=0)
+    files: dict[str, FilePolicy] = {}
+
+
 class DreamSettings(_Model):
     interval_h: float = Field(D.INTERVAL_H, gt=0)
     cron: str | None = None
@@ -71,6 +101,7 @@ class DreamSettings(_Model):
     max_wall_seconds: float | None = Field(None, gt=0)
     deletion_guard: DeletionGuard = DeletionGuard()
     hold_soul_changes: bool = False
+    write_policy: WritePolicy = WritePolicy()
     secret_allowlist: list[str] = []
     file_context_tokens: int = Field(D.FILE_CONTEXT_TOKENS, ge=D.FILE_CONTEXT_TOKENS_MIN)
     batch_tokens: int = Field(D.BATCH_TOKENS, ge=D.BATCH_TOKENS_MIN)

@@ -1,13 +1,17 @@
-"""How a batch ends in git: committed, nothing new, held (the guard kept its diff under
-memory/.dream_held/), set aside after repeated content failures; and the history compaction after
-the run. Each lands as one commit through versioning.apply_commit.
+"""How a batch ends in git: committed, nothing new, held (the changes the guards and the write
+policy keep wait under memory/.dream_held/, one record per change, the rest lands), set aside
+after repeated content failures; and the history compaction after the run. Each lands as one
+commit through versioning.apply_commit: the held records, the applied edits and the cursor past
+the batch move together, so a crash leaves either all of them or none (the journal finishes or
+rolls back the commit).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import FileChange, GitStore, unified_diff
@@ -16,13 +20,16 @@ from dream_memory.adapters.workspace import archive_paths, is_template, read_fil
 from dream_memory.app.deletion_window import recent_removals
 from dream_memory.app.dream.options import DreamContext
 from dream_memory.app.dream.phases import ModelSaid
+from dream_memory.app.dream.provenance import attribute_batch, commit_body, save_note
 from dream_memory.app.dream.report import STATUS_FAILED, BatchRecord, DreamReport, scrub
 from dream_memory.app.versioning import apply_commit
 from dream_memory.core import layout
 from dream_memory.core.guards import hold_reasons
 from dream_memory.core.history import Batch
-from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldBatch, SetAside
-from dream_memory.errors import BadReply
+from dream_memory.core.provenance import attribute
+from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldChange, SetAside
+from dream_memory.core.write_policy import Hunk, LineOrigin, lines_of, plan_file
+from dream_memory.errors import BadReply, DreamError
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,8 @@ def _commit_message(subject: str, batch: Batch, changes: Sequence[FileChange], r
         lines += [f"  {c.path.ljust(width)}  +{c.added} -{c.removed}" for c in changes]
         lines.append("")
     lines.append(f"Entries: {record.entries}, facts: {record.facts}, tool calls: {record.tool_calls}")
+    if record.outcome == "committed" and record.found:
+        lines += ["", *commit_body(record)]
     lines += [
         "",
         f"Dream-Range: {batch.cursor_from}..{batch.cursor_to}",
@@ -78,68 +87,186 @@ def _bookkeeping(cursor: int, state: DreamState) -> dict[str, bytes | None]:
 
 
 def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState) -> DreamState:
-    """The batch's one commit: its edits (or, held, their diff), the cursor past it, the state."""
+    """The batch's one commit: the edits the guards and the write policy let through, a record
+    under memory/.dream_held/ for each change they hold, the cursor past the batch, the state."""
     ctx, git, batch, record, report = where.ctx, where.git, where.batch, where.record, where.report
     assert git is not None
     changes = staging.changes()
     state = state.clear_failure()
-    diffs = [unified_diff(p, as_bytes(b), as_bytes(a)) for p, (b, a) in changes.items()]
-    template = lambda path, text: path in layout.DURABLE_FILES and is_template(path, text)  # noqa: E731
+
+    def template(path: str, text: str | None) -> bool:
+        return path in layout.DURABLE_FILES and is_template(path, text)
+
     edited = [path for path, (before, _) in changes.items() if before is not None]
     window = recent_removals(git, edited, ctx.options.guard.window_batches, is_template=template)
-    reasons = hold_reasons(changes, ctx.options.guard, is_template=template, recent=window)
     files: dict[str, bytes | None] = {}
+    landed: dict[str, tuple[str | None, str | None]] = {}
+    held: list[tuple[HeldChange, dict[str, Any]]] = []
+    taken = {c.id for c in state.changes} | {h.id for h in state.held}
+    for path, (before, after) in changes.items():
+        reasons = hold_reasons({path: (before, after)}, ctx.options.guard, is_template=template, recent=window)
+        result, pieces = _split(where, path, (before, after), reasons, template(path, before))
+        if result != before:
+            landed[path] = (before, result)
+            files[path] = as_bytes(result)
+        for piece in pieces:
+            change_id = _next_id(batch, taken)
+            taken.add(change_id)
+            held.append(_held_change(ctx, record, batch, change_id, piece))
+    diffs = [unified_diff(p, as_bytes(b), as_bytes(a)) for p, (b, a) in landed.items()]
+    attribute_batch(record, {p: (b, a) for p, (b, a) in landed.items() if a is not None})  # what lands
+    for item, meta in held:
+        files.update(_held_files(item, meta))
+    state = state.add_changes(tuple(item for item, _ in held))
+    report.held.extend(item.to_report() for item, _ in held)
+    if held:
+        record.notes.append(
+            f"held {len(held)} change(s) for review (dream review): " + "; ".join(i.reason for i, _ in held)
+        )
     if not changes:
         record.outcome = "nothing_new"
         subject = f"dream: nothing new in {batch.cursor_from}..{batch.cursor_to}"
-    elif reasons:
-        held = _hold(ctx, batch, changes, reasons)
-        state = state.add_held(held)
-        files.update(_held_files(held, changes, diffs))
+    elif not landed:
         record.outcome = "held"
-        record.notes.append("held: " + "; ".join(reasons))
-        report.held.append(held.to_report())
-        subject = f"dream: held {batch.cursor_from}..{batch.cursor_to} ({reasons[0]})"
+        subject = f"dream: held {batch.cursor_from}..{batch.cursor_to} ({len(held)} change(s): {held[0][0].reason})"
     else:
-        files.update({p: a.encode("utf-8") for p, (_, a) in changes.items()})
         record.outcome = "committed"
         record.files_changed = diffs
-        subject = _subject_for(batch, diffs)
+        subject = _subject_for(batch, diffs) + (f" ({len(held)} held for review)" if held else "")
     files.update(_bookkeeping(batch.cursor_to, state))
     files.update(_carried(ctx, git))
     message = _commit_message(subject, batch, diffs if record.outcome == "committed" else [], record, ctx.model.name)
+    if held:
+        message += "\n" + "\n".join(f"Dream-Held: {i.id} {i.path}:{i.first_line}-{i.last_line}" for i, _ in held)
     record.commit = apply_commit(git, files, scrub(ctx.redactor, message))
     if record.commit:
         report.commits.append(record.commit)
+    if record.commit and record.outcome == "committed":
+        _provenance_note(where)
     return state
 
 
-def _hold(ctx: DreamContext, batch: Batch, changes: dict[str, tuple[str | None, str]], reasons: list[str]) -> HeldBatch:
-    return HeldBatch(
-        id=f"{batch.cursor_from}-{batch.cursor_to}",
-        cursor_from=batch.cursor_from,
-        cursor_to=batch.cursor_to,
-        reason="; ".join(reasons),
-        created=ctx.clock.now().isoformat(timespec="seconds"),
-        files=tuple(sorted(changes)),
+def _provenance_note(where: BatchContext) -> None:
+    """The batch's provenance note beside its commit; a note that cannot be written is reported,
+    and the commit body still lists the facts and their cursors."""
+    ctx, record = where.ctx, where.record
+    try:
+        assert where.git is not None
+        save_note(where.git, record, where.batch.entries, ctx.model.name, ctx.clock.now().isoformat(timespec="seconds"))
+    except DreamError as exc:
+        record.notes.append(f"the provenance note was not written ({exc.message}); the commit body lists the facts")
+
+
+_Piece = tuple[str, Hunk, str | None, str | None]  # path, hunk, text it starts from, text with it
+
+
+def _split(
+    where: BatchContext, path: str, change: tuple[str | None, str], reasons: list[str], template: bool
+) -> tuple[str | None, list[_Piece]]:
+    """The file's text as it lands, and the changes that wait (each with its base and theirs)."""
+    before, after = change
+    if reasons:  # the guards hold the file's whole change, as they held whole batches before
+        return before, [(path, Hunk(0, 0, (), (), "file", "file", (), "hold", "; ".join(reasons)), before, after)]
+    ctx, git = where.ctx, where.git
+    assert git is not None
+    origins = _origins(git, path, before, ctx.clock.now().timestamp()) if before is not None else None
+    plan = plan_file(path, before, after, origins, ctx.options.write_policy, template=template)
+    applied = {i for i, h in enumerate(plan.hunks) if h.action != "hold"}
+    result = plan.compose(applied)
+    return result, [(path, _joined(plan.hunks, g), result, plan.compose(applied | set(g))) for g in plan.held_groups()]
+
+
+def _joined(hunks: Sequence[Hunk], group: list[int]) -> Hunk:
+    """One held change's hunks as one (a move: the removal, then the line's new place)."""
+    lead = hunks[group[0]]
+    if len(group) == 1:
+        return lead
+    parts = [hunks[i] for i in group]
+    return replace(
+        lead,
+        change="move",
+        start=min(h.start for h in parts),
+        end=max(h.end for h in parts),
+        removed=tuple(line for h in parts for line in h.removed),
+        added=tuple(line for h in parts for line in h.added),
+        reason=lead.reason.replace("removes ", "moves ", 1).replace("replaces ", "moves ", 1),
     )
 
 
-def _held_files(
-    held: HeldBatch, changes: dict[str, tuple[str | None, str]], diffs: list[FileChange]
-) -> dict[str, bytes | None]:
-    folder = f"{layout.DREAM_HELD_DIR}/{held.id}"
+def _origins(git: GitStore, path: str, before: str, now: float) -> list[LineOrigin | None] | None:
+    """Who wrote each line of ``before`` (the file at HEAD), per git blame; None when the blame
+    does not match the text (then every line counts as a person's, the safe side)."""
+    from dream_memory.adapters.git.blame import blame
+
+    try:
+        lines = blame(git, path)
+    except DreamError:
+        return None
+    if len(lines) != len(lines_of(before)):
+        return None
+    return [LineOrigin(o.kind, max(0.0, (now - o.timestamp) / 86400), o.subject) for o in lines]
+
+
+def _next_id(batch: Batch, taken: set[str]) -> str:
+    n = 1
+    while f"{batch.cursor_from}-{batch.cursor_to}.{n}" in taken:
+        n += 1
+    return f"{batch.cursor_from}-{batch.cursor_to}.{n}"
+
+
+def _facts_of(record: BatchRecord, path: str, base: str | None, theirs: str | None) -> list[str]:
+    """The batch's facts that asked for a held change, with the cursors they were learnt from."""
+    if not record.found or theirs is None:
+        return []
+    found = attribute({path: (base, theirs)}, record.found, record.declared)
+    numbers = sorted({n for line in found.lines for n in line.facts} | {n for r in found.removed for n in r.facts})
+    facts = [record.found[n - 1] for n in numbers if 0 < n <= len(record.found)]
+    return [f"{f.render()}  <- {', '.join(map(str, f.sources)) or 'unknown'}" for f in facts]
+
+
+def _held_change(
+    ctx: DreamContext, record: BatchRecord, batch: Batch, change_id: str, piece: _Piece
+) -> tuple[HeldChange, dict[str, Any]]:
+    path, hunk, base, theirs = piece
+    first, last = hunk.lines if hunk.change != "file" else (1, max(1, len((base or "").splitlines())))
+    reason = scrub(ctx.redactor, hunk.reason)
+    item = HeldChange(
+        id=change_id,
+        path=path,
+        cursor_from=batch.cursor_from,
+        cursor_to=batch.cursor_to,
+        reason=reason,
+        created=ctx.clock.now().isoformat(timespec="seconds"),
+        first_line=first,
+        last_line=last,
+    )
     meta = {
-        "id": held.id,
-        "cursor_from": held.cursor_from,
-        "cursor_to": held.cursor_to,
-        "reason": held.reason,
-        "created": held.created,
-        "files": [{"path": p, "before": b, "after": a} for p, (b, a) in sorted(changes.items())],
+        "id": change_id,
+        "version": 1,
+        "facts": _facts_of(record, path, base, theirs),
+        "path": path,
+        "cursor_from": batch.cursor_from,
+        "cursor_to": batch.cursor_to,
+        "reason": reason,
+        "created": item.created,
+        "change": hunk.change,
+        "kind": hunk.kind,
+        "section": list(hunk.headings),
+        "lines": [first, last],
+        "removed": [line.rstrip("\r\n") for line in hunk.removed],
+        "added": [line.rstrip("\r\n") for line in hunk.added],
+        "base": base,
+        "theirs": theirs,
     }
+    return item, meta
+
+
+def _held_files(item: HeldChange, meta: dict[str, Any]) -> dict[str, bytes | None]:
+    folder = f"{layout.DREAM_HELD_DIR}/{item.id}"
+    diff = unified_diff(item.path, as_bytes(meta["base"]), as_bytes(meta["theirs"])).diff
     return {
-        f"{folder}/held.json": (json.dumps(meta, indent=2, ensure_ascii=False) + "\n").encode(),
-        f"{folder}/changes.diff": "".join(d.diff for d in diffs).encode(),
+        f"{folder}/change.json": (json.dumps(meta, indent=2, ensure_ascii=False) + "\n").encode(),
+        f"{folder}/changes.diff": diff.encode(),
     }
 
 

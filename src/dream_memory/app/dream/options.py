@@ -14,6 +14,7 @@ from dream_memory.app.progress import Progress
 from dream_memory.core.guards import GuardSettings
 from dream_memory.core.ports import ChatModel, Clock, NoRedaction, Redactor, TokenCounter
 from dream_memory.core.stop import StopFlag
+from dream_memory.core.write_policy import WritePolicy
 from dream_memory.settings import defaults
 
 EDIT_PROTOCOLS = ("tools", "text", "auto", "facts")
@@ -37,6 +38,7 @@ class DreamOptions:
     context_window: int | None = None  # the preset's contextWindow: bounds every prompt
     reply_tokens: int = defaults.MODEL_MAX_TOKENS  # the preset's maxTokens: room kept for the answer
     follow_external_cursor: bool = False  # a .dream_cursor moved outside a commit is followed
+    write_policy: WritePolicy = field(default_factory=WritePolicy)  # which changes wait for `dream review`
 
 
 @dataclass

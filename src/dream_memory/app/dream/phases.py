@@ -4,6 +4,8 @@ reply). ``ModelSaid`` is the content failure whose report quotes the model.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from dream_memory.adapters.staging import StagingWorkspace
 from dream_memory.app.dream.budget import prompt_budget
 from dream_memory.app.dream.options import DreamContext
@@ -14,10 +16,10 @@ from dream_memory.app.dream.prompting import (
     history_blocks,
     skills_listing,
 )
-from dream_memory.app.dream.report import BatchRecord
+from dream_memory.app.dream.report import BatchRecord, scrub
 from dream_memory.core import layout
 from dream_memory.core.chat import ChatReply, Message, check_reply
-from dream_memory.core.facts import Facts, parse_facts
+from dream_memory.core.facts import Fact, Facts, parse_facts
 from dream_memory.core.history import Batch
 from dream_memory.core.markdown import query_terms
 from dream_memory.core.ports import ChatModel
@@ -27,6 +29,7 @@ from dream_memory.core.prompts import (
     phase1_correction,
     phase1_messages,
 )
+from dream_memory.core.provenance import valid_sources
 from dream_memory.errors import BadReply
 
 _EXCERPT_CHARS = 300
@@ -54,11 +57,43 @@ def phase1(ctx: DreamContext, model: ChatModel, batch: Batch, staging: StagingWo
         collected.append(_ask_for_facts(model, messages, record.notes))
         # Counted as they arrive: a batch that fails later still reports what phase 1 found.
         record.facts = len({f for result in collected for f in result.facts})
-    facts = tuple(dict.fromkeys(f for result in collected for f in result.facts))
+    facts = _with_sources([f for result in collected for f in result.facts], batch, record)
     rejected = [line for result in collected for line in result.rejected]
     if rejected:
         record.notes.append(f"not facts, left out: {'; '.join(rejected[:5])}")
+    record.found = tuple(replace(f, text=scrub(ctx.redactor, f.text)) for f in facts)
     return Facts(facts, skip=not facts)
+
+
+def _with_sources(found: list[Fact], batch: Batch, record: BatchRecord) -> tuple[Fact, ...]:
+    """The facts once each (one learnt in several parts of the batch cites all of them), each
+    keeping only the cursors of this batch it cites. A citation outside the batch, or none, is
+    no reason to drop a fact: its source is unknown, and the report counts it."""
+    merged: dict[Fact, list[int]] = {}
+    for fact in found:
+        cited = merged.setdefault(fact, [])
+        cited += [c for c in fact.sources if c not in cited]
+    cursors = {e.cursor for e in batch.entries}
+    facts: list[Fact] = []
+    for number, (fact, cited) in enumerate(merged.items(), start=1):
+        kept = replace(fact, sources=tuple(cited))
+        inside, outside = valid_sources(kept, cursors)
+        if outside:
+            record.cited_outside[number] = outside
+        facts.append(replace(kept, sources=inside))
+    by_cursor = {e.cursor: e for e in batch.entries}
+    record.cited = {c: by_cursor[c] for f in facts for c in f.sources}
+    unsourced = [n for n, f in enumerate(facts, start=1) if not f.sources]
+    if unsourced:
+        where = f"outside entries {batch.cursor_from}..{batch.cursor_to}"
+
+        def why(n: int) -> str:
+            outside = record.cited_outside.get(n)
+            return f"fact {n} cites {', '.join(map(str, outside))}, {where}" if outside else f"fact {n} cites no entry"
+
+        shown = "; ".join(why(n) for n in unsourced[:5])
+        record.notes.append(f"{len(unsourced)} fact(s) kept with an unknown source: {shown}")
+    return tuple(facts)
 
 
 def _whole_lines(reply: ChatReply, notes: list[str]) -> ChatReply:

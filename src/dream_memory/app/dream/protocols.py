@@ -34,6 +34,7 @@ from dream_memory.core.prompts import (
     dream_tools,
     phase2_messages,
 )
+from dream_memory.core.provenance import DeclaringExecutor
 from dream_memory.errors import BadReply
 
 
@@ -87,16 +88,18 @@ def dream_batch(
     targets = list(dict.fromkeys(f.target for f in facts.facts))
     if any(f.tag == "ENTITY" for f in facts.facts):
         targets.append(layout.INDEX)
+    declaring = DeclaringExecutor(staging)  # which facts each applied edit says it applies
     edits = _Edits(
         ctx,
         model,
         facts,
         targets,
         staging,
-        TargetedExecutor(staging, targets, lambda path: _target_hint(path, facts.facts)),
+        TargetedExecutor(declaring, targets, lambda path: _target_hint(path, facts.facts)),
         format_timestamp(ctx.clock.now())[:10],
         record,
     )
+    record.declared = declaring.declared
     _check_applied(edits, _edit_until_changed(edits, protocols))
 
 

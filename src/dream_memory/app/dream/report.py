@@ -11,7 +11,10 @@ from dream_memory import __version__
 from dream_memory.adapters.git import FileChange
 from dream_memory.core import layout
 from dream_memory.core.chat import Usage
+from dream_memory.core.facts import Fact
+from dream_memory.core.history import HistoryEntry
 from dream_memory.core.ports import Redactor
+from dream_memory.core.provenance import Attribution, Declared
 
 STATUS_OK = "ok"
 STATUS_NOTHING = "nothing_to_do"
@@ -22,6 +25,9 @@ STATUS_HELD = "held"
 STATUS_BUDGET = "budget_exhausted"
 STATUS_SET_ASIDE = "set_aside"
 STATUS_INTERRUPTED = "interrupted"
+
+
+NO_FACT_ASKED = "no fact of the batch asked for it"
 
 
 @dataclass
@@ -42,6 +48,58 @@ class BatchRecord:
     protocol: str = ""  # the edit protocol that ran last for this batch
     dialects: dict[str, int] = field(default_factory=dict)  # tool calls by how they arrived
     left_out: list[str] = field(default_factory=list)  # what the context window kept out of prompts
+    # Provenance (docs/provenance.md): the facts phase 1 found, their sources checked against the
+    # batch (cursors cited outside it are kept here, the fact's source then unknown), the edits
+    # that declared facts, and the batch's lines tied to the facts once it lands.
+    found: tuple[Fact, ...] = field(default=(), repr=False)
+    cited_outside: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)  # fact number -> cursors
+    declared: list[Declared] = field(default_factory=list, repr=False)
+    cited: dict[int, HistoryEntry] = field(default_factory=dict, repr=False)  # cursor -> the entry its facts cite
+    attribution: Attribution | None = field(default=None, repr=False)
+
+    @property
+    def facts_unsourced(self) -> int:
+        """Facts with no valid citation (none, or only cursors outside the batch)."""
+        return sum(1 for f in self.found if not f.sources)
+
+    def provenance_json(self) -> dict[str, Any] | None:
+        if not self.found:
+            return None
+        lines = self.attribution.lines if self.attribution else ()
+        removed = self.attribution.removed if self.attribution else ()
+        facts = []
+        for number, fact in enumerate(self.found, start=1):
+            facts.append(
+                {
+                    "id": number,
+                    "tag": fact.tag,
+                    "name": fact.name,
+                    "text": fact.text,
+                    "target": fact.target,
+                    "sources": list(fact.sources),
+                    "source": "cited" if fact.sources else "unknown",
+                    "cited_outside_batch": list(self.cited_outside.get(number, ())),
+                    "lines": [
+                        {"path": ln.path, "line": ln.line, "text": ln.text} for ln in lines if number in ln.facts
+                    ],
+                }
+            )
+        return {
+            "facts": facts,
+            "facts_unsourced": self.facts_unsourced,
+            "lines_without_fact": [ln.to_json() for ln in lines if not ln.facts],
+            "entries": [
+                {"cursor": e.cursor, "timestamp": e.timestamp, "session_key": e.session_key, "content": e.content}
+                for _, e in sorted(self.cited.items())
+            ],
+            "removed": [
+                {
+                    **r.to_json(),
+                    "reason": "; ".join(self.found[n - 1].render() for n in r.facts) or NO_FACT_ASKED,
+                }
+                for r in removed
+            ],
+        }
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -61,6 +119,7 @@ class BatchRecord:
             "edit_protocol": self.protocol or None,
             "tool_call_dialects": dict(sorted(self.dialects.items())),
             "left_out": self.left_out,
+            "provenance": self.provenance_json(),
         }
 
 

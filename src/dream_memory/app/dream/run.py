@@ -6,8 +6,8 @@ How a batch ends is decided here and nowhere else:
 
 - committed: its edits, the new cursor and the state in one commit;
 - nothing to add: a commit holding only the cursor ("dream: nothing new in a..b");
-- held: a guard stopped the edits; their diff is kept under memory/.dream_held/<id>/, the cursor
-  passes the batch;
+- held: a guard or the write policy held some of the edits: each held change waits under
+  memory/.dream_held/<id>/ (``dream review``), the rest lands, the cursor passes the batch;
 - failed: the cursor stays before the batch and the run stops (exit 1). Only content failures
   count against the batch; after three consecutive runs failing it that way it is set aside.
 
@@ -58,6 +58,7 @@ from dream_memory.core.history import Batch, HistoryEntry, plan_batches
 from dream_memory.core.ports import Redactor
 from dream_memory.core.state import DreamState
 from dream_memory.core.stop import signal_name
+from dream_memory.core.write_policy import pinned_problem
 from dream_memory.errors import BadReply, DreamError, ModelError
 
 
@@ -371,6 +372,7 @@ def _new_staging(ctx: DreamContext) -> StagingWorkspace:
         count_tokens=ctx.counter.count,
         file_budget_tokens=ctx.options.file_context_tokens,
         redactor=ctx.redactor,
+        write_check=lambda rel, before, after: pinned_problem(rel, before, after, ctx.options.write_policy),
     )
 
 

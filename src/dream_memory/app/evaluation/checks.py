@@ -104,10 +104,46 @@ def check_workspace(
 ) -> list[Item]:
     """The checks of the module docstring, one Item per (check, subject). ``open_git`` opens the
     workspace's repository to read it (default: ``adapters.eval_files.open_repository``)."""
-    history = GitHistory.read(root, open_git or eval_files.open_repository)
-    return check_memory(
+    opener = open_git or eval_files.open_repository
+    history = GitHistory.read(root, opener)
+    items = check_memory(
         scenario, memory_files(root), history, runs=runs, secrets=secrets, stored=eval_files.stored_history(root)
     )
+    return items + provenance_items(root, opener)
+
+
+def provenance_items(root: Path, open_git: OpenGit) -> list[Item]:
+    """Per line Dream wrote (not blank, not a heading) in USER.md, SOUL.md and memory/MEMORY.md:
+    ``provenance_coverage``, it resolves to at least one history entry; ``provenance_precision``,
+    the entries it cites hold at least one of its key words (docs/provenance.md)."""
+    from dream_memory.app.provenance import blame_file
+    from dream_memory.core.provenance import KIND_DREAM, key_words
+
+    git = open_git(root)
+    if git is None:
+        return []
+    items: list[Item] = []
+    with git:
+        head = git.head()
+        committed = set(git.files_at(head)) if head else set()
+        for rel in FILES:
+            if rel not in committed:
+                continue
+            for line in blame_file(git, root, rel):
+                text = line.text.strip()
+                if line.kind != KIND_DREAM or not text or text.startswith(("#", "---")):
+                    continue
+                subject = f"{rel}:{line.line}"
+                covered = bool(line.sources)
+                items.append(Item("provenance_coverage", subject, covered, "" if covered else line.note or "no source"))
+                if covered:
+                    cited = " ".join(s.content or "" for s in line.sources)
+                    shared = key_words(text) & key_words(cited)
+                    detail = (
+                        "" if shared else f"entries {', '.join(str(s.cursor) for s in line.sources)} share no key word"
+                    )
+                    items.append(Item("provenance_precision", subject, bool(shared), detail))
+    return items
 
 
 def baseline_items(scenario: Scenario, runs: Sequence[Run], secrets: dict[str, str]) -> list[Item]:

@@ -29,6 +29,8 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("superseded_in_history", "superseded / forgotten values in git history"),
     ("noise_left_out", "noise left out"),
     ("no_secret", "no secret committed or stored"),
+    ("provenance_coverage", "Dream lines that resolve to a history entry"),
+    ("provenance_precision", "cited entries that hold the line's key words"),
 )
 CHECK_IDS = tuple(c for c, _ in CHECKS)
 QUESTION_KINDS = ("fact", "preference", "update", "deletion")

@@ -43,6 +43,7 @@ from dream_memory.core.prompts import (
     NOTHING,
     REPLACE_MARK,
     SEARCH_MARK,
+    numbered_facts,
 )
 from dream_memory.errors import BadReply
 
@@ -90,9 +91,15 @@ def _files_in(text: str) -> dict[str, str | None]:
     return files
 
 
-def _entries_in(text: str) -> list[str]:
+def _entries_in(text: str) -> list[tuple[int | None, str]]:
+    """(cursor, content) of each ``### Entry N`` block of the history."""
     history = _after(text, HISTORY_MARKER)
-    return [block.partition("\n")[2] for block in history.split(ENTRY_PREFIX)[1:]]
+    found: list[tuple[int | None, str]] = []
+    for block in history.split(ENTRY_PREFIX)[1:]:
+        header, _, content = block.partition("\n")
+        number = re.match(r"\d+", header)
+        found.append((int(number.group()) if number else None, content))
+    return found
 
 
 def _made_edits(messages: Sequence[Message]) -> bool:
@@ -184,40 +191,48 @@ class OfflineModel:
         memory = _files_in(_after(prompt, MEMORY_MARKER).split(HISTORY_MARKER)[0])
         known = {normalize(line) for text in memory.values() if text for line in text.splitlines()}
         lines: list[str] = []
-        seen: set[str] = set()
+        cited: list[list[int]] = []  # per line: every entry the fact was read in (it cites them all)
+        seen: dict[str, int] = {}
         emitted: list[tuple[str, str]] = []
-        for entry in _entries_in(prompt):
+        for cursor, entry in _entries_in(prompt):
             for raw in entry.splitlines():
                 item = classify(raw)
                 if item is None:
                     continue
                 key = normalize(item.text)
-                if key in seen or f"{normalize('- ')}{key}".strip() in known or key in known:
+                if key in seen:
+                    if cursor is not None and cursor not in cited[seen[key]]:
+                        cited[seen[key]].append(cursor)
                     continue
-                seen.add(key)
+                if f"{normalize('- ')}{key}".strip() in known or key in known:
+                    continue
+                seen[key] = len(lines)
                 tag = owner_of_superseded(item, memory, emitted) or item.tag
                 emitted.append((tag, item.text))
                 lines.append(f"[{tag}] {item.name}: {item.text}" if item.name else f"[{tag}] {item.text}")
-        return ChatReply(content="\n".join(lines) if lines else "[SKIP]")
+                cited.append([cursor] if cursor is not None else [])
+        answer = [
+            line + (f" [from {', '.join(map(str, c))}]" if c else "") for line, c in zip(lines, cited, strict=True)
+        ]
+        return ChatReply(content="\n".join(answer) if answer else "[SKIP]")
 
     # --- phase 2 ---------------------------------------------------------------------------------
 
     def _phase2(self, messages: Sequence[Message], prompt: str) -> ChatReply:
-        facts_block = _after(prompt, FACTS_MARKER).split(FILES_MARKER)[0]
-        facts = parse_facts(facts_block).facts if facts_block.strip() else ()
+        facts = _numbered(prompt)
         if _made_edits(messages) or not facts:
             return ChatReply(content=f"Applied {len(facts)} fact(s).")
         reads = _ReadResults.collect(messages)
         known: dict[str, str | None] = {**_files_in(_after(prompt, FILES_MARKER)), **reads.full}
-        targets = list(dict.fromkeys(f.target for f in facts))
-        if any(f.tag == "ENTITY" for f in facts):
+        targets = list(dict.fromkeys(f.target for _, f in facts))
+        if any(f.tag == "ENTITY" for _, f in facts):
             targets.append(layout.INDEX)
         wanted: list[ToolCall] = []
         for path in targets:
             if path in known:
                 continue
             if path in reads.outlines:
-                titles = {section_for(path, f.text) for f in facts if f.target == path}
+                titles = {section_for(path, f.text) for _, f in facts if f.target == path}
                 titles |= {reads.outlines[path][-1]} if reads.outlines[path] else set()
                 wanted += [
                     _call("read_file", path=path, section=t) for t in sorted(titles) if (path, t) not in reads.sections
@@ -238,8 +253,7 @@ class OfflineModel:
         for files shown whole: there is no read_file to fetch a section)."""
         if any(m.get("role") == "assistant" and SEARCH_MARK in str(m.get("content") or "") for m in messages):
             return ChatReply(content="DONE")
-        facts_block = _after(prompt, FACTS_MARKER).split(FILES_MARKER)[0]
-        facts = parse_facts(facts_block).facts if facts_block.strip() else ()
+        facts = _numbered(prompt)
         known = _files_in(_after(prompt, FILES_MARKER))
         today = re.search(r"Today is (\d{4}-\d{2}-\d{2})", prompt)
         blocks = []
@@ -251,40 +265,38 @@ class OfflineModel:
         return ChatReply(content="\n\n".join(blocks) if blocks else "DONE")
 
     @staticmethod
-    def _edits_for_whole_files(facts: Sequence[Fact], known: dict[str, str | None], date: str) -> list[ToolCall]:
+    def _edits_for_whole_files(
+        facts: Sequence[tuple[int, Fact]], known: dict[str, str | None], date: str
+    ) -> list[ToolCall]:
         after = dict(known)
-        for fact in facts:
-            path = fact.target
-            if path not in after:
+        applied: dict[str, list[int]] = {}  # path -> the numbers of the facts that changed it
+        for number, fact in facts:
+            if fact.target not in after:
                 continue  # a large file: handled section by section
-            current = after[path]
-            if fact.tag == "SKILL":
-                after[path] = skill_text(fact.name or "skill", fact.text, current)
-            elif fact.tag == "ENTITY":
-                after[path] = entity_text(fact.name or "entity", fact.text, current)
-                if layout.INDEX in after:
-                    after[layout.INDEX] = index_text(after[layout.INDEX], fact.name or "entity", path, fact.text)
-            elif fact.tag == "OBSERVATION":
-                after[path] = observation_text(current, fact.text, date)
-            elif current is not None:
-                after[path] = add_fact(current, path, fact.text)
+            before = dict(after)
+            _apply_fact(fact, after, date)
+            for path, text in after.items():
+                if text != before.get(path):
+                    applied.setdefault(path, []).append(number)
         calls: list[ToolCall] = []
         for path in sorted(after):
             old, new = known.get(path), after[path]
             if new is None or new == old:
                 continue
+            cited = applied.get(path, [])
             if old is None:
-                calls.append(_call("write_file", path=path, content=new))
+                calls.append(_call("write_file", path=path, content=new, facts=cited))
             else:
                 old_text, new_text = minimal_edit(old, new)
-                calls.append(_call("edit_file", path=path, old_text=old_text, new_text=new_text))
+                calls.append(_call("edit_file", path=path, old_text=old_text, new_text=new_text, facts=cited))
         return calls
 
     @staticmethod
-    def _edits_for_sections(facts: Sequence[Fact], reads: _ReadResults) -> list[ToolCall]:
+    def _edits_for_sections(facts: Sequence[tuple[int, Fact]], reads: _ReadResults) -> list[ToolCall]:
         """Facts for large files, filed by editing only the sections that were read."""
         staged: dict[tuple[str, str], str] = {}
-        for fact in facts:
+        applied: dict[tuple[str, str], list[int]] = {}
+        for number, fact in facts:
             path = fact.target
             if path not in reads.outlines:
                 continue
@@ -292,17 +304,20 @@ class OfflineModel:
             key = (path, title)
             if reads.sections.get(key) is not None:
                 staged[key] = add_fact(staged.get(key, reads.sections[key] or ""), path, fact.text)
+                applied.setdefault(key, []).append(number)
                 continue
             last = (path, reads.outlines[path][-1]) if reads.outlines[path] else None
             if last is None or reads.sections.get(last) is None:
                 continue
             base = staged.get(last, reads.sections[last] or "")
             staged[last] = add_fact(base, path, fact.text)  # appends the missing heading after it
+            applied.setdefault(last, []).append(number)
         calls = []
         for (path, title), new in sorted(staged.items()):
             old = reads.sections[(path, title)] or ""
             if new != old:
-                calls.append(_call("edit_file", path=path, old_text=old, new_text=new))
+                cited = applied.get((path, title), [])
+                calls.append(_call("edit_file", path=path, old_text=old, new_text=new, facts=cited))
         return calls
 
     # --- consolidation ---------------------------------------------------------------------------
@@ -333,6 +348,31 @@ class OfflineModel:
             seen.add(key)
             kept.append(f"- [durable] {item.text}")
         return ChatReply(content="\n".join(kept) if kept else NOTHING)
+
+
+def _apply_fact(fact: Fact, after: dict[str, str | None], date: str) -> None:
+    """One fact filed into the whole files ``after`` holds (its target, and index.md for an entity)."""
+    path = fact.target
+    current = after[path]
+    if fact.tag == "SKILL":
+        after[path] = skill_text(fact.name or "skill", fact.text, current)
+    elif fact.tag == "ENTITY":
+        after[path] = entity_text(fact.name or "entity", fact.text, current)
+        if layout.INDEX in after:
+            after[layout.INDEX] = index_text(after[layout.INDEX], fact.name or "entity", path, fact.text)
+    elif fact.tag == "OBSERVATION":
+        after[path] = observation_text(current, fact.text, date)
+    elif current is not None:
+        after[path] = add_fact(current, path, fact.text)
+
+
+def _numbered(prompt: str) -> list[tuple[int, Fact]]:
+    """The facts of phase 2's prompt with their numbers (numbered by place when unnumbered)."""
+    block = _after(prompt, FACTS_MARKER).split(FILES_MARKER)[0]
+    if not block.strip():
+        return []
+    numbered = numbered_facts(block)
+    return numbered or list(enumerate(parse_facts(block).facts, start=1))
 
 
 def _with_eol(text: str) -> str:

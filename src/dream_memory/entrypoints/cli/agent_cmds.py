@@ -29,12 +29,18 @@ from dream_memory.entrypoints.cli._common import (
     default=None,
     help="Also include the entity whose repository root holds this folder (e.g. the current repository).",
 )
+@click.option(
+    "--sources",
+    is_flag=True,
+    help='After each line Dream wrote, say where it was learned ("learned from session ... on ...").',
+)
 @json_option
 @workspace_options
 def context(
     budget: int | None,
     session_key: str | None,
     work_path: str | None,
+    sources: bool,
     as_json: bool,
     workspace: str | None,
     config_path: str | None,
@@ -48,7 +54,7 @@ def context(
     from dream_memory.app.context import ContextRequest
     from dream_memory.app.context import context as memory_context
 
-    block = memory_context(runtime(workspace, config_path), ContextRequest(budget, session_key, work_path))
+    block = memory_context(runtime(workspace, config_path), ContextRequest(budget, session_key, work_path, sources))
     if as_json:
         emit_json(block.to_json())
     else:

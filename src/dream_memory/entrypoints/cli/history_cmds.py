@@ -157,7 +157,7 @@ def status(as_json: bool, workspace: str | None, config_path: str | None) -> int
     echo(f"last dream     {last['commit'][:10] + ' ' + last['subject'] if last else 'none yet'}")
     echo(f"unsaved edits  {', '.join(result.dirty) if result.dirty else 'none'}")
     if result.held:
-        echo(f"held batches   {', '.join(result.held)}  (dream restore --apply-held / --discard-held)")
+        echo(f"held           {len(result.held)}: {', '.join(result.held)}  (dream review)")
     if result.set_aside:
         echo(f"set aside      {', '.join(result.set_aside)}")
     if result.pending_migration:

@@ -65,6 +65,13 @@ def report_problems(reader: ReadStore) -> None:
         note(f"dream: warning: {problem}")
 
 
+sources_option = click.option(
+    "--sources",
+    is_flag=True,
+    help="Also say where each shown line comes from (learned from which history entry, by hand, template).",
+)
+
+
 @command("resolve")
 @click.argument("path")
 @at_option
@@ -94,6 +101,7 @@ def resolve(
 @command("entity")
 @click.argument("name")
 @offset_option
+@sources_option
 @at_option
 @store_option
 @json_option
@@ -102,6 +110,7 @@ def entity(
     *,
     name: str,
     offset_line: int,
+    sources: bool,
     at: str | None,
     store: str | None,
     as_json: bool,
@@ -114,13 +123,14 @@ def entity(
             result = reader.entity(name, offset_line=offset_line)
         finally:
             report_problems(reader)
-    _emit_page(result, as_json)
+    _emit_page(result, as_json, _sources(result, workspace, config_path) if sources else None)
     return 0
 
 
 @command("section")
 @click.argument("name")
 @offset_option
+@sources_option
 @at_option
 @store_option
 @json_option
@@ -129,6 +139,7 @@ def section(
     *,
     name: str,
     offset_line: int,
+    sources: bool,
     at: str | None,
     store: str | None,
     as_json: bool,
@@ -145,18 +156,35 @@ def section(
             result = reader.section(name, offset_line=offset_line)
         finally:
             report_problems(reader)
-    _emit_page(result, as_json)
+    _emit_page(result, as_json, _sources(result, workspace, config_path) if sources else None)
     return 0
 
 
-def _emit_page(result: object, as_json: bool) -> None:
+def _sources(result: object, workspace: str | None, config_path: str | None) -> list[dict[str, object]]:
+    """Each shown line's origin (docs/provenance.md); the workspace's own files only."""
+    from dream_memory.app.provenance import page_sources
+    from dream_memory.app.read import ReadResult
+
+    assert isinstance(result, ReadResult)
+    return page_sources(runtime(workspace, config_path), result.path, result.first_line, result.last_line)
+
+
+def _emit_page(result: object, as_json: bool, sources: list[dict[str, object]] | None = None) -> None:
     from dream_memory.app.read import ReadResult
 
     assert isinstance(result, ReadResult)
     if as_json:
-        emit_json(result.to_json())
+        emit_json(result.to_json() if sources is None else {**result.to_json(), "sources": sources})
         return
     echo(result.to_text(), nl=False)
+    if sources is not None:
+        echo("")
+        echo("Sources:")
+        for row in sources:
+            origin = row["learned"] or {"init": "template (memory: init)", "manual": "written by hand"}.get(
+                str(row["kind"]), "not committed yet" if row["kind"] is None else f"{row['kind']} commit"
+            )
+            echo(f"  {row['line']}: {origin}")
     if result.last_line == 0 and not result.truncated:
         note(f"dream: {result.path} has no line {result.first_line}")
 

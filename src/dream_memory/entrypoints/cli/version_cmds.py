@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from dream_memory.core.provenance import removals_in
 from dream_memory.entrypoints.cli._common import (
     command,
     echo,
@@ -45,6 +46,12 @@ def _render_commit(info: CommitInfo) -> None:
         return
     for line in _file_table(info.files):
         echo(line)
+    removed = removals_in(info.message)
+    if removed:
+        echo("")
+        echo("Removed or replaced, and the fact that asked for it:")
+        for line in removed:
+            echo(f"  {line}")
     diff = "".join(f.diff for f in info.files)
     if diff:
         echo("")

@@ -1,0 +1,71 @@
+"""Git notes on Dream's own ref (``refs/notes/dream``): a record beside a commit, never inside the
+memory files, that ``git notes --ref dream show <sha>`` reads too.
+
+The notes tree is read and updated with dulwich's ``NotesTree`` (its fan-out included); the
+notes commit is made here like every other commit of ours (our author and clock, objects added
+through ``GitStore._add``, the ref moved by compare-and-set), so a concurrent writer is an error,
+never a lost note.
+"""
+
+from __future__ import annotations
+
+from dulwich.notes import NotesTree, create_notes_tree
+from dulwich.objects import Commit, Tree
+from dulwich.refs import Ref
+
+from dream_memory.adapters.git.base import git_errors, oid
+from dream_memory.adapters.git.store import GitStore
+from dream_memory.errors import VersionStoreError
+
+NOTES_REF = "refs/notes/dream"
+
+
+def _notes_tree(store: GitStore, ref: str) -> tuple[bytes | None, Tree | None]:
+    """(the notes commit, its tree); (None, None) before the first note."""
+    try:
+        head = store.repo.refs[Ref(ref.encode("ascii"))]
+    except KeyError:
+        return None, None
+    commit = store.repo[head]
+    if not isinstance(commit, Commit):
+        raise VersionStoreError(f"{ref} does not point at a commit", hint=f"`git update-ref -d {ref}` removes it")
+    tree = store.repo[commit.tree]
+    assert isinstance(tree, Tree)
+    return bytes(head), tree
+
+
+@git_errors
+def read_note(store: GitStore, sha: str, ref: str = NOTES_REF) -> bytes | None:
+    """The note on commit ``sha`` under ``ref``, or None."""
+    _, tree = _notes_tree(store, ref)
+    if tree is None:
+        return None
+    return NotesTree(tree, store.repo.object_store).get_note(oid(sha))
+
+
+@git_errors
+def write_note(store: GitStore, sha: str, content: bytes, message: str, ref: str = NOTES_REF) -> str:
+    """Attach ``content`` to commit ``sha`` (replacing its note); returns the notes commit."""
+    objects = store.repo.object_store
+    head, tree = _notes_tree(store, ref)
+    if tree is None:
+        tree = create_notes_tree(objects)
+    new_tree = NotesTree(tree, objects).set_note(oid(sha), content)
+    store._add(new_tree)
+    commit = Commit()
+    commit.tree = new_tree.id
+    commit.parents = [oid(head)] if head else []
+    commit.author = commit.committer = store.author
+    when, offset = store._signature()
+    commit.author_time = commit.commit_time = when
+    commit.author_timezone = commit.commit_timezone = offset
+    commit.message = (message.rstrip("\n") + "\n").encode("utf-8")
+    store._add(commit)
+    name = Ref(ref.encode("ascii"))
+    if head is None:
+        moved = store.repo.refs.add_if_new(name, commit.id)
+    else:
+        moved = store.repo.refs.set_if_equals(name, oid(head), commit.id)
+    if not moved:
+        raise VersionStoreError(f"{ref} moved while a note was written", hint="another process wrote a note; run again")
+    return commit.id.decode("ascii")

@@ -1,0 +1,87 @@
+"""Provenance written as a batch lands (docs/provenance.md): the batch's lines tied to its facts,
+the commit body's list of facts and removals, and the JSON note on ``refs/notes/dream``. The
+read side is ``app.provenance``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from dream_memory.adapters.git import GitStore
+from dream_memory.adapters.git.notes import write_note
+from dream_memory.app.dream.report import NO_FACT_ASKED, BatchRecord
+from dream_memory.core.history import HistoryEntry
+from dream_memory.core.provenance import BODY_FACTS, BODY_REMOVED, NOTE_VERSION, attribute
+
+_BODY_LIMIT = 40  # facts or removals listed in a commit body; the note holds them all
+
+
+def attribute_batch(record: BatchRecord, changes: dict[str, tuple[str | None, str]]) -> None:
+    """Tie the batch's added, replaced and removed lines to its facts (into ``record``)."""
+    if record.found:
+        record.attribution = attribute(changes, record.found, record.declared)
+
+
+def commit_body(record: BatchRecord) -> list[str]:
+    """The lines a batch commit's body gains: its facts with their cursors, and every line it
+    removed or replaced with the fact that asked for it."""
+    if not record.found:
+        return []
+    lines = [BODY_FACTS]
+    for number, fact in enumerate(record.found[:_BODY_LIMIT], start=1):
+        sources = ", ".join(map(str, fact.sources)) if fact.sources else "unknown"
+        lines.append(f"  {number}. {fact.render()}  <- {sources}")
+    if len(record.found) > _BODY_LIMIT:
+        lines.append(f"  ... {len(record.found) - _BODY_LIMIT} more: git notes --ref dream show <this commit>")
+    removed = record.attribution.removed if record.attribution else ()
+    if removed:
+        lines += ["", BODY_REMOVED]
+        for item in removed[:_BODY_LIMIT]:
+            why = "; ".join(f"fact {n}: {record.found[n - 1].render()}" for n in item.facts) or NO_FACT_ASKED
+            verb = "replaced" if item.replaced_by is not None else "removed"
+            lines.append(f"  {item.path}: {verb} {item.text.strip()!r} ({why})")
+        if len(removed) > _BODY_LIMIT:
+            lines.append(f"  ... {len(removed) - _BODY_LIMIT} more: git notes --ref dream show <this commit>")
+    return lines
+
+
+def note_payload(record: BatchRecord, entries: Sequence[HistoryEntry], model: str, created: str) -> dict[str, Any]:
+    cited = {c for f in record.found for c in f.sources}
+    attribution = record.attribution
+    return {
+        "version": NOTE_VERSION,
+        "batch": {"cursor_from": record.cursor_from, "cursor_to": record.cursor_to},
+        "model": model,
+        "created": created,
+        "facts": [
+            {
+                "id": n,
+                "tag": f.tag,
+                "name": f.name,
+                "text": f.text,
+                "target": f.target,
+                "sources": list(f.sources),
+                "cited_outside_batch": list(record.cited_outside.get(n, ())),
+            }
+            for n, f in enumerate(record.found, start=1)
+        ],
+        "lines": [ln.to_json() for ln in attribution.lines] if attribution else [],
+        "removed": [r.to_json() for r in attribution.removed] if attribution else [],
+        "entries": [
+            {"cursor": e.cursor, "timestamp": e.timestamp, "session_key": e.session_key, "content": e.content}
+            for e in entries
+            if e.cursor in cited
+        ],
+    }
+
+
+def save_note(git: GitStore, record: BatchRecord, entries: Sequence[HistoryEntry], model: str, created: str) -> None:
+    """The batch's provenance note on its commit. A failure to write it loses no memory: the
+    commit body still lists the facts, and the caller reports the missing note."""
+    if record.commit is None or not record.found:
+        return
+    payload = note_payload(record, entries, model, created)
+    data = (json.dumps(payload, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+    write_note(git, record.commit, data, f"dream: provenance of {record.commit[:10]}")

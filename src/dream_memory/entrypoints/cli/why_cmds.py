@@ -1,0 +1,60 @@
+"""``dream why`` and ``dream blame``: where a memory line comes from (docs/provenance.md)."""
+
+from __future__ import annotations
+
+import click
+
+from dream_memory.entrypoints.cli._common import command, echo, emit_json, json_option, runtime, workspace_options
+
+
+@command("why")
+@click.argument("target", required=False, metavar="PATH:LINE")
+@click.option("--text", default=None, help="Explain every committed memory line holding this text.")
+@json_option
+@workspace_options
+def why(target: str | None, text: str | None, as_json: bool, workspace: str | None, config_path: str | None) -> int:
+    """Where a memory line comes from: the commit that wrote it, when, the model, the fact, and
+    each history entry the fact was learnt from (cursor, time, session, content).
+
+    Hand-written lines say so (memory: manual edits, or a commit of your own, with its author);
+    template lines say memory: init. Reads what is committed (read-only).
+    """
+    from dream_memory.app.provenance import why as explain
+
+    found = explain(runtime(workspace, config_path), target, text)
+    if as_json:
+        emit_json([f.to_json() for f in found] if text is not None else found[0].to_json())
+        return 0
+    echo("\n".join(item.to_text() for item in found).rstrip("\n"))
+    return 0
+
+
+@command("blame")
+@click.argument("path")
+@click.option("--rev", default="HEAD", show_default=True, help="The version of the file to explain.")
+@json_option
+@workspace_options
+def blame(path: str, rev: str, as_json: bool, workspace: str | None, config_path: str | None) -> int:
+    """Every line of a memory file with the commit that wrote it and its sources, like git blame
+    (read-only): Dream lines with the history entries they come from, hand-written lines as
+    manual, template lines as init."""
+    from dream_memory.app.provenance import blame_of
+
+    lines = blame_of(runtime(workspace, config_path), path, rev)
+    if as_json:
+        emit_json([line.to_json() for line in lines])
+        return 0
+    width = len(str(len(lines)))
+    for line in lines:
+        if line.sources:
+            origin = "entries " + ",".join(str(s.cursor) for s in line.sources)
+        elif line.kind == "dream":
+            origin = "source unknown"
+        else:
+            origin = line.kind
+        when = line.time[:16].replace("T", " ")
+        echo(f"{line.commit[:8]} {when} {origin[:24]:<24} {line.line:>{width}}| {line.text}")
+    return 0
+
+
+COMMANDS = [why, blame]
