@@ -43,9 +43,7 @@ ELLIPSIS = "..."
 # or 10 digits or letters a-f (git's and dream's short SHAs can be all digits, and about one in
 # 800 short SHAs is all letters, "aadbcba"); other plain numbers and words like "deadbeef" or
 # "added" stay exact.
-SHA = re.compile(
-    r"\b(?:(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}|[0-9]{7}|[0-9]{10}|[a-f]{7}|[a-f]{10})\b"
-)
+SHA = re.compile(r"\b(?:(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}|[0-9]{7}|[0-9]{10}|[a-f]{7}|[a-f]{10})\b")
 COMMAND_SHA = re.compile(r"\b(?:(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{4,40}|[a-f]{7}|[a-f]{10})\b")
 HEREDOC = re.compile(r"<<-?\s*'?\"?(\w+)'?\"?")
 TIMESTAMP = re.compile(r"\b\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:\.\d+)?)?(?:Z|[+-]\d\d:?\d\d)?")
