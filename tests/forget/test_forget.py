@@ -158,10 +158,36 @@ def test_a_pushed_repository_gets_the_exact_force_push(env: Env, tmp_path: Path)
     result = env.dream("forget", "--purge", CANARY)
     assert result.exit_code == 0, result.output
     push = [line.strip() for line in result.output.splitlines() if line.strip().startswith("git push")]
-    assert len(push) == 1 and "--force-with-lease=refs/heads/main:" in push[0] and " origin " in push[0]
+    branches = [line for line in push if "refs/heads/main:" in line]
+    assert len(branches) == 1 and " origin " in branches[0] and "refs/notes/" not in branches[0]
     assert "pull request" in result.output and "fork" in result.output
-    env.git(*push[0].split()[1:])
+    env.git(*branches[0].split()[1:])
     assert env.git("--git-dir", str(remote), "log", "-p", "--all").count(CANARY) == 0
+    # The notes were never pushed: their own command is refused and nothing is lost by that.
+    for line in push:
+        if line not in branches:
+            assert "refs/notes/dream:refs/notes/dream" in line
+            assert "stale info" in env.git(*line.split()[1:], check=False)
+
+
+def test_pushed_notes_are_replaced_by_their_own_command(env: Env, tmp_path: Path) -> None:
+    """Provenance notes pushed beside the branch (as the pull-request flow does) are rewritten
+    too: after both printed commands ran, the remote holds the canary in no commit and no note."""
+    dreamt_workspace(env, batches=2)
+    remote = tmp_path / "remote.git"
+    env.git("init", "-q", "--bare", str(remote))
+    env.git("remote", "add", "origin", str(remote))
+    env.git("push", "-q", "origin", "main", "refs/notes/dream:refs/notes/dream")
+    env.git("fetch", "-q", "origin")
+    assert env.git("--git-dir", str(remote), "log", "-p", "--all").count(CANARY) > 0
+    result = env.dream("forget", "--purge", CANARY)
+    assert result.exit_code == 0, result.output
+    push = [line.strip() for line in result.output.splitlines() if line.strip().startswith("git push")]
+    assert len(push) == 2, push
+    for line in push:
+        env.git(*line.split()[1:])
+    notes = env.git("--git-dir", str(remote), "log", "-p", "refs/notes/dream")
+    assert CANARY not in notes and CANARY not in env.git("--git-dir", str(remote), "log", "-p", "--all")
 
 
 def test_dream_never_writes_a_purged_value_back(env: Env) -> None:

@@ -327,10 +327,14 @@ def _purge_git(git: GitStore, target: rules.Target, report: ForgetReport, *, dry
     _add_remote_warning(report)
 
 
+_UNTRACKED = ("refs/tags/", "refs/notes/")
+
+
 def _push_commands(git: GitStore, refs: dict[str, tuple[str, str]], remotes: list[str]) -> list[str]:
-    """One ``git push --force-with-lease`` per remote: every rewritten branch, tag and notes ref,
-    each leased on the id the remote was last seen with (its remote-tracking ref), so a push
-    someone made since is never overwritten."""
+    """Per remote, one ``git push --force-with-lease`` for the rewritten branches, each leased on
+    the id the remote was last seen with (its remote-tracking ref), so a push someone made since
+    is never overwritten; then one for the rewritten tags and notes refs (Dream's provenance
+    notes among them), leased on their old ids, needed only where the remote holds them."""
     from dream_memory.adapters.git import rewrite
 
     commands: list[str] = []
@@ -351,12 +355,15 @@ def _push_commands(git: GitStore, refs: dict[str, tuple[str, str]], remotes: lis
                 if name.startswith("refs/heads/"):
                     leases.append(f"--force-with-lease={name}:{old}")
                     specs.append(f"{name}:{name}")
-        for name, (old, _) in sorted(refs.items()):
-            if name.startswith(("refs/tags/", "refs/notes/")):
-                leases.append(f"--force-with-lease={name}:{old}")
-                specs.append(f"{name}:{name}")
         if specs:
             commands.append(" ".join(["git", "push", *leases, remote, *specs]))
+        # Tags and notes have no remote-tracking refs, so whether the remote holds them is not
+        # known here: a command of their own, leased on the old id, which git refuses ("stale
+        # info") where the remote never had them, and the branches' push above is not blocked by it.
+        extra = [(name, old) for name, (old, _) in sorted(refs.items()) if name.startswith(_UNTRACKED)]
+        if extra:
+            leases = [f"--force-with-lease={name}:{old}" for name, old in extra]
+            commands.append(" ".join(["git", "push", *leases, remote, *(f"{name}:{name}" for name, _ in extra)]))
     return commands
 
 
