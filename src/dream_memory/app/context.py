@@ -230,7 +230,7 @@ def context(rt: Runtime, request: ContextRequest) -> ContextBlock:
         rs = rt.read_settings
         found = entity_for_path(rs.store, request.work_path, excludes=rs.excludes, home=rs.env.get("HOME"))
         extra = [found] if found is not None else []
-    from dream_memory.app.provenance import annotate  # dulwich and the blame walk: only for --sources
+    from dream_memory.app.sources import annotate  # dulwich and the blame walk: only for --sources
 
     git = rt.git(create=False) if request.sources else None
     try:

@@ -394,7 +394,7 @@ __all__ = [
 # --- the use cases, as the faces call them ---------------------------------------------------------
 
 
-def _workspace_git(rt: Runtime) -> tuple[GitStore | None, Path]:
+def workspace_git(rt: Runtime) -> tuple[GitStore | None, Path]:
     if not rt.has_workspace():
         raise UsageError(
             f"no workspace at {rt.root}",
@@ -407,7 +407,7 @@ def why(rt: Runtime, target: str | None, text: str | None) -> list[LineWhy]:
     """``dream why PATH:LINE`` (one line) or ``dream why --text TEXT`` (every line holding it)."""
     if (target is None) == (text is None):
         raise UsageError("give either PATH:LINE or --text TEXT", hint="e.g. `dream why USER.md:12`")
-    git, root = _workspace_git(rt)
+    git, root = workspace_git(rt)
     try:
         if text is not None:
             return why_text(git, root, text, layout_paths(root, git))
@@ -423,7 +423,7 @@ def why(rt: Runtime, target: str | None, text: str | None) -> list[LineWhy]:
 
 def blame_of(rt: Runtime, path: str, rev: str = "HEAD") -> list[LineWhy]:
     """``dream blame PATH``: every line with its commit and sources."""
-    git, root = _workspace_git(rt)
+    git, root = workspace_git(rt)
     try:
         return blame_file(git, root, path, rev)
     finally:
@@ -438,78 +438,3 @@ def layout_paths(root: Path, git: GitStore | None) -> list[str]:
     head = git.head()
     assert head is not None
     return sorted(p for p in git.files_at(head) if layout.is_content(p))
-
-
-# --- the read side's --sources --------------------------------------------------------------------
-
-
-def line_sources(git: GitStore | None, root: Path, rel: str, lines: Sequence[str]) -> list[LineWhy | None]:
-    """For each of ``lines`` (a file as it is on disk now), the committed line it is, explained;
-    None for a line not committed yet (or no repository). Lines are matched by text in order, so
-    a file edited since its last commit keeps the sources of the lines it still holds."""
-    if git is None or git.head() is None or not layout.is_content(rel):
-        return [None] * len(lines)
-    try:
-        committed = blame_file(git, root, rel)
-    except NotFound:
-        return [None] * len(lines)
-    by_text: dict[str, list[LineWhy]] = {}
-    for why in committed:
-        by_text.setdefault(why.text, []).append(why)
-    found: list[LineWhy | None] = []
-    for line in lines:
-        queue = by_text.get(line)
-        found.append(queue.pop(0) if queue else None)
-    return found
-
-
-def learned(why: LineWhy | None) -> str | None:
-    """ "learned from session telegram:42 on 2026-04-03 (entry 12)" for a Dream line with sources."""
-    if why is None or why.kind != KIND_DREAM or not why.sources:
-        return None
-    first = why.sources[0]
-    where = f"session {first.session_key}" if first.session_key else "history"
-    when = (first.timestamp or why.time)[:10]
-    cursors = ", ".join(str(s.cursor) for s in why.sources)
-    return f"learned from {where} on {when} (entr{'ies' if len(why.sources) > 1 else 'y'} {cursors})"
-
-
-def annotate(git: GitStore | None, root: Path, rel: str, text: str) -> str:
-    """``text`` with "(learned from ... on ...)" after each Dream line that has sources."""
-    lines = text.splitlines()
-    out: list[str] = []
-    for line, why in zip(lines, line_sources(git, root, rel, lines), strict=True):
-        note = learned(why)
-        out.append(f"{line}  ({note})" if note else line)
-    return "\n".join(out) + ("\n" if text.endswith("\n") else "")
-
-
-def page_sources(rt: Runtime, rel: str, first_line: int, last_line: int) -> list[dict[str, Any]]:
-    """``dream entity/section --sources``: the origin (kind, commit, entries) of each line of the
-    page, lines ``first_line..last_line`` of the workspace's file ``rel``."""
-    git, root = _workspace_git(rt)
-    try:
-        text = fsutil.read_text(root / rel) or ""
-        lines = text.splitlines()[first_line - 1 : last_line] if last_line >= first_line else []
-        found = line_sources(git, root, rel, lines)
-    finally:
-        if git is not None:
-            git.close()
-    rows: list[dict[str, Any]] = []
-    for offset, why in enumerate(found):
-        row: dict[str, Any] = {
-            "line": first_line + offset,
-            "kind": None,
-            "commit": None,
-            "entries": [],
-            "learned": None,
-        }
-        if why is not None:
-            row.update(
-                kind=why.kind,
-                commit=why.commit,
-                entries=[s.cursor for s in why.sources],
-                learned=learned(why),
-            )
-        rows.append(row)
-    return rows

@@ -162,8 +162,8 @@ def section(
 
 def _sources(result: object, workspace: str | None, config_path: str | None) -> list[dict[str, object]]:
     """Each shown line's origin (docs/provenance.md); the workspace's own files only."""
-    from dream_memory.app.provenance import page_sources
     from dream_memory.app.read import ReadResult
+    from dream_memory.app.sources import page_sources
 
     assert isinstance(result, ReadResult)
     return page_sources(runtime(workspace, config_path), result.path, result.first_line, result.last_line)
