@@ -84,6 +84,7 @@ def test_the_whole_loop_runs_with_the_offline_model(tmp_path: Path) -> None:
     assert "Traceback" not in talk.stderr + dreamt.stderr + again.stderr
 
 
+@pytest.mark.slow  # the example agent as a real process against a real server
 def test_the_loop_runs_against_the_shipped_scripted_server_without_a_key(tmp_path: Path, server: str) -> None:
     """The agent talks to the scripted server (its replies are the script's), then
     ``dream consolidate`` and ``dream run`` go through the same server's offline engine: the
@@ -103,6 +104,7 @@ def test_the_loop_runs_against_the_shipped_scripted_server_without_a_key(tmp_pat
     assert "green tea" in (ws / "USER.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow  # the example agent as a real process against a real server
 def test_a_model_that_refuses_is_one_line_and_exit_1(tmp_path: Path, server: str) -> None:
     """When the model fails (here the scripted server's offline engine refuses a chat prompt once
     the script is used up), the agent prints one ``agent: error:`` line naming the model and

@@ -128,6 +128,7 @@ def fill(folder: Path) -> None:
         os.close(fd)
 
 
+@pytest.mark.slow  # every command as a real process, one after another
 def test_every_command_on_a_really_full_disk_fails_cleanly(tmp_path: Path) -> None:
     """A workspace on a filesystem with no byte left: every command either works (read-only
     ones) or exits 1 or 2 with one line naming the cause, never a traceback; `dream run` prints
@@ -155,6 +156,7 @@ def test_every_command_on_a_really_full_disk_fails_cleanly(tmp_path: Path) -> No
 # --- a folder where a lock file belongs ----------------------------------------------------------
 
 
+@pytest.mark.slow  # every command as a real process, one after another
 @pytest.mark.parametrize("lock", ["memory/.dream.lock", "memory/.history.lock"])
 def test_a_folder_where_a_lock_file_belongs(tmp_path: Path, lock: str) -> None:
     """A folder at memory/.dream.lock or memory/.history.lock: commands that need the lock exit
@@ -243,6 +245,7 @@ def _give(path: Path, uid: int) -> None:
             os.lchown(os.path.join(folder, name), uid, uid)
 
 
+@pytest.mark.slow  # every command as a real process, one after another
 def test_a_memory_file_the_user_cannot_read(open_tmp: Path) -> None:
     """As a user who owns the workspace but cannot read memory/MEMORY.md (mode 000): the commands
     that read it exit 1 or 2 with one line naming the file, `dream run` prints a failed report and
@@ -266,6 +269,7 @@ def test_a_memory_file_the_user_cannot_read(open_tmp: Path) -> None:
     assert (ws / ".git" / "HEAD").read_text() == head
 
 
+@pytest.mark.slow  # every command as a real process, one after another
 def test_a_read_only_workspace(open_tmp: Path) -> None:
     """A workspace the user may read but not write (another user's checkout, a read-only mount):
     read commands work, writing ones exit 2 naming the path and the uid that would need access,
@@ -308,6 +312,7 @@ def test_a_config_nested_thousands_of_levels_deep_is_a_usage_error(tmp_path: Pat
             assert done.returncode == 2 and str(config) in line and "nested too deeply" in line, (command, line)
 
 
+@pytest.mark.slow  # every command as a real process, one after another
 @pytest.mark.parametrize(
     "rel",
     ["memory/.dream_state.json", "memory/.dream_journal.json", "memory/.consolidation.json", "memory/.dream.lock"],
