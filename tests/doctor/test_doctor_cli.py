@@ -236,7 +236,7 @@ def test_an_unknown_config_key_is_a_warning_not_valid(ws: Path, dream: Dream) ->
         }
     }
     (ws / "dream.json").write_text(json.dumps(config), encoding="utf-8")
-    code, report = doctor_json(dream, "--workspace", str(ws))
+    _code, report = doctor_json(dream, "--workspace", str(ws))
     config_check = check(report, "config")
     assert config_check["status"] == "warning", config_check
     assert "pinn" in " ".join(config_check["details"])

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import UTC
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 

@@ -39,12 +39,12 @@ def doctor(
     from dream_memory.settings.precedence import environment
 
     env = environment(None)
-    import warnings
+    import warnings as _warnings
 
     try:
         # The unknown keys every command warns about are one of the doctor's findings.
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
+        with _warnings.catch_warnings(record=True) as caught:
+            _warnings.simplefilter("always")
             settings = load_settings(workspace, config_path)
         error: DreamError | None = None
     except DreamError as exc:
