@@ -225,6 +225,9 @@ def render_exit_codes() -> str:
         f"Kubernetes deadline) ends it with {outcome.exit_for_signal(outcome.SIGTERM)} "
         f"({outcome.EXIT_SIGNAL_BASE} + the signal's number).",
         "",
+        f"A command whose output pipe is closed early (`dream log | head -1`) stops quietly with "
+        f"{outcome.EXIT_BROKEN_PIPE}, as git does (SIGPIPE is {outcome.SIGPIPE}); what it had done by then stands.",
+        "",
     ]
     return "\n".join(parts)
 

@@ -222,3 +222,31 @@ def test_a_damaged_repository_is_a_problem_in_the_report_not_a_crash(ws: Path, d
     assert "cannot be read" in check(report, "git")["summary"]
     assert check(report, "git")["fix"]
     assert check(report, "disk")["status"] == "ok"
+
+
+def test_an_unknown_config_key_is_a_warning_not_valid(ws: Path, dream: Dream) -> None:
+    """`pinn` (for `pin`) in the write policy: every command warns it is ignored, so the doctor's
+    config check is a warning naming the key, never "is valid"."""
+    config = {
+        "agents": {
+            "defaults": {
+                "model": "offline",
+                "dream": {"writePolicy": {"files": {"USER.md": {"sections": {"Profile": {"pinn": True}}}}}},
+            }
+        }
+    }
+    (ws / "dream.json").write_text(json.dumps(config), encoding="utf-8")
+    _code, report = doctor_json(dream, "--workspace", str(ws))
+    config_check = check(report, "config")
+    assert config_check["status"] == "warning", config_check
+    assert "pinn" in " ".join(config_check["details"])
+    assert "is valid" not in config_check["summary"]
+
+
+def test_a_memory_file_that_is_not_utf8_is_a_problem(ws: Path, dream: Dream) -> None:
+    """A Latin-1 USER.md makes every dream run fail: the doctor names the file, exit 1."""
+    (ws / "USER.md").write_bytes(b"# User\n\n- caf\xe9\n")
+    code, report = doctor_json(dream, "--workspace", str(ws), env={"DREAM_MODEL": "offline"})
+    assert code == 1
+    encoding = check(report, "encoding")
+    assert encoding["status"] == "problem" and "USER.md" in encoding["summary"]

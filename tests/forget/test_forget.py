@@ -327,3 +327,37 @@ def test_a_linked_worktree_keeps_working_after_the_rewrite(env: Env, tmp_path: P
     assert "error" not in fsck and "missing" not in fsck, fsck
     assert CANARY not in env.git("-C", str(linked), "log", "-p")
     assert env.git("-C", str(linked), "rev-parse", "HEAD").strip() == env.git("rev-parse", "HEAD~1").strip()
+
+
+def test_entity_purge_matches_the_name_in_any_case_everywhere(env: Env) -> None:
+    """--entity ledger-api also removes `Ledger-api` and `LEDGER-API` (a sentence's start, a
+    heading) from memory files, history, Dream's commits and their provenance notes, and the dry
+    run lists those files first: git's own CLI finds the name in no case afterwards."""
+    assert env.dream("init").exit_code == 0
+    (env.ws / "entities").mkdir(exist_ok=True)
+    (env.ws / "entities" / "ledger-api.md").write_text("# ledger-api\n\nThe accounts service.\n")
+    env.git("add", "-A")
+    env.git("commit", "-qm", "add the ledger-api entity by hand")
+    for text in (
+        "- [durable] Ledger-api stores balances in PostgreSQL 16",
+        "- [durable] User maintains LEDGER-API on weekends",
+    ):
+        assert env.dream("append", text, "--session-key", "cli:direct").exit_code == 0
+    result = env.dream("run", "--model", "offline")
+    assert result.exit_code == 0, result.output
+    assert "ledger-api" in env.git("log", "-p", "--all").lower()
+
+    code, dry = env.dream_json("forget", "--entity", "ledger-api", "--dry-run")
+    assert code == 0, dry
+    changed = set(dry["files"]) | set(dry["history"])
+    assert "memory/history.jsonl" in changed
+    assert any(not rel.startswith(("entities/", "memory/history")) for rel in changed), changed
+
+    code, report = env.dream_json("forget", "--entity", "ledger-api")
+    assert code == 0, report
+    assert "ledger-api" not in env.git("log", "-p", "--all", "--notes=*").lower()
+    assert "ledger-api" not in env.git("cat-file", "--batch-all-objects", "--batch").lower()
+    for path in env.ws.rglob("*"):
+        if path.is_file() and ".git" not in path.relative_to(env.ws).parts:
+            assert b"ledger-api" not in path.read_bytes().lower(), path
+    assert env.git("fsck", "--strict").strip() == ""

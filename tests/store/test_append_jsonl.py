@@ -94,6 +94,26 @@ def test_timestamps_are_kept_and_a_file_works_like_stdin(tmp_path: Path, dream) 
     assert entries[2]["timestamp"][:2] == "20"
 
 
+def test_an_iso_timestamp_with_an_offset_is_stored_in_utc(tmp_path: Path, dream) -> None:
+    """Appends store UTC, so 10:00+02:00 is stored as 08:00 (and 23:30-05:00 as the next day's
+    04:30); a naive ISO time and a Z time stay as given."""
+    ws = build_workspace(tmp_path / "ws")
+    source = "".join(
+        json.dumps({"content": f"- entry {i}", "timestamp": stamp}) + "\n"
+        for i, stamp in enumerate(
+            ["2026-12-01T10:00:00+02:00", "2026-12-01T23:30:00-05:00", "2026-12-01T10:00:00", "2026-12-01T10:00Z"]
+        )
+    )
+    done = dream("append", "--jsonl", "-", "-w", str(ws), input=source)
+    assert done.returncode == 0, done.stderr
+    assert [e["timestamp"] for e in read_history(ws)] == [
+        "2026-12-01 08:00",
+        "2026-12-02 04:30",
+        "2026-12-01 10:00",
+        "2026-12-01 10:00",
+    ]
+
+
 def test_entries_are_redacted_exactly_like_single_appends(tmp_path: Path, dream) -> None:
     """A secret in a --jsonl entry is stored as the same [REDACTED:...] text a single `dream
     append` of that text stores, and the note on stderr counts it."""

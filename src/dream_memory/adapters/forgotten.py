@@ -247,8 +247,8 @@ def remove_search_indexes(cache: Path, stores: Iterable[Path], *, dry_run: bool)
     return found
 
 
-def files_holding(folder: Path, needle: bytes) -> list[str]:
-    """Names of the .jsonl files in ``folder`` whose bytes hold ``needle``."""
+def files_holding(folder: Path, holds: Callable[[bytes], bool]) -> list[str]:
+    """Names of the .jsonl files in ``folder`` whose bytes ``holds`` says hold the value."""
     if not folder.is_dir():
         return []
-    return sorted(p.name for p in folder.glob("*.jsonl") if p.is_file() and needle in p.read_bytes())
+    return sorted(p.name for p in folder.glob("*.jsonl") if p.is_file() and holds(p.read_bytes()))

@@ -93,6 +93,7 @@ class DoctorInputs:
     cli_model: str | None = None
     check_model: bool = False
     clock: Callable[[], float] = field(default=time.monotonic)
+    config_warnings: tuple[str, ...] = ()  # what loading the config warned about (unknown keys)
 
 
 def diagnose(inputs: DoctorInputs) -> DoctorReport:
@@ -303,6 +304,15 @@ def _config_check(inputs: DoctorInputs) -> Check:
         )
     if inputs.config_path is None:
         return Check("config", "ok", "no config file: the defaults apply")
+    if inputs.config_warnings:
+        return Check(
+            "config",
+            "warning",
+            f"{inputs.config_path} has {len(inputs.config_warnings)} unknown setting(s), ignored",
+            details=inputs.config_warnings,
+            fix="correct or remove them (a misspelt key, `pinn` for `pin`, leaves its setting off); "
+            "docs/configuration.md lists every setting",
+        )
     return Check("config", "ok", f"{inputs.config_path} is valid")
 
 
@@ -396,7 +406,7 @@ def _content_checks(root: Path) -> list[Check]:
     from dream_memory.app.context import always_on_skills
     from dream_memory.app.read import ReadStore
 
-    checks: list[Check] = []
+    checks: list[Check] = [_encoding_check(root)]
     skills = always_on_skills(root)
     if skills:
         names = [part.title.removeprefix("Skill: ").removesuffix(" (always on)") for part in skills]
@@ -438,6 +448,29 @@ def _content_checks(root: Path) -> list[Check]:
     else:
         checks.append(Check("index", "ok", f"{len(rows)} {layout.INDEX} row(s), each leads to its file"))
     return checks
+
+
+def _encoding_check(root: Path) -> Check:
+    """Memory files Dream cannot read as UTF-8 make every run fail: name them."""
+    bad: list[str] = []
+    for path in sorted(root.rglob("*.md")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(".git/") or not layout.is_content(rel) or not path.is_file():
+            continue
+        try:
+            path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad.append(f"{rel} (byte {exc.start})")
+        except OSError:
+            continue
+    if bad:
+        return Check(
+            "encoding",
+            "problem",
+            f"memory file(s) not UTF-8 text: {', '.join(bad[:5])}{' ...' if len(bad) > 5 else ''}",
+            fix="save them as UTF-8 (e.g. `iconv -f latin1 -t utf-8`), then commit; every dream run fails until then",
+        )
+    return Check("encoding", "ok", "every memory file is UTF-8 text")
 
 
 def _disk_check(root: Path) -> Check:

@@ -266,7 +266,7 @@ def _note_sessions(rt: Runtime, target: rules.Target, report: ForgetReport) -> N
     """Session files are the agent's own, not memory: counted, never changed."""
     from dream_memory.adapters.forgotten import files_holding
 
-    holding = files_holding(rt.root / layout.SESSIONS_DIR, target.value.encode("utf-8"))
+    holding = files_holding(rt.root / layout.SESSIONS_DIR, target.holds)
     if holding:
         report.warnings.append(
             f"{len(holding)} session file(s) in {layout.SESSIONS_DIR}/ still hold it ({', '.join(holding[:3])}"
@@ -277,13 +277,12 @@ def _note_sessions(rt: Runtime, target: rules.Target, report: ForgetReport) -> N
 def _purge_git(git: GitStore, target: rules.Target, report: ForgetReport, *, dry_run: bool) -> None:
     from dream_memory.adapters.git import prune, rewrite
 
-    needle = target.value.encode("utf-8")
     repo_rules = rewrite.Rules(
         in_scope=_git_scope,
         blob=lambda rel, data: rules.purge_bytes(rel, data, target),
         name=lambda rel: rules.purge_name(rel, target),
         message=lambda message: rules.purge_message(message, target),
-        holds=lambda data: needle in data,
+        holds=target.holds,
     )
     rewriter = rewrite.Rewriter(git.repo, git.prefix, repo_rules)
     old_head = git.head()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -144,7 +145,7 @@ def _bad(where: str, problem: str) -> InputError:
 def entry_from(obj: object, where: str) -> NewEntry:
     """One entry from a JSON-lines object (or a bare string: its content); InputError naming
     ``where`` ("line 3 of the input") and the problem. A timestamp is stored as history.jsonl
-    writes them (YYYY-MM-DD HH:MM)."""
+    writes them (YYYY-MM-DD HH:MM, in UTC when the input names its offset)."""
     if isinstance(obj, str):
         obj = {"content": obj}
     if not isinstance(obj, Mapping):
@@ -162,6 +163,10 @@ def entry_from(obj: object, where: str) -> NewEntry:
         moment = parse_timestamp(when) if isinstance(when, str) else None
         if moment is None:
             raise _bad(where, '"timestamp" must be YYYY-MM-DD HH:MM or ISO 8601 (or left out)')
+        if moment.utcoffset() is not None:
+            # Appends made now store UTC: an offset is converted, not dropped. A naive time is
+            # taken as given (it may already be UTC; nothing says otherwise).
+            moment = moment.astimezone(UTC).replace(tzinfo=None)
         stamp = format_timestamp(moment)
     return NewEntry(content.rstrip(), key, stamp)
 

@@ -32,6 +32,10 @@ EXIT_SIGNAL_BASE: Final = 128
 SIGINT: Final = 2  # signal.SIGINT on every POSIX system (written out: app imports no system module)
 SIGTERM: Final = 15
 EXIT_INTERRUPTED: Final = EXIT_SIGNAL_BASE + SIGINT  # 130: Ctrl-C, GitHub's first cancel step
+SIGPIPE: Final = 13
+# stdout closed early (`dream log | head -1`): a silent exit with the code git's own death by
+# SIGPIPE shows in the shell.
+EXIT_BROKEN_PIPE: Final = EXIT_SIGNAL_BASE + SIGPIPE  # 141
 
 EXIT_FOR_STATUS: Final[Mapping[Status, int]] = {
     Status.OK: EXIT_OK,

@@ -76,6 +76,7 @@ class LineWhy:
     facts: tuple[dict[str, Any], ...] = ()
     sources: tuple[SourceEntry, ...] = ()
     note: str | None = None  # why no source is shown, when none is
+    warning: str | None = None  # the file on disk differs from the one explained
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -91,6 +92,7 @@ class LineWhy:
             "facts": list(self.facts),
             "sources": [s.to_json() for s in self.sources],
             "note": self.note,
+            "warning": self.warning,
         }
 
     def to_text(self) -> str:
@@ -305,8 +307,22 @@ def _open(git: GitStore | None) -> GitStore:
     return git
 
 
-def _check_path(path: str) -> str:
+def _check_path(path: str, root: Path | None = None) -> str:
     rel = path.strip().lstrip("./") if path.startswith("./") else path.strip()
+    if root is not None and not layout.is_content(rel):
+        # An absolute path, or one relative to the current folder (`ws/USER.md` from the
+        # workspace's parent), names a memory file when it lands inside the workspace.
+        given = Path(path.strip())
+        resolved = (given if given.is_absolute() else Path.cwd() / given).resolve()
+        base = root.resolve()
+        if resolved.is_relative_to(base):
+            rel = resolved.relative_to(base).as_posix()
+        elif given.is_absolute() or resolved.exists():
+            raise UsageError(
+                f"{path} is outside the workspace {root}",
+                hint="give a memory file of this workspace (relative to it, e.g. USER.md), or pick the "
+                "workspace with --workspace",
+            )
     if not layout.is_content(rel):
         raise UsageError(
             f"{path} is not a memory file",
@@ -315,12 +331,42 @@ def _check_path(path: str) -> str:
     return rel
 
 
+def _check_committed(store: GitStore, root: Path, rel: str, rev: str) -> None:
+    """A file on disk that HEAD does not hold yet: say so (not "not a file in commit X")."""
+    if rev != "HEAD":
+        return
+    if rel not in store.files_at(store.head()) and (root / rel).is_file():
+        raise NotFound(
+            f"{rel} is not committed yet: the next dream run commits it",
+            hint="run `dream run` (or commit it yourself); then its lines have an origin",
+        )
+
+
+def _disk_lines(root: Path, rel: str) -> list[str] | None:
+    """The file's lines on disk, split as git splits them; None when it is missing or unreadable."""
+    try:
+        text = (root / rel).read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    parts = text.split("\n")
+    return parts[:-1] if parts and parts[-1] == "" else parts
+
+
+def _unsaved(rel: str) -> str:
+    return f"{rel} has uncommitted edits on disk; lines are numbered as committed (the next dream run commits them)"
+
+
 def blame_file(git: GitStore | None, root: Path, path: str, rev: str = "HEAD") -> list[LineWhy]:
-    """Every line of ``path`` at ``rev`` with its commit and sources."""
+    """Every line of ``path`` at ``rev`` with its commit and sources; each carries a warning when
+    ``rev`` is HEAD and the file on disk differs from it."""
     store = _open(git)
-    rel = _check_path(path)
+    rel = _check_path(path, root)
+    _check_committed(store, root, rel, rev)
     resolver = _Resolver(store, root)
-    return [_explain(resolver, rel, origin) for origin in blame(store, rel, rev)]
+    origins = blame(store, rel, rev)
+    disk = _disk_lines(root, rel) if rev == "HEAD" else None
+    warning = _unsaved(rel) if disk is not None and disk != [o.text for o in origins] else None
+    return [replace(_explain(resolver, rel, origin), warning=warning) for origin in origins]
 
 
 def why_at(workspace: Path, path: str, line: int) -> LineWhy:
@@ -334,13 +380,39 @@ def why_at(workspace: Path, path: str, line: int) -> LineWhy:
 
 
 def why_line(git: GitStore | None, root: Path, path: str, line: int) -> LineWhy:
-    """One line of ``path`` as committed at HEAD."""
+    """One line of ``path`` as committed at HEAD. ``line`` counts lines of the file on disk: when
+    that differs from HEAD's, it is mapped through the uncommitted edits (with a warning), and a
+    line written since is refused as not committed yet."""
     store = _open(git)
-    rel = _check_path(path)
+    rel = _check_path(path, root)
+    _check_committed(store, root, rel, "HEAD")
     origins = blame(store, rel)
-    if not 1 <= line <= len(origins):
-        raise UsageError(f"{rel} has {len(origins)} lines as committed; there is no line {line}")
-    return _explain(_Resolver(store, root), rel, origins[line - 1])
+    committed = [o.text for o in origins]
+    disk = _disk_lines(root, rel)
+    warning = None
+    if disk is not None and disk != committed:
+        import difflib
+
+        if not 1 <= line <= len(disk):
+            raise UsageError(f"{rel} has {len(disk)} lines on disk; there is no line {line}")
+        mapped = None
+        for a, b, size in difflib.SequenceMatcher(None, committed, disk, autojunk=False).get_matching_blocks():
+            if b <= line - 1 < b + size:
+                mapped = a + (line - 1 - b) + 1
+                break
+        if mapped is None:
+            raise UsageError(
+                f"line {line} of {rel} is not committed yet: {rel} has uncommitted edits on disk",
+                hint="the next dream run commits it (or commit it yourself); then `dream why` explains it",
+            )
+        warning = f"{rel} has uncommitted edits on disk; line {line} there is line {mapped} as committed"
+        line = mapped
+    elif not 1 <= line <= len(origins):
+        raise UsageError(
+            f"{rel} has {len(origins)} lines as committed; there is no line {line}",
+            hint="a line written since is committed by the next dream run",
+        )
+    return replace(_explain(_Resolver(store, root), rel, origins[line - 1]), warning=warning)
 
 
 def why_text(git: GitStore | None, root: Path, text: str, paths: Iterable[str]) -> list[LineWhy]:

@@ -4,7 +4,9 @@ A purged value is *replaced*, never its line removed: every line, history entry 
 where it was, so markdown keeps its shape, history cursors stay consecutive and Dream's cursor
 keeps pointing at the same entries. The value becomes ``[forgotten]``. A forgotten entity's own
 files (``entities/NAME.md``, ``entities/NAME/...``) and the ``index.md`` rows linking to them go
-whole; every other mention of its name is replaced like a value.
+whole; every other mention of its name is replaced like a value, matched without case as its
+files are (``Ledger-api`` at the start of a sentence is the entity ``ledger-api`` too). A
+``--purge`` value matches exactly: it is the text itself (a token, a number).
 
 JSON files (history lines, the archive, ``.consolidation.json``, held records, Dream's state) are
 changed inside their strings, so a value written escaped (``\\u00e9``, ``\\"``) is found too and
@@ -14,6 +16,7 @@ the file stays valid JSON; a line that does not parse is changed as text.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -46,6 +49,18 @@ class Target:
         base = f"{layout.ENTITIES_DIR}/{self.value}".casefold()
         return folded == base + ".md" or folded.startswith(base + "/")
 
+    @property
+    def fold(self) -> bool:
+        """An entity's name matches without case; a purged value exactly."""
+        return self.kind == "entity"
+
+    def holds(self, data: bytes) -> bool:
+        """True when the bytes hold the value in any of its forms."""
+        if not self.fold:
+            return any(form.encode("utf-8") in data for form in _forms(self.value))
+        text = data.decode("utf-8", errors="surrogateescape")
+        return any(p.search(text) for p in _patterns(self.value, True))
+
 
 def check_value(value: str, kind: Kind) -> str:
     """The value as given, or an InputError (exit 2) saying why it cannot be purged."""
@@ -72,24 +87,44 @@ def _forms(value: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(forms))
 
 
-def replace_text(text: str, value: str) -> tuple[str, int]:
-    """``text`` with every occurrence of ``value`` (in any of its JSON-escaped forms) replaced."""
+def _patterns(value: str, fold: bool) -> tuple[re.Pattern[str], ...]:
+    flags = re.IGNORECASE if fold else 0
+    return tuple(re.compile(re.escape(form), flags) for form in _forms(value))
+
+
+def _found(text: str, value: str, fold: bool) -> bool:
+    if not fold:
+        return any(form in text for form in _forms(value))
+    return any(p.search(text) for p in _patterns(value, True))
+
+
+def replace_text(text: str, value: str, *, fold: bool = False) -> tuple[str, int]:
+    """``text`` with every occurrence of ``value`` (in any of its JSON-escaped forms) replaced;
+    with ``fold``, in any case."""
     count = 0
-    for form in _forms(value):
-        if form in text:
-            count += text.count(form)
-            text = text.replace(form, FORGOTTEN)
+    if not fold:
+        for form in _forms(value):
+            if form in text:
+                count += text.count(form)
+                text = text.replace(form, FORGOTTEN)
+        return text, count
+    for pattern in _patterns(value, True):
+        text, n = pattern.subn(FORGOTTEN, text)
+        count += n
     return text, count
 
 
-def _in_strings(obj: Any, value: str) -> tuple[Any, int]:
+def _in_strings(obj: Any, value: str, fold: bool = False) -> tuple[Any, int]:
     if isinstance(obj, str):
+        if fold:
+            new, n = re.compile(re.escape(value), re.IGNORECASE).subn(FORGOTTEN, obj)
+            return (new, n) if n else (obj, 0)
         return (obj.replace(value, FORGOTTEN), obj.count(value)) if value in obj else (obj, 0)
     if isinstance(obj, list):
         total = 0
         out = []
         for item in obj:
-            new, n = _in_strings(item, value)
+            new, n = _in_strings(item, value, fold)
             out.append(new)
             total += n
         return out, total
@@ -97,8 +132,8 @@ def _in_strings(obj: Any, value: str) -> tuple[Any, int]:
         total = 0
         result: dict[str, Any] = {}
         for key, item in obj.items():
-            new_key, n = _in_strings(key, value)
-            new, m = _in_strings(item, value)
+            new_key, n = _in_strings(key, value, fold)
+            new, m = _in_strings(item, value, fold)
             result[new_key] = new
             total += n + m
         return result, total
@@ -108,10 +143,10 @@ def _in_strings(obj: Any, value: str) -> tuple[Any, int]:
 _DECODER = json.JSONDecoder()
 
 
-def replace_json_line(raw: str, value: str) -> tuple[str, int]:
+def replace_json_line(raw: str, value: str, *, fold: bool = False) -> tuple[str, int]:
     """One line of a JSONL file with the value replaced inside its strings; a line that holds
     it but does not parse as JSON (torn, foreign) is changed as text."""
-    if not any(form in raw for form in _forms(value)):
+    if not _found(raw, value, fold):
         return raw, 0
     objects: list[Any] = []
     pos, text = 0, raw.rstrip("\r")
@@ -124,34 +159,34 @@ def replace_json_line(raw: str, value: str) -> tuple[str, int]:
             obj, pos = _DECODER.raw_decode(text, pos)
             objects.append(obj)
     except (ValueError, RecursionError):
-        return replace_text(raw, value)
+        return replace_text(raw, value, fold=fold)
     total = 0
     parts: list[str] = []
     for obj in objects:
-        new, n = _in_strings(obj, value)
+        new, n = _in_strings(obj, value, fold)
         total += n
         parts.append(json.dumps(new, ensure_ascii=False) if n else json.dumps(obj, ensure_ascii=False))
     if not total:  # the value is there only outside strings (a number, say): as text
-        return replace_text(raw, value)
+        return replace_text(raw, value, fold=fold)
     line = "".join(parts) + raw[len(text) :]
-    line, rest = replace_text(line, value)  # an escape variant json.dumps does not write back
+    line, rest = replace_text(line, value, fold=fold)  # an escape variant json.dumps does not write back
     return line, total + rest
 
 
-def replace_json_doc(text: str, value: str) -> tuple[str, int]:
+def replace_json_doc(text: str, value: str, *, fold: bool = False) -> tuple[str, int]:
     """A whole JSON file with the value replaced inside its strings (indented as it was)."""
-    if not any(form in text for form in _forms(value)):
+    if not _found(text, value, fold):
         return text, 0
     try:
         obj = json.loads(text)
     except (ValueError, RecursionError):
-        return replace_text(text, value)
-    new, total = _in_strings(obj, value)
+        return replace_text(text, value, fold=fold)
+    new, total = _in_strings(obj, value, fold)
     if not total:
-        return replace_text(text, value)
+        return replace_text(text, value, fold=fold)
     indent = 2 if "\n" in text.strip() else None
     out = json.dumps(new, ensure_ascii=False, indent=indent) + ("\n" if text.endswith("\n") else "")
-    out, rest = replace_text(out, value)
+    out, rest = replace_text(out, value, fold=fold)
     return out, total + rest
 
 
@@ -183,7 +218,7 @@ def purge_markdown(text: str, target: Target, *, rel: str) -> TextChange:
             changed.append(number)
             removed += 1
             continue
-        new, n = replace_text(line, target.value)
+        new, n = replace_text(line, target.value, fold=target.fold)
         if n:
             changed.append(number)
             total += n
@@ -197,7 +232,7 @@ def purge_jsonl(text: str, target: Target) -> TextChange:
     total = 0
     for number, line in enumerate(text.splitlines(keepends=True), start=1):
         body = line.rstrip("\n")
-        new, n = replace_json_line(body, target.value)
+        new, n = replace_json_line(body, target.value, fold=target.fold)
         if n:
             changed.append(number)
             total += n
@@ -210,8 +245,12 @@ def purge_text_of(rel: str, text: str, target: Target) -> TextChange:
     if rel.endswith(".jsonl"):
         return purge_jsonl(text, target)
     if rel.endswith(".json"):
-        new, n = replace_json_doc(text, target.value)
-        lines = tuple(i for i, line in enumerate(text.splitlines(), start=1) if target.value in line) if n else ()
+        new, n = replace_json_doc(text, target.value, fold=target.fold)
+        lines = (
+            tuple(i for i, line in enumerate(text.splitlines(), start=1) if _found(line, target.value, target.fold))
+            if n
+            else ()
+        )
         return TextChange(new, n, lines or ((1,) if n else ()))
     return purge_markdown(text, target, rel=rel)
 
@@ -221,13 +260,14 @@ def purge_bytes(rel: str, data: bytes, target: Target) -> bytes | None:
     the same object when nothing changes. Bytes that are not UTF-8 are matched as bytes."""
     if target.drops(rel):
         return None
-    holds = any(form.encode("utf-8") in data for form in _forms(target.value))
+    holds = target.holds(data)
     if not holds and not (rel == layout.INDEX and target.kind == "entity"):
         return data
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        return data.replace(target.value.encode("utf-8"), FORGOTTEN.encode("utf-8"))
+        flags = re.IGNORECASE if target.fold else 0
+        return re.sub(re.escape(target.value.encode("utf-8")), FORGOTTEN.encode("utf-8"), data, flags=flags)
     change = purge_text_of(rel, text, target)
     if not change.replaced and not change.removed_lines:
         return data
@@ -236,15 +276,16 @@ def purge_bytes(rel: str, data: bytes, target: Target) -> bytes | None:
 
 def purge_name(rel: str, target: Target) -> str:
     """A path with the value replaced in its names (a file named after the value is renamed)."""
-    if target.value not in rel:
+    if not _found(rel, target.value, target.fold):
         return rel
-    return str(PurePosixPath(*(part.replace(target.value, FORGOTTEN) for part in PurePosixPath(rel).parts)))
+    parts = (replace_text(part, target.value, fold=target.fold)[0] for part in PurePosixPath(rel).parts)
+    return str(PurePosixPath(*parts))
 
 
 def purge_message(message: bytes, target: Target) -> bytes:
     """A commit or tag message (or an identity) with the value replaced."""
     text = message.decode("utf-8", errors="surrogateescape")
-    new, n = replace_text(text, target.value)
+    new, n = replace_text(text, target.value, fold=target.fold)
     return new.encode("utf-8", errors="surrogateescape") if n else message
 
 

@@ -32,6 +32,39 @@ def _fail(message: str, code: int, *, hint: str | None = None) -> None:
     raise click.exceptions.Exit(code)
 
 
+def _stdout_closed(exc: BaseException) -> bool:
+    """True when ``exc`` is (or wraps) a broken pipe and it is stdout's reader that went away
+    (`dream log | head -1`), not a pipe to some other process."""
+    while exc is not None and not isinstance(exc, BrokenPipeError):
+        exc = exc.__cause__  # type: ignore[assignment]
+    if exc is None:
+        return False
+    import select
+
+    try:
+        fd = sys.stdout.fileno()
+        poller = select.poll()
+        poller.register(fd, select.POLLOUT)
+        return any(event & (select.POLLERR | select.POLLHUP) for _, event in poller.poll(0))
+    except (OSError, ValueError, AttributeError):  # no real stdout (a test runner's buffer)
+        return True
+
+
+def _quiet_exit_on_closed_stdout() -> None:
+    """Like git killed by SIGPIPE: no message, exit 141; stdout is pointed at /dev/null so that
+    Python's flush at exit does not print its own complaint."""
+    import os
+
+    from dream_memory.app import outcome
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    raise click.exceptions.Exit(outcome.EXIT_BROKEN_PIPE)
+
+
 class DreamCommand(click.Command):
     """A command whose DreamErrors and returned reports become exit codes (``app.outcome``'s
     table, docs/reference/exit-codes.md); an int result is its exit code.
@@ -49,10 +82,14 @@ class DreamCommand(click.Command):
         try:
             result = super().invoke(ctx)
         except DreamError as exc:
+            if _stdout_closed(exc):
+                _quiet_exit_on_closed_stdout()
             _fail(str(exc), exc.exit_code)
         except KeyboardInterrupt:
             _fail("interrupted", outcome.EXIT_INTERRUPTED)
         except OSError as exc:
+            if _stdout_closed(exc):
+                _quiet_exit_on_closed_stdout()
             # The adapters wrap what they expect; this is the net under the rest.
             error = outcome.os_error(exc)
             _fail(str(error), error.exit_code)

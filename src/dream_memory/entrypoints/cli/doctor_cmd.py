@@ -39,8 +39,13 @@ def doctor(
     from dream_memory.settings.precedence import environment
 
     env = environment(None)
+    import warnings as _warnings
+
     try:
-        settings = load_settings(workspace, config_path)
+        # The unknown keys every command warns about are one of the doctor's findings.
+        with _warnings.catch_warnings(record=True) as caught:
+            _warnings.simplefilter("always")
+            settings = load_settings(workspace, config_path)
         error: DreamError | None = None
     except DreamError as exc:
         # A bad config is one of the things the doctor reports, not a reason to stop.
@@ -60,6 +65,7 @@ def doctor(
             chat_model=rt.chat_model,
             cli_model=cli_model,
             check_model=check_model,
+            config_warnings=tuple(str(w.message) for w in caught if issubclass(w.category, UserWarning)),
         )
     )
     if as_json:

@@ -4,7 +4,20 @@ from __future__ import annotations
 
 import click
 
-from dream_memory.entrypoints.cli._common import command, echo, emit_json, json_option, runtime, workspace_options
+from dream_memory.entrypoints.cli._common import (
+    command,
+    echo,
+    emit_json,
+    json_option,
+    note,
+    runtime,
+    workspace_options,
+)
+
+
+def _warn(warning: str | None) -> None:
+    if warning:
+        note(f"dream: warning: {warning}")
 
 
 @command("why")
@@ -22,6 +35,7 @@ def why(target: str | None, text: str | None, as_json: bool, workspace: str | No
     from dream_memory.app.provenance import why as explain
 
     found = explain(runtime(workspace, config_path), target, text)
+    _warn(found[0].warning if found and text is None else None)
     if as_json:
         emit_json([f.to_json() for f in found] if text is not None else found[0].to_json())
         return 0
@@ -41,6 +55,7 @@ def blame(path: str, rev: str, as_json: bool, workspace: str | None, config_path
     from dream_memory.app.provenance import blame_of
 
     lines = blame_of(runtime(workspace, config_path), path, rev)
+    _warn(lines[0].warning if lines else None)
     if as_json:
         emit_json([line.to_json() for line in lines])
         return 0
