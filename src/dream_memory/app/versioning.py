@@ -19,7 +19,15 @@ from typing import Any, ParamSpec, TypeVar
 from dream_memory.adapters import fsutil, locks
 from dream_memory.adapters.git import GITIGNORE_BEGIN, CommitInfo, FileChange, GitStore, unified_diff
 from dream_memory.adapters.history_log import HistoryLog
-from dream_memory.app.restore_plan import Plan, Replay, commits_to_revert, joint_range, line_range, plan_reverts
+from dream_memory.app.restore_plan import (
+    Plan,
+    Replay,
+    batches_in_range,
+    commits_to_revert,
+    joint_range,
+    line_range,
+    plan_reverts,
+)
 from dream_memory.core import jsontext, layout
 from dream_memory.errors import RestoreConflict, UsageError, VersionStoreError
 
@@ -343,11 +351,24 @@ def restore_commit(
     re-reads, and from where.
     """
     git.check_can_commit()  # a merge in progress, a detached HEAD of our own repository: exit 2 first
-    commits = commits_to_revert(git, rev)
+    in_range = commits = commits_to_revert(git, rev)
     for info in commits:
         _refuse_root(info)
     recover(git)
-    what = _what(commits)
+    skipped: list[str] = []
+    if ".." in rev:
+        commits, passed = batches_in_range(git, in_range)
+        skipped = [f"skipped {info.sha[:10]} ({info.subject}): {why}" for info, why in passed]
+    what = _what(in_range)
+    if not commits:
+        return RestoreResult(
+            restored=rev_range(in_range),
+            commit=None,
+            files=(),
+            cursor_before=dream_cursor,
+            cursor_after=dream_cursor,
+            notes=(*skipped, f"{what} holds no Dream batch left to undo; nothing was changed"),
+        )
     plan = plan_reverts(git, commits, force=force)
     if plan.conflicts and not force:
         raise RestoreConflict(
@@ -355,13 +376,13 @@ def restore_commit(
             sorted({rel for _, rel, _ in plan.conflicts}),
             hint="re-run with --force to take the restore's side in those lines only (every other line merges)",
         )
-    span = joint_range(commits) if replay else None
+    span = joint_range(in_range) if replay else None
     if replay and span is None:
         raise UsageError(f"{what} records no history range (Dream-Range), so --replay has nothing to move back")
     changes = dict(plan.changes)
     replay_plan = Replay.plan(span, dream_cursor, history)
     cursor_after, replay_entries, replay_from_archive = replay_plan.cursor, replay_plan.entries, replay_plan.archived
-    notes = list(replay_plan.notes)
+    notes = [*skipped, *replay_plan.notes]
     if replay_plan.write:
         changes[layout.DREAM_CURSOR] = f"{cursor_after}\n".encode()
     if not plan.touched and span is None:
@@ -378,7 +399,7 @@ def restore_commit(
         listing = "\n".join(f"- {p}" for p in unsaved)
         message = f"{MANUAL_SUBJECT}\n\nEdited outside Dream, committed before a restore of {what}:\n{listing}"
         saved = _commit_disk_state(git, unsaved, message)
-    restored = commits[0].sha if len(commits) == 1 else rev_range(commits)
+    restored = commits[0].sha if len(commits) == 1 else rev_range(in_range)
     reverted = tuple(c.sha for c in commits)
     if not git.effective_changes(changes):
         notes.append("its changes are already undone: every file it touched holds no line of it")
