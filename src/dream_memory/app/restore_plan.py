@@ -143,9 +143,12 @@ def undone_in_history(git: GitStore, oldest: str) -> dict[str, str]:
 
 def is_batch(info: CommitInfo) -> bool:
     """A commit whose lines Dream wrote: a batch (``dream: 12..18: ...``, with its
-    ``Dream-Range``) or a held change a person accepted (``dream: apply held ...``)."""
+    ``Dream-Range``; ``dream: held 12..18 ...`` when the policy held all of it) or a held change
+    a person accepted (``dream: apply held ...``)."""
     if info.subject.startswith("dream: revert"):
         return False
+    if info.subject.startswith("dream: held "):
+        return True
     return commit_kind(info.message) == KIND_DREAM or (
         info.subject.startswith("dream: ") and "Dream-Range" in info.trailers()
     )
@@ -235,3 +238,18 @@ def cursor_range(info: CommitInfo) -> tuple[int, int] | None:
     if not (first.strip().isdigit() and last.strip().isdigit()):
         return None
     return int(first), int(last)
+
+
+def held_made_by(git: GitStore, commits: list[CommitInfo]) -> list[str]:
+    """The ids of the held changes (and held batches) the commits put under memory/.dream_held/:
+    undoing a batch takes what it held with it, so review never offers a change of a batch that
+    was reverted."""
+    prefix = layout.DREAM_HELD_DIR + "/"
+    found: list[str] = []
+    for info in commits:
+        for path in git.changed_paths(info.parent, info.sha):
+            if path.startswith(prefix) and git.read_at(info.sha, path) is not None:
+                held_id = path[len(prefix) :].partition("/")[0]
+                if held_id and held_id not in found:
+                    found.append(held_id)
+    return found

@@ -24,11 +24,13 @@ from dream_memory.app.restore_plan import (
     Replay,
     batches_in_range,
     commits_to_revert,
+    held_made_by,
     joint_range,
     line_range,
     plan_reverts,
 )
 from dream_memory.core import jsontext, layout
+from dream_memory.core.state import DreamState
 from dream_memory.errors import RestoreConflict, UsageError, VersionStoreError
 
 P = ParamSpec("P")
@@ -301,6 +303,7 @@ class RestoreResult:
     forced_lines: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     merged: tuple[str, ...] = ()  # files changed since the commit whose later work the restore kept
     reverted: tuple[str, ...] = ()  # the commits undone, newest first (one, or those of A..B)
+    discarded_held: tuple[str, ...] = ()  # the held changes of the undone batches, discarded with them
 
     def forced_places(self) -> list[str]:
         """``USER.md lines 5-6`` for each file --force wrote over (``(the whole file)``)."""
@@ -318,6 +321,7 @@ class RestoreResult:
             "forced_lines": {rel: [list(r) for r in ranges] for rel, ranges in self.forced_lines.items()},
             "merged": list(self.merged),
             "reverted": list(self.reverted),
+            "discarded_held": list(self.discarded_held),
             "saved_edits": self.saved_edits,
             "cursor_before": self.cursor_before,
             "cursor_after": self.cursor_after,
@@ -385,7 +389,13 @@ def restore_commit(
     notes = [*skipped, *replay_plan.notes]
     if replay_plan.write:
         changes[layout.DREAM_CURSOR] = f"{cursor_after}\n".encode()
-    if not plan.touched and span is None:
+    discarded = _discard_held(git, commits, changes)
+    if discarded:
+        notes.append(
+            f"discarded the held change(s) {', '.join(discarded)} of the undone batch (`dream review` no longer "
+            "lists them; they stay in git history)"
+        )
+    if not plan.touched and span is None and not discarded:
         raise UsageError(f"{what} ({commits[0].subject}) changed no memory file; there is nothing to restore")
     _refuse_losing_gitignore_block(commits[0], changes)
     forced_lines = plan.forced_lines()
@@ -421,7 +431,9 @@ def restore_commit(
         for rel, data in sorted(changes.items())
         if (current := _current(git, rel)) != data
     )
-    new = apply_commit(git, changes, _revert_message(commits, plan, merged, cursor_after if span else None))
+    message = _revert_message(commits, plan, merged, cursor_after if span else None)
+    message += "".join(f"\nDiscarded-Held: {held_id}" for held_id in discarded)
+    new = apply_commit(git, changes, message)
     return RestoreResult(
         restored=restored,
         commit=new,
@@ -436,7 +448,31 @@ def restore_commit(
         forced_lines=forced_lines,
         merged=merged,
         reverted=reverted,
+        discarded_held=tuple(discarded),
     )
+
+
+def _discard_held(git: GitStore, commits: list[CommitInfo], changes: dict[str, bytes | None]) -> list[str]:
+    """Add to ``changes`` the removal of every held change the commits made that still waits
+    (its folder, and its entry in .dream_state.json); returns their ids."""
+    made = held_made_by(git, commits)
+    if not made:
+        return []
+    data = git.read_file(layout.DREAM_STATE)
+    state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
+    discarded: list[str] = []
+    for held_id in made:
+        if state.find_change(held_id) is not None:
+            state = state.without_change(held_id)
+        elif state.find_held(held_id) is not None:
+            state = state.without_held(held_id)
+        else:
+            continue  # settled already (accepted, rejected, discarded)
+        discarded.append(held_id)
+        changes.update(dict.fromkeys(git.fs.walk_files(f"{layout.DREAM_HELD_DIR}/{held_id}")))
+    if discarded:
+        changes[layout.DREAM_STATE] = state.to_json().encode()
+    return discarded
 
 
 def rev_range(commits: list[CommitInfo]) -> str:
