@@ -278,6 +278,57 @@ def test_a_range_reverts_each_commit_newest_first_in_one_commit(tmp_path: Path, 
     assert git(ws, "log", "--format=%s", "-3").splitlines()[1] == "memory: manual edits"
 
 
+def test_the_same_range_restore_twice_keeps_a_hand_line_and_says_what_it_skipped(tmp_path: Path, dream, git) -> None:
+    """Three offline batches, a hand-written line, then `dream restore <batch 1>..` twice: the
+    first undoes batches 2 and 3 and keeps the hand line (committed first as `memory: manual
+    edits`); the second changes nothing (no commit, the hand line stays) and names each commit of
+    the range it skipped and why: the revert, the manual edits, and the batches already undone."""
+    ws = _init(tmp_path, dream)
+    for i in (1, 2, 3):
+        assert dream("append", "-w", str(ws), f"- Decided to use tool {i} for job {i}").returncode == 0
+        proc = dream("run", "-w", str(ws), "--model", "offline")
+        assert proc.returncode == 0, proc.stderr
+    first = next(line.split()[0] for line in git(ws, "log", "--format=%H %s").splitlines() if " 1..1: " in line)
+    memory = ws / "memory" / "MEMORY.md"
+    with memory.open("a", encoding="utf-8") as f:
+        f.write("- hand note\n")
+
+    once = dream("restore", f"{first}..", "-w", str(ws))
+    assert once.returncode == 0, once.stderr
+    assert "undid the changes of 2 commits" in once.stdout
+    text = memory.read_text(encoding="utf-8")
+    assert "- hand note" in text and "tool 2" not in text and "tool 3" not in text and "tool 1" in text
+    head = git(ws, "rev-parse", "HEAD").strip()
+
+    twice = dream("restore", f"{first}..", "-w", str(ws))
+    assert twice.returncode == 0, twice.stderr
+    assert memory.read_text(encoding="utf-8") == text
+    assert git(ws, "rev-parse", "HEAD").strip() == head
+    assert "nothing to write" in twice.stdout
+    assert f"skipped {head[:10]} (dream: revert " in twice.stdout and "a restore (revert) commit" in twice.stdout
+    assert "(memory: manual edits): a person's edits, not Dream's" in twice.stdout
+    assert twice.stdout.count(f"already undone by {head[:10]}") == 2
+    report = json.loads(dream("restore", f"{first}..", "-w", str(ws), "--json").stdout)
+    assert report["commit"] is None and report["reverted"] == []
+
+
+def test_a_range_skips_a_persons_commit_and_reverts_only_the_batches(tmp_path: Path, dream, git, dream_commit) -> None:
+    """A range holding a person's own `git commit` between two batches undoes the two batches and
+    leaves the person's line, saying it skipped their commit."""
+    ws = _init(tmp_path, dream)
+    template = _user(ws)
+    start = git(ws, "rev-parse", "HEAD").strip()
+    dream_commit(ws, {"USER.md": template + "- batch one\n"}, "1..1: USER.md +1 -0", (1, 1))
+    (ws / "USER.md").write_text(template + "- batch one\n- mine\n", encoding="utf-8")
+    git(ws, "commit", "-qam", "my line", identity=True)
+    dream_commit(ws, {"USER.md": template + "- batch one\n- mine\n- batch two\n"}, "2..2: USER.md +1 -0", (2, 2))
+
+    proc = dream("restore", f"{start}..", "-w", str(ws))
+    assert proc.returncode == 0, proc.stderr
+    assert _user(ws) == template + "- mine\n"
+    assert "(my line): a person's edits, not Dream's" in proc.stdout
+
+
 def test_a_bad_range_is_exit_2_and_changes_nothing(tmp_path: Path, dream, snapshot, dream_commit) -> None:
     """A range without its older end, backwards, or empty is bad input (exit 2, one line naming
     it), and nothing changes."""

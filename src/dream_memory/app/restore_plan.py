@@ -4,12 +4,14 @@ runs it): the inverse of each commit merged into the file as it is now, newest c
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from dream_memory.adapters.git import CommitInfo, GitStore
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core import layout
 from dream_memory.core.merge import merge_texts
+from dream_memory.core.provenance import KIND_DREAM, KIND_INIT, commit_kind
 from dream_memory.errors import UsageError
 
 
@@ -113,6 +115,69 @@ def commits_to_revert(git: GitStore, rev: str) -> list[CommitInfo]:
     return found
 
 
+# A revert names what it undid: ours with a ``Reverts: <sha>`` trailer per commit, git's own
+# ``git revert`` with ``This reverts commit <sha>.``
+_REVERTS = re.compile(r"^(?:Reverts: |This reverts commit )([0-9a-f]{40})\b", re.MULTILINE)
+
+
+def reverted_by(message: str) -> list[str]:
+    """The commits a revert commit's message says it undid."""
+    return _REVERTS.findall(message)
+
+
+def undone_in_history(git: GitStore, oldest: str) -> dict[str, str]:
+    """Commit -> the revert in HEAD's first-parent history that undid it (back to ``oldest``).
+
+    A revert that a later revert undid no longer counts (a restore of a restore brings the
+    commit back): walking newest first sees the later revert before the one it undid."""
+    undone: dict[str, str] = {}
+    for commit in git.first_parent_chain():
+        sha = commit.id.decode("ascii")
+        if sha not in undone:
+            for target in reverted_by(commit.message.decode("utf-8", errors="replace")):
+                undone.setdefault(target, sha)
+        if sha == oldest:
+            break
+    return undone
+
+
+def is_batch(info: CommitInfo) -> bool:
+    """A commit whose lines Dream wrote: a batch (``dream: 12..18: ...``, with its
+    ``Dream-Range``; ``dream: held 12..18 ...`` when the policy held all of it) or a held change
+    a person accepted (``dream: apply held ...``)."""
+    if info.subject.startswith("dream: revert"):
+        return False
+    if info.subject.startswith("dream: held "):
+        return True
+    return commit_kind(info.message) == KIND_DREAM or (
+        info.subject.startswith("dream: ") and "Dream-Range" in info.trailers()
+    )
+
+
+def batches_in_range(git: GitStore, commits: list[CommitInfo]) -> tuple[list[CommitInfo], list[tuple[CommitInfo, str]]]:
+    """Of a range's commits, the Dream batches to revert, and every other one with why it is
+    skipped: a range undoes what Dream learnt, never a person's edits (``memory: manual edits``,
+    ``memory: init``, their own commits) nor a restore, and a batch a later revert already undid
+    stays undone, so running the same range restore twice changes nothing the second time."""
+    undone = undone_in_history(git, commits[-1].sha)
+    kept: list[CommitInfo] = []
+    skipped: list[tuple[CommitInfo, str]] = []
+    for info in commits:
+        if info.sha in undone:
+            skipped.append((info, f"already undone by {undone[info.sha][:10]}"))
+        elif info.subject.startswith("dream: revert") or reverted_by(info.message):
+            skipped.append((info, "a restore (revert) commit"))
+        elif is_batch(info):
+            kept.append(info)
+        elif info.subject.startswith("dream: "):
+            skipped.append((info, "Dream's bookkeeping, not a batch's lines"))
+        elif commit_kind(info.message) == KIND_INIT:
+            skipped.append((info, "memory's first commit, not a batch"))
+        else:
+            skipped.append((info, "a person's edits, not Dream's"))
+    return kept, skipped
+
+
 @dataclass
 class Plan:
     """Every file the commits touched, after reverting them one by one, newest first."""
@@ -173,3 +238,18 @@ def cursor_range(info: CommitInfo) -> tuple[int, int] | None:
     if not (first.strip().isdigit() and last.strip().isdigit()):
         return None
     return int(first), int(last)
+
+
+def held_made_by(git: GitStore, commits: list[CommitInfo]) -> list[str]:
+    """The ids of the held changes (and held batches) the commits put under memory/.dream_held/:
+    undoing a batch takes what it held with it, so review never offers a change of a batch that
+    was reverted."""
+    prefix = layout.DREAM_HELD_DIR + "/"
+    found: list[str] = []
+    for info in commits:
+        for path in git.changed_paths(info.parent, info.sha):
+            if path.startswith(prefix) and git.read_at(info.sha, path) is not None:
+                held_id = path[len(prefix) :].partition("/")[0]
+                if held_id and held_id not in found:
+                    found.append(held_id)
+    return found

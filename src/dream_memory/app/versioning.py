@@ -19,8 +19,18 @@ from typing import Any, ParamSpec, TypeVar
 from dream_memory.adapters import fsutil, locks
 from dream_memory.adapters.git import GITIGNORE_BEGIN, CommitInfo, FileChange, GitStore, unified_diff
 from dream_memory.adapters.history_log import HistoryLog
-from dream_memory.app.restore_plan import Plan, Replay, commits_to_revert, joint_range, line_range, plan_reverts
+from dream_memory.app.restore_plan import (
+    Plan,
+    Replay,
+    batches_in_range,
+    commits_to_revert,
+    held_made_by,
+    joint_range,
+    line_range,
+    plan_reverts,
+)
 from dream_memory.core import jsontext, layout
+from dream_memory.core.state import DreamState
 from dream_memory.errors import RestoreConflict, UsageError, VersionStoreError
 
 P = ParamSpec("P")
@@ -293,6 +303,7 @@ class RestoreResult:
     forced_lines: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     merged: tuple[str, ...] = ()  # files changed since the commit whose later work the restore kept
     reverted: tuple[str, ...] = ()  # the commits undone, newest first (one, or those of A..B)
+    discarded_held: tuple[str, ...] = ()  # the held changes of the undone batches, discarded with them
 
     def forced_places(self) -> list[str]:
         """``USER.md lines 5-6`` for each file --force wrote over (``(the whole file)``)."""
@@ -310,6 +321,7 @@ class RestoreResult:
             "forced_lines": {rel: [list(r) for r in ranges] for rel, ranges in self.forced_lines.items()},
             "merged": list(self.merged),
             "reverted": list(self.reverted),
+            "discarded_held": list(self.discarded_held),
             "saved_edits": self.saved_edits,
             "cursor_before": self.cursor_before,
             "cursor_after": self.cursor_after,
@@ -343,11 +355,24 @@ def restore_commit(
     re-reads, and from where.
     """
     git.check_can_commit()  # a merge in progress, a detached HEAD of our own repository: exit 2 first
-    commits = commits_to_revert(git, rev)
+    in_range = commits = commits_to_revert(git, rev)
     for info in commits:
         _refuse_root(info)
     recover(git)
-    what = _what(commits)
+    skipped: list[str] = []
+    if ".." in rev:
+        commits, passed = batches_in_range(git, in_range)
+        skipped = [f"skipped {info.sha[:10]} ({info.subject}): {why}" for info, why in passed]
+    what = _what(in_range)
+    if not commits:
+        return RestoreResult(
+            restored=rev_range(in_range),
+            commit=None,
+            files=(),
+            cursor_before=dream_cursor,
+            cursor_after=dream_cursor,
+            notes=(*skipped, f"{what} holds no Dream batch left to undo; nothing was changed"),
+        )
     plan = plan_reverts(git, commits, force=force)
     if plan.conflicts and not force:
         raise RestoreConflict(
@@ -355,16 +380,22 @@ def restore_commit(
             sorted({rel for _, rel, _ in plan.conflicts}),
             hint="re-run with --force to take the restore's side in those lines only (every other line merges)",
         )
-    span = joint_range(commits) if replay else None
+    span = joint_range(in_range) if replay else None
     if replay and span is None:
         raise UsageError(f"{what} records no history range (Dream-Range), so --replay has nothing to move back")
     changes = dict(plan.changes)
     replay_plan = Replay.plan(span, dream_cursor, history)
     cursor_after, replay_entries, replay_from_archive = replay_plan.cursor, replay_plan.entries, replay_plan.archived
-    notes = list(replay_plan.notes)
+    notes = [*skipped, *replay_plan.notes]
     if replay_plan.write:
         changes[layout.DREAM_CURSOR] = f"{cursor_after}\n".encode()
-    if not plan.touched and span is None:
+    discarded = _discard_held(git, commits, changes)
+    if discarded:
+        notes.append(
+            f"discarded the held change(s) {', '.join(discarded)} of the undone batch (`dream review` no longer "
+            "lists them; they stay in git history)"
+        )
+    if not plan.touched and span is None and not discarded:
         raise UsageError(f"{what} ({commits[0].subject}) changed no memory file; there is nothing to restore")
     _refuse_losing_gitignore_block(commits[0], changes)
     forced_lines = plan.forced_lines()
@@ -378,7 +409,7 @@ def restore_commit(
         listing = "\n".join(f"- {p}" for p in unsaved)
         message = f"{MANUAL_SUBJECT}\n\nEdited outside Dream, committed before a restore of {what}:\n{listing}"
         saved = _commit_disk_state(git, unsaved, message)
-    restored = commits[0].sha if len(commits) == 1 else rev_range(commits)
+    restored = commits[0].sha if len(commits) == 1 else rev_range(in_range)
     reverted = tuple(c.sha for c in commits)
     if not git.effective_changes(changes):
         notes.append("its changes are already undone: every file it touched holds no line of it")
@@ -400,7 +431,9 @@ def restore_commit(
         for rel, data in sorted(changes.items())
         if (current := _current(git, rel)) != data
     )
-    new = apply_commit(git, changes, _revert_message(commits, plan, merged, cursor_after if span else None))
+    message = _revert_message(commits, plan, merged, cursor_after if span else None)
+    message += "".join(f"\nDiscarded-Held: {held_id}" for held_id in discarded)
+    new = apply_commit(git, changes, message)
     return RestoreResult(
         restored=restored,
         commit=new,
@@ -415,7 +448,31 @@ def restore_commit(
         forced_lines=forced_lines,
         merged=merged,
         reverted=reverted,
+        discarded_held=tuple(discarded),
     )
+
+
+def _discard_held(git: GitStore, commits: list[CommitInfo], changes: dict[str, bytes | None]) -> list[str]:
+    """Add to ``changes`` the removal of every held change the commits made that still waits
+    (its folder, and its entry in .dream_state.json); returns their ids."""
+    made = held_made_by(git, commits)
+    if not made:
+        return []
+    data = git.read_file(layout.DREAM_STATE)
+    state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
+    discarded: list[str] = []
+    for held_id in made:
+        if state.find_change(held_id) is not None:
+            state = state.without_change(held_id)
+        elif state.find_held(held_id) is not None:
+            state = state.without_held(held_id)
+        else:
+            continue  # settled already (accepted, rejected, discarded)
+        discarded.append(held_id)
+        changes.update(dict.fromkeys(git.fs.walk_files(f"{layout.DREAM_HELD_DIR}/{held_id}")))
+    if discarded:
+        changes[layout.DREAM_STATE] = state.to_json().encode()
+    return discarded
 
 
 def rev_range(commits: list[CommitInfo]) -> str:

@@ -29,6 +29,7 @@ from dream_memory.core.edits import EditBlock, minimal_edit, parse_edit_blocks, 
 from dream_memory.core.facts import Fact
 from dream_memory.core.placement import place_facts
 from dream_memory.core.ports import ChatModel
+from dream_memory.core.write_policy import pinned_section_in
 from dream_memory.errors import DreamError
 
 StopReason = Literal["done", "cap", "repeat"]
@@ -303,18 +304,28 @@ def place_with_rules(
     """Phase 2 with no model: the placement rules decide each file's new text, and each change
     goes through ``executor`` as the edit a model would have made (same policy, same guards)."""
     result = LoopResult()
-    for path, (before, after) in place_facts(facts, read, today).items():
-        if before is None:
-            name, arguments = "write_file", {"path": path, "content": after}
-        else:
-            old_text, new_text = minimal_edit(before, after)
-            name, arguments = "edit_file", {"path": path, "old_text": old_text, "new_text": new_text}
-        result.tool_calls += 1
-        result.count("rules")
-        outcome = executor.execute(name, dict(arguments))
-        if outcome.ok and outcome.changed:
-            result.edits_applied += 1
-        else:
+    avoid: dict[str, set[str]] = {}
+    todo = list(facts)
+    while todo:
+        refused: set[str] = set()
+        for path, (before, after) in place_facts(todo, read, today, avoid).items():
+            if before is None:
+                name, arguments = "write_file", {"path": path, "content": after}
+            else:
+                old_text, new_text = minimal_edit(before, after)
+                name, arguments = "edit_file", {"path": path, "old_text": old_text, "new_text": new_text}
+            result.tool_calls += 1
+            result.count("rules")
+            outcome = executor.execute(name, dict(arguments))
+            if outcome.ok and outcome.changed:
+                result.edits_applied += 1
+                continue
             result.edits_rejected += 1
             result.errors.append(f"{name}: {outcome.text}")
+            pinned = pinned_section_in(outcome.text)
+            if pinned and pinned[0] == path and pinned[1] not in avoid.get(path, set()):
+                # A pinned section: the file's facts go again, each under the next fitting section.
+                avoid.setdefault(path, set()).add(pinned[1])
+                refused.add(path)
+        todo = [f for f in todo if f.target in refused]
     return result

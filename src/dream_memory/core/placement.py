@@ -9,7 +9,7 @@ what a "Forget: ... (was X)" names, and never add a line the file already holds.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from dream_memory.core import layout
 from dream_memory.core.facts import Fact, slug
@@ -61,11 +61,16 @@ def _normalize(text: str) -> str:
     return re.sub(r"[^\w]+", " ", text.casefold()).strip()
 
 
-def section_for(path: str, text: str) -> str:
+def section_for(path: str, text: str, avoid: Collection[str] = ()) -> str:
+    """The section a fact belongs under; ``avoid``: sections it may not go to (pinned), so it
+    goes to the next fitting one, then the file's default section, then Notes."""
     for title, pattern in SECTION_RULES.get(path, []):
-        if pattern.search(text):
+        if pattern.search(text) and title not in avoid:
             return title
-    return DEFAULT_SECTION.get(path, "Notes")
+    for title in (DEFAULT_SECTION.get(path, "Notes"), "Notes", "More Notes"):
+        if title not in avoid:
+            return title
+    return "Notes (Dream)"
 
 
 def superseded_value(text: str) -> str | None:
@@ -88,7 +93,7 @@ def is_forget(text: str) -> bool:
     return bool(re.search(r"\bforget\b", text, re.IGNORECASE)) and superseded_value(text) is not None
 
 
-def add_fact(text: str, path: str, fact_text: str) -> str:
+def add_fact(text: str, path: str, fact_text: str, avoid: Collection[str] = ()) -> str:
     """The file text with one fact filed under its section; a superseded line is replaced, and a
     request to forget removes the line it names and adds nothing."""
     if is_forget(fact_text):
@@ -107,7 +112,7 @@ def add_fact(text: str, path: str, fact_text: str) -> str:
             if line.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize(line):
                 lines[i] = bullet + "\n"
                 return "".join(lines)
-    title = section_for(path, fact_text)
+    title = section_for(path, fact_text, avoid)
     section = find_section(text, title)
     if section is None:
         base = text if text.endswith("\n") or not text else text + "\n"
@@ -158,13 +163,17 @@ def observation_text(existing: str | None, fact: str, today: str) -> str:
 
 
 def place_facts(
-    facts: Sequence[Fact], read: Callable[[str], str | None], today: str
+    facts: Sequence[Fact],
+    read: Callable[[str], str | None],
+    today: str,
+    avoid: Mapping[str, Collection[str]] | None = None,
 ) -> dict[str, tuple[str | None, str]]:
     """path -> (text before, text after) for every file the facts change, in fact order.
 
     ``read`` gives a file's current text (None: it does not exist). A fact the file already holds
     changes nothing; a "SOUL.md / USER.md / memory/MEMORY.md" fact for a missing file creates
-    nothing (those files come from the templates).
+    nothing (those files come from the templates). ``avoid``: per path, the sections a fact may
+    not go under (pinned ones).
     """
     before: dict[str, str | None] = {}
     after: dict[str, str | None] = {}
@@ -185,5 +194,5 @@ def place_facts(
         elif fact.tag == "OBSERVATION":
             after[path] = observation_text(text, fact.text, today)
         elif text is not None:
-            after[path] = add_fact(text, path, fact.text)
+            after[path] = add_fact(text, path, fact.text, (avoid or {}).get(path, ()))
     return {p: (before[p], a) for p, a in after.items() if a is not None and a != before[p]}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -334,6 +335,16 @@ def pinned_problem(path: str, before: str | None, after: str | None, policy: Wri
                 "lines exactly as they are; put the fact in another section or file."
             )
     return None
+
+
+_PINNED_SECTION = re.compile(r"the section (?P<title>'[^']*'|\"[^\"]*\") of (?P<path>\S+) is pinned")
+
+
+def pinned_section_in(error: str) -> tuple[str, str] | None:
+    """(path, section title) when ``error`` is ``pinned_problem``'s refusal of a pinned section:
+    the placement rules read it to put the fact in another section, as a model would."""
+    match = _PINNED_SECTION.search(error)
+    return (match["path"], match["title"][1:-1]) if match else None
 
 
 def _section_text(text: str, title: str) -> str | None:

@@ -9,7 +9,7 @@ rolls back the commit).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -99,20 +99,11 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
 
     edited = [path for path, (before, _) in changes.items() if before is not None]
     window = recent_removals(git, edited, ctx.options.guard.window_batches, is_template=template)
-    files: dict[str, bytes | None] = {}
-    landed: dict[str, tuple[str | None, str | None]] = {}
-    held: list[tuple[HeldChange, dict[str, Any]]] = []
-    taken = {c.id for c in state.changes} | {h.id for h in state.held}
-    for path, (before, after) in changes.items():
-        reasons = hold_reasons({path: (before, after)}, ctx.options.guard, is_template=template, recent=window)
-        result, pieces = _split(where, path, (before, after), reasons, template(path, before))
-        if result != before:
-            landed[path] = (before, result)
-            files[path] = as_bytes(result)
-        for piece in pieces:
-            change_id = _next_id(batch, taken)
-            taken.add(change_id)
-            held.append(_held_change(ctx, record, batch, change_id, piece))
+    files, landed, held, again = _sort(where, changes, state, template, window)
+    if again:
+        record.notes.append(
+            f"not held again: the same change is already waiting for review as {', '.join(again)} (dream review)"
+        )
     diffs = [unified_diff(p, as_bytes(b), as_bytes(a)) for p, (b, a) in landed.items()]
     attribute_batch(record, {p: (b, a) for p, (b, a) in landed.items() if a is not None})  # what lands
     for item, meta in held:
@@ -128,7 +119,8 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
         subject = f"dream: nothing new in {batch.cursor_from}..{batch.cursor_to}"
     elif not landed:
         record.outcome = "held"
-        subject = f"dream: held {batch.cursor_from}..{batch.cursor_to} ({len(held)} change(s): {held[0][0].reason})"
+        what = f"{len(held)} change(s): {held[0][0].reason}" if held else f"already held as {', '.join(again)}"
+        subject = f"dream: held {batch.cursor_from}..{batch.cursor_to} ({what})"
     else:
         record.outcome = "committed"
         record.files_changed = diffs
@@ -144,6 +136,43 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
     if record.commit and record.outcome == "committed":
         _provenance_note(where)
     return state
+
+
+_Held = list[tuple[HeldChange, dict[str, Any]]]
+
+
+def _sort(
+    where: BatchContext,
+    changes: dict[str, tuple[str | None, str]],
+    state: DreamState,
+    template: Callable[[str, str | None], bool],
+    window: Any,
+) -> tuple[dict[str, bytes | None], dict[str, tuple[str | None, str | None]], _Held, list[str]]:
+    """Each file's change split into what lands and what is held; a held change the same as one
+    already waiting is not held again (its id is listed instead)."""
+    ctx, git, batch, record = where.ctx, where.git, where.batch, where.record
+    assert git is not None
+    files: dict[str, bytes | None] = {}
+    landed: dict[str, tuple[str | None, str | None]] = {}
+    held: list[tuple[HeldChange, dict[str, Any]]] = []
+    taken = {c.id for c in state.changes} | {h.id for h in state.held}
+    waiting = _waiting(git, state)
+    again: list[str] = []  # ids of held changes this batch asked for again
+    for path, (before, after) in changes.items():
+        reasons = hold_reasons({path: (before, after)}, ctx.options.guard, is_template=template, recent=window)
+        result, pieces = _split(where, path, (before, after), reasons, template(path, before))
+        if result != before:
+            landed[path] = (before, result)
+            files[path] = as_bytes(result)
+        for piece in pieces:
+            change_id = _next_id(batch, taken)
+            item, meta = _held_change(ctx, record, batch, change_id, piece)
+            if (same := waiting.get(_same_change(meta))) is not None:
+                again.append(same)  # review would show it twice: the one waiting stands for both
+                continue
+            taken.add(change_id)
+            held.append((item, meta))
+    return files, landed, held, again
 
 
 def _provenance_note(where: BatchContext) -> None:
@@ -205,6 +234,29 @@ def _origins(git: GitStore, path: str, before: str, now: float) -> list[LineOrig
     if len(lines) != len(lines_of(before)):
         return None
     return [LineOrigin(o.kind, max(0.0, (now - o.timestamp) / 86400), o.subject) for o in lines]
+
+
+def _same_change(meta: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two held changes the same one for review: the file and the lines it removes
+    and adds (line numbers move as other lines land), or the whole text for a file held whole."""
+    if meta.get("change") == "file":
+        return (meta.get("path"), "file", meta.get("base"), meta.get("theirs"))
+    return (meta.get("path"), meta.get("change"), tuple(meta.get("removed") or ()), tuple(meta.get("added") or ()))
+
+
+def _waiting(git: GitStore, state: DreamState) -> dict[tuple[Any, ...], str]:
+    """The held changes waiting for review, by what they change; a record that cannot be read is
+    left out (it is never taken for a duplicate)."""
+    found: dict[tuple[Any, ...], str] = {}
+    for item in state.changes:
+        data = git.read_file(f"{layout.DREAM_HELD_DIR}/{item.id}/change.json")
+        try:
+            meta = json.loads(data.decode("utf-8")) if data is not None else None
+        except (UnicodeDecodeError, ValueError):
+            continue
+        if isinstance(meta, dict) and meta.get("path") == item.path:
+            found.setdefault(_same_change(meta), item.id)
+    return found
 
 
 def _next_id(batch: Batch, taken: set[str]) -> str:

@@ -45,6 +45,7 @@ from dream_memory.core.prompts import (
     SEARCH_MARK,
     numbered_facts,
 )
+from dream_memory.core.write_policy import pinned_section_in
 from dream_memory.errors import BadReply
 
 NAME = "offline"
@@ -109,6 +110,47 @@ def _made_edits(messages: Sequence[Message]) -> bool:
         if m.get("role") == "assistant"
         for call in m.get("tool_calls") or []
     )
+
+
+def _refiled(messages: Sequence[Message], facts: Sequence[tuple[int, Fact]], prompt: str) -> list[ToolCall]:
+    """The edits refused in the last round because they touched a pinned section, made again
+    with each fact under the next fitting section that is not pinned (what the tool error asks
+    a model to do). Only whole files shown in the prompt, and only while new pins turn up, so
+    this ends."""
+    calls: dict[str, dict[str, object]] = {}
+    last: list[str] = []
+    for message in messages:
+        if message.get("role") == "assistant":
+            last = []
+            for call in message.get("tool_calls") or []:
+                function = call.get("function", {})
+                calls[str(call.get("id", ""))] = json.loads(function.get("arguments") or "{}")
+                last.append(str(call.get("id", "")))
+    pins: dict[str, set[str]] = {}
+    fresh: dict[str, set[int]] = {}  # path -> the facts of its edit refused in the last round
+    for message in messages:
+        found = pinned_section_in(str(message.get("content") or "")) if message.get("role") == "tool" else None
+        if not found:
+            continue
+        path, title = found
+        cited = calls.get(str(message.get("tool_call_id")), {}).get("facts")
+        if str(message.get("tool_call_id")) in last and title not in pins.get(path, set()) and isinstance(cited, list):
+            fresh.setdefault(path, set()).update(n for n in cited if isinstance(n, int))
+        pins.setdefault(path, set()).add(title)
+    known = _files_in(_after(prompt, FILES_MARKER))
+    redo: list[ToolCall] = []
+    for path, numbers in fresh.items():
+        text = known.get(path)
+        if text is None:
+            continue
+        new = text
+        for number, fact in facts:
+            if number in numbers and fact.target == path and fact.tag not in ("SKILL", "ENTITY", "OBSERVATION"):
+                new = add_fact(new, path, fact.text, avoid=pins[path])
+        if new != text:
+            old_text, new_text = minimal_edit(text, new)
+            redo.append(_call("edit_file", path=path, old_text=old_text, new_text=new_text, facts=sorted(numbers)))
+    return redo
 
 
 _OUTLINE_ROW = re.compile(r"^\s*- (?P<title>.*) \(lines \d+-\d+, \d+ lines\)$")
@@ -220,6 +262,10 @@ class OfflineModel:
 
     def _phase2(self, messages: Sequence[Message], prompt: str) -> ChatReply:
         facts = _numbered(prompt)
+        if _made_edits(messages) and facts:
+            retry = _refiled(messages, facts, prompt)
+            if retry:
+                return ChatReply(content=None, tool_calls=tuple(retry))
         if _made_edits(messages) or not facts:
             return ChatReply(content=f"Applied {len(facts)} fact(s).")
         reads = _ReadResults.collect(messages)

@@ -184,7 +184,7 @@ def _restore_one(
     if result.saved_edits:
         echo(f"committed your unsaved edits first: {result.saved_edits[:10]} memory: manual edits")
     what = f"{result.restored[:10]}: undid its changes"
-    if len(result.reverted) > 1:
+    if len(result.reverted) > 1 or ".." in result.restored:
         old, _, new = result.restored.partition("..")
         what = f"{old[:10]}..{new[:10]}: undid the changes of {len(result.reverted)} commits, newest first,"
     if result.commit:

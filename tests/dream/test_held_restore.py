@@ -1,0 +1,61 @@
+"""Held changes and the batches that made them: restoring a batch discards what it held, in the
+same restore commit, so `dream review` never offers a change of a reverted batch; and the same
+change asked for again is not held twice (offline engine, real git, the CLI)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dream_helpers import Cli, git, make_workspace
+
+HAND_LINE = "- User's timezone is CET."
+USER = "# User\n\n## Profile\n\n" + HAND_LINE + "\n\n## Preferences\n\n## Work Context\n"
+FACT = "- [durable] User's timezone is EET (was CET) since moving to Helsinki."
+
+
+def _held_once(isolated: Cli) -> tuple[Path, str]:
+    """A hand-written timezone line, then a batch that would replace it: the policy holds the
+    replacement. Returns the workspace and the held change's id."""
+    ws = make_workspace(isolated, [FACT])
+    assert isolated.run("init").exit_code == 0
+    (ws / "USER.md").write_text(USER, encoding="utf-8")
+    code, report = isolated.run_json("run", "--model", "offline")
+    assert code == 0 and len(report["held"]) == 1, report
+    return ws, report["held"][0]["id"]
+
+
+def test_restoring_a_batch_discards_what_it_held_in_the_same_commit(isolated: Cli) -> None:
+    """`dream restore <the batch>` removes its held change (record and state entry) in the revert
+    commit, says so, and `dream review` then lists nothing; accepting the old id is refused
+    (exit 2) and the hand-written line stays."""
+    ws, held_id = _held_once(isolated)
+    batch = git(ws, "log", "-1", "--format=%H").strip()
+
+    restored = isolated.run("restore", batch)
+    assert restored.exit_code == 0, restored.output
+    assert f"discarded the held change(s) {held_id} of the undone batch" in restored.stdout
+    assert not (ws / "memory" / ".dream_held" / held_id).exists()
+    body = git(ws, "log", "-1", "--format=%s%n%b")
+    assert body.startswith(f"dream: revert {batch[:10]}") and f"Discarded-Held: {held_id}" in body
+    assert git(ws, "status", "--porcelain") == ""
+    code, listed = isolated.run_json("review", "--json")
+    assert code == 0 and listed["count"] == 0, listed
+    accepted = isolated.run("review", "accept", held_id)
+    assert accepted.exit_code == 2
+    assert HAND_LINE in (ws / "USER.md").read_text(encoding="utf-8")
+
+
+def test_the_same_change_asked_for_again_is_not_held_twice(isolated: Cli) -> None:
+    """The same fact appended and dreamt again: its change (same file, same lines removed and
+    added) is already waiting, so review still lists one change, and the batch's notes name the
+    one waiting."""
+    ws, held_id = _held_once(isolated)
+    assert isolated.run("append", FACT).exit_code == 0
+    code, report = isolated.run_json("run", "--model", "offline")
+    assert code == 0, report
+    assert report["held"] == [] and report["cursor_after"] == 2, report
+    notes = report["batches"][0]["notes"]
+    assert any(f"already waiting for review as {held_id}" in n for n in notes), notes
+    code, listed = isolated.run_json("review", "--json")
+    assert code == 0 and [c["id"] for c in listed["changes"]] == [held_id], listed
+    assert git(ws, "status", "--porcelain") == ""
