@@ -203,3 +203,25 @@ def test_a_search_for_undecodable_bytes_is_an_answer_not_a_traceback(tmp_path: P
     )
     assert b"Traceback" not in done.stderr, done.stderr.decode("utf-8", "replace")[-800:]
     assert done.returncode in (0, 1, 2)
+
+
+def test_a_notes_ref_lock_left_by_a_killed_run_does_not_stop_the_next(tmp_path: Path) -> None:
+    """A run killed while it moved refs/notes/dream leaves refs/notes/dream.lock; the next run
+    used to crash with "internal error (FileLocked)". It clears the dead lock, lands its batch
+    with its provenance note, and `git fsck --strict` stays silent. (Found by the sigkill trials.)"""
+    ws = build_workspace(tmp_path / "ws", history=FACTS[:1])
+    env = clean_env(tmp_path / "home")
+    assert dream(env, "init", "--workspace", str(ws)).returncode == 0
+    assert dream(env, "run", "--workspace", str(ws), "--model", "offline").returncode == 0
+    lock = ws / ".git" / "refs" / "notes" / "dream.lock"
+    lock.write_text("0" * 40 + "\n", encoding="utf-8")  # what a writer killed mid-update leaves
+    assert dream(env, "append", "--workspace", str(ws), "- [durable] User works as a pilot.").returncode == 0
+    again = dream(env, "run", "--workspace", str(ws), "--model", "offline")
+    assert again.returncode == 0, again.stderr
+    assert not lock.exists()
+    shown = subprocess.run(
+        ["git", "-C", str(ws), "notes", "--ref", "dream", "show", "HEAD"], capture_output=True, text=True, env=env
+    )
+    assert shown.returncode == 0 and "pilot" in shown.stdout, shown.stderr
+    fsck = subprocess.run(["git", "-C", str(ws), "fsck", "--strict"], capture_output=True, text=True, env=env)
+    assert fsck.returncode == 0 and fsck.stdout + fsck.stderr == "", fsck.stdout + fsck.stderr

@@ -9,10 +9,16 @@ never a lost note.
 
 from __future__ import annotations
 
+import os
+import time
+from pathlib import Path
+
+from dulwich.file import FileLocked
 from dulwich.notes import NotesTree
 from dulwich.objects import Commit, Tree
 from dulwich.refs import Ref
 
+from dream_memory.adapters import fsutil
 from dream_memory.adapters.git.base import git_errors, oid
 from dream_memory.adapters.git.store import GitStore
 from dream_memory.errors import VersionStoreError
@@ -43,9 +49,27 @@ def read_note(store: GitStore, sha: str, ref: str = NOTES_REF) -> bytes | None:
     return NotesTree(tree, store.repo.object_store).get_note(oid(sha))
 
 
+# A live ref update holds its lock for milliseconds; one still there after this is a dead writer's.
+_STALE_LOCK_WAIT = 0.5
+
+
+def _clear_stale_lock(store: GitStore, ref: str) -> None:
+    """Remove ``<ref>.lock`` left by a process killed while moving the notes ref. Every note is
+    written under the Dream lock, so no other Dream process is moving it; left in place, the
+    lock would refuse every later note."""
+    lock = Path(os.fsdecode(store.repo.commondir())) / (ref + ".lock")
+    deadline = time.monotonic() + _STALE_LOCK_WAIT
+    while lock.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if lock.exists():
+        fsutil.remove(lock, site="git.stale_lock")
+
+
 @git_errors
 def write_note(store: GitStore, sha: str, content: bytes, message: str, ref: str = NOTES_REF) -> str:
-    """Attach ``content`` to commit ``sha`` (replacing its note); returns the notes commit."""
+    """Attach ``content`` to commit ``sha`` (replacing its note); returns the notes commit.
+    The caller holds the Dream lock."""
+    _clear_stale_lock(store, ref)
     objects = store.repo.object_store
     head, tree = _notes_tree(store, ref)
     if tree is None:
@@ -64,10 +88,13 @@ def write_note(store: GitStore, sha: str, content: bytes, message: str, ref: str
     commit.message = (message.rstrip("\n") + "\n").encode("utf-8")
     store._add(commit)
     name = Ref(ref.encode("ascii"))
-    if head is None:
-        moved = store.repo.refs.add_if_new(name, commit.id)
-    else:
-        moved = store.repo.refs.set_if_equals(name, oid(head), commit.id)
+    try:
+        if head is None:
+            moved = store.repo.refs.add_if_new(name, commit.id)
+        else:
+            moved = store.repo.refs.set_if_equals(name, oid(head), commit.id)
+    except FileLocked as exc:
+        raise VersionStoreError(f"{ref} is locked by another process", hint="run again once it is done") from exc
     if not moved:
         raise VersionStoreError(f"{ref} moved while a note was written", hint="another process wrote a note; run again")
     return commit.id.decode("ascii")
