@@ -55,9 +55,7 @@ def test_why_names_the_session_file_and_messages_of_each_consolidated_entry(
     assert f"from {rel}, messages " in text
 
 
-def test_a_slice_finished_after_a_crash_records_its_range_too(
-    isolated: Cli, offline_server: ScriptedLLMServer
-) -> None:
+def test_a_slice_finished_after_a_crash_records_its_range_too(isolated: Cli, offline_server: ScriptedLLMServer) -> None:
     """A run killed after the slice's pending record was saved: the next run finishes it without
     the model and records the same session file and message range for its entries."""
     use_server(isolated, offline_server)
