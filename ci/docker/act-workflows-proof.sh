@@ -126,7 +126,8 @@ grep -q "\`$held_id\` (this run)" "$work/body1.md" || die "run 1: the pull reque
 grep -q "Summary - .*| held for review | 1 (1 held by this run) |" "$work/pr1.log" \
   || grep -q "| held for review | 1 (1 held by this run) |" "$work/pr1.log" || die "run 1: the step summary does not count the hold"
 # #19: every line the branch adds to a memory file is in the body with its source entries, and
-# every Dream commit of the branch has its provenance note on the remote (refs/notes/dream).
+# every Dream commit of the branch that changed a memory file has its provenance note on the
+# remote (refs/notes/dream); a batch held whole committed only its hold record, so it has none.
 git --git-dir "$remote" diff main dream/memory -- '*.md' ':!memory/.dream_held' >"$work/diff1.txt"
 sourced=$("$PY" - "$work/diff1.txt" "$work/body1.md" <<'PY'
 import sys
@@ -138,10 +139,14 @@ if not added or missing:
 print(len(added))
 PY
 ) || die "run 1: the pull request body does not show sources for every added line"
-for sha in $(git --git-dir "$remote" log --format='%H %s' main..dream/memory | sed -n 's/^\([0-9a-f]*\) dream: .*/\1/p'); do
+noted=0
+for sha in $(git --git-dir "$remote" log --format='%H %s' main..dream/memory -- '*.md' ':!memory/.dream_held' \
+    | sed -n 's/^\([0-9a-f]*\) dream: .*/\1/p'); do
   git --git-dir "$remote" notes --ref dream show "$sha" >/dev/null 2>&1 || die "run 1: commit $sha has no provenance note on the remote"
+  noted=$((noted + 1))
 done
-record "- dream-pr.yml run 1 (schedule): $made model requests, ${secs} s; batch 1 committed, batch 2 held as \`$held_id\`: the hold record and cursor 2 are on the remote's dream/memory, the open pull request's body lists the hold and shows sources for all $sourced added line(s), every Dream commit has its note on the remote, the step summary says \"held for review | 1\""
+[ "$noted" -gt 0 ] || die "run 1: no Dream commit on dream/memory changed a memory file"
+record "- dream-pr.yml run 1 (schedule): $made model requests, ${secs} s; batch 1 committed, batch 2 held as \`$held_id\`: the hold record and cursor 2 are on the remote's dream/memory, the open pull request's body lists the hold and shows sources for all $sourced added line(s), the $noted Dream commit(s) that changed memory have their notes on the remote, the step summary says \"held for review | 1\""
 
 act_schedule pr2 dream.yml
 [ "$made" -eq 0 ] || die "run 2 (open PR, no new history) made $made model requests; expected 0"
