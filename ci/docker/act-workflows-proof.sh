@@ -118,14 +118,35 @@ pr_body() { "$PY" -c 'import json,sys; p=[p for p in json.load(open(sys.argv[1])
 act_schedule pr1 dream.yml
 held_id=$(git --git-dir "$remote" ls-tree --name-only "refs/heads/dream/memory" memory/.dream_held/ 2>/dev/null | head -n1 | xargs -r basename)
 [ -n "$held_id" ] || die "run 1: no hold record on the remote's dream/memory"
-branch_file "memory/.dream_held/$held_id/held.json" >/dev/null || die "run 1: held.json missing"
+branch_file "memory/.dream_held/$held_id/change.json" >/dev/null || die "run 1: change.json missing"
 [ "$(branch_file memory/.dream_cursor)" = 2 ] || die "run 1: the cursor past the held batch did not travel"
 pr_body >"$work/body1.md"
 grep -q "STATE open" "$work/body1.md" || die "run 1: no open pull request"
 grep -q "\`$held_id\` (this run)" "$work/body1.md" || die "run 1: the pull request body does not list the hold"
 grep -q "Summary - .*| held for review | 1 (1 held by this run) |" "$work/pr1.log" \
   || grep -q "| held for review | 1 (1 held by this run) |" "$work/pr1.log" || die "run 1: the step summary does not count the hold"
-record "- dream-pr.yml run 1 (schedule): $made model requests, ${secs} s; batch 1 committed, batch 2 held as \`$held_id\`: the hold record and cursor 2 are on the remote's dream/memory, the open pull request's body lists the hold, the step summary says \"held for review | 1\""
+# #19: every line the branch adds to a memory file is in the body with its source entries, and
+# every Dream commit of the branch that changed a memory file has its provenance note on the
+# remote (refs/notes/dream); a batch held whole committed only its hold record, so it has none.
+git --git-dir "$remote" diff main dream/memory -- '*.md' ':!memory/.dream_held' >"$work/diff1.txt"
+sourced=$("$PY" - "$work/diff1.txt" "$work/body1.md" <<'PY'
+import sys
+diff, body = (open(p, encoding="utf-8").read() for p in sys.argv[1:3])
+added = [ln[1:] for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++") and ln[1:].strip()]
+missing = [t for t in added if not any(f"+ `{t}` ← entry " in b for b in body.splitlines())]
+if not added or missing:
+    sys.exit(f"run 1: {len(missing)} of {len(added)} added line(s) without sources in the pull request body: {missing}")
+print(len(added))
+PY
+) || die "run 1: the pull request body does not show sources for every added line"
+noted=0
+for sha in $(git --git-dir "$remote" log --format='%H %s' main..dream/memory -- '*.md' ':!memory/.dream_held' \
+    | sed -n 's/^\([0-9a-f]*\) dream: .*/\1/p'); do
+  git --git-dir "$remote" notes --ref dream show "$sha" >/dev/null 2>&1 || die "run 1: commit $sha has no provenance note on the remote"
+  noted=$((noted + 1))
+done
+[ "$noted" -gt 0 ] || die "run 1: no Dream commit on dream/memory changed a memory file"
+record "- dream-pr.yml run 1 (schedule): $made model requests, ${secs} s; batch 1 committed, batch 2 held as \`$held_id\`: the hold record and cursor 2 are on the remote's dream/memory, the open pull request's body lists the hold and shows sources for all $sourced added line(s), the $noted Dream commit(s) that changed memory have their notes on the remote, the step summary says \"held for review | 1\""
 
 act_schedule pr2 dream.yml
 [ "$made" -eq 0 ] || die "run 2 (open PR, no new history) made $made model requests; expected 0"

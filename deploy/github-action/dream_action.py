@@ -38,6 +38,7 @@ MAX_FILES_LISTED = 50
 MAX_COMMITS_LISTED = 50
 HELD_DIR = "memory/.dream_held"
 # Who rebases the review branch's commits (their authors stay Dream's).
+NOTES_REF = "refs/notes/dream"  # where Dream keeps each commit's provenance
 COMMITTER = {"GIT_COMMITTER_NAME": "dream-memory", "GIT_COMMITTER_EMAIL": "dream-memory@localhost"}
 
 
@@ -97,9 +98,10 @@ def continue_from(workspace: str, branch: str) -> Branch:
         return Branch(repo, branch, base, False, note, False)
     current = _git(repo, "symbolic-ref", "--quiet", "--short", "HEAD").stdout.strip()
     temp = "dream-action/continue"
+    # notes.rewriteRef: each rebased commit gets its provenance note (docs/provenance.md).
     steps = [("checkout", "-q", "-B", temp, tip), ("rebase", "-q", base)]
     for step in steps:
-        done = _git(repo, *step, env=COMMITTER)
+        done = _git(repo, "-c", f"notes.rewriteRef={NOTES_REF}", *step, env=COMMITTER)
         if done.returncode != 0:
             _git(repo, "rebase", "--abort")
             _git(repo, "checkout", "-q", current or base)

@@ -45,10 +45,24 @@ def make_remote(tmp: Path, env: dict[str, str], entries: list[str]) -> Path:
     return remote
 
 
+def workflow_step(tree: Path, env: dict[str, str], name: str, flow: str = "dream-pr.yml") -> str:
+    """A named `run` step of the shipped example, as shipped, in the run's checkout."""
+    workflow = yaml.safe_load((REPO / "docs/examples" / flow).read_text(encoding="utf-8"))
+    step = next(s for s in workflow["jobs"]["dream"]["steps"] if s.get("name") == name)
+    step_env = {**env, "GITHUB_TOKEN": "token-for-the-test", "DEFAULT_BRANCH": "main"}
+    proc = subprocess.run(
+        ["bash", "-eo", "pipefail", "-c", step["run"]], env=step_env, cwd=tree, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
 def scheduled_run(tmp: Path, remote: Path, env: dict[str, str], name: str) -> tuple[dict, dict[str, str], str]:
-    """One run of dream-pr.yml: checkout (all branches), the Dream step, create-pull-request."""
+    """One run of dream-pr.yml: checkout (all branches), fetching the provenance notes, the Dream
+    step, create-pull-request, pushing the provenance notes."""
     tree = tmp / name
     git(tmp, "clone", "-q", "--no-single-branch", str(remote), str(tree))  # fetch-depth: 0
+    workflow_step(tree, env, "Fetch the provenance notes")
     runner = tmp / f"{name}-runner"
     runner.mkdir()
     step_env = {
@@ -83,6 +97,7 @@ def scheduled_run(tmp: Path, remote: Path, env: dict[str, str], name: str) -> tu
         check=False,
     )
     assert cpr.returncode == 0, cpr.stderr
+    workflow_step(tree, env, "Push the provenance notes")
     return json.loads(proc.stdout), outputs, proc.stderr
 
 
@@ -295,3 +310,84 @@ def test_held_changes_get_a_review_pull_request_and_additions_merge_on_their_own
     review_step(tmp_path, tmp_path / "run3", env, outs["held"], "run3")
     assert "dream/review" not in remote_branches(remote)
     assert [p["state"] for p in pulls(tmp_path) if p["head"] == "dream/review"] == ["closed"]
+
+
+def remote_notes(remote: Path) -> dict[str, str]:
+    """The remote's refs/notes/dream: annotated commit -> note blob."""
+    listed = git(remote, "notes", "--ref", "dream", "list", check=False)
+    return {commit: blob for blob, commit in (line.split() for line in listed.splitlines())}
+
+
+def dream_commits(remote: Path, rev_range: str) -> list[str]:
+    rows = git(remote, "log", "--format=%H %s", rev_range).splitlines()
+    return [sha for sha, _, subject in (r.partition(" ") for r in rows) if subject.startswith("dream: ")]
+
+
+def test_provenance_notes_travel_with_the_pull_request_and_survive_its_rebase(
+    tmp_path: Path, env: dict[str, str]
+) -> None:
+    """The notes reach the remote beside the branch: run 1's batches each have their note there.
+    Run 3 rebases dream/memory onto a main the agent moved (new commit ids): every commit of the
+    branch still has a note, and another run's note pushed meanwhile is kept, not overwritten. A
+    fresh clone that fetches the notes, as the workflow's checkout does, gets `dream why` from the
+    note: the fact and its entry, not the commit-body fallback."""
+    remote = make_remote(tmp_path, env, [fact(1), fact(2)])
+    scheduled_run(tmp_path, remote, env, "run1")
+    first = dream_commits(remote, "main..dream/memory")
+    assert len(first) == 2
+    assert set(first) <= set(remote_notes(remote))
+
+    # Another run (another repository's clone, or an old run) pushed a note of its own meanwhile.
+    other = checkout(tmp_path, remote, "main", "other")
+    git(other, "fetch", "-q", "origin", "refs/notes/*:refs/notes/*")
+    git(other, "notes", "--ref", "dream", "add", "-m", '{"other": true}', "HEAD")
+    git(other, "push", "-q", "origin", "refs/notes/dream")
+    agent_append(tmp_path, remote, env, range(3, 4))
+    scheduled_run(tmp_path, remote, env, "run3")
+    branch = dream_commits(remote, "main..dream/memory")
+    assert len(branch) == 3 and not set(branch) & set(first)  # rebased: new commit ids
+    notes = remote_notes(remote)
+    assert set(branch) <= set(notes)
+    assert git(remote, "notes", "--ref", "dream", "show", git(other, "rev-parse", "HEAD")) == '{"other": true}'
+
+    reader = checkout(tmp_path, remote, "origin/dream/memory", "reader")
+    git(reader, "fetch", "-q", "origin", "refs/notes/*:refs/notes/*")
+    line = next(
+        n for n, text in enumerate((reader / "USER.md").read_text().splitlines(), 1) if "User fact number 1" in text
+    )
+    proc = dream_cmd(env, "why", f"USER.md:{line}", "--json", "--workspace", str(reader))
+    assert proc.returncode == 0, proc.stderr
+    why = json.loads(proc.stdout)
+    assert why["note"] is None
+    assert [s["cursor"] for s in why["sources"]] == [1]
+    assert "User fact number 1" in why["facts"][0]["text"]
+
+
+def test_the_direct_flow_pushes_the_notes_of_its_rebased_commits(tmp_path: Path, env: dict[str, str]) -> None:
+    """dream-direct.yml's steps as shipped: main moved during the run (the agent pushed), so the
+    push step rebases Dream's commit onto it and pushes again; the rebased commit on main has its
+    provenance note on the remote, and the notes already there are kept."""
+    remote = make_remote(tmp_path, env, [fact(1)])
+    earlier = checkout(tmp_path, remote, "main", "earlier")
+    git(earlier, "notes", "--ref", "dream", "add", "-m", '{"earlier": true}', "HEAD")
+    git(earlier, "push", "-q", "origin", "refs/notes/dream")
+    tree = checkout(tmp_path, remote, "main", "run")
+    workflow_step(tree, env, "Fetch the provenance notes", "dream-direct.yml")
+    proc = subprocess.run(
+        [str(BIN / "dream-run"), "--workspace", str(tree)],
+        env={**env, "DREAM_MODEL": "offline"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (made,) = dream_commits(tree, "origin/main..HEAD")
+    agent_append(tmp_path, remote, env, range(2, 3))  # main moves before the push
+    out = workflow_step(tree, env, "Push Dream's commits", "dream-direct.yml")
+    assert "push rejected (attempt 1)" in out
+    (pushed,) = dream_commits(remote, "main~1..main")
+    assert pushed != made  # rebased
+    notes = remote_notes(remote)
+    assert pushed in notes
+    assert git(remote, "notes", "--ref", "dream", "show", git(earlier, "rev-parse", "HEAD")) == '{"earlier": true}'

@@ -29,7 +29,7 @@ import filelock
 
 from dream_memory.adapters import fsutil
 from dream_memory.core import jsontext, layout
-from dream_memory.core.consolidation import Pending, Progress
+from dream_memory.core.consolidation import EntryOrigin, Pending, Progress
 from dream_memory.core.history import max_cursor_bound
 from dream_memory.core.sessions import ParsedSession, keys_to_write, parse_session, with_progress
 from dream_memory.errors import InputError, LockBusy, WorkspaceError
@@ -86,13 +86,18 @@ def read_session(path: Path) -> SessionSnapshot:
 class ConsolidationState:
     sessions: dict[str, Progress] = field(default_factory=dict)
     pending: Pending | None = None
+    # cursor -> the session file and messages the entry summarises (for `dream why`); saved with
+    # the progress that moved past them, so it is exactly as durable.
+    origins: dict[int, EntryOrigin] = field(default_factory=dict)
 
     def to_json(self) -> str:
-        data = {
+        data: dict[str, object] = {
             "version": STATE_VERSION,
             "sessions": {path: progress.to_json() for path, progress in sorted(self.sessions.items())},
             "pending": self.pending.to_json() if self.pending is not None else None,
         }
+        if self.origins:
+            data["entries"] = {str(cursor): self.origins[cursor].to_json() for cursor in sorted(self.origins)}
         return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
 
 
@@ -125,6 +130,12 @@ class ConsolidationStore:
             if progress is None:
                 raise InputError(f"{layout.CONSOLIDATION}: the progress of {path} is unreadable", hint=hint)
             state.sessions[str(path)] = progress
+        entries = data.get("entries", {})
+        for cursor, item in entries.items() if isinstance(entries, dict) else ():
+            origin = EntryOrigin.from_json(item)
+            if origin is None or not str(cursor).isdigit():
+                raise InputError(f"{layout.CONSOLIDATION}: the origin of entry {cursor} is unreadable", hint=hint)
+            state.origins[int(cursor)] = origin
         if data.get("pending") is not None:
             state.pending = Pending.from_json(data["pending"])
             if state.pending is None:

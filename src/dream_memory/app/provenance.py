@@ -149,6 +149,7 @@ class _Resolver:
     root: Path
     entries: dict[int, tuple[HistoryEntry, str]] = field(default_factory=dict)
     sessions: dict[str, str] = field(default_factory=dict)  # session key -> session file
+    origins: dict[int, tuple[str, str]] = field(default_factory=dict)  # cursor -> (session file, messages)
     notes: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     loaded: bool = False
 
@@ -164,7 +165,14 @@ class _Resolver:
             for parsed in parse_lines(split_physical_lines(text)):
                 for entry in parsed.entries:
                     self.entries.setdefault(entry.cursor, (entry, where))
-        self.sessions = _session_files(self.root)
+        self.sessions, self.origins = _session_files(self.root)
+
+    def _from_session(self, cursor: int, key: str | None) -> tuple[str | None, str | None]:
+        """The session file (and the messages, when recorded) an entry `dream consolidate` wrote
+        comes from; the session key's file alone for entries from before the range was kept."""
+        if cursor in self.origins:
+            return self.origins[cursor]
+        return self.sessions.get(key or ""), None
 
     def note(self, sha: str) -> dict[str, Any] | None:
         if sha not in self.notes:
@@ -187,7 +195,7 @@ class _Resolver:
                 entry.session_key,
                 entry.content,
                 where,
-                self.sessions.get(entry.session_key or ""),
+                *self._from_session(cursor, entry.session_key),
             )
         copy = next((e for e in (note or {}).get("entries", []) if e.get("cursor") == cursor), None)
         if copy is not None:
@@ -198,22 +206,34 @@ class _Resolver:
                 key,
                 copy.get("content"),
                 "the provenance note (no longer in memory/history.jsonl or memory/archive/)",
-                self.sessions.get(key or ""),
+                *self._from_session(cursor, key),
             )
         return SourceEntry(cursor, None, None, None, "not found")
 
 
-def _session_files(root: Path) -> dict[str, str]:
-    """Session key -> the session file `dream consolidate` read it from (memory/.consolidation.json)."""
+def _session_files(root: Path) -> tuple[dict[str, str], dict[int, tuple[str, str]]]:
+    """From memory/.consolidation.json: session key -> the session file `dream consolidate` read
+    it from, and cursor -> (session file, messages "A..B") for the entries it appended."""
+    from dream_memory.core.consolidation import EntryOrigin
+
     text = fsutil.read_text(root / layout.CONSOLIDATION)
     try:
         data = json.loads(text) if text else {}
     except ValueError:
-        return {}
+        return {}, {}
     sessions = data.get("sessions") if isinstance(data, dict) else None
-    if not isinstance(sessions, dict):
-        return {}
-    return {str(v.get("key")): str(path) for path, v in sessions.items() if isinstance(v, dict) and v.get("key")}
+    files = (
+        {str(v.get("key")): str(path) for path, v in sessions.items() if isinstance(v, dict) and v.get("key")}
+        if isinstance(sessions, dict)
+        else {}
+    )
+    entries = data.get("entries") if isinstance(data, dict) else None
+    origins: dict[int, tuple[str, str]] = {}
+    for cursor, item in entries.items() if isinstance(entries, dict) else ():
+        origin = EntryOrigin.from_json(item)
+        if origin is not None and str(cursor).isdigit():
+            origins[int(cursor)] = (origin.session, origin.messages)
+    return files, origins
 
 
 def _iso(seconds: int) -> str:

@@ -26,7 +26,7 @@ from dream_memory.app.versioning import apply_commit, commit_manual_edits, recov
 from dream_memory.core import layout, policy
 from dream_memory.core.paths import describe, path_problem
 from dream_memory.core.state import DreamState, HeldChange
-from dream_memory.errors import InputError, RestoreConflict, ToolDenied, UsageError
+from dream_memory.errors import DreamError, InputError, RestoreConflict, ToolDenied, UsageError
 
 if TYPE_CHECKING:
     from dream_memory.app.runtime import Runtime
@@ -235,7 +235,7 @@ def accept(git: GitStore, ids: Sequence[str], *, every: bool = False, force: boo
     chosen = _chosen(state, ids, every)
     texts: dict[str, str | None] = {}
     groups: dict[str, tuple[str, str | None, str]] = {}
-    plan: list[tuple[Record, str | None]] = []
+    plan: list[tuple[Record, str | None, str | None]] = []  # the record, its file before and after
     forced: list[str] | None = [] if force else None
     for held_id in chosen:
         item = state.find_change(held_id)
@@ -245,8 +245,9 @@ def accept(git: GitStore, ids: Sequence[str], *, every: bool = False, force: boo
         if item.path not in texts:
             data = git.read_file(item.path)
             texts[item.path] = None if data is None else data.decode("utf-8", errors="replace")
-        texts[item.path] = _accept_into(record, texts[item.path], groups, forced)
-        plan.append((record, texts[item.path]))
+        before = texts[item.path]
+        texts[item.path] = _accept_into(record, before, groups, forced)
+        plan.append((record, before, texts[item.path]))
     # Merged against the files as they are on disk; only now that nothing conflicts, hand edits
     # are committed as a person's (before the accepts, so blame keeps them theirs).
     commit_manual_edits(git)
@@ -256,7 +257,7 @@ def accept(git: GitStore, ids: Sequence[str], *, every: bool = False, force: boo
             result = apply_held_batch(git, held_id, force=force)
             state = state.without_held(held_id)
             done.append({"id": held_id, "type": "batch", "commit": result["commit"], "files": result["files"]})
-    for record, text in plan:
+    for record, before, text in plan:
         item = record.item
         state = _state(git).without_change(item.id)
         changes: dict[str, bytes | None] = _folder_removal(git, f"{layout.DREAM_HELD_DIR}/{item.id}")
@@ -266,7 +267,26 @@ def accept(git: GitStore, ids: Sequence[str], *, every: bool = False, force: boo
         body = f"{_one_line(item.reason)}\n\nHeld-Range: {item.cursor_from}..{item.cursor_to}\nHeld-Change: {item.id}"
         commit = apply_commit(git, changes, f"{subject}\n\n{body}")
         done.append({"id": item.id, "type": "change", "commit": commit, "files": [item.path]})
+        missing = _accept_note(git, record, commit, before, text) if commit is not None else None
+        if missing:
+            done[-1]["note"] = missing
     return {"accepted": done, "forced_over": sorted(set(forced or [])), "message": _summary("accepted", done)}
+
+
+def _accept_note(git: GitStore, record: Record, commit: str, before: str | None, after: str | None) -> str | None:
+    """The accepted lines' provenance note, from the facts the held change carries. Committed
+    already, the change stands without it: a note that cannot be written is said (returned)."""
+    from dream_memory.app.dream.provenance import save_accept_note
+
+    item = record.item
+    held = {"id": item.id, "cursor_from": item.cursor_from, "cursor_to": item.cursor_to, "created": item.created}
+    try:
+        save_accept_note(
+            git, commit, item.path, texts=(before, after), facts=_strings(record.meta.get("facts")), held=held
+        )
+    except DreamError as exc:
+        return f"the provenance note was not written ({exc.message}); `dream why` matches its lines by key words"
+    return None
 
 
 def reject(git: GitStore, ids: Sequence[str], *, every: bool = False) -> dict[str, Any]:

@@ -276,6 +276,33 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class EntryOrigin:
+    """Where an entry ``dream consolidate`` appended comes from (``dream why`` shows it): the
+    session file and the messages of it the entry summarises, 1-based and inclusive, counted as
+    ``last_consolidated`` counts them."""
+
+    session: str  # the progress key (session file path)
+    first: int
+    last: int
+
+    @property
+    def messages(self) -> str:
+        return f"{self.first}..{self.last}"
+
+    def to_json(self) -> dict[str, object]:
+        return {"session": self.session, "messages": [self.first, self.last]}
+
+    @classmethod
+    def from_json(cls, data: object) -> EntryOrigin | None:
+        if not isinstance(data, dict) or not isinstance(data.get("session"), str):
+            return None
+        bounds = data.get("messages")
+        if not isinstance(bounds, list) or len(bounds) != 2 or not all(type(b) is int for b in bounds):
+            return None
+        return cls(data["session"], bounds[0], bounds[1]) if 1 <= bounds[0] <= bounds[1] else None
+
+
+@dataclass(frozen=True)
 class PlannedEntry:
     content: str
     timestamp: str | None
@@ -296,6 +323,7 @@ class Pending:
     progress: Progress  # where the session stands once the entries are in
     messages_archived: int
     raw_fallback: bool
+    first_message: int = 0  # the slice's first message (its last is progress.messages); 0: unknown
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -306,7 +334,13 @@ class Pending:
             "progress": self.progress.to_json(),
             "messages_archived": self.messages_archived,
             "raw_fallback": self.raw_fallback,
+            "first_message": self.first_message,
         }
+
+    def origin(self) -> EntryOrigin | None:
+        """Where the slice's entries come from, when the record knows its first message."""
+        first, last = self.first_message, self.progress.messages
+        return EntryOrigin(self.session, first, last) if 1 <= first <= last else None
 
     @classmethod
     def from_json(cls, data: object) -> Pending | None:
@@ -331,6 +365,7 @@ class Pending:
                 progress=progress,
                 messages_archived=int(data.get("messages_archived", 0)),
                 raw_fallback=bool(data.get("raw_fallback", False)),
+                first_message=int(data.get("first_message", 0)),
             )
         except (KeyError, TypeError, ValueError):
             return None

@@ -271,6 +271,19 @@ jobs:
           fetch-depth: 0  # brings origin/dream/memory, the open pull request's branch
           persist-credentials: false
 
+      # The provenance notes (refs/notes/dream: the facts and history entries behind each memory
+      # line, read by `dream why`) are not fetched by actions/checkout. With them, the rebase of
+      # dream/memory carries each note over to its rebased commit (docs/provenance.md).
+      - name: Fetch the provenance notes
+        env:
+          GITHUB_TOKEN: ${{ github.token }}
+        run: |
+          set -euo pipefail
+          # The token reaches git only for this command, as an HTTP header (masked in the log).
+          auth="$(printf 'x-access-token:%s' "$GITHUB_TOKEN" | base64 -w0)"
+          echo "::add-mask::$auth"
+          git -c "http.extraheader=AUTHORIZATION: basic $auth" fetch --quiet origin 'refs/notes/*:refs/notes/*'
+
       # Pin the full commit SHA of the dream-memory release you use:
       #   dream schedule --format github --action OWNER/REPO@SHA
       - id: dream
@@ -334,6 +347,32 @@ jobs:
           body-path: ${{ steps.review.outputs.body }}
           labels: dream-review
           delete-branch: true
+
+      # The notes of this run's commits (both branches') go to the remote's refs/notes/dream after
+      # the pull requests: merged with the notes already there (notes are keyed by commit, so two
+      # runs' notes rarely touch the same one; for one that both hold, this run's wins) and pushed
+      # without force, so no other run's note is ever dropped. Rejected because the ref moved
+      # meanwhile: fetch, merge, push again, three times at most (docs/provenance.md).
+      - name: Push the provenance notes
+        if: ${{ !cancelled() && steps.dream.outputs.update-pr == 'true' }}
+        env:
+          GITHUB_TOKEN: ${{ github.token }}
+        run: |
+          set -euo pipefail
+          git rev-parse -q --verify refs/notes/dream >/dev/null || exit 0  # no note to push
+          auth="$(printf 'x-access-token:%s' "$GITHUB_TOKEN" | base64 -w0)"
+          echo "::add-mask::$auth"
+          g() { git -c "http.extraheader=AUTHORIZATION: basic $auth" -c user.name=dream-memory \\
+                    -c user.email=dream-memory@localhost "$@"; }
+          for attempt in 1 2 3; do
+            if g fetch --quiet origin '+refs/notes/dream:refs/notes/dream-remote' 2>/dev/null; then
+              g notes --ref dream merge --quiet --strategy ours refs/notes/dream-remote
+            fi
+            if g push --quiet origin refs/notes/dream:refs/notes/dream; then exit 0; fi
+            echo "notes push rejected (attempt $attempt): another run pushed notes meanwhile; merging them"
+          done
+          echo "::error::the provenance notes were not pushed (dream why falls back to the commit bodies)"
+          exit 1
 """
 
 K8S_CRONJOB_TEMPLATE = """\

@@ -35,6 +35,10 @@ def finish_pending(
         matches = match_entries([e.content for e in pending.entries], [e.content for e in found])
         missing = [pending.entries[i] for i, m in enumerate(matches) if m is None]
         written = ctx.history.append_many([(e.content, pending.key, e.timestamp) for e in missing]) if missing else []
+        origin = pending.origin()
+        if origin is not None:
+            cursors = [found[m].cursor for m in matches if m is not None] + [e.cursor for e in written]
+            state.origins.update((cursor, origin) for cursor in cursors)
         state.sessions[pending.session] = pending.progress
         state.pending = None
         store.save(state, site=SITE_PROGRESS)

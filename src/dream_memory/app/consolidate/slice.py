@@ -210,14 +210,17 @@ def _consolidate(session: _Session) -> None:
     timestamp = next((t for r in reversed(chosen) if (t := short_timestamp(r.timestamp))), None)
     entries = tuple(PlannedEntry(redact(ctx, text, report), timestamp) for text in texts)
     progress = progress_at(parsed, key, plan.end, _now(ctx))
-    _land(session, key, entries, progress)
+    _land(session, key, entries, progress, parsed.messages_before(plan.start) + 1)
     result.outcome = OUTCOME_CONSOLIDATED
     result.last_consolidated = progress.messages
     _update_session_file(ctx, progress.messages, session.path, result)
 
 
-def _land(session: _Session, key: str, entries: tuple[PlannedEntry, ...], progress: Progress) -> None:
-    """Append the slice's entries and move the progress past it, in the crash-safe order."""
+def _land(
+    session: _Session, key: str, entries: tuple[PlannedEntry, ...], progress: Progress, first_message: int
+) -> None:
+    """Append the slice's entries and move the progress past it, in the crash-safe order; each
+    entry's origin (the session file and the slice's messages) is saved with that progress."""
     ctx, state, store, rel, result = session.ctx, session.state, session.store, session.rel, session.result
     if not entries:
         state.sessions[rel] = progress
@@ -231,6 +234,7 @@ def _land(session: _Session, key: str, entries: tuple[PlannedEntry, ...], progre
         progress=progress,
         messages_archived=result.messages_archived,
         raw_fallback=result.raw_fallback,
+        first_message=first_message,
     )
     try:
         store.save(state, site=SITE_PENDING)
@@ -243,11 +247,16 @@ def _land(session: _Session, key: str, entries: tuple[PlannedEntry, ...], progre
     written = ctx.history.append_many([(e.content, key, e.timestamp) for e in entries])
     result.entries = [e.cursor for e in written]
     previous, pending = state.sessions.get(rel), state.pending
+    origin = pending.origin()
+    if origin is not None:
+        state.origins.update((e.cursor, origin) for e in written)
     state.sessions[rel] = progress
     state.pending = None
     try:
         store.save(state, site=SITE_PROGRESS)
     except DreamError:
+        for e in written:
+            state.origins.pop(e.cursor, None)
         state.pending = pending
         if previous is None:
             state.sessions.pop(rel, None)

@@ -12,8 +12,9 @@ from typing import Any
 from dream_memory.adapters.git import GitStore
 from dream_memory.adapters.git.notes import write_note
 from dream_memory.app.dream.report import NO_FACT_ASKED, BatchRecord
+from dream_memory.core.facts import Fact, parse_facts
 from dream_memory.core.history import HistoryEntry
-from dream_memory.core.provenance import BODY_FACTS, BODY_REMOVED, NOTE_VERSION, attribute
+from dream_memory.core.provenance import BODY_FACT, BODY_FACTS, BODY_REMOVED, NOTE_VERSION, attribute
 
 _BODY_LIMIT = 40  # facts or removals listed in a commit body; the note holds them all
 
@@ -85,3 +86,51 @@ def save_note(git: GitStore, record: BatchRecord, entries: Sequence[HistoryEntry
     payload = note_payload(record, entries, model, created)
     data = (json.dumps(payload, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
     write_note(git, record.commit, data, f"dream: provenance of {record.commit[:10]}")
+
+
+def held_facts(rendered: Sequence[str]) -> list[Fact]:
+    """The facts a held change's record lists (``[USER] text  <- 12, 14``), as facts."""
+    found: list[Fact] = []
+    for text in rendered:
+        match = BODY_FACT.match(f"  1. {text}")
+        parsed = parse_facts(match["fact"]).facts if match else []
+        if match and parsed:
+            sources = () if match["sources"] == "unknown" else tuple(int(c) for c in match["sources"].split(","))
+            found.append(Fact(parsed[0].tag, parsed[0].text, parsed[0].name, sources))
+    return found
+
+
+def save_accept_note(
+    git: GitStore,
+    commit: str,
+    path: str,
+    *,
+    texts: tuple[str | None, str | None],
+    facts: Sequence[str],
+    held: dict[str, Any],
+) -> None:
+    """The note of a `dream review accept` commit: the facts the held change carries, and each
+    line it adds or replaces tied to them, so `dream why` on those lines names the fact and its
+    entries. ``held``: the change's id, batch cursors and model, as the note records them. A
+    change with no fact gets no note (the commit body says what it applied)."""
+    found = held_facts(facts)
+    before, after = texts
+    if not found or after is None:
+        return
+    attribution = attribute({path: (before, after)}, found)
+    payload = {
+        "version": NOTE_VERSION,
+        "batch": {"cursor_from": held.get("cursor_from"), "cursor_to": held.get("cursor_to")},
+        "held_change": held.get("id"),
+        "model": held.get("model"),
+        "created": held.get("created"),
+        "facts": [
+            {"id": n, "tag": f.tag, "name": f.name, "text": f.text, "target": f.target, "sources": list(f.sources)}
+            for n, f in enumerate(found, start=1)
+        ],
+        "lines": [ln.to_json() for ln in attribution.lines],
+        "removed": [r.to_json() for r in attribution.removed],
+        "entries": [],  # the cited entries are in history.jsonl or the archive; the batch's note has copies
+    }
+    data = (json.dumps(payload, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+    write_note(git, commit, data, f"dream: provenance of {commit[:10]}")
