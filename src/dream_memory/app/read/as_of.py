@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from dream_memory.adapters.git import open_readonly
 from dream_memory.core.dates import parse_as_of
 from dream_memory.errors import InputError, UsageError
 
@@ -31,6 +30,10 @@ def _local(seconds: int, offset: int) -> str:
 def commit_as_of(root: Path, text: str) -> AsOfCommit:
     """The commit the store read ``--as-of text`` goes to; InputError (exit 2) for a bad date,
     a store without commits, or a date before the first commit."""
+    # Imported here: dulwich is loaded only by a read that asks for the past (`dream search` and
+    # `dream entity` without --at/--as-of start without it).
+    from dream_memory.adapters.git import open_readonly
+
     moment = parse_as_of(text)
     git = open_readonly(root)
     if git is None:
