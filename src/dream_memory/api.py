@@ -188,6 +188,23 @@ class Workspace:
             rs.store, query, max_results=max_results, excludes=rs.excludes, cache_dir=search_cache_dir(rs.env)
         )
 
+    def entity(self, name: str, *, as_of: str | None = None, offset_line: int = 1) -> Any:
+        """An entity's page (same as ``dream entity NAME --json``); ``as_of`` a date or time reads
+        the store as it was then (the last commit by the end of that day)."""
+        from dream_memory.app.read import read_entity
+
+        rs = self._rt.read_settings
+        require_read_root(rs)
+        return read_entity(rs.store, name, rs.excludes, offset_line=offset_line, as_of=as_of)
+
+    def section(self, name: str, *, as_of: str | None = None, offset_line: int = 1) -> Any:
+        """A section's page (same as ``dream section NAME --json``), now or ``as_of`` a date."""
+        from dream_memory.app.read import read_section
+
+        rs = self._rt.read_settings
+        require_read_root(rs)
+        return read_section(rs.store, name, rs.excludes, offset_line=offset_line, as_of=as_of)
+
     def log(self, rev: str | None = None) -> CommitInfo | Comparison | None:
         """The latest Dream change, the change ``rev``, or the comparison ``"A..B"``."""
         from dream_memory.app.restore import LogRequest, log

@@ -212,6 +212,7 @@ class Runtime:
             max_wall_seconds=max_seconds if max_seconds is not None else d.max_wall_seconds,
             max_history_entries=d.max_history_entries,
             follow_external_cursor=d.follow_external_cursor,
+            dated_trail=d.dated_trail,
             guard=GuardSettings(
                 max_share=d.deletion_guard.max_share,
                 min_lines=d.deletion_guard.min_lines,

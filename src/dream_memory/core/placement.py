@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 
 from dream_memory.core import layout
+from dream_memory.core.dates import merged_trail, split_trail
 from dream_memory.core.facts import Fact, slug
 from dream_memory.core.frontmatter import render_frontmatter
 from dream_memory.core.markdown import find_section
@@ -77,14 +78,18 @@ def superseded_value(text: str) -> str | None:
     for pattern in _SUPERSEDES:
         match = pattern.search(text)
         if match:
-            return match["old"].strip()
+            # "(was Lyon until 2026-04-03)" replaces Lyon: the date is the dated trail's.
+            return re.split(r"\s+until\s+\d{4}-\d{2}-\d{2}", match["old"])[0].strip()
     return None
 
 
 def _bullet_text(text: str) -> str:
-    """The fact as it should read in memory: routing label and '(was X)' note dropped."""
+    """The fact as it should read in memory: routing label and '(was X)' note dropped (a dated
+    trail, '(was X until 2026-04-03)', is kept: the user asked for it, ``datedTrail``)."""
     text = _LABEL_PREFIX.sub("", text.strip())
-    text = re.sub(r"\s*\(\s*(?:was|previously|formerly)\s+[^)]*\)", "", text).strip()
+    text = re.sub(
+        r"\s*\(\s*(?:was|previously|formerly)\s+(?![^)]*\buntil\s+\d{4}-\d{2}-\d{2})[^)]*\)", "", text
+    ).strip()
     return text[:1].upper() + text[1:]
 
 
@@ -109,8 +114,9 @@ def add_fact(text: str, path: str, fact_text: str, avoid: Collection[str] = ()) 
         wanted = _normalize(old)
         lines = text.splitlines(keepends=True)
         for i, line in enumerate(lines):
-            if line.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize(line):
-                lines[i] = bullet + "\n"
+            # A line's own trail names values it no longer holds: those never match.
+            if line.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize(split_trail(line)[0]):
+                lines[i] = merged_trail(bullet, line) + "\n"
                 return "".join(lines)
     title = section_for(path, fact_text, avoid)
     section = find_section(text, title)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dream_memory.core.chat import Message, ToolSpec
+from dream_memory.core.dates import entry_day, weekday_name
 from dream_memory.core.facts import Fact, parse_facts
 from dream_memory.core.history import HistoryEntry
 from dream_memory.core.policy import ALLOWED_DESCRIPTION
@@ -60,6 +61,8 @@ End each fact with the numbers of the history entries it comes from ("### Entry 
 [from N] or [from N, M].
 A correction says what it replaces, e.g. "[USER] {_EXAMPLE_CORRECTION} [from 7]".
 A request to forget something says what to remove, e.g. "[USER] {_EXAMPLE_FORGET} [from 8]".
+Write dates as calendar dates (YYYY-MM-DD), counted from the date of the entry that says them:
+never "tomorrow", "next week" or "in 3 days".
 Write each fact so it stands alone, from the conversation only: never copy these examples.
 Answer [SKIP] alone, on one line, when nothing is worth keeping.
 No other text.
@@ -117,6 +120,21 @@ Rules:
 - When every fact is applied, answer with one short sentence and no tool call."""
 
 
+# Added to phase 2's rules when ``agents.defaults.dream.datedTrail`` is on; the offline engine
+# and the rules protocol keep the trail because the fact carries it (core.placement).
+TRAIL_RULE = """\
+- Dated trail: a fact ending "(was X until YYYY-MM-DD)" replaces the line holding X, and the new
+  line keeps that part at its end. When the replaced line has its own "(was ... until ...)",
+  join them, newest first, at most three: "(was X until 2026-04-03; Y until 2025-01-10)"."""
+
+
+def with_trail_rule(system: str) -> str:
+    """A phase-2 system prompt with the dated-trail rule, placed right after the rules it refines
+    (before the line about finishing)."""
+    head, sep, tail = system.rpartition("\n- ")
+    return f"{head}\n{TRAIL_RULE}{sep}{tail}" if sep else f"{system}\n{TRAIL_RULE}"
+
+
 @dataclass(frozen=True)
 class FileContext:
     path: str
@@ -128,6 +146,9 @@ class FileContext:
 
 def render_entry(entry: HistoryEntry, part: tuple[int, int] | None = None, text: str | None = None) -> str:
     meta = [entry.timestamp] if entry.timestamp else []
+    day = entry_day(entry.timestamp)
+    if day is not None:
+        meta.append(weekday_name(day))  # "next Friday" needs the entry's weekday, which small models miscount
     if entry.session_key:
         meta.append(f"session {entry.session_key}")
     if part is not None:

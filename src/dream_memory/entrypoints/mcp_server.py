@@ -92,7 +92,16 @@ MaxResultsArg = Annotated[
 ]
 OffsetArg = Annotated[int, Field(ge=1, le=100_000_000, description="First line to show (from a [truncated] marker).")]
 
-ReaderFactory = Callable[[], ReadStore]
+AsOfArg = Annotated[
+    str,
+    Field(
+        max_length=40,
+        description="Read memory as it was then: a date (YYYY-MM-DD, the end of that day) or a time "
+        "('YYYY-MM-DD HH:MM'); empty: now.",
+    ),
+]
+
+ReaderFactory = Callable[..., ReadStore]
 
 
 def _result(text: str, data: dict[str, Any]) -> CallToolResult:
@@ -149,19 +158,19 @@ def register_tools(server: MCPServer, reader: ReaderFactory) -> None:
         return _result(found.to_text(), found.to_json())
 
     @server.tool(name="dream_entity", title="Read a memory entity", annotations=READ_ONLY)
-    def dream_entity(name: NameArg, offsetLine: OffsetArg = 1) -> CallToolResult:
+    def dream_entity(name: NameArg, offsetLine: OffsetArg = 1, asOf: AsOfArg = "") -> CallToolResult:
         """An entity's memory file (bounded: 200 lines / 16 KiB; a [truncated] line says how to go on)."""
-        with _tool_errors(), reader() as store:
+        with _tool_errors(), reader(as_of=asOf.strip() or None) as store:
             page = store.entity(name, offset_line=offsetLine, hint=hint_for("mcp", "entity"))
         return _result(page.to_text(), page.to_json())
 
     @server.tool(name="dream_section", title="Read a memory section", annotations=READ_ONLY)
-    def dream_section(name: SectionArg, offsetLine: OffsetArg = 1) -> CallToolResult:
+    def dream_section(name: SectionArg, offsetLine: OffsetArg = 1, asOf: AsOfArg = "") -> CallToolResult:
         """A section: soul, user, memory (durable files), observations (provisional), or sections/NAME.md.
 
         Bounded: 200 lines / 16 KiB; a [truncated] line says how to go on.
         """
-        with _tool_errors(), reader() as store:
+        with _tool_errors(), reader(as_of=asOf.strip() or None) as store:
             page = store.section(name, offset_line=offsetLine, hint=hint_for("mcp", "section"))
         return _result(page.to_text(), page.to_json())
 
@@ -314,9 +323,10 @@ def build_server(
             loaded.append(_runtime_for(root, frozen, home, workspace))
         return loaded[0]
 
-    def reader() -> ReadStore:
-        # A fresh view per request: index.md and the files are read as they are at that moment.
-        return ReadStore(root, excludes=frozen, home=home, cache_dir=cache_dir)
+    def reader(as_of: str | None = None) -> ReadStore:
+        # A fresh view per request: index.md and the files are read as they are at that moment
+        # (or, with as_of, as committed then).
+        return ReadStore(root, excludes=frozen, home=home, cache_dir=cache_dir, as_of=as_of)
 
     server: MCPServer = MCPServer(
         SERVER_NAME,

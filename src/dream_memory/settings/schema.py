@@ -110,6 +110,8 @@ class DreamSettings(_Model):
     enabled: bool | None = None  # nanobot's switch for its own Dream; dream-memory ignores it
     # A .dream_cursor moved ahead outside a Dream commit (a nanobot gateway start) is followed.
     follow_external_cursor: bool = False
+    # A fact replacing a value keeps "(was X until 2026-04-03)" on its line (docs/dream.md, "Dated facts").
+    dated_trail: bool = False
 
     @field_validator("secret_allowlist")
     @classmethod

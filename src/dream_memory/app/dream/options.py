@@ -39,6 +39,7 @@ class DreamOptions:
     reply_tokens: int = defaults.MODEL_MAX_TOKENS  # the preset's maxTokens: room kept for the answer
     follow_external_cursor: bool = False  # a .dream_cursor moved outside a commit is followed
     write_policy: WritePolicy = field(default_factory=WritePolicy)  # which changes wait for `dream review`
+    dated_trail: bool = False  # a replaced value stays on the new line as "(was X until DATE)"
 
 
 @dataclass

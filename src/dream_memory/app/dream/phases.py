@@ -19,9 +19,11 @@ from dream_memory.app.dream.prompting import (
 from dream_memory.app.dream.report import BatchRecord, scrub
 from dream_memory.core import layout
 from dream_memory.core.chat import ChatReply, Message, check_reply
+from dream_memory.core.dates import Said, absolute_dates, add_trail_date, day_said, has_relative_dates
 from dream_memory.core.facts import Fact, Facts, parse_facts
 from dream_memory.core.history import Batch
 from dream_memory.core.markdown import query_terms
+from dream_memory.core.placement import is_forget, superseded_value
 from dream_memory.core.ports import ChatModel
 from dream_memory.core.prompts import (
     PHASE1_EXAMPLES,
@@ -57,7 +59,8 @@ def phase1(ctx: DreamContext, model: ChatModel, batch: Batch, staging: StagingWo
         collected.append(_ask_for_facts(model, messages, record.notes))
         # Counted as they arrive: a batch that fails later still reports what phase 1 found.
         record.facts = len({f for result in collected for f in result.facts})
-    facts = _with_sources([f for result in collected for f in result.facts], batch, record)
+    found = _with_sources([f for result in collected for f in result.facts], batch, record)
+    facts = _dated(found, batch, record, trail=ctx.options.dated_trail)
     rejected = [line for result in collected for line in result.rejected]
     if rejected:
         record.notes.append(f"not facts, left out: {'; '.join(rejected[:5])}")
@@ -94,6 +97,39 @@ def _with_sources(found: list[Fact], batch: Batch, record: BatchRecord) -> tuple
         shown = "; ".join(why(n) for n in unsourced[:5])
         record.notes.append(f"{len(unsourced)} fact(s) kept with an unknown source: {shown}")
     return tuple(facts)
+
+
+def _dated(facts: tuple[Fact, ...], batch: Batch, record: BatchRecord, *, trail: bool) -> tuple[Fact, ...]:
+    """Relative dates ("tomorrow", "next Friday") written as the dates they meant when said: the
+    day comes from the entries a fact cites (all the batch's when it cites none), so phase 2 and
+    every later read see the same day. With ``trail`` (``datedTrail``), a correction's
+    "(was X)" gets the day too: "(was X until 2026-04-03)". A fact whose entries carry no date
+    keeps its words, and the report says so."""
+    by_cursor = {e.cursor: e for e in batch.entries}
+    dated: list[Fact] = []
+    undated: list[int] = []
+    for number, fact in enumerate(facts, start=1):
+        relative = has_relative_dates(fact.text)
+        correction = trail and not is_forget(fact.text) and superseded_value(fact.text) is not None
+        if not relative and not correction:
+            dated.append(fact)
+            continue
+        cited = [by_cursor[c] for c in fact.sources if c in by_cursor] or list(batch.entries)
+        day = day_said(fact.text, [Said(e.content, e.timestamp) for e in cited])
+        if day is None:
+            undated.append(number)
+            dated.append(fact)
+            continue
+        text = absolute_dates(fact.text, day)
+        dated.append(replace(fact, text=add_trail_date(text, day) if correction else text))
+    if undated:
+        shown = ", ".join(map(str, undated[:5]))
+        record.notes.append(
+            f"{len(undated)} fact(s) keep a relative date or an undated trail"
+            f" (their entries carry no date): fact {shown}"
+        )
+    # Dating can make two facts one ("tomorrow" said on the 3rd, "on 2026-04-04" said later).
+    return tuple(dict.fromkeys(dated))
 
 
 def _whole_lines(reply: ChatReply, notes: list[str]) -> ChatReply:

@@ -33,6 +33,7 @@ from dream_memory.core.prompts import (
     TEXT_EXAMPLE_LINE,
     dream_tools,
     phase2_messages,
+    with_trail_rule,
 )
 from dream_memory.core.provenance import DeclaringExecutor
 from dream_memory.errors import BadReply
@@ -212,6 +213,7 @@ def _phase2(edits: _Edits, protocol: str) -> LoopResult:
     if protocol == "facts":
         return place_with_rules(facts.facts, executor, staging.read, edits.today)
     system = PHASE2_TEXT_SYSTEM if protocol == "text" else PHASE2_SYSTEM
+    system = with_trail_rule(system) if ctx.options.dated_trail else system
     budget = prompt_budget(ctx, system)
     query = query_terms("\n".join(f.text for f in facts.facts), limit=16)
     left_out: list[str] = []

@@ -18,7 +18,7 @@ from dream_memory.app.read.results import (
     SearchResult,
     SearchResultItem,
 )
-from dream_memory.app.read.service import read_entity, resolve_path, search_store
+from dream_memory.app.read.service import read_entity, read_section, resolve_path, search_store
 from dream_memory.app.read.store import CACHE_MIN_FILES, ReadStore
 from dream_memory.app.read.text import (
     DURABLE_NAMES,
@@ -46,6 +46,7 @@ __all__ = [
     "hint_for",
     "looks_binary",
     "read_entity",
+    "read_section",
     "resolve_path",
     "search_store",
 ]

@@ -28,9 +28,20 @@ def search_store(
         return reader.search(query, max_results=max_results, history=history)
 
 
-def read_entity(store: Path | str, name: str, excludes: Iterable[str] = (), *, offset_line: int = 1) -> ReadResult:
-    with ReadStore(Path(store), excludes=frozenset(excludes)) as reader:
+def read_entity(
+    store: Path | str, name: str, excludes: Iterable[str] = (), *, offset_line: int = 1, as_of: str | None = None
+) -> ReadResult:
+    """An entity's page, now or ``as_of`` a date (the last commit by then)."""
+    with ReadStore(Path(store), excludes=frozenset(excludes), as_of=as_of) as reader:
         return reader.entity(name, offset_line=offset_line)
+
+
+def read_section(
+    store: Path | str, name: str, excludes: Iterable[str] = (), *, offset_line: int = 1, as_of: str | None = None
+) -> ReadResult:
+    """A section's page (soul, user, memory, observations, sections/NAME.md), now or ``as_of`` a date."""
+    with ReadStore(Path(store), excludes=frozenset(excludes), as_of=as_of) as reader:
+        return reader.section(name, offset_line=offset_line)
 
 
 def resolve_path(store: Path | str, path: str, excludes: Iterable[str] = ()) -> ResolveResult:

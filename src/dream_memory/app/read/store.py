@@ -30,6 +30,7 @@ from pathlib import Path
 from dream_memory.adapters.search_index.facade import open_search_cache
 from dream_memory.adapters.store_tree import absolute_path, real_path
 from dream_memory.adapters.store_tree import open_tree as _open_tree
+from dream_memory.app.read.as_of import AsOfCommit, commit_as_of
 from dream_memory.app.read.results import PROVISIONAL_NOTICE, ReadResult, ResolveResult, SearchResult
 from dream_memory.app.read.text import (
     EXCLUDE_VARIABLE,
@@ -53,7 +54,7 @@ from dream_memory.core.index_table import (
 from dream_memory.core.paths import describe, serve_problem
 from dream_memory.core.ports import SearchCache, StoreTree, TooLarge
 from dream_memory.core.search import DEFAULT_MAX_RESULTS, Query, as_query, check_max_results
-from dream_memory.errors import InputError, NotFound, Refused
+from dream_memory.errors import InputError, NotFound, Refused, UsageError
 
 # Below this many searchable files, reading them directly is as fast as the index: none is kept.
 CACHE_MIN_FILES = 500
@@ -73,6 +74,8 @@ class ReadStore:
     root: Path
     excludes: frozenset[str] = frozenset()
     at: str | None = None
+    # A date or time (``--as-of``): read at the last commit made by then (``app.read.as_of``).
+    as_of: str | None = None
     home: str | None = None
     cache_dir: Path | None = None
     cache_min_files: int = CACHE_MIN_FILES
@@ -82,12 +85,18 @@ class ReadStore:
     _index: tuple[IndexTable, str] | None = field(init=False, default=None, repr=False)
     _index_text: str | None = field(init=False, default=None, repr=False)
     _excluded_ids: set[object] | None = field(init=False, default=None, repr=False)
+    as_of_commit: AsOfCommit | None = field(init=False, default=None)
     # How the last search was answered: files answered by the index, files read, files (re-)indexed,
     # whether the index was built.
     last_search_stats: dict[str, int] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.excludes = frozenset(e.strip().casefold() for e in self.excludes if e.strip())
+        if self.as_of is not None:
+            if self.at is not None:
+                raise UsageError("give either --at or --as-of, not both", hint="--at names a commit, --as-of a date")
+            self.as_of_commit = commit_as_of(Path(self.root), self.as_of)
+            self.at = self.as_of_commit.sha
         self._tree = self.open_tree(Path(self.root), self.at)
         self.root = Path(self._tree.root)
         if self.home is None:

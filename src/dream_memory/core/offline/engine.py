@@ -15,10 +15,12 @@ import itertools
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import date
 
 from dream_memory.core import layout
 from dream_memory.core.chat import ChatReply, Message, ToolCall, ToolSpec, Usage
+from dream_memory.core.dates import absolute_dates, entry_day
 from dream_memory.core.edits import minimal_edit
 from dream_memory.core.facts import Fact, normalize, parse_facts
 from dream_memory.core.offline.rules import classify, owner_of_superseded
@@ -92,14 +94,16 @@ def _files_in(text: str) -> dict[str, str | None]:
     return files
 
 
-def _entries_in(text: str) -> list[tuple[int | None, str]]:
-    """(cursor, content) of each ``### Entry N`` block of the history."""
+def _entries_in(text: str) -> list[tuple[int | None, date | None, str]]:
+    """(cursor, day, content) of each ``### Entry N (timestamp, ...)`` block of the history."""
     history = _after(text, HISTORY_MARKER)
-    found: list[tuple[int | None, str]] = []
+    found: list[tuple[int | None, date | None, str]] = []
     for block in history.split(ENTRY_PREFIX)[1:]:
         header, _, content = block.partition("\n")
         number = re.match(r"\d+", header)
-        found.append((int(number.group()) if number else None, content))
+        meta = re.search(r"\((.*)\)\s*$", header)
+        day = entry_day(meta.group(1)) if meta else None
+        found.append((int(number.group()) if number else None, day, content))
     return found
 
 
@@ -236,11 +240,13 @@ class OfflineModel:
         cited: list[list[int]] = []  # per line: every entry the fact was read in (it cites them all)
         seen: dict[str, int] = {}
         emitted: list[tuple[str, str]] = []
-        for cursor, entry in _entries_in(prompt):
+        for cursor, day, entry in _entries_in(prompt):
             for raw in entry.splitlines():
                 item = classify(raw)
                 if item is None:
                     continue
+                if day is not None:  # the protocol asks for calendar dates, counted from the entry's
+                    item = replace(item, text=absolute_dates(item.text, day))
                 key = normalize(item.text)
                 if key in seen:
                     if cursor is not None and cursor not in cited[seen[key]]:

@@ -30,6 +30,14 @@ at_option = click.option(
     default=None,
     help="Read as of a commit (SHA prefix of at least 4 hex digits, HEAD, HEAD~N or a branch).",
 )
+as_of_option = click.option(
+    "--as-of",
+    "as_of",
+    metavar="DATE",
+    default=None,
+    help="Read the store as it was then: the last commit by the end of DATE (YYYY-MM-DD), or by "
+    "an exact time ('YYYY-MM-DD HH:MM[:SS]', optionally +HH:MM).",
+)
 offset_option = click.option(
     "--offset-line",
     type=click.IntRange(min=1),
@@ -40,7 +48,13 @@ offset_option = click.option(
 
 
 def open_store(
-    store: str | None, workspace: str | None, config_path: str | None, at: str | None, *, use_cache: bool = False
+    store: str | None,
+    workspace: str | None,
+    config_path: str | None,
+    at: str | None,
+    *,
+    use_cache: bool = False,
+    as_of: str | None = None,
 ) -> ReadStore:
     """The store from ``--store`` > DREAM_MEMORY_STORE > the workspace, with the excludes."""
 
@@ -51,13 +65,18 @@ def open_store(
     # The read side needs no config file: skipping it (and pydantic) keeps `dream search` fast.
     settings = load_read_settings(workspace, store)
     require_read_root(settings)  # no workspace there: exit 2 naming the path and `dream init`
-    return ReadStore(
+    reader = ReadStore(
         settings.store,
         excludes=settings.excludes,
         at=at,
+        as_of=as_of,
         home=settings.env.get("HOME") or None,
         cache_dir=search_cache_dir(settings.env) if use_cache else None,
     )
+    if reader.as_of_commit is not None:
+        chosen = reader.as_of_commit
+        note(f"dream: as of {as_of}: commit {chosen.sha[:10]} ({chosen.time}) {chosen.subject}")
+    return reader
 
 
 def report_problems(reader: ReadStore) -> None:
@@ -103,6 +122,7 @@ def resolve(
 @offset_option
 @sources_option
 @at_option
+@as_of_option
 @store_option
 @json_option
 @workspace_options
@@ -112,13 +132,14 @@ def entity(
     offset_line: int,
     sources: bool,
     at: str | None,
+    as_of: str | None,
     store: str | None,
     as_json: bool,
     workspace: str | None,
     config_path: str | None,
 ) -> int:
     """An entity's file, bounded at 200 lines or 16 KiB (exit 1 when unknown or excluded)."""
-    with open_store(store, workspace, config_path, at) as reader:
+    with open_store(store, workspace, config_path, at, as_of=as_of) as reader:
         try:
             result = reader.entity(name, offset_line=offset_line)
         finally:
@@ -132,6 +153,7 @@ def entity(
 @offset_option
 @sources_option
 @at_option
+@as_of_option
 @store_option
 @json_option
 @workspace_options
@@ -141,6 +163,7 @@ def section(
     offset_line: int,
     sources: bool,
     at: str | None,
+    as_of: str | None,
     store: str | None,
     as_json: bool,
     workspace: str | None,
@@ -151,7 +174,7 @@ def section(
     NAME is sections/NAME.md, or one of soul, user, memory, observations for SOUL.md, USER.md,
     memory/MEMORY.md and observations.md.
     """
-    with open_store(store, workspace, config_path, at) as reader:
+    with open_store(store, workspace, config_path, at, as_of=as_of) as reader:
         try:
             result = reader.section(name, offset_line=offset_line)
         finally:
