@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from dream_memory.app.history import Appended, AppendedMany, NewEntry, WorkspaceStatus
     from dream_memory.app.init import InitReport
     from dream_memory.app.restore import HeldReport, VersionList
-    from dream_memory.app.versioning import Comparison, RestoreResult
+    from dream_memory.app.reverting import RestoreResult
+    from dream_memory.app.versioning import Comparison
     from dream_memory.core.context import ContextBlock
     from dream_memory.core.history import HistoryEntry
     from dream_memory.core.ports import ChatModel, Clock

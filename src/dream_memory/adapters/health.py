@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,3 +64,20 @@ def free_bytes(path: Path) -> int | None:
         return shutil.disk_usage(current).free
     except OSError:
         return None
+
+
+def undecodable(root: Path, is_memory: Callable[[str], bool]) -> list[tuple[str, int]]:
+    """The Markdown memory files under ``root`` that are not UTF-8, each with the offset of its
+    first bad byte; a file that cannot be read is left to the checks that read it."""
+    bad: list[tuple[str, int]] = []
+    for path in sorted(root.rglob("*.md")):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(".git/") or not is_memory(rel) or not path.is_file():
+            continue
+        try:
+            path.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad.append((rel, exc.start))
+        except OSError:
+            continue
+    return bad

@@ -134,3 +134,15 @@ def read_files(root: Path, rel_paths: Iterable[str]) -> dict[str, bytes | None]:
         path = root / rel
         found[rel] = path.read_bytes() if path.is_file() else None
     return found
+
+
+def locate(root: Path, given: str) -> tuple[str | None, bool]:
+    """``given`` (absolute, or relative to the current folder) as a path relative to ``root``
+    when it lands inside it; otherwise (None, whether it plainly names something outside: an
+    absolute path, or one that exists)."""
+    path = Path(given)
+    resolved = (path if path.is_absolute() else Path.cwd() / path).resolve()
+    base = root.resolve()
+    if resolved.is_relative_to(base):
+        return resolved.relative_to(base).as_posix(), False
+    return None, path.is_absolute() or resolved.exists()

@@ -452,17 +452,7 @@ def _content_checks(root: Path) -> list[Check]:
 
 def _encoding_check(root: Path) -> Check:
     """Memory files Dream cannot read as UTF-8 make every run fail: name them."""
-    bad: list[str] = []
-    for path in sorted(root.rglob("*.md")):
-        rel = path.relative_to(root).as_posix()
-        if rel.startswith(".git/") or not layout.is_content(rel) or not path.is_file():
-            continue
-        try:
-            path.read_bytes().decode("utf-8")
-        except UnicodeDecodeError as exc:
-            bad.append(f"{rel} (byte {exc.start})")
-        except OSError:
-            continue
+    bad = [f"{rel} (byte {at})" for rel, at in health.undecodable(root, layout.is_content)]
     if bad:
         return Check(
             "encoding",

@@ -28,6 +28,7 @@ from dream_memory.adapters.git import GitStore, open_readonly
 from dream_memory.adapters.git.blame import LineOrigin, blame
 from dream_memory.adapters.git.notes import NOTES_REF, read_note
 from dream_memory.adapters.workspace import archive_paths
+from dream_memory.app.why_paths import check_committed, check_path, disk_lines, unsaved
 from dream_memory.core import layout
 from dream_memory.core.facts import Fact
 from dream_memory.core.history import HistoryEntry, parse_lines, split_physical_lines
@@ -327,65 +328,16 @@ def _open(git: GitStore | None) -> GitStore:
     return git
 
 
-def _check_path(path: str, root: Path | None = None) -> str:
-    rel = path.strip().lstrip("./") if path.startswith("./") else path.strip()
-    if root is not None and not layout.is_content(rel):
-        # An absolute path, or one relative to the current folder (`ws/USER.md` from the
-        # workspace's parent), names a memory file when it lands inside the workspace.
-        given = Path(path.strip())
-        resolved = (given if given.is_absolute() else Path.cwd() / given).resolve()
-        base = root.resolve()
-        if resolved.is_relative_to(base):
-            rel = resolved.relative_to(base).as_posix()
-        elif given.is_absolute() or resolved.exists():
-            raise UsageError(
-                f"{path} is outside the workspace {root}",
-                hint="give a memory file of this workspace (relative to it, e.g. USER.md), or pick the "
-                "workspace with --workspace",
-            )
-    if not layout.is_content(rel):
-        raise UsageError(
-            f"{path} is not a memory file",
-            hint="give a path relative to the workspace, e.g. USER.md, memory/MEMORY.md or entities/x.md",
-        )
-    return rel
-
-
-def _check_committed(store: GitStore, root: Path, rel: str, rev: str) -> None:
-    """A file on disk that HEAD does not hold yet: say so (not "not a file in commit X")."""
-    if rev != "HEAD":
-        return
-    if rel not in store.files_at(store.head()) and (root / rel).is_file():
-        raise NotFound(
-            f"{rel} is not committed yet: the next dream run commits it",
-            hint="run `dream run` (or commit it yourself); then its lines have an origin",
-        )
-
-
-def _disk_lines(root: Path, rel: str) -> list[str] | None:
-    """The file's lines on disk, split as git splits them; None when it is missing or unreadable."""
-    try:
-        text = (root / rel).read_bytes().decode("utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    parts = text.split("\n")
-    return parts[:-1] if parts and parts[-1] == "" else parts
-
-
-def _unsaved(rel: str) -> str:
-    return f"{rel} has uncommitted edits on disk; lines are numbered as committed (the next dream run commits them)"
-
-
 def blame_file(git: GitStore | None, root: Path, path: str, rev: str = "HEAD") -> list[LineWhy]:
     """Every line of ``path`` at ``rev`` with its commit and sources; each carries a warning when
     ``rev`` is HEAD and the file on disk differs from it."""
     store = _open(git)
-    rel = _check_path(path, root)
-    _check_committed(store, root, rel, rev)
+    rel = check_path(path, root)
+    check_committed(store, root, rel, rev)
     resolver = _Resolver(store, root)
     origins = blame(store, rel, rev)
-    disk = _disk_lines(root, rel) if rev == "HEAD" else None
-    warning = _unsaved(rel) if disk is not None and disk != [o.text for o in origins] else None
+    disk = disk_lines(root, rel) if rev == "HEAD" else None
+    warning = unsaved(rel) if disk is not None and disk != [o.text for o in origins] else None
     return [replace(_explain(resolver, rel, origin), warning=warning) for origin in origins]
 
 
@@ -404,11 +356,11 @@ def why_line(git: GitStore | None, root: Path, path: str, line: int) -> LineWhy:
     that differs from HEAD's, it is mapped through the uncommitted edits (with a warning), and a
     line written since is refused as not committed yet."""
     store = _open(git)
-    rel = _check_path(path, root)
-    _check_committed(store, root, rel, "HEAD")
+    rel = check_path(path, root)
+    check_committed(store, root, rel, "HEAD")
     origins = blame(store, rel)
     committed = [o.text for o in origins]
-    disk = _disk_lines(root, rel)
+    disk = disk_lines(root, rel)
     warning = None
     if disk is not None and disk != committed:
         import difflib

@@ -15,8 +15,9 @@ from dream_memory.settings import defaults
 
 if TYPE_CHECKING:
     from dream_memory.adapters.git import CommitInfo
+    from dream_memory.app.reverting import RestoreResult
     from dream_memory.app.runtime import Runtime
-    from dream_memory.app.versioning import Comparison, RestoreResult
+    from dream_memory.app.versioning import Comparison
 
 
 # --- log -------------------------------------------------------------------------------------------
@@ -102,7 +103,7 @@ class RestoreRequest:
 
 
 def restore(rt: Runtime, request: RestoreRequest) -> RestoreResult:
-    from dream_memory.app.versioning import restore_commit
+    from dream_memory.app.reverting import restore_commit
 
     git = rt.git(create=False) if rt.has_workspace() else None
     if git is None or git.head() is None:

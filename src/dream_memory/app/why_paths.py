@@ -1,0 +1,62 @@
+"""The working file beside what ``dream why`` and ``dream blame`` read from git: which memory
+file a path names (relative to the workspace, absolute, or relative to the current folder), and
+whether the file on disk still matches its committed lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dream_memory.adapters.git import GitStore
+from dream_memory.adapters.workspace import locate, read_files
+from dream_memory.core import layout
+from dream_memory.errors import NotFound, UsageError
+
+
+def check_path(path: str, root: Path | None = None) -> str:
+    rel = path.strip().lstrip("./") if path.startswith("./") else path.strip()
+    if root is not None and not layout.is_content(rel):
+        # An absolute path, or one relative to the current folder (`ws/USER.md` from the
+        # workspace's parent), names a memory file when it lands inside the workspace.
+        inside, outside = locate(root, path.strip())
+        if inside is not None:
+            rel = inside
+        elif outside:
+            raise UsageError(
+                f"{path} is outside the workspace {root}",
+                hint="give a memory file of this workspace (relative to it, e.g. USER.md), or pick the "
+                "workspace with --workspace",
+            )
+    if not layout.is_content(rel):
+        raise UsageError(
+            f"{path} is not a memory file",
+            hint="give a path relative to the workspace, e.g. USER.md, memory/MEMORY.md or entities/x.md",
+        )
+    return rel
+
+
+def check_committed(store: GitStore, root: Path, rel: str, rev: str) -> None:
+    """A file on disk that HEAD does not hold yet: say so (not "not a file in commit X")."""
+    if rev != "HEAD":
+        return
+    if rel not in store.files_at(store.head()) and read_files(root, [rel])[rel] is not None:
+        raise NotFound(
+            f"{rel} is not committed yet: the next dream run commits it",
+            hint="run `dream run` (or commit it yourself); then its lines have an origin",
+        )
+
+
+def disk_lines(root: Path, rel: str) -> list[str] | None:
+    """The file's lines on disk, split as git splits them; None when it is missing or unreadable."""
+    try:
+        data = read_files(root, [rel])[rel]
+        text = data.decode("utf-8") if data is not None else None
+    except (OSError, UnicodeDecodeError):
+        return None
+    if text is None:
+        return None
+    parts = text.split("\n")
+    return parts[:-1] if parts and parts[-1] == "" else parts
+
+
+def unsaved(rel: str) -> str:
+    return f"{rel} has uncommitted edits on disk; lines are numbered as committed (the next dream run commits them)"
