@@ -103,3 +103,12 @@ def test_blame_of_a_crlf_file_shows_no_carriage_returns(dreamt: Cli) -> None:
     assert "\\x0d" not in shown.stdout and "\r" not in shown.stdout, shown.stdout
     exact = json.loads(dreamt.subprocess("dream", "blame", "USER.md", "--json").stdout)
     assert any(line["text"].endswith("\r") and "Lyon" in line["text"] for line in exact)
+
+
+def test_why_usage_shows_both_forms(dreamt: Cli) -> None:
+    """`dream why --help` (a real process) names both ways to ask: a line by PATH:LINE, or every
+    line holding a text with --text."""
+    shown = dreamt.subprocess("dream", "why", "--help")
+    assert shown.returncode == 0, shown.stderr
+    usage = shown.stdout.splitlines()[0]
+    assert "PATH:LINE" in usage and "--text TEXT" in usage, usage
