@@ -102,7 +102,7 @@ def test_a_terminal_gets_a_live_bar_and_the_batch_lines_as_they_end(isolated: Cl
     assert ended - run.first(line) >= 1.0
     text = run.text
     assert "dream run" in text and "\r" in text, text  # tqdm redraws its line with a carriage return
-    assert f"1{'batch'}" in text.replace(" ", "") or "1 batch" in text, text
+    assert "1/3 batches" in text, text
     assert f"cursor {BATCH}," in text, text
 
 
@@ -143,3 +143,30 @@ def test_the_bar_library_is_not_imported_when_stderr_is_not_a_terminal(isolated:
     assert done.returncode == 0, done.stderr
     assert "dream: batch 1..3" in done.stderr
     assert "tqdm" not in probe.read_text().split()
+
+
+def test_the_bar_counts_up_to_the_batches_known_up_front(isolated: Cli) -> None:
+    """The bar knows how many batches the run has (pending entries / batch size, capped by
+    --max-batches) and spells its unit apart from the number: `0/2 batch`, `? batch/s`, never
+    `0batch`."""
+    build_workspace(isolated.workspace, history=sample_entries(ENTRIES))
+    with _slow(isolated, 0.0) as server:
+        use_server(isolated, server)
+        run = OnTerminal(isolated, "--max-batches", "2")
+        code, _, _ = run.finish()
+    assert code == 0, run.text
+    text = run.text
+    assert "0/2 batches" in text or "1/2 batches" in text, text
+    assert "0batch" not in text and "/3" not in text and "?batch/s" not in text, text
+
+
+def test_no_bar_when_there_is_nothing_to_do(isolated: Cli) -> None:
+    """A run with no pending entries draws no bar on the terminal, only its outcome."""
+    build_workspace(isolated.workspace, history=[])
+    with _slow(isolated, 0.0) as server:
+        use_server(isolated, server)
+        run = OnTerminal(isolated)
+        code, out, _ = run.finish()
+    assert code == 0, run.text
+    assert json.loads(out)["status"] == "nothing_to_do"
+    assert "dream run" not in run.text and "batch/s" not in run.text, run.text

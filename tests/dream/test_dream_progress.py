@@ -90,6 +90,23 @@ def test_log_format_json_writes_one_redacted_json_object_per_stderr_line(isolate
     assert (ended["status"], ended["done"]) == ("ok", 2)
 
 
+def test_run_started_names_its_batches_and_workspace(isolated: Cli) -> None:
+    """--log-format json: `run_started` of `dream run` carries the number of batches it will run
+    (pending entries / batch size, capped by --max-batches; 0 when there is nothing to do) and
+    the workspace in `where`, never `"total": null` and `"where": ""`."""
+    build_workspace(isolated.workspace, history=sample_entries(6))
+    with ScriptedLLMServer(responder=from_chat_model(OfflineModel())) as server:
+        use_server(isolated, server)
+        first = isolated.run("run", "--batch-size", "2", "--max-batches", "2", "--log-format", "json")
+        rest = isolated.run("run", "--batch-size", "2", "--log-format", "json")
+        again = isolated.run("run", "--batch-size", "2", "--log-format", "json")
+    for result in (first, rest, again):
+        assert result.exit_code == 0, result.stderr
+    started = [[e for e in _json_lines(r.stderr) if e["event"] == "run_started"] for r in (first, rest, again)]
+    assert [[e["total"] for e in s] for s in started] == [[2], [1], [0]]
+    assert all(s[0]["where"] == str(isolated.workspace) and s[0]["unit"] == "batch" for s in started)
+
+
 def test_verbose_adds_the_phases_and_the_full_retry_reason(isolated: Cli) -> None:
     """The default retry line shortens a long reason; --verbose shows it in full (still redacted)
     and adds a line as each model phase of a batch starts and ends, with its calls, tool calls

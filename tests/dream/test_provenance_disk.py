@@ -86,3 +86,29 @@ def test_paths_inside_the_workspace_are_accepted_and_outside_ones_refused(dreamt
     outside.write_text("# User\n")
     refused = dreamt.run("why", f"{outside}:1")
     assert refused.exit_code == 2 and "outside the workspace" in refused.stderr
+
+
+def test_blame_of_a_crlf_file_shows_no_carriage_returns(dreamt: Cli) -> None:
+    """A memory file with Windows line endings (committed as such): `dream blame` (a real
+    process) shows each line's text without a trailing `\\x0d`; --json keeps the stored bytes,
+    the CR included."""
+    user = dreamt.workspace / "USER.md"
+    user.write_bytes(user.read_bytes().replace(b"\n", b"\r\n"))
+    dreamt.run("append", "- [durable] User prefers tea.")
+    code, report = dreamt.run_json("run", env=OFFLINE)
+    assert code == 0, report
+    shown = dreamt.subprocess("dream", "blame", "USER.md")
+    assert shown.returncode == 0, shown.stderr
+    assert "Lyon" in shown.stdout
+    assert "\\x0d" not in shown.stdout and "\r" not in shown.stdout, shown.stdout
+    exact = json.loads(dreamt.subprocess("dream", "blame", "USER.md", "--json").stdout)
+    assert any(line["text"].endswith("\r") and "Lyon" in line["text"] for line in exact)
+
+
+def test_why_usage_shows_both_forms(dreamt: Cli) -> None:
+    """`dream why --help` (a real process) names both ways to ask: a line by PATH:LINE, or every
+    line holding a text with --text."""
+    shown = dreamt.subprocess("dream", "why", "--help")
+    assert shown.returncode == 0, shown.stderr
+    usage = shown.stdout.splitlines()[0]
+    assert "PATH:LINE" in usage and "--text TEXT" in usage, usage

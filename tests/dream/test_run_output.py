@@ -64,7 +64,7 @@ def test_on_a_terminal_run_prints_a_short_summary(ws: Path, clean_env: dict[str,
     repeated on stderr."""
     code, shown, err = run_on_a_terminal(["run", "--model", "offline", "--workspace", str(ws)], clean_env)
     assert code == 0, err
-    assert shown.startswith("dream: ok, cursor 0 -> 1, 1 entries in 1 batch(es), 1 commit(s)"), shown
+    assert shown.startswith("dream: ok, cursor 0 -> 1, 1 entry in 1 batch, 1 commit(s)"), shown
     assert "USER.md: +" in shown and "dream run --json" in shown
     assert len(shown.splitlines()) <= 6 and "{" not in shown
     assert "cursor 0 -> 1" not in err

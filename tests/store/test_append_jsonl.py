@@ -203,3 +203,34 @@ def test_beside_a_concurrent_appender_the_batch_stays_consecutive(tmp_path: Path
     for n, (out, _) in enumerate(outs):
         by_cursor = {e["cursor"]: e["content"] for e in entries}
         assert [by_cursor[int(c)] for c in out.split()] == [f"- batch{n} entry {i}" for i in range(1000)]
+
+
+def test_a_missing_jsonl_file_or_a_file_as_workspace_is_a_one_line_error(tmp_path: Path, dream_process) -> None:
+    """`dream append --jsonl /nonexistent` and `--workspace <a file>` (a real process): exit 2 with
+    the one-line `dream: error:` form naming the path (and `dream init --workspace PATH` for the
+    workspace), never click's three-line usage error; nothing is written."""
+    ws = build_workspace(tmp_path / "ws")
+    missing = dream_process("append", "--jsonl", str(tmp_path / "nonexistent.jsonl"), "--workspace", str(ws))
+    assert missing.returncode == 2, missing.stderr
+    assert missing.stderr.startswith(f"dream: error: --jsonl: no such file {tmp_path / 'nonexistent.jsonl'}\n")
+    assert "Usage:" not in missing.stderr and "Try '" not in missing.stderr
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a workspace\n")
+    for args in (("append", "- x"), ("status",), ("init",)):
+        proc = dream_process(*args, "--workspace", str(a_file))
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.startswith("dream: error: ") and str(a_file) in proc.stderr.splitlines()[0], proc.stderr
+        assert "Usage:" not in proc.stderr, proc.stderr
+    assert f"dream init --workspace {a_file}" in dream_process("status", "--workspace", str(a_file)).stderr
+    assert a_file.read_text() == "not a workspace\n" and read_history(ws) == []
+
+
+def test_a_utf8_byte_order_mark_on_jsonl_input_is_dropped(tmp_path: Path, dream_process) -> None:
+    """A --jsonl file saved with a UTF-8 byte-order mark (as some Windows editors do) is read as
+    if it had none: every line becomes an entry and no content starts with U+FEFF."""
+    ws = build_workspace(tmp_path / "ws")
+    source = tmp_path / "bom.jsonl"
+    source.write_bytes(b'\xef\xbb\xbf{"content": "- first"}\n{"content": "- second"}\n')
+    proc = dream_process("append", "--jsonl", str(source), "--workspace", str(ws))
+    assert (proc.returncode, proc.stdout) == (0, "1\n2\n"), proc.stderr
+    assert [e["content"] for e in read_history(ws)] == ["- first", "- second"]

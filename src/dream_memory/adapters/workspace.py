@@ -45,7 +45,10 @@ def init_workspace(root: Path, *, guide_notes: bool = True) -> list[str]:
     otherwise be left untracked in a user's repository. Returns the paths it created.
     """
     if root.exists() and not root.is_dir():
-        raise WorkspaceError(f"workspace {root} exists and is not a folder")
+        raise NoWorkspace(
+            f"cannot make a workspace at {root}: it is a file, not a folder",
+            hint="give --workspace (or DREAM_WORKSPACE) a folder path: a new one, or an existing workspace",
+        )
     created: list[str] = []
     try:
         for folder in ("memory", layout.SKILLS_DIR, *(("prompts",) if guide_notes else ())):

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from dream_memory.app.models import ModelChoice, choose_model
 from dream_memory.app.outcome import Status
-from dream_memory.app.progress import Progress, RunEnded, RunStarted
+from dream_memory.app.progress import Progress, ProgressEvent, RunEnded, RunStarted
 from dream_memory.errors import DreamError, InputError, LockBusy
 from dream_memory.settings import defaults
 
@@ -118,10 +118,17 @@ def dream(
         max_seconds=request.max_seconds,
         resolved=choice.resolved,
     )
-    if progress is not None:
-        progress(RunStarted(command="run", unit="batch", model=choice.name))
+    started: list[ProgressEvent] = []
+
+    def watch(event: ProgressEvent) -> None:
+        if isinstance(event, RunStarted):
+            started.append(event)
+        if progress is not None:
+            progress(event)
+
+    watched: Progress | None = None if progress is None else watch
     try:
-        ctx = replace(rt.dream_context(choice.chat, options), progress=progress)
+        ctx = replace(rt.dream_context(choice.chat, options), progress=watched)
         report = run_dream(ctx if stop is None else replace(ctx, stop=stop))
     except LockBusy as exc:
         report = stopped_report(rt, choice.name, Status.LOCKED, exc)
@@ -129,6 +136,8 @@ def dream(
         rt.log(f"error: {exc}")
         report = stopped_report(rt, choice.name, Status.FAILED, exc)
     if progress is not None:
+        if not started:  # ended before it knew its batches (the lock was busy, ...): run_started still frames it
+            progress(RunStarted(command="run", unit="batch", model=choice.name, where=str(rt.root)))
         done = sum(1 for b in report.batches if b.outcome not in ("", "failed", "interrupted"))
         progress(RunEnded("run", report.status, done, report.duration_s, report.usage.total_tokens))
     return report

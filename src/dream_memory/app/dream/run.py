@@ -51,7 +51,7 @@ from dream_memory.app.dream.report import (
     scrub_report,
 )
 from dream_memory.app.dream.watch import PhaseWatch
-from dream_memory.app.progress import BatchEnded, emitter
+from dream_memory.app.progress import BatchEnded, RunStarted, emitter
 from dream_memory.app.versioning import commit_manual_edits, recover
 from dream_memory.core import layout
 from dream_memory.core.history import Batch, HistoryEntry, plan_batches
@@ -178,6 +178,10 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
     state = _read_state(ctx.root)
     report.notes.extend(state.warnings)
     batches = _plan(ctx, git, report)
+    if ctx.progress is not None:  # now the number of batches is known: the bar gets its total
+        limit = ctx.options.max_batches
+        total = len(batches) if limit is None else min(len(batches), limit)
+        ctx.progress(RunStarted(command="run", unit="batch", total=total, model=report.model, where=str(ctx.root)))
     if not batches:
         report.status = STATUS_NOTHING
         return

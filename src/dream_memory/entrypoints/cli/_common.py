@@ -123,7 +123,10 @@ def workspace_options(func: F) -> F:
     return click.option(
         "--workspace",
         "-w",
-        type=click.Path(file_okay=False),
+        # A file here is the commands' own one-line error (naming `dream init`), not click's
+        # usage error: the services check the workspace (adapters/workspace.require_workspace).
+        metavar="DIRECTORY",
+        type=click.Path(),
         default=None,
         help="Workspace folder (default: $DREAM_WORKSPACE, else ~/.nanoinfra/workspaces/default).",
     )(func)

@@ -53,6 +53,8 @@ def doctor(
     root = settings.workspace if settings else resolve_workspace(workspace, env)
     # Without readable settings the workspace is still checked, with the defaults.
     rt = Runtime(settings or Settings(workspace=root, config=Config(), config_path=None, env=env))
+    if root.exists() and not root.is_dir():  # bad usage (exit 2, naming the path), not a finding
+        rt.require_workspace()
     report = diagnose(
         DoctorInputs(
             root=root,

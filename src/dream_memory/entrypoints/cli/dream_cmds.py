@@ -16,13 +16,18 @@ if TYPE_CHECKING:
     pass
 
 
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number} {one if number == 1 else many}"
+
+
 def _summary(report: dict[str, Any]) -> str:
     usage = report["usage"]
     cost = "unknown" if usage["cost_usd"] is None else f"${usage['cost_usd']:.4f}"
     parts = [
         f"dream: {report['status']}",
         f"cursor {report['cursor_before']} -> {report['cursor_after']}",
-        f"{report['entries_processed']} entries in {len(report['batches'])} batch(es)",
+        f"{_count(report['entries_processed'], 'entry', 'entries')} in "
+        f"{_count(len(report['batches']), 'batch', 'batches')}",
         f"{len(report['commits'])} commit(s)",
         f"{usage['total_tokens']} tokens, {cost}",
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import BinaryIO
+from pathlib import Path
 
 import click
 
@@ -68,7 +68,7 @@ _ENTRY_LIKE = re.compile(r"-[\s\d]")
     "--jsonl",
     "jsonl",
     metavar="FILE|-",
-    type=click.File("rb"),
+    type=click.Path(allow_dash=True),  # opened by the command: a bad path is its one-line error
     default=None,
     help='Append many entries at once: one JSON object per line ({"content", optional "session_key", "timestamp"}).',
 )
@@ -77,7 +77,7 @@ _ENTRY_LIKE = re.compile(r"-[\s\d]")
 def append(
     text: str | None,
     session_key: str | None,
-    jsonl: BinaryIO | None,
+    jsonl: str | None,
     as_json: bool,
     workspace: str | None,
     config_path: str | None,
@@ -111,11 +111,32 @@ def append(
     return 0
 
 
-def _append_jsonl(source: BinaryIO, as_json: bool, workspace: str | None, config_path: str | None) -> int:
+def _read_jsonl(path: str) -> str:
+    """The --jsonl input as text: a missing or unreadable file is exit 2 naming it; a UTF-8
+    byte-order mark (Windows editors write one) is dropped, not an error on line 1."""
+    from dream_memory.errors import InputError
+
+    if path == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            data = Path(path).read_bytes()
+        except FileNotFoundError:
+            raise InputError(
+                f"--jsonl: no such file {path}", hint="check the path, or give - to read the entries from stdin"
+            ) from None
+        except OSError as exc:
+            raise InputError(
+                f"--jsonl: cannot read {path}: {exc.strerror or exc}", hint="give a readable file, or - for stdin"
+            ) from exc
+    return data.decode("utf-8-sig", errors="replace")
+
+
+def _append_jsonl(source: str, as_json: bool, workspace: str | None, config_path: str | None) -> int:
     from dream_memory.app.history import append_many, parse_jsonl
 
     # Every line is checked before the config is read or anything is touched.
-    entries = parse_jsonl(source.read().decode("utf-8", errors="replace"))
+    entries = parse_jsonl(_read_jsonl(source))
     appended = append_many(runtime(workspace, config_path), entries)
     _note_redactions(appended.redactions)
     if as_json:

@@ -65,7 +65,7 @@ def _entries(count: int) -> str:
 
 def _batch(event: Any, verbose: bool) -> str:
     line = (
-        f"dream: batch {event.cursor_from}..{event.cursor_to} ({event.entries} entries): {event.outcome}, "
+        f"dream: batch {event.cursor_from}..{event.cursor_to} ({_entries(event.entries)}): {event.outcome}, "
         f"{event.tokens} tokens, {event.seconds:.1f} s"
     )
     if verbose:
@@ -164,6 +164,14 @@ def json_line(data: dict[str, Any]) -> str:
     return json.dumps(stamped, ensure_ascii=True, separators=(",", ":"), default=str)
 
 
+def _plural(unit: str) -> str:
+    return unit + ("es" if unit.endswith(("ch", "s")) else "s")
+
+
+_BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} {units} [{elapsed}<{remaining}{postfix}]"
+_COUNT_FORMAT = "{desc}: {n_fmt} {units} [{elapsed}{postfix}]"
+
+
 class Renderer:
     """Where a command's progress goes: ``__call__`` takes the use case's events, ``log`` the
     runtime's log lines, ``note`` the human summary, ``signal_line`` the signal handler's text."""
@@ -184,7 +192,8 @@ class Renderer:
             if self.verbose or not isinstance(event, p.PhaseStarted | p.PhaseEnded):
                 self._write(json_line(p.to_json(event)))
             return
-        if isinstance(event, p.RunStarted) and self._bar_wanted:
+        # Nothing to do (a total of 0): no bar to flash up and down.
+        if isinstance(event, p.RunStarted) and self._bar_wanted and event.total != 0:
             self._open_bar(event)
         line = plain_line(event, verbose=self.verbose)
         if line is not None:
@@ -244,6 +253,11 @@ class Renderer:
         self._bar = tqdm(
             total=event.total,
             unit=event.unit,
+            # Words, not tqdm's "0batch [00:00, ?batch/s]": "1/3 batches [00:07<00:14, ...]", or
+            # "1 batches [00:07, ...]" when the total is not known up front.
+            bar_format=(_BAR_FORMAT if event.total is not None else _COUNT_FORMAT).replace(
+                "{units}", _plural(event.unit)
+            ),
             desc=f"dream {event.command}",
             file=sys.stderr,
             dynamic_ncols=sized,

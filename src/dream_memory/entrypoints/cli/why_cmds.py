@@ -21,7 +21,8 @@ def _warn(warning: str | None) -> None:
 
 
 @command("why")
-@click.argument("target", required=False, metavar="PATH:LINE")
+# Both forms in the usage line: a line by its place, or every line holding a text.
+@click.argument("target", required=False, metavar="(PATH:LINE | --text TEXT)")
 @click.option("--text", default=None, help="Explain every committed memory line holding this text.")
 @json_option
 @workspace_options
@@ -68,7 +69,10 @@ def blame(path: str, rev: str, as_json: bool, workspace: str | None, config_path
         else:
             origin = line.kind
         when = line.time[:16].replace("T", " ")
-        echo(f"{line.commit[:8]} {when} {origin[:24]:<24} {line.line:>{width}}| {line.text}")
+        # A CRLF file's line keeps its CR in --json (the bytes as stored); on screen it would
+        # show as a literal \x0d on every line (docs/provenance.md).
+        text = line.text.removesuffix("\r")
+        echo(f"{line.commit[:8]} {when} {origin[:24]:<24} {line.line:>{width}}| {text}")
     return 0
 
 
