@@ -72,8 +72,9 @@ def _record(git: GitStore, held_id: str, folder: str) -> dict[str, Any]:
         raise InputError(f"{where} has no list of files", hint=fix)
     seen: set[str] = set()
     for item in files:
+        # Both keys present: a missing one is not "no file" (null says that), it is a broken record.
         if not isinstance(item, dict) or not all(
-            isinstance(item.get(key), (str, type(None))) for key in ("before", "after")
+            key in item and isinstance(item[key], (str, type(None))) for key in ("before", "after")
         ):
             raise InputError(f"{where}: every file needs a path and a before/after text (or null)", hint=fix)
         raw = item.get("path")
