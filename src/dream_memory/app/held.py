@@ -51,6 +51,20 @@ def _state(git: GitStore, held_id: str) -> tuple[DreamState, HeldBatch, str]:
     return state, held, f"{layout.DREAM_HELD_DIR}/{held_id}"
 
 
+def read_record(git: GitStore, where: str, fix: str) -> Any:
+    """The JSON of a held record in the workspace, or InputError naming ``where`` and ``fix``:
+    missing, not UTF-8, or not JSON. Its shape is the caller's to check."""
+    data = git.read_file(where)
+    if data is None:
+        raise InputError(f"{where} is missing (or not a regular file)", hint=fix)
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InputError(f"{where} is not UTF-8 text", hint=fix) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where} is not valid JSON ({exc.msg} at line {exc.lineno})", hint=fix) from None
+
+
 def _record(git: GitStore, held_id: str, folder: str) -> dict[str, Any]:
     """held.json, checked: an object whose ``files`` are Dream-writable paths with text or null."""
     where = f"{folder}/held.json"
@@ -58,15 +72,7 @@ def _record(git: GitStore, held_id: str, folder: str) -> dict[str, Any]:
         f"discard it with `dream restore --discard-held {held_id}` (its history stays consumed), "
         f"or restore {where} from git"
     )
-    data = git.read_file(where)
-    if data is None:
-        raise InputError(f"{where} is missing (or not a regular file)", hint=fix)
-    try:
-        meta = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise InputError(f"{where} is not UTF-8 text", hint=fix) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where} is not valid JSON ({exc.msg} at line {exc.lineno})", hint=fix) from None
+    meta = read_record(git, where, fix)
     files = meta.get("files") if isinstance(meta, dict) else None
     if not isinstance(files, list):
         raise InputError(f"{where} has no list of files", hint=fix)

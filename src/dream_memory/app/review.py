@@ -15,13 +15,19 @@ record can still be rejected.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from dream_memory.adapters.git import GitStore, unified_diff
-from dream_memory.app.held import _check_id, _folder_removal, _one_line, apply_held_batch, discard_held_batch
+from dream_memory.app.held import (
+    _check_id,
+    _folder_removal,
+    _one_line,
+    apply_held_batch,
+    discard_held_batch,
+    read_record,
+)
 from dream_memory.app.versioning import apply_commit, commit_manual_edits, recover
 from dream_memory.core import layout, policy
 from dream_memory.core.paths import describe, path_problem
@@ -80,15 +86,7 @@ def _record(git: GitStore, item: HeldChange) -> Record:
     _check_id(item.id)  # the state file is the workspace's too: its ids name folders
     where = f"{layout.DREAM_HELD_DIR}/{item.id}/change.json"
     fix = f"reject it with `dream review reject {item.id}` (its history stays consumed), or restore {where} from git"
-    data = git.read_file(where)
-    if data is None:
-        raise InputError(f"{where} is missing (or not a regular file)", hint=fix)
-    try:
-        meta = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise InputError(f"{where} is not UTF-8 text", hint=fix) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where} is not valid JSON ({exc.msg} at line {exc.lineno})", hint=fix) from None
+    meta = read_record(git, where, fix)
     if not isinstance(meta, dict) or not all(isinstance(meta.get(k), (str, type(None))) for k in ("base", "theirs")):
         raise InputError(f"{where} needs a base and a theirs text (or null)", hint=fix)
     raw = meta.get("path")
