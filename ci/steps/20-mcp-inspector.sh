@@ -2,7 +2,7 @@
 # MCP Inspector smoke test of `dream-mcp` (issue 6): the official Inspector CLI, pinned, drives the
 # server over stdio the way a client application would.
 #
-#   1. tools/list names the four read tools, each annotated read-only and idempotent;
+#   1. tools/list names the five read tools, each annotated read-only and idempotent;
 #   2. tools/call dream_search answers from a small store;
 #   3. tools/call dream_entity on an entity in DREAM_MEMORY_EXCLUDE comes back as a tool error
 #      (the Inspector exits 5 for isError); the index resource leaves that entity out.
@@ -90,8 +90,8 @@ PYEOF
 # 1. tools/list
 rc=$(inspect "$WORK/list.json" --method tools/list)
 [ "$rc" = 0 ] || { cat "$WORK/list.json.err" >&2; fail "tools/list exited $rc"; }
-check "tools/list names the four tools" "$WORK/list.json" \
-  "sorted(t['name'] for t in r['result']['tools']) == ['dream_entity', 'dream_resolve', 'dream_search', 'dream_section']"
+check "tools/list names the five tools" "$WORK/list.json" \
+  "sorted(t['name'] for t in r['result']['tools']) == ['dream_entity', 'dream_resolve', 'dream_search', 'dream_section', 'dream_why']"
 check "every tool is read-only and idempotent" "$WORK/list.json" \
   "all(t['annotations']['readOnlyHint'] and t['annotations']['idempotentHint'] for t in r['result']['tools'])"
 check "dream_search limits maxResults to 1..50" "$WORK/list.json" \

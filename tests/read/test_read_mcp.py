@@ -182,3 +182,35 @@ def test_stdio_server_as_a_client_starts_it(store: Path) -> None:
 
     anyio.run(go)
     assert snapshot(store) == before
+
+
+def test_stdio_server_serves_a_store_with_no_workspace_around_it(store: Path, tmp_path: Path) -> None:
+    """A store named by DREAM_MEMORY_STORE is served although no workspace exists (the read
+    side's rule, as for `dream search`): the MCP Inspector step in CI starts it this way."""
+    env = read_env(store, HOME=str(tmp_path / "home"))
+    del env["DREAM_WORKSPACE"]
+    params = StdioServerParameters(command=str(Path(sys.executable).with_name("dream-mcp")), args=[], env=env)
+
+    async def go() -> None:
+        with anyio.fail_after(60):
+            async with Client(params) as client:
+                assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+                found = await client.call_tool("dream_search", {"query": "colmena", "maxResults": 5})
+                assert not found.is_error and text_of(found).startswith("sections/deploys.md")
+
+    anyio.run(go)
+    assert not (tmp_path / "home").exists()  # no default workspace was made on the way
+
+
+def test_mcp_without_a_store_or_workspace_is_exit_2_naming_init(tmp_path: Path) -> None:
+    """No store and a workspace path that does not exist: exit 2 before serving, naming `dream init`."""
+    import subprocess
+
+    env = read_env(tmp_path, HOME=str(tmp_path))
+    del env["DREAM_MEMORY_STORE"]
+    env["DREAM_WORKSPACE"] = str(tmp_path / "typo")
+    done = subprocess.run(
+        [str(Path(sys.executable).with_name("dream-mcp"))], env=env, input="", capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    assert "dream init" in done.stderr and not (tmp_path / "typo").exists()

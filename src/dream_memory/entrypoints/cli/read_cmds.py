@@ -276,15 +276,20 @@ def search(
 def mcp(*, store: str | None, workspace: str | None, config_path: str | None) -> int:
     """Serve the read side as an MCP server over stdio (stdout is the protocol; logs on stderr).
 
-    Tools: dream_resolve, dream_entity, dream_section, dream_search. Resources: memory://index,
+    Tools: dream_resolve, dream_entity, dream_section, dream_search, dream_why. Resources: memory://index,
     memory://entities/{name}, memory://sections/{name}, memory://context; prompt memory_context.
     The configuration, the store and DREAM_MEMORY_EXCLUDE are read once at start.
     """
+    from dream_memory.app.runtime import require_read_root
     from dream_memory.entrypoints.mcp_server import serve_runtime
 
     # The whole configuration, read once at start: memory://context follows budgetTokens, and a
-    # bad config file is exit 2 now rather than an error on every request.
-    serve_runtime(runtime(workspace, config_path, store=store))
+    # bad config file is exit 2 now rather than an error on every request. The read side's
+    # workspace rule, not the writers': a store named by --store or DREAM_MEMORY_STORE is served
+    # without a workspace around it.
+    rt = runtime(workspace, config_path, store=store, require=False)
+    require_read_root(rt.read_settings)
+    serve_runtime(rt)
     return 0
 
 
