@@ -32,6 +32,8 @@ INDEX = "index.md"
 ENTITIES_DIR = "entities"
 SECTIONS_DIR = "sections"
 OBSERVATIONS = "observations.md"
+# Private scopes' files: scopes/<name with ":" as "/">/{USER,MEMORY}.md (core.scopes, docs/scopes.md)
+SCOPES_DIR = "scopes"
 WORKSPACE_CONFIG = "dream.json"
 # dream forget's audit record (keyed hashes, never a value) and its journal: local, never committed
 FORGOTTEN_RECORD = "memory/.forgotten.json"
@@ -58,6 +60,7 @@ TRACKED_PATTERNS: tuple[str, ...] = (
     f"{ENTITIES_DIR}/**",
     f"{SECTIONS_DIR}/**",
     OBSERVATIONS,
+    f"{SCOPES_DIR}/**",
 )
 
 # Files Dream itself owns. They are versioned, but they are never "manual edits", never written by

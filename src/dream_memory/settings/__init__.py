@@ -33,6 +33,7 @@ from dream_memory.settings.precedence import (
 )
 
 if TYPE_CHECKING:
+    from dream_memory.core.scopes import ScopeRules
     from dream_memory.settings.schema import Config, ConsolidateSettings, ContextSettings, DreamSettings
 
 OFFLINE_MODEL = defaults.OFFLINE_MODEL
@@ -87,6 +88,12 @@ class Settings:
     @property
     def consolidate(self) -> ConsolidateSettings:
         return self.config.agents.defaults.consolidate
+
+    @property
+    def scope_rules(self) -> ScopeRules:
+        from dream_memory.core.scopes import ScopeRules
+
+        return ScopeRules.parse(self.config.agents.defaults.scopes)
 
     @property
     def store(self) -> Path:

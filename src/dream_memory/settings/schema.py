@@ -151,6 +151,17 @@ class AgentDefaults(_Model):
     dream: DreamSettings = DreamSettings()
     consolidate: ConsolidateSettings = ConsolidateSettings()
     context: ContextSettings = ContextSettings()
+    # Session-key pattern -> scope, first match wins (core.scopes, docs/scopes.md). A JSON object
+    # keeps its order, which is the rules' order.
+    scopes: dict[str, str] = {}
+
+    @field_validator("scopes")
+    @classmethod
+    def _scope_rules_parse(cls, value: dict[str, str]) -> dict[str, str]:
+        from dream_memory.core.scopes import ScopeRules
+
+        ScopeRules.parse(value)  # ValueError names the rule; loading turns it into a ConfigError
+        return value
 
 
 class Agents(_Model):

@@ -1,0 +1,98 @@
+"""The scope rules (core.scopes): which scope a session key falls into, where a scope's lines
+live, and what a batch or a reader in one scope may read and write."""
+
+from __future__ import annotations
+
+import pytest
+
+from dream_memory.core import scopes
+from dream_memory.core.scopes import SHARED, ScopeRules
+
+TELEGRAM = ScopeRules.parse({"telegram:-100*": "shared", "telegram:*": "user:{id}", "slack:*": "team:{channel}"})
+
+
+def test_no_rules_keep_every_entry_shared_as_before() -> None:
+    rules = ScopeRules.parse({})
+    assert not rules.configured
+    assert {rules.scope_of(k) for k in ("telegram:1", "cli:direct", None, "")} == {SHARED}
+
+
+def test_first_matching_rule_wins_and_unmatched_keys_are_shared() -> None:
+    assert TELEGRAM.scope_of("telegram:-1001234") == SHARED  # the group, before the catch-all
+    assert TELEGRAM.scope_of("telegram:42") == "user:42"
+    assert TELEGRAM.scope_of("slack:C01") == "team:slack"
+    assert TELEGRAM.scope_of("cli:direct") == SHARED
+    assert TELEGRAM.scope_of(None) == SHARED
+
+
+def test_a_catch_all_makes_unmatched_keys_private() -> None:
+    rules = ScopeRules.parse({"telegram:-100*": "shared", "*": "user:{key}"})
+    assert rules.scope_of("cli:direct") == "user:cli%3Adirect"
+    assert rules.scope_of(None) == "user:%"  # no key: one scope of its own, not the shared one
+
+
+def test_filled_in_values_cannot_collide_or_escape_their_folder() -> None:
+    rules = ScopeRules.parse({"*": "user:{id}"})
+    names = {rules.scope_of(k) for k in ("x:alice@example.com", "x:alice_example.com", "x:a/b", "x:a:b", "x:..", "x:")}
+    assert len(names) == 6
+    for name in names:
+        assert scopes.scope_name_problem(name) is None
+        path = scopes.scope_files(name)[0]
+        assert scopes.scope_of_path(path) == name
+        assert path.count("/") == 3  # scopes/user/<one component>/USER.md: no value adds a level
+        assert "/." not in path
+
+
+def test_case_is_folded_so_a_case_insensitive_disk_cannot_merge_two_scopes() -> None:
+    rules = ScopeRules.parse({"*": "user:{id}"})
+    assert rules.scope_of("slack:U01ABC") == rules.scope_of("slack:u01abc") == "user:u01abc"
+
+
+@pytest.mark.parametrize(
+    ("mapping", "fragment"),
+    [
+        ({"": "user:{id}"}, "empty session-key pattern"),
+        ({"x:*": "user:{name}"}, "{name}"),
+        ({"x:*": "User:{id}"}, "lower-case"),
+        ({"x:*": "user:{id"}, "brace"),
+        ({"x:*": "user::{id}"}, "lower-case"),
+        ({"x:*": ""}, "empty scope name"),
+        ({"x:*": 3}, "a string"),
+    ],
+)
+def test_a_bad_rule_is_refused_naming_it(mapping: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ValueError, match=r"x:\*|empty session-key") as caught:
+        ScopeRules.parse(mapping)  # type: ignore[arg-type]
+    assert fragment in str(caught.value)
+
+
+def test_where_each_scope_writes() -> None:
+    assert scopes.scope_files(SHARED) == ("USER.md", "memory/MEMORY.md")
+    assert scopes.scope_files("user:alice") == ("scopes/user/alice/USER.md", "scopes/user/alice/MEMORY.md")
+    assert scopes.scope_of_path("entities/nix.md") == SHARED
+    assert scopes.scope_of_path("scopes/user/alice/MEMORY.md") == "user:alice"
+    assert scopes.scope_of_path("scopes/user/alice/notes.md") is None  # below scopes/, nobody's
+    assert scopes.scope_of_path("scopes/USER.md") is None
+
+
+def test_a_private_scope_sees_itself_and_the_shared_files_and_nothing_else() -> None:
+    assert scopes.can_see("user:alice", "USER.md")
+    assert scopes.can_see("user:alice", "scopes/user/alice/USER.md")
+    assert not scopes.can_see("user:bob", "scopes/user/alice/USER.md")
+    assert not scopes.can_see(SHARED, "scopes/user/alice/USER.md")
+    assert not scopes.can_see("user:alice", "scopes/user/alice/stray.md")
+    problem = scopes.read_problem(SHARED, "scopes/user/alice/USER.md")
+    assert problem is not None and "another scope" in problem
+
+
+def test_writes_go_only_to_the_scope_the_entries_came_from() -> None:
+    assert scopes.write_problem("user:alice", "scopes/user/alice/USER.md") is None
+    assert scopes.write_problem(SHARED, "USER.md") is None
+    assert scopes.write_problem(SHARED, "entities/nix.md") is None
+    to_shared = scopes.write_problem("user:alice", "USER.md")
+    assert to_shared is not None and "private to scope user:alice" in to_shared
+    assert "scopes/user/alice/USER.md" in to_shared  # the model is told where the fact may go
+    to_other = scopes.write_problem("user:alice", "scopes/user/bob/USER.md")
+    assert to_other is not None and "another scope" in to_other
+    from_shared = scopes.write_problem(SHARED, "scopes/user/bob/USER.md")
+    assert from_shared is not None and "private scope" in from_shared
