@@ -40,6 +40,8 @@ RULE_TEXT = {
 CONFINED: dict[str, tuple[str, ...]] = {
     "litellm": ("dream_memory.adapters.llm",),
     "tenacity": ("dream_memory.adapters.llm",),
+    # The direct route to an OpenAI-compatible endpoint; the test kit's scripted server may use it.
+    "httpx": ("dream_memory.adapters.openai_compat", "dream_memory.testing"),
     "tiktoken": ("dream_memory.adapters.tokens",),
     "dulwich": ("dream_memory.adapters.git", "dream_memory.testing"),
     "detect_secrets": ("dream_memory.adapters.secrets",),

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from dream_memory.adapters.llm import LiteLLMChatModel
+from dream_memory.adapters.llm import ChatCompletionsModel, LiteLLMChatModel
+from dream_memory.adapters.openai_compat import OpenAICompatibleChatModel
 from dream_memory.settings import ResolvedModel
 from dream_memory.testing.llm_server import ScriptedLLMServer
 
@@ -41,11 +42,23 @@ def sleeps() -> SleepRecorder:
     return SleepRecorder()
 
 
-@pytest.fixture
-def make_model(server: ScriptedLLMServer, sleeps: SleepRecorder) -> Callable[..., LiteLLMChatModel]:
-    """``make_model(**overrides)``: a LiteLLMChatModel on the scripted server with tiny retry waits."""
+# Both routes to an endpoint named by address face every adapter test: the plain-HTTP one that
+# `dream` picks for it, and litellm's, which the other providers take. Same answers, same errors.
+ROUTES = {"http": OpenAICompatibleChatModel, "litellm": LiteLLMChatModel}
 
-    def make(**overrides: Any) -> LiteLLMChatModel:
+
+@pytest.fixture(params=sorted(ROUTES))
+def route(request: pytest.FixtureRequest) -> type[ChatCompletionsModel]:
+    return ROUTES[request.param]
+
+
+@pytest.fixture
+def make_model(
+    server: ScriptedLLMServer, sleeps: SleepRecorder, route: type[ChatCompletionsModel]
+) -> Callable[..., ChatCompletionsModel]:
+    """``make_model(**overrides)``: a model on the scripted server with tiny retry waits, by each route."""
+
+    def make(**overrides: Any) -> ChatCompletionsModel:
         fields: dict[str, Any] = {
             "name": UNKNOWN_MODEL,
             "source": "test",
@@ -56,7 +69,7 @@ def make_model(server: ScriptedLLMServer, sleeps: SleepRecorder) -> Callable[...
             "retry_base_seconds": 0.01,
         }
         fields.update(overrides)
-        return LiteLLMChatModel(ResolvedModel(**fields), sleep=sleeps)
+        return route(ResolvedModel(**fields), sleep=sleeps)
 
     return make
 

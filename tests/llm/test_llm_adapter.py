@@ -1,7 +1,9 @@
-"""The litellm ChatModel, driven through real HTTP against the scripted server.
+"""The ChatModel, driven through real HTTP against the scripted server, by both routes.
 
-Nothing here mocks litellm: every call goes litellm -> openai client -> httpx -> a socket on
-127.0.0.1 -> ScriptedLLMServer, and tests assert on the requests the server recorded.
+Every test runs twice (tests/llm/conftest.py's ``route``): once by the plain-HTTP route `dream`
+takes for an OpenAI-compatible endpoint named by address (httpx -> a socket), once by litellm's
+(litellm -> openai client -> httpx -> a socket), which the other providers take. Nothing is
+mocked: the requests land on ScriptedLLMServer on 127.0.0.1 and tests assert on what it recorded.
 """
 
 from __future__ import annotations
@@ -411,6 +413,33 @@ def test_importing_the_adapter_does_not_import_litellm():
         [sys.executable, "-c", "import json\n" + code], capture_output=True, text=True, check=True, timeout=60
     )
     assert json.loads(out.stdout) == []
+
+
+def test_build_chat_model_calls_an_endpoint_named_by_address_over_plain_http():
+    """`openai/<name>` with an api base (llama.cpp's server, vLLM, a proxy) is called directly,
+    without litellm; the same name without an address is OpenAI's own API, through litellm."""
+    from dream_memory.adapters.openai_compat import OpenAICompatibleChatModel
+
+    direct = build_chat_model(ResolvedModel(name="openai/qwen", source="test", api_base="http://127.0.0.1:1/v1"))
+    other = build_chat_model(ResolvedModel(name="anthropic/claude", source="test", api_base="http://127.0.0.1:1"))
+    assert isinstance(direct, OpenAICompatibleChatModel)
+    assert isinstance(other, LiteLLMChatModel)
+
+
+def test_a_call_to_an_endpoint_named_by_address_never_imports_litellm(server):
+    """The direct route loads httpx only: a scheduled run against a local server does not pay
+    litellm's seconds of import and ~200 MB on every start."""
+    server.add(Reply("ok", usage={"prompt_tokens": 3, "completion_tokens": 1}))
+    code = (
+        "import json, sys\n"
+        "from dream_memory.adapters.llm import build_chat_model\n"
+        "from dream_memory.settings import ResolvedModel\n"
+        f"m = build_chat_model(ResolvedModel(name='openai/x', source='t', api_base={server.base_url!r}, api_key='k'))\n"
+        "reply = m.complete([{'role': 'user', 'content': 'hi'}])\n"
+        "print(json.dumps([reply.content, sorted(n for n in ('litellm', 'openai') if n in sys.modules)]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert json.loads(out.stdout) == ["ok", []]
 
 
 def test_build_chat_model_picks_litellm_for_a_named_model():

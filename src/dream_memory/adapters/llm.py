@@ -1,7 +1,10 @@
-"""The ChatModel port over litellm: one chat-completions call, our retries, errors in our terms.
+"""The ChatModel port: one chat-completions call, our retries, errors in our terms.
 
-litellm is imported on the first call, never when this module is imported: it costs seconds and
-~200 MB, and commands that need no model (``dream --help``, ``dream status``) must not pay that.
+Two routes share everything but the sending: an OpenAI-compatible endpoint named by its address
+(``openai/<name>`` with ``apiBase``) is called over plain HTTP (``adapters.openai_compat``);
+every other model goes through litellm, which knows the providers. litellm is imported on the
+first call, never when this module is imported: it costs seconds and ~200 MB, and commands that
+need no model (``dream --help``, ``dream status``) must not pay that.
 
 Retries are ours (tenacity), not litellm's or the openai client's, so that exactly one policy
 decides what is transient: rate limits, timeouts, connection failures and 5xx are retried with
@@ -14,8 +17,7 @@ job through ``core.chat.check_reply``; only a response that cannot be read at al
 
 from __future__ import annotations
 
-import email.utils
-import math
+import json
 import os
 import re
 import threading
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import tenacity
 
+from dream_memory.adapters.model_errors import classify, retry_after
 from dream_memory.core.chat import ChatReply, Message, ToolCall, ToolSpec, Usage
 from dream_memory.errors import ModelError
 
@@ -36,9 +39,6 @@ if TYPE_CHECKING:
 # without one ("Missing credentials").
 PLACEHOLDER_API_KEY = "no-key-required"
 MAX_BACKOFF_SECONDS = 30.0
-# A Retry-After longer than this is not waited for: a batch job should fail the run (transiently,
-# without counting against the batch) rather than sit idle for an hour.
-MAX_RETRY_AFTER_SECONDS = 60.0
 _MAX_DETAIL_CHARS = 300
 _DEADLINE_GRACE_SECONDS = 1.0
 
@@ -80,8 +80,16 @@ def _litellm() -> Any:
     return litellm
 
 
-class LiteLLMChatModel:
-    """A ChatModel that calls ``litellm.completion`` for ``resolved``.
+def bad_reply_error(name: str, purpose: str, what: str) -> ModelError:
+    """An answer that is not a readable chat completion: not retried (asking a server that answers
+    nonsense again only burns budget)."""
+    where = f"model {name}" + (f" ({purpose})" if purpose else "")
+    return ModelError(f"{where}: {what}", kind="bad_reply", retryable=False, hint=_HINTS["bad_reply"])
+
+
+class ChatCompletionsModel:
+    """A ChatModel for ``resolved``: retries, the whole-call deadline, errors and reply reading.
+    Subclasses send the request (``_send``) and price it (``_cost``).
 
     ``sleep`` is what waits between retries (tests pass a recorder instead of real sleeping).
     ``on_retry`` is called before each retry's wait with the attempt that failed, the attempts
@@ -99,7 +107,7 @@ class LiteLLMChatModel:
 
     def __repr__(self) -> str:
         # Never the key: ResolvedModel hides it from its own repr, and so do we.
-        return f"LiteLLMChatModel(name={self._resolved.name!r}, api_base={_safe_url(self._resolved.api_base)!r})"
+        return f"{type(self).__name__}(name={self._resolved.name!r}, api_base={_safe_url(self._resolved.api_base)!r})"
 
     def complete(
         self,
@@ -173,12 +181,12 @@ class LiteLLMChatModel:
         in a worker thread that is abandoned at the deadline (it ends when its socket does);
         the grace lets the client's own timeout, with its clearer cause, come first.
         """
-        litellm = _litellm()
+        self._prepare()  # imports happen here, outside the deadline: seconds for litellm on a cold start
         outcome: dict[str, Any] = {}
 
         def call() -> None:
             try:
-                outcome["response"] = litellm.completion(**request)
+                outcome["response"] = self._send(request, purpose)
             except BaseException as exc:
                 outcome["error"] = exc
 
@@ -195,6 +203,8 @@ class LiteLLMChatModel:
                 hint=_HINTS["timeout"],
             )
         error = outcome.get("error")
+        if isinstance(error, ModelError):  # the sender's own verdict (an answer that is not JSON)
+            raise error
         if isinstance(error, Exception):
             raise self._error(error, purpose) from error
         if error is not None:
@@ -211,9 +221,9 @@ class LiteLLMChatModel:
 
     def _wait(self, state: tenacity.RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome is not None else None
-        retry_after = _retry_after(exc.__cause__) if exc is not None else None
-        if retry_after is not None:
-            return retry_after
+        asked = retry_after(exc.__cause__) if exc is not None else None
+        if asked is not None:
+            return asked
         base = self._resolved.retry_base_seconds
         backoff = tenacity.wait_exponential_jitter(multiplier=base, max=MAX_BACKOFF_SECONDS, jitter=base)
         return float(backoff(state))
@@ -240,25 +250,21 @@ class LiteLLMChatModel:
 
     def _reply(self, response: Any, messages: Sequence[Message], purpose: str) -> ChatReply:
         try:
-            choice = response.choices[0]
-            message = choice.message
-            content = _text(message.content)
+            choice = _field(response, "choices")[0]
+            message = _field(choice, "message")
+            content = _text(_field(message, "content"))
             calls = tuple(
                 ToolCall(
-                    id=call.id or f"call_{index}",
-                    name=call.function.name or "",
-                    arguments=call.function.arguments or "",
+                    id=_field(call, "id", None) or f"call_{index}",
+                    name=_field(_field(call, "function"), "name", None) or "",
+                    arguments=_arguments(_field(_field(call, "function"), "arguments", None)),
                 )
-                for index, call in enumerate(getattr(message, "tool_calls", None) or ())
+                for index, call in enumerate(_field(message, "tool_calls", None) or ())
             )
-            finish_reason = choice.finish_reason
+            finish_reason = _field(choice, "finish_reason", None)
         except (AttributeError, IndexError, KeyError, TypeError) as exc:
-            where = f"model {self._resolved.name}" + (f" ({purpose})" if purpose else "")
-            raise ModelError(
-                f"{where}: the answer has no usable choice (no choices, or not a chat completion)",
-                kind="bad_reply",
-                retryable=False,
-                hint=_HINTS["bad_reply"],
+            raise bad_reply_error(
+                self._resolved.name, purpose, "the answer has no usable choice (no choices, or not a chat completion)"
             ) from exc
         return ChatReply(
             content=content,
@@ -270,32 +276,54 @@ class LiteLLMChatModel:
     def _usage(
         self, response: Any, messages: Sequence[Message], content: str | None, calls: tuple[ToolCall, ...]
     ) -> Usage:
-        reported = getattr(response, "usage", None)
-        prompt = int(getattr(reported, "prompt_tokens", 0) or 0)
-        completion = int(getattr(reported, "completion_tokens", 0) or 0)
-        litellm = _litellm()
+        reported = _field(response, "usage", None)
+        prompt = _count(_field(reported, "prompt_tokens", 0))
+        completion = _count(_field(reported, "completion_tokens", 0))
         if prompt or completion:
-            try:
-                cost: float | None = float(
-                    litellm.completion_cost(completion_response=response, model=self._resolved.name)
-                )
-            except Exception:  # litellm raises for a model it has no price for
-                cost = None
-            return Usage(prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost, calls=1)
+            return Usage(
+                prompt_tokens=prompt, completion_tokens=completion, cost_usd=self._cost(prompt, completion), calls=1
+            )
         # Some local servers report no usage. Budgets must still see tokens, so count them.
         from dream_memory.adapters.tokens import default_counter
 
         counter = default_counter()
         prompt = sum(counter.count(_text(m.get("content")) or "") + 4 for m in messages)
         completion = counter.count(content or "") + sum(counter.count(c.name + c.arguments) for c in calls)
+        return Usage(
+            prompt_tokens=prompt, completion_tokens=completion, cost_usd=self._cost(prompt, completion), calls=1
+        )
+
+    # what a route provides
+
+    def _prepare(self) -> None:
+        """Load what sending needs (libraries, a client) before the call's deadline starts."""
+
+    def _send(self, request: dict[str, Any], purpose: str) -> Any:
+        """One request, as built by ``_request``; returns the response (an object or JSON dict)."""
+        raise NotImplementedError
+
+    def _cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """The price of these tokens in USD, or None when the model's price is unknown (never 0)."""
+        raise NotImplementedError
+
+
+class LiteLLMChatModel(ChatCompletionsModel):
+    """A provider's model through ``litellm.completion`` (its routing, auth and price list)."""
+
+    def _prepare(self) -> None:
+        _litellm()
+
+    def _send(self, request: dict[str, Any], purpose: str) -> Any:
+        return _litellm().completion(**request)
+
+    def _cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
         try:
-            prompt_cost, completion_cost = litellm.cost_per_token(
-                model=self._resolved.name, prompt_tokens=prompt, completion_tokens=completion
+            prompt_cost, completion_cost = _litellm().cost_per_token(
+                model=self._resolved.name, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens
             )
-            cost = float(prompt_cost) + float(completion_cost)
-        except Exception:
-            cost = None
-        return Usage(prompt_tokens=prompt, completion_tokens=completion, cost_usd=cost, calls=1)
+            return float(prompt_cost) + float(completion_cost)
+        except Exception:  # litellm raises for a model it has no price for
+            return None
 
 
 def _tool_fields(tools: Sequence[ToolSpec] | None) -> dict[str, Any]:
@@ -308,110 +336,17 @@ def _tool_fields(tools: Sequence[ToolSpec] | None) -> dict[str, Any]:
 
 
 def build_chat_model(resolved: ResolvedModel) -> ChatModel:
-    """The ChatModel for a resolved model: the offline engine for ``offline``, litellm otherwise."""
+    """The ChatModel for a resolved model: the offline engine for ``offline``, plain HTTP for an
+    OpenAI-compatible endpoint named by address, litellm otherwise."""
     if resolved.is_offline:
         from dream_memory.adapters.offline import build_offline_model
 
         return build_offline_model()
+    from dream_memory.adapters.openai_compat import OpenAICompatibleChatModel, is_direct
+
+    if is_direct(resolved):
+        return OpenAICompatibleChatModel(resolved)
     return LiteLLMChatModel(resolved)
-
-
-# --- classification ------------------------------------------------------------------------------
-
-
-def _chain(exc: BaseException | None) -> list[BaseException]:
-    seen: list[BaseException] = []
-    while exc is not None and all(exc is not s for s in seen):
-        seen.append(exc)
-        exc = exc.__cause__ or exc.__context__
-    return seen
-
-
-def _has(chain: list[BaseException], *names: str) -> bool:
-    """Whether any exception in ``chain`` is (a subclass of) a class named ``module.Name``.
-
-    Matching by name keeps openai and httpx out of this module's imports, and lets the checks
-    run on exceptions from whichever of the three libraries raised them.
-    """
-    wanted = set(names)
-    return any(f"{cls.__module__.split('.')[0]}.{cls.__name__}" in wanted for exc in chain for cls in type(exc).__mro__)
-
-
-def _status(exc: BaseException) -> int | None:
-    status = getattr(exc, "status_code", None)
-    if status is None:
-        status = getattr(getattr(exc, "response", None), "status_code", None)
-    try:
-        return int(status) if status is not None else None
-    except (TypeError, ValueError):
-        return None
-
-
-def classify(exc: BaseException) -> tuple[str, bool, int | None]:
-    """(kind, retryable, HTTP status) for an exception raised by a litellm completion call."""
-    chain = _chain(exc)
-    if _has(chain, "litellm.BudgetExceededError"):
-        return "budget", False, None
-    # litellm's own classes blur the lines (its Timeout is also raised for an HTTP 504, and every
-    # timeout class is a connection error to openai), so first ask whether a server answered.
-    answered = getattr(exc, "litellm_response_headers", None) is not None or _has(
-        chain[1:], "openai.APIStatusError", "httpx.HTTPStatusError"
-    )
-    if not answered:
-        if _has(chain, "openai.APITimeoutError", "httpx.TimeoutException", "builtins.TimeoutError"):
-            return "timeout", True, None
-        if _has(chain, "openai.APIConnectionError", "httpx.TransportError", "builtins.ConnectionError"):
-            return "connection", True, None
-    status = _status(exc)
-    if status is None:
-        return "bad_request", False, None
-    if status == 500 and not answered:
-        # litellm reports an unreadable 200 answer (not JSON, no choices) as a made-up 500 with
-        # no HTTP error underneath; asking a server that answers nonsense again only burns budget.
-        return "bad_reply", False, None
-    if status in (401, 402, 403):
-        return "auth", False, status
-    if status == 429:
-        return "rate_limit", True, status
-    if status == 408:
-        return "timeout", True, status
-    if status >= 500 or status == 409:
-        return "server", True, status
-    return "bad_request", False, status
-
-
-def _retry_after(exc: BaseException | None) -> float | None:
-    """The server's requested wait in seconds, when it gave one within reason."""
-    if exc is None:
-        return None
-    headers = getattr(exc, "litellm_response_headers", None)
-    if headers is None:
-        headers = getattr(getattr(exc, "response", None), "headers", None)
-    if not headers:
-        return None
-    try:
-        lowered = {str(k).lower(): str(v) for k, v in headers.items()}
-    except AttributeError:
-        return None
-    seconds: float | None = None
-    if "retry-after-ms" in lowered:
-        try:
-            seconds = float(lowered["retry-after-ms"]) / 1000
-        except ValueError:
-            seconds = None
-    if seconds is None and "retry-after" in lowered:
-        raw = lowered["retry-after"].strip()
-        try:
-            seconds = float(raw)
-        except ValueError:
-            try:
-                when = email.utils.parsedate_to_datetime(raw)
-            except (TypeError, ValueError):
-                return None
-            seconds = when.timestamp() - time.time()
-    if seconds is None or not math.isfinite(seconds) or not 0 <= seconds <= MAX_RETRY_AFTER_SECONDS:
-        return None
-    return seconds
 
 
 # --- text helpers --------------------------------------------------------------------------------
@@ -448,6 +383,30 @@ def _safe_url(url: str | None) -> str | None:
         return url
     url = re.sub(r"//[^/@]*@", "//", url)
     return url.split("?", 1)[0]
+
+
+def _field(obj: Any, name: str, *default: Any) -> Any:
+    """``obj[name]`` of a JSON answer or ``obj.name`` of a client's object; without a default a
+    missing field raises (KeyError), which the reader turns into a bad_reply."""
+    if isinstance(obj, dict):
+        return obj[name] if not default else obj.get(name, default[0])
+    if obj is None and default:
+        return default[0]
+    return getattr(obj, name) if not default else getattr(obj, name, default[0])
+
+
+def _count(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def _arguments(value: Any) -> str:
+    """A tool call's arguments as the JSON text the loop parses (some servers send an object)."""
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _text(content: Any) -> str | None:
