@@ -94,6 +94,23 @@ def test_a_second_run_finds_nothing_new_and_a_new_private_fact_updates_only_its_
     assert "green tea" in bob and BOB_COFFEE not in bob
 
 
+def test_a_dry_run_shows_each_scope_writing_its_own_files_and_writes_nothing(tmp_path: Path) -> None:
+    """`dream run --dry-run`: the batches share one staging copy, yet each writes only its own
+    scope's files; the would-be diff shows them, and nothing below scopes/ exists afterwards."""
+    dream = scoped_cli(tmp_path)
+    dream.configure()
+    code, report = dream.run_json("run", "--model", "offline", "--dry-run")
+    assert code == 0, report
+    assert report["status"] == "dry_run"
+    assert [f["path"] for f in report["files_changed"]] == [
+        layout.MEMORY,
+        f"{ALICE_DIR}MEMORY.md",
+        f"{ALICE_DIR}USER.md",
+        f"{BOB_DIR}USER.md",
+    ]
+    assert not (dream.workspace / layout.SCOPES_DIR).exists()
+
+
 def test_without_scope_rules_a_run_is_what_it_always_was(tmp_path: Path) -> None:
     """No `scopes` key: every entry is shared, the five entries are one batch, facts go to the
     shared files, nothing is written below scopes/, and commits carry no Dream-Scope trailer."""

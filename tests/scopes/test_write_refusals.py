@@ -94,6 +94,29 @@ def test_a_model_told_where_the_fact_goes_files_it_there(tmp_path: Path) -> None
     assert memory_files_holding(dream.workspace, ALICE_TEA) == [f"{ALICE_DIR}USER.md"]
 
 
+def test_the_text_protocol_is_confined_the_same_way(tmp_path: Path) -> None:
+    """editProtocol "text": a SEARCH/REPLACE block for the shared USER.md is refused with the
+    same message (the model reads it in the results), a block creating Alice's file applies, and
+    the refusal is counted."""
+    dream = scoped_cli(tmp_path, ALICE_ONLY)
+    shared_user = (dream.workspace / layout.USER).read_bytes()
+    blocks = (
+        f"USER.md\n<<<<<<< SEARCH\n## Preferences\n=======\n## Preferences\n\n- {ALICE_TEA}\n>>>>>>> REPLACE\n\n"
+        f"{ALICE_DIR}USER.md\n<<<<<<< SEARCH\n=======\n# User\n\n- Drinks {ALICE_TEA} tea\n>>>>>>> REPLACE\n\n"
+        f"{ALICE_DIR}MEMORY.md\n<<<<<<< SEARCH\n=======\n# Memory\n\n- {ALICE_LAPTOP}\n>>>>>>> REPLACE\n"
+    )
+    with ScriptedLLMServer([Reply(FACTS), Reply(blocks), Reply("DONE")]) as server:
+        dream.configure(server=server, protocol="text")
+        code, report = dream.run_json("run")
+        results = server.completion_requests()[-1].messages[-1]["content"]
+    assert code == 0, report
+    assert "1. USER.md: Error: USER.md is a shared file's; these entries are private to scope user:alice" in results
+    assert f"2. {ALICE_DIR}USER.md: applied" in results
+    assert report["batches"][0]["scope_refusals"] == 1 and report["batches"][0]["edit_protocol"] == "text"
+    assert (dream.workspace / layout.USER).read_bytes() == shared_user
+    assert memory_files_holding(dream.workspace, ALICE_TEA) == [f"{ALICE_DIR}USER.md"]
+
+
 def test_a_shared_batch_may_not_write_or_read_a_private_scopes_files(tmp_path: Path) -> None:
     """The group's batch: writing into scopes/user/alice/USER.md and reading Bob's file are both
     refused (the shared facts go to the shared files; private files are nobody else's to read),

@@ -49,7 +49,13 @@ class ScopedCli:
     workspace: Path
     env: dict[str, str] = field(default_factory=dict)
 
-    def configure(self, *, rules: Mapping[str, str] | None = RULES, server: ScriptedLLMServer | None = None) -> None:
+    def configure(
+        self,
+        *,
+        rules: Mapping[str, str] | None = RULES,
+        server: ScriptedLLMServer | None = None,
+        protocol: str = "tools",
+    ) -> None:
         defaults: dict[str, Any] = {}
         config: dict[str, Any] = {"agents": {"defaults": defaults}}
         if rules is not None:
@@ -63,6 +69,7 @@ class ScopedCli:
                     "apiKeyEnv": "SCRIPTED_API_KEY",
                     "maxRetries": 0,
                     "timeout": 5,
+                    "editProtocol": protocol,
                 }
             }
         path = self.home / "dream.json"
