@@ -124,3 +124,28 @@ def test_without_scope_rules_a_run_is_what_it_always_was(tmp_path: Path) -> None
     assert memory_files_holding(dream.workspace, GROUP_DAY) == [layout.MEMORY]
     assert trailers(dream.workspace, "Dream-Scope") == []
     assert "Dream-Range: 1..5" in git(dream.workspace, "log", "-1", "--format=%B")
+
+
+def test_a_scope_file_written_by_hand_is_versioned_like_any_memory_file(tmp_path: Path) -> None:
+    """A person creates scopes/user/carol/USER.md by hand: git's own `status` lists it (the
+    repository's .gitignore block lets scopes/ through), and the next run commits it as
+    `memory: manual edits` before its batches."""
+    dream = scoped_cli(tmp_path)
+    dream.configure()
+    assert dream.run("run", "--model", "offline").exit_code == 0
+    carol = dream.workspace / "scopes" / "user" / "carol" / "USER.md"
+    carol.parent.mkdir(parents=True)
+    carol.write_text("# User\n\n- Prefers letters to email\n", encoding="utf-8")
+    assert git(dream.workspace, "status", "--porcelain") == "?? scopes/user/carol/\n"
+    dream.run("append", "--session-key", "telegram:carol", "- [durable] User prefers fountain pens")
+    code, report = dream.run_json("run", "--model", "offline")
+    assert code == 0, report
+    assert report["manual_edits_commit"] is not None
+    assert git(dream.workspace, "show", "--format=%s", "--name-only", report["manual_edits_commit"]).split("\n")[
+        :3
+    ] == [
+        "memory: manual edits",
+        "",
+        "scopes/user/carol/USER.md",
+    ]
+    assert "fountain pens" in carol.read_text(encoding="utf-8")
