@@ -1,6 +1,7 @@
-"""The write policy and the review queue work on a scope's files as on the shared ones: a private
-batch replacing a line a person wrote in their scope's USER.md waits for `dream review`, the
-held record names the scope file, and accepting it lands it there and nowhere else."""
+"""The write policy, the deletion guard and the review queue work on a scope's files as on the
+shared ones: a private batch replacing a line a person wrote in their scope's USER.md waits for
+`dream review`, the held record names the scope file, and accepting it lands it there and nowhere
+else; a batch emptying a scope file is held by the deletion guard."""
 
 from __future__ import annotations
 
