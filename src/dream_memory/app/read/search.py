@@ -170,8 +170,9 @@ def _files_of_rows(store: ReadStore, rows: list[tuple[str, str]], refused: dict[
     by_file: dict[str, str] = {}
     for entity, file in rows:
         rel = safe_relative(file) if file else None
-        if rel and entity.casefold() not in store.excludes:
-            problem = serve_problem(rel) or (None if store.scope.sees(rel) else "a file of another scope")
+        # Another scope's file is no source of this reader's at all: not even listed as skipped.
+        if rel and entity.casefold() not in store.excludes and store.scope.sees(rel):
+            problem = serve_problem(rel)
             if problem is None:
                 by_file.setdefault(rel, entity)
             else:
