@@ -102,24 +102,33 @@ def test_search_history_without_a_scope_shows_only_shared_entries(ws: Path, drea
 
 
 def test_search_through_the_index_answers_bob_without_alices_files(tmp_path: Path, dream) -> None:
-    """A store large enough to keep a search index: Bob's search (index built, then answered
-    from it) still returns none of Alice's text, and the index holds none of it."""
+    """A store large enough to keep a search index, shared by every reader: after Alice's
+    searches (which read her files, the hard link to one included), Bob's searches over the same
+    index return none of her text, and the index file never holds any private text."""
     files = {f"entities/e{i}.md": f"# e{i}\n\n- locker row {i}\n" for i in range(520)}
     ws = scoped_workspace(tmp_path / "ws")
     for rel, text in files.items():
         (ws / rel).write_text(text, encoding="utf-8")
     cache = tmp_path / "cache"
     env = {"XDG_CACHE_HOME": str(cache)}
-    for _ in range(2):  # built, then answered from the index
+
+    def index_holds_no_private_text() -> None:
+        databases = list(cache.rglob("*.sqlite*"))
+        assert databases, "the search index was not built"
+        for db in databases:
+            data = db.read_bytes().lower()
+            assert all(c.lower().encode() not in data for c in ALICE_CANARIES + BOB_CANARIES), db
+
+    for _ in range(2):
+        mine = dream("search", "locker code", "-w", str(ws), *ALICE, "--json", "--max-results", "50", env=env)
+        assert ALICE_USER in mine.stdout and ALICE_MEMORY in mine.stdout  # her file, and the link to it
+        index_holds_no_private_text()
+    for _ in range(2):
         found = dream("search", "locker code", "-w", str(ws), *BOB, "--json", "--max-results", "50", env=env)
         assert found.returncode == 0, found.stderr
         assert holds_any(everything(found), ALICE_CANARIES) == []
         assert BOB_USER in found.stdout
-    databases = list(cache.rglob("*.sqlite*"))
-    assert databases, "the search index was not built"
-    for db in databases:
-        data = db.read_bytes().lower()
-        assert all(c.lower().encode() not in data for c in ALICE_CANARIES + BOB_CANARIES)
+        index_holds_no_private_text()
 
 
 def test_entity_section_and_resolve_refuse_alices_files_to_bob(ws: Path, dream) -> None:

@@ -158,13 +158,20 @@ def as_reader_scope(scope: str | ReaderScope | None) -> ReaderScope:
     return ReaderScope(check_scope_name(scope, where="scope"))
 
 
-def hidden_identities(tree: StoreTree, scope: ReaderScope) -> set[object]:
-    """The identities (device and inode) of the files ``scope`` cannot see, so a symlink or a hard
-    link elsewhere in the store that reaches one is withheld too. Empty at a revision: git holds
+def private_identities(tree: StoreTree, scope: ReaderScope) -> tuple[set[object], set[object]]:
+    """(identities of the private files ``scope`` cannot see, of those it can): device and inode
+    of each regular file below ``scopes/``. A symlink or a hard link elsewhere in the store that
+    reaches a hidden one is withheld too; one that reaches the reader's own is read, never put
+    in the search index (which every reader of the store shares). Empty at a revision: git holds
     no hard links and the read side skips symlinks there, while equal contents share one blob
     (a private USER.md still equal to the template must not hide the shared one)."""
+    hidden: set[object] = set()
+    own: set[object] = set()
     if tree.revision is not None:
-        return set()
+        return hidden, own
     stats: dict[str, os.stat_result] = {}
-    listed = tree.list_markdown(scopes.SCOPES_DIR, stats)
-    return {(st.st_dev, st.st_ino) for rel, st in stats.items() if rel in listed and not scope.sees(rel)}
+    listed = set(tree.list_markdown(scopes.SCOPES_DIR, stats))
+    for rel, st in stats.items():
+        if rel in listed:
+            (own if scope.sees(rel) else hidden).add((st.st_dev, st.st_ino))
+    return hidden, own

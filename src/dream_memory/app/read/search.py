@@ -227,7 +227,23 @@ def search_sources(
     if history:
         add(layout.HISTORY, "history", "history")
     ids = (store.excluded_identities() if store.excludes else set()) | hidden
-    if ids:
-        listed = stats or {}
-        sources = [s for s in sources if tree.identity(s[0], listed.get(s[0]) if s[3] else None) not in ids]
+    own = store.own_identities()
+    if ids or own:
+        sources = _without_links(tree, sources, stats or {}, ids, own)
     return sources
+
+
+def _without_links(
+    tree: StoreTree, sources: list[Source], stats: dict[str, os.stat_result], ids: set[object], own: set[object]
+) -> list[Source]:
+    """``sources`` without the files whose identity is withheld (an excluded entity's, another
+    scope's); a listed file that is the reader's own private file under a second name is read
+    directly, never put in the search index every reader of the store shares."""
+    kept: list[Source] = []
+    for source in sources:
+        rel, name, kind, listed = source
+        ident = tree.identity(rel, stats.get(rel) if listed else None)
+        if ident in ids:
+            continue
+        kept.append((rel, name, kind, False) if listed and ident in own else source)
+    return kept

@@ -35,7 +35,7 @@ from dream_memory.adapters.store_tree import absolute_path, real_path
 from dream_memory.adapters.store_tree import open_tree as _open_tree
 from dream_memory.app.read.as_of import AsOfCommit, commit_as_of
 from dream_memory.app.read.results import PROVISIONAL_NOTICE, ReadResult, ResolveResult, SearchResult
-from dream_memory.app.read.scoping import SHARED_READER, ReaderScope, hidden_identities
+from dream_memory.app.read.scoping import SHARED_READER, ReaderScope, private_identities
 from dream_memory.app.read.text import (
     EXCLUDE_VARIABLE,
     MAX_SEARCH_FILE_BYTES,
@@ -91,7 +91,7 @@ class ReadStore:
     _index: tuple[IndexTable, str] | None = field(init=False, default=None, repr=False)
     _index_text: str | None = field(init=False, default=None, repr=False)
     _excluded_ids: set[object] | None = field(init=False, default=None, repr=False)
-    _hidden_ids: set[object] | None = field(init=False, default=None, repr=False)
+    _private_ids: tuple[set[object], set[object]] | None = field(init=False, default=None, repr=False)
     as_of_commit: AsOfCommit | None = field(init=False, default=None)
     # How the last search was answered: files answered by the index, files read, files (re-)indexed,
     # whether the index was built.
@@ -226,9 +226,15 @@ class ReadStore:
     def hidden_identities(self) -> set[object]:
         """The identities of the files below ``scopes/`` this reader's scope cannot see: a link
         or a second name for one of them is withheld like the file itself."""
-        if self._hidden_ids is None:
-            self._hidden_ids = hidden_identities(self._tree, self.scope)
-        return self._hidden_ids
+        if self._private_ids is None:
+            self._private_ids = private_identities(self._tree, self.scope)
+        return self._private_ids[0]
+
+    def own_identities(self) -> set[object]:
+        """The identities of this reader's own private files (a link to one is never indexed)."""
+        self.hidden_identities()
+        assert self._private_ids is not None
+        return self._private_ids[1]
 
     def _refuse_hidden(self, rel: str, ident: object | None = None) -> None:
         problem = self.scope.problem(rel)
