@@ -50,8 +50,11 @@ class StagingWorkspace:
         file_budget_tokens: int,
         redactor: Redactor | None = None,
         write_check: Callable[[str, str | None, str], str | None] | None = None,
+        scope: str = "shared",
     ) -> None:
         self.root = root
+        # The batch's scope (core.scopes): the tools read what it may see and write its files only.
+        self.scope = scope
         # The write policy's pins: why an edit (path, text on disk, text after) may not be made.
         self.write_check = write_check
         self._real_root = root.resolve()
@@ -147,7 +150,7 @@ class StagingWorkspace:
         return value
 
     def _read_file(self, arguments: dict[str, object]) -> ToolOutcome:
-        rel = self._checked_path(arguments.get("path"), policy.check_readable)
+        rel = self._checked_path(arguments.get("path"), lambda raw: policy.check_readable(raw, self.scope))
         text = self.read(rel)
         if text is None:
             return ToolOutcome(False, f"{rel} does not exist (create it with write_file)")
@@ -174,7 +177,7 @@ class StagingWorkspace:
         return clean
 
     def _edit_file(self, arguments: dict[str, object]) -> ToolOutcome:
-        rel = self._checked_path(arguments.get("path"), policy.check_writable)
+        rel = self._checked_path(arguments.get("path"), lambda raw: policy.check_writable(raw, self.scope))
         old_text = self._string_arg(arguments, "old_text", required=False)
         new_text = self._redact(_writable_text(rel, self._string_arg(arguments, "new_text")))
         current = self.read(rel)
@@ -192,7 +195,7 @@ class StagingWorkspace:
         )
 
     def _write_file(self, arguments: dict[str, object]) -> ToolOutcome:
-        rel = self._checked_path(arguments.get("path"), policy.check_writable)
+        rel = self._checked_path(arguments.get("path"), lambda raw: policy.check_writable(raw, self.scope))
         content = self._redact(_writable_text(rel, self._string_arg(arguments, "content")))
         created = _writable_text(rel, create_file(self.read(rel), content, rel))
         self._check_pins(rel, created)

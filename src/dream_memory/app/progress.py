@@ -52,6 +52,7 @@ class BatchEnded:
     seconds: float
     tool_calls: int = 0
     error: str | None = None
+    scope: str | None = None  # the batch's scope (docs/scopes.md); None when no scope rule is set
 
 
 @dataclass(frozen=True)

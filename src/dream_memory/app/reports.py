@@ -167,6 +167,12 @@ class BatchJSON(TypedDict):
     blocks), whole (a whole-file answer), rules (placed by the facts protocol)."""
     left_out: list[str]
     """What the model's context window kept out of the prompts."""
+    scope: str
+    """The scope of every entry of the batch (docs/scopes.md): "shared", or a private scope such
+    as "user:alice" whose facts go to scopes/user/alice/; "shared" when no scope rule is set."""
+    scope_refusals: int
+    """Edits refused because they named another scope's file (a private fact aimed at a shared
+    file, or the reverse); each refusal told the model where the fact may go."""
     provenance: ProvenanceJSON | None
     """The batch's facts with their sources, the lines they produced, and what was removed and why;
     null when phase 1 found no fact."""
@@ -259,6 +265,8 @@ class DreamRunJSON(TypedDict):
     """The history compaction after the run, or null when nothing moved."""
     tool_call_dialects: dict[str, int]
     """Tool calls of every batch by how they arrived."""
+    scope_refusals: int
+    """Cross-scope edits refused in every batch (the sum of the batches' scope_refusals)."""
 
 
 class LinesJSON(TypedDict):

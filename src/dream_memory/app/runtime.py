@@ -220,6 +220,7 @@ class Runtime:
                 hold_soul_changes=d.hold_soul_changes,
             ),
             write_policy=from_settings(d.write_policy),
+            scopes=self.settings.scope_rules,
         )
 
     def dream_context(self, model: ChatModel, options: DreamOptions) -> DreamContext:

@@ -211,6 +211,29 @@ class TargetedExecutor:
         return self.inner.execute(name, arguments)
 
 
+class ScopedExecutor:
+    """Confines a batch's tools to its scope (core.scopes): reads to the files it may see, edits
+    to its own files. A refused edit is a result the model reads (where the fact may go); each
+    one is kept in ``refused`` (the report counts them), and the rest of the batch goes on."""
+
+    def __init__(self, inner: ToolExecutor, scope: str) -> None:
+        self.inner = inner
+        self.scope = scope
+        self.refused: list[str] = []  # the paths of refused cross-scope edits, in order
+
+    def execute(self, name: str, arguments: dict[str, object]) -> ToolOutcome:
+        check = policy.check_writable if name in _EDIT_NAMES else policy.check_readable
+        try:
+            check(arguments.get("path"), self.scope)
+        except policy.ScopeDenied as exc:
+            if name in _EDIT_NAMES:
+                self.refused.append(policy.normalize(arguments.get("path")))
+            return ToolOutcome(False, exc.message)
+        except DreamError:
+            pass  # not a memory file at all: the inner executor says what is wrong with it
+        return self.inner.execute(name, arguments)
+
+
 def run_text_loop(
     model: ChatModel,
     messages: list[Message],

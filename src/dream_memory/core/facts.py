@@ -28,8 +28,9 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from dream_memory.core import scopes
 from dream_memory.errors import BadReply
 
 TAGS = ("USER", "SOUL", "MEMORY", "SKILL", "ENTITY", "OBSERVATION")
@@ -84,17 +85,46 @@ class Fact:
     # The history cursors the fact cites (``[from 12, 14]``). Not part of the fact's identity:
     # the same fact learnt twice is one fact with the sources of both.
     sources: tuple[int, ...] = field(default=(), compare=False)
+    # The scope of the entries it was learnt from (core.scopes); a private scope's facts go to
+    # that scope's two files. Not part of its identity: a batch never mixes scopes.
+    scope: str = field(default=scopes.SHARED, compare=False)
 
     def render(self) -> str:
         return f"[{self.tag}] {self.name}: {self.text}" if self.name else f"[{self.tag}] {self.text}"
 
     @property
     def target(self) -> str:
+        if self.scope != scopes.SHARED:
+            user, memory = scopes.scope_files(self.scope)
+            return user if self.tag == "USER" else memory
         if self.tag == "SKILL":
             return f"skills/{slug(self.name or '')}/SKILL.md"
         if self.tag == "ENTITY":
             return f"entities/{slug(self.name or '')}.md"
         return TARGET_FILES[self.tag]
+
+
+# How a fact of another tag reads once it is filed in a private scope's two files: the scope
+# has no SOUL.md, skills, entities or observations of its own, and the shared ones are not its
+# to write, so the fact keeps its meaning in words instead.
+_SCOPED_AS = {
+    "SOUL": ("USER", "How the agent should talk with them: {text}"),
+    "SKILL": ("MEMORY", "Procedure {name}: {text}"),
+    "ENTITY": ("MEMORY", "{name}: {text}"),
+    "OBSERVATION": ("MEMORY", "Noticed, not confirmed: {text}"),
+}
+
+
+def in_scope(fact: Fact, scope: str) -> Fact:
+    """The fact as a batch of ``scope`` files it: unchanged for the shared scope; in a private
+    scope a [USER] fact for its USER.md, everything else for its MEMORY.md ([SOUL] joins USER.md),
+    the tag's meaning spelled out in the text (``nix: pinned to 24.05`` for an entity)."""
+    if scope == scopes.SHARED:
+        return fact
+    if fact.tag in _SCOPED_AS:
+        tag, shape = _SCOPED_AS[fact.tag]
+        return replace(fact, tag=tag, name=None, text=shape.format(name=fact.name or "", text=fact.text), scope=scope)
+    return replace(fact, scope=scope)
 
 
 def normalize(text: str) -> str:

@@ -257,6 +257,8 @@ def archive_month(entry: HistoryEntry) -> str:
 class Batch:
     entries: tuple[HistoryEntry, ...]
     tokens: int
+    # The scope every entry of the batch belongs to (core.scopes): a batch never mixes two.
+    scope: str = "shared"
 
     @property
     def cursor_from(self) -> int:
@@ -273,26 +275,34 @@ def plan_batches(
     max_entries: int,
     max_tokens: int,
     count_tokens: Callable[[str], int],
+    scope_of: Callable[[str | None], str] | None = None,
 ) -> list[Batch]:
     """Consecutive batches of at most ``max_entries`` entries and ``max_tokens`` tokens.
 
     A batch always holds at least one entry: an entry larger than the budget travels alone and is
     given to the model in parts (``split_text``), never cut.
+
+    ``scope_of`` gives an entry's scope from its session key (``ScopeRules.scope_of``): a batch
+    ends where the scope changes, so no model call ever sees two scopes' entries together. The
+    batches stay consecutive runs of the history, so one cursor still says what is dreamt.
     """
     if max_entries < 1:
         raise ValueError("max_entries must be at least 1")
     batches: list[Batch] = []
     current: list[HistoryEntry] = []
     tokens = 0
+    scope = "shared"
     for entry in entries:
         cost = count_tokens(entry.content) + 8
-        if current and (len(current) >= max_entries or tokens + cost > max_tokens):
-            batches.append(Batch(tuple(current), tokens))
+        entry_scope = "shared" if scope_of is None else scope_of(entry.session_key)
+        if current and (len(current) >= max_entries or tokens + cost > max_tokens or entry_scope != scope):
+            batches.append(Batch(tuple(current), tokens, scope))
             current, tokens = [], 0
         current.append(entry)
         tokens += cost
+        scope = entry_scope
     if current:
-        batches.append(Batch(tuple(current), tokens))
+        batches.append(Batch(tuple(current), tokens, scope))
     return batches
 
 

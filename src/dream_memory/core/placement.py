@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from dream_memory.core import layout
+from dream_memory.core import layout, scopes
 from dream_memory.core.dates import merged_trail, split_trail
 from dream_memory.core.facts import Fact, slug
 from dream_memory.core.frontmatter import render_frontmatter
@@ -65,10 +65,11 @@ def _normalize(text: str) -> str:
 def section_for(path: str, text: str, avoid: Collection[str] = ()) -> str:
     """The section a fact belongs under; ``avoid``: sections it may not go to (pinned), so it
     goes to the next fitting one, then the file's default section, then Notes."""
-    for title, pattern in SECTION_RULES.get(path, []):
+    kind = scopes.counterpart(path)  # a private scope's USER.md is sectioned like USER.md
+    for title, pattern in SECTION_RULES.get(kind, []):
         if pattern.search(text) and title not in avoid:
             return title
-    for title in (DEFAULT_SECTION.get(path, "Notes"), "Notes", "More Notes"):
+    for title in (DEFAULT_SECTION.get(kind, "Notes"), "Notes", "More Notes"):
         if title not in avoid:
             return title
     return "Notes (Dream)"
@@ -178,8 +179,9 @@ def place_facts(
 
     ``read`` gives a file's current text (None: it does not exist). A fact the file already holds
     changes nothing; a "SOUL.md / USER.md / memory/MEMORY.md" fact for a missing file creates
-    nothing (those files come from the templates). ``avoid``: per path, the sections a fact may
-    not go under (pinned ones).
+    nothing (those files come from the templates), while a private scope's missing file is
+    created with a short header (``core.scopes.new_file_text``). ``avoid``: per path, the
+    sections a fact may not go under (pinned ones).
     """
     before: dict[str, str | None] = {}
     after: dict[str, str | None] = {}
@@ -199,6 +201,7 @@ def place_facts(
             after[layout.INDEX] = index_text(current(layout.INDEX), fact.name or "entity", path, fact.text)
         elif fact.tag == "OBSERVATION":
             after[path] = observation_text(text, fact.text, today)
-        elif text is not None:
-            after[path] = add_fact(text, path, fact.text, (avoid or {}).get(path, ()))
+        elif text is not None or scopes.is_private_file(path):
+            base = scopes.new_file_text(path) if text is None else text
+            after[path] = add_fact(base, path, fact.text, (avoid or {}).get(path, ()))
     return {p: (before[p], a) for p, a in after.items() if a is not None and a != before[p]}

@@ -10,6 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from dream_memory.core import scopes
 from dream_memory.core.chat import Message, ToolSpec
 from dream_memory.core.dates import entry_day, weekday_name
 from dream_memory.core.facts import Fact, parse_facts
@@ -26,6 +27,7 @@ TARGET_PREFIX = "### For "
 SEARCH_MARK = "<<<<<<< SEARCH"
 DIVIDER_MARK = "======="
 REPLACE_MARK = ">>>>>>> REPLACE"
+SCOPE_MARKER = "## Scope: "
 ENTRY_PREFIX = "### Entry "
 FILE_PREFIX = "### File: "
 NOTHING = "(nothing)"
@@ -135,6 +137,48 @@ def with_trail_rule(system: str) -> str:
     return f"{head}\n{TRAIL_RULE}{sep}{tail}" if sep else f"{system}\n{TRAIL_RULE}"
 
 
+def scope_section(scope: str | None, *, editing: bool = False) -> list[str]:
+    """The lines that tell the model which scope a batch is and where its facts go (none when
+    the workspace has no scope rules: the prompt is then exactly as it always was)."""
+    if scope is None:
+        return []
+    if scope == scopes.SHARED:
+        return [
+            f"{SCOPE_MARKER}{scope}",
+            "",
+            "These entries come from shared conversations: their facts go to the shared files. "
+            f"Nothing below {scopes.SCOPES_DIR}/ (the private scopes' files) is yours to read or write.",
+            "",
+        ]
+    user, memory = scopes.scope_files(scope)
+    lines = [
+        f"{SCOPE_MARKER}{scope}",
+        "",
+        f"These entries are private to scope {scope}: only its own sessions may ever read what is "
+        f"kept from them. Their facts go to {user} ([USER] and [SOUL] facts) and {memory} (every "
+        "other tag), never to a shared file (SOUL.md, USER.md, memory/MEMORY.md, entities/, skills/, "
+        "sections/, index.md, observations.md). The shared files are shown for context: do not "
+        "repeat what they already hold.",
+    ]
+    if editing:
+        lines.append(f"Edit only {user} and {memory}: an edit of any other file is refused.")
+    return [*lines, ""]
+
+
+def with_scope_rule(system: str, scope: str | None) -> str:
+    """A phase-2 system prompt with the rule of a private batch's scope (unchanged otherwise)."""
+    if scope is None or scope == scopes.SHARED:
+        return system
+    user, memory = scopes.scope_files(scope)
+    rule = (
+        f"- Scope {scope}: these facts are private. Write them only to {user} and {memory} (create "
+        "a missing one with write_file); you may read the shared files and these two, nothing else "
+        f"below {scopes.SCOPES_DIR}/."
+    )
+    head, sep, tail = system.rpartition("\n- ")
+    return f"{head}\n{rule}{sep}{tail}" if sep else f"{system}\n{rule}"
+
+
 @dataclass(frozen=True)
 class FileContext:
     path: str
@@ -173,8 +217,9 @@ def phase1_messages(
     *,
     skills: Sequence[str] = (),
     entities: Sequence[str] = (),
+    scope: str | None = None,
 ) -> list[Message]:
-    memory = [MEMORY_MARKER, ""] + [render_file(f) for f in files]
+    memory = [*scope_section(scope), MEMORY_MARKER, ""] + [render_file(f) for f in files]
     if skills:
         memory += ["### Skills", *(f"- {s}" for s in skills), ""]
     if entities:
@@ -227,9 +272,14 @@ def numbered_facts(block: str) -> list[tuple[int, Fact]]:
 
 
 def phase2_messages(
-    facts: Sequence[Fact], files: Sequence[FileContext], today: str, *, system: str | None = None
+    facts: Sequence[Fact],
+    files: Sequence[FileContext],
+    today: str,
+    *,
+    system: str | None = None,
+    scope: str | None = None,
 ) -> list[Message]:
-    body = [FACTS_MARKER, "", *render_facts(facts), FILES_MARKER, ""]
+    body = [*scope_section(scope, editing=True), FACTS_MARKER, "", *render_facts(facts), FILES_MARKER, ""]
     body += [render_file(f) for f in files]
     body.append(f"Today is {today}.")
     return [{"role": "system", "content": system or PHASE2_SYSTEM}, {"role": "user", "content": "\n".join(body)}]

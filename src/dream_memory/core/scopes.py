@@ -204,3 +204,28 @@ def _readable(scope: str) -> str:
     if scope == SHARED:
         return "the shared files"
     return f"the shared files and {folder(scope)}/"
+
+
+def is_private_file(path: str) -> bool:
+    """True for one of a private scope's own files (``scopes/<...>/USER.md`` or ``MEMORY.md``)."""
+    owner = scope_of_path(path)
+    return owner is not None and owner != SHARED
+
+
+def counterpart(path: str) -> str:
+    """The shared file a scope file stands for (``scopes/user/alice/USER.md`` -> ``USER.md``), so
+    the same sections and placement rules apply; any other path is itself."""
+    if not is_private_file(path):
+        return path
+    return layout.USER if path.endswith("/USER.md") else layout.MEMORY
+
+
+def new_file_text(path: str) -> str:
+    """The first lines of a private scope's file Dream creates: what it is and who reads it."""
+    scope = scope_of_path(path)
+    title = "User" if path.endswith("/USER.md") else "Memory"
+    return (
+        f"# {title} ({scope})\n\n"
+        f"Private to scope {scope}: only its own sessions read these lines, never a shared chat "
+        "or another scope.\n"
+    )

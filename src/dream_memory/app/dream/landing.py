@@ -58,7 +58,9 @@ def _carried(ctx: DreamContext, git: GitStore) -> dict[str, bytes | None]:
         return read_files(ctx.root, sorted(paths))
 
 
-def _commit_message(subject: str, batch: Batch, changes: Sequence[FileChange], record: BatchRecord, model: str) -> str:
+def _commit_message(
+    subject: str, batch: Batch, changes: Sequence[FileChange], record: BatchRecord, model: str, *, scope: str | None
+) -> str:
     lines = [subject, ""]
     if changes:
         width = max(len(c.path) for c in changes)
@@ -73,6 +75,8 @@ def _commit_message(subject: str, batch: Batch, changes: Sequence[FileChange], r
         f"Dream-Model: {model}",
         f"Dream-Tokens: {record.usage.total_tokens}",
     ]
+    if scope is not None:  # with scope rules: whose entries the commit holds (docs/scopes.md)
+        lines.append(f"Dream-Scope: {scope}")
     return "\n".join(lines)
 
 
@@ -127,7 +131,10 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
         subject = _subject_for(batch, diffs) + (f" ({len(held)} held for review)" if held else "")
     files.update(_bookkeeping(batch.cursor_to, state))
     files.update(_carried(ctx, git))
-    message = _commit_message(subject, batch, diffs if record.outcome == "committed" else [], record, ctx.model.name)
+    scope = ctx.options.scope_named(batch.scope)
+    message = _commit_message(
+        subject, batch, diffs if record.outcome == "committed" else [], record, ctx.model.name, scope=scope
+    )
     if held:
         message += "\n" + "\n".join(f"Dream-Held: {i.id} {i.path}:{i.first_line}-{i.last_line}" for i, _ in held)
     record.commit = apply_commit(git, files, scrub(ctx.redactor, message))
@@ -352,7 +359,8 @@ def content_failure(where: BatchContext, state: DreamState, exc: BadReply) -> Dr
     report.set_aside.append({"cursor_from": batch.cursor_from, "cursor_to": batch.cursor_to, "reason": reason})
     files = {**_bookkeeping(batch.cursor_to, state), **_carried(ctx, git)}
     subject = f"dream: set aside {batch.cursor_from}..{batch.cursor_to} after {failure.count} failed runs"
-    record.commit = apply_commit(git, files, _commit_message(subject, batch, [], record, ctx.model.name))
+    message = _commit_message(subject, batch, [], record, ctx.model.name, scope=ctx.options.scope_named(batch.scope))
+    record.commit = apply_commit(git, files, message)
     if record.commit:
         report.commits.append(record.commit)
     report.cursor_after = batch.cursor_to

@@ -13,6 +13,7 @@ from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.app.progress import Progress
 from dream_memory.core.guards import GuardSettings
 from dream_memory.core.ports import ChatModel, Clock, NoRedaction, Redactor, TokenCounter
+from dream_memory.core.scopes import ScopeRules
 from dream_memory.core.stop import StopFlag
 from dream_memory.core.write_policy import WritePolicy
 from dream_memory.settings import defaults
@@ -40,6 +41,13 @@ class DreamOptions:
     follow_external_cursor: bool = False  # a .dream_cursor moved outside a commit is followed
     write_policy: WritePolicy = field(default_factory=WritePolicy)  # which changes wait for `dream review`
     dated_trail: bool = False  # a replaced value stays on the new line as "(was X until DATE)"
+    # agents.defaults.scopes: which scope each entry's session key falls into (docs/scopes.md).
+    scopes: ScopeRules = field(default_factory=ScopeRules)
+
+    def scope_named(self, scope: str) -> str | None:
+        """The scope as prompts, commits and progress name it; None when no rule is configured
+        (everything is then shared, and nothing says so: a run is as it always was)."""
+        return scope if self.scopes.configured else None
 
 
 @dataclass

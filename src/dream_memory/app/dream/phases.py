@@ -17,10 +17,10 @@ from dream_memory.app.dream.prompting import (
     skills_listing,
 )
 from dream_memory.app.dream.report import BatchRecord, scrub
-from dream_memory.core import layout
+from dream_memory.core import layout, scopes
 from dream_memory.core.chat import ChatReply, Message, check_reply
 from dream_memory.core.dates import Said, absolute_dates, add_trail_date, day_said, has_relative_dates
-from dream_memory.core.facts import Fact, Facts, parse_facts
+from dream_memory.core.facts import Fact, Facts, in_scope, parse_facts
 from dream_memory.core.history import Batch
 from dream_memory.core.markdown import query_terms
 from dream_memory.core.placement import is_forget, superseded_value
@@ -44,8 +44,9 @@ def phase1(ctx: DreamContext, model: ChatModel, batch: Batch, staging: StagingWo
     left_out: list[str] = []
     files = [
         file_context(ctx, staging, path, query, budget=budget.file_tokens, left_out=left_out)
-        for path in layout.DURABLE_FILES
+        for path in visible_files(batch.scope)
     ]
+    scope = ctx.options.scope_named(batch.scope)
     collected: list[Facts] = []
     blocks = history_blocks(ctx, batch, budget.history_tokens)
     if budget.window is not None:
@@ -54,18 +55,27 @@ def phase1(ctx: DreamContext, model: ChatModel, batch: Batch, staging: StagingWo
         record.left_out += [f"contextWindow {budget.window}, analysis: {item}" for item in left_out]
     for history in blocks:
         messages = phase1_messages(
-            guide, files, history, skills=skills_listing(ctx.root), entities=entities_listing(ctx.root)
+            guide, files, history, skills=skills_listing(ctx.root), entities=entities_listing(ctx.root), scope=scope
         )
         collected.append(_ask_for_facts(model, messages, record.notes))
         # Counted as they arrive: a batch that fails later still reports what phase 1 found.
         record.facts = len({f for result in collected for f in result.facts})
-    found = _with_sources([f for result in collected for f in result.facts], batch, record)
+    # A private batch's facts go to its scope's files, whatever phase 1 tagged them.
+    found = _with_sources([in_scope(f, batch.scope) for result in collected for f in result.facts], batch, record)
     facts = _dated(found, batch, record, trail=ctx.options.dated_trail)
     rejected = [line for result in collected for line in result.rejected]
     if rejected:
         record.notes.append(f"not facts, left out: {'; '.join(rejected[:5])}")
     record.found = tuple(replace(f, text=scrub(ctx.redactor, f.text)) for f in facts)
     return Facts(facts, skip=not facts)
+
+
+def visible_files(scope: str) -> tuple[str, ...]:
+    """The memory files phase 1 shows a batch of ``scope``: the shared durable files, and a
+    private batch's own two after them; never another scope's."""
+    if scope == scopes.SHARED:
+        return layout.DURABLE_FILES
+    return (*layout.DURABLE_FILES, *scopes.scope_files(scope))
 
 
 def _with_sources(found: list[Fact], batch: Batch, record: BatchRecord) -> tuple[Fact, ...]:

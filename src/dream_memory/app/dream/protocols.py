@@ -14,9 +14,10 @@ from dream_memory.app.dream.options import DreamContext
 from dream_memory.app.dream.phases import ModelSaid, excerpt, phase1
 from dream_memory.app.dream.prompting import file_context
 from dream_memory.app.dream.report import BatchRecord
-from dream_memory.core import layout
+from dream_memory.core import layout, policy
 from dream_memory.core.agent_loop import (
     LoopResult,
+    ScopedExecutor,
     TargetedExecutor,
     place_with_rules,
     run_agent_loop,
@@ -33,6 +34,7 @@ from dream_memory.core.prompts import (
     TEXT_EXAMPLE_LINE,
     dream_tools,
     phase2_messages,
+    with_scope_rule,
     with_trail_rule,
 )
 from dream_memory.core.provenance import DeclaringExecutor
@@ -62,7 +64,7 @@ class _Edits:
     facts: Facts
     targets: list[str]
     staging: StagingWorkspace
-    executor: TargetedExecutor
+    executor: ScopedExecutor
     today: str
     record: BatchRecord
     why: list[str] = field(default_factory=list)
@@ -90,18 +92,26 @@ def dream_batch(
     if any(f.tag == "ENTITY" for f in facts.facts):
         targets.append(layout.INDEX)
     declaring = DeclaringExecutor(staging)  # which facts each applied edit says it applies
-    edits = _Edits(
-        ctx,
-        model,
-        facts,
-        targets,
-        staging,
-        TargetedExecutor(declaring, targets, lambda path: _target_hint(path, facts.facts)),
-        format_timestamp(ctx.clock.now())[:10],
-        record,
-    )
+    targeted = TargetedExecutor(declaring, targets, lambda path: _target_hint(path, facts.facts))
+    # Outermost: an edit naming another scope's file is refused with where the fact may go.
+    scoped = ScopedExecutor(targeted, batch.scope)
+    edits = _Edits(ctx, model, facts, targets, staging, scoped, format_timestamp(ctx.clock.now())[:10], record)
     record.declared = declaring.declared
-    _check_applied(edits, _edit_until_changed(edits, protocols))
+    try:
+        _check_applied(edits, _edit_until_changed(edits, protocols))
+    finally:
+        _count_refusals(record, scoped.refused)
+
+
+def _count_refusals(record: BatchRecord, refused: Sequence[str]) -> None:
+    """The batch's refused cross-scope edits, counted in the report and named in a note."""
+    record.scope_refusals = len(refused)
+    if refused:
+        paths = ", ".join(dict.fromkeys(refused))
+        record.notes.append(
+            f"refused {len(refused)} edit(s) of another scope's file ({paths}): "
+            f"scope {record.scope} writes only its own files"
+        )
 
 
 def _edit_until_changed(edits: _Edits, protocols: Protocols) -> str:
@@ -214,6 +224,7 @@ def _phase2(edits: _Edits, protocol: str) -> LoopResult:
         return place_with_rules(facts.facts, executor, staging.read, edits.today)
     system = PHASE2_TEXT_SYSTEM if protocol == "text" else PHASE2_SYSTEM
     system = with_trail_rule(system) if ctx.options.dated_trail else system
+    system = with_scope_rule(system, ctx.options.scope_named(executor.scope))
     budget = prompt_budget(ctx, system)
     query = query_terms("\n".join(f.text for f in facts.facts), limit=16)
     left_out: list[str] = []
@@ -222,7 +233,9 @@ def _phase2(edits: _Edits, protocol: str) -> LoopResult:
     ]
     if budget.window is not None:
         edits.record.left_out += [f"contextWindow {budget.window}, edits: {item}" for item in left_out]
-    messages = phase2_messages(facts.facts, contexts, edits.today, system=system)
+    messages = phase2_messages(
+        facts.facts, contexts, edits.today, system=system, scope=ctx.options.scope_named(executor.scope)
+    )
     if protocol == "text":
         single = edits.targets[0] if len(edits.targets) == 1 else None
         return run_text_loop(
@@ -231,7 +244,7 @@ def _phase2(edits: _Edits, protocol: str) -> LoopResult:
             executor,
             max_edits=ctx.options.max_iterations,
             default_path=single,
-            read=staging.read,
+            read=lambda path: staging.read(policy.check_readable(path, executor.scope)),
             refuse=(TEXT_EXAMPLE_LINE,),
         )
     return run_agent_loop(edits.model, messages, dream_tools(), executor, max_tool_calls=ctx.options.max_iterations)

@@ -48,6 +48,8 @@ class BatchRecord:
     protocol: str = ""  # the edit protocol that ran last for this batch
     dialects: dict[str, int] = field(default_factory=dict)  # tool calls by how they arrived
     left_out: list[str] = field(default_factory=list)  # what the context window kept out of prompts
+    scope: str = "shared"  # the scope of every entry of the batch (docs/scopes.md)
+    scope_refusals: int = 0  # edits refused because they named another scope's file
     # Provenance (docs/provenance.md): the facts phase 1 found, their sources checked against the
     # batch (cursors cited outside it are kept here, the fact's source then unknown), the edits
     # that declared facts, and the batch's lines tied to the facts once it lands.
@@ -119,6 +121,8 @@ class BatchRecord:
             "edit_protocol": self.protocol or None,
             "tool_call_dialects": dict(sorted(self.dialects.items())),
             "left_out": self.left_out,
+            "scope": self.scope,
+            "scope_refusals": self.scope_refusals,
             "provenance": self.provenance_json(),
         }
 
@@ -191,6 +195,7 @@ class DreamReport:
             "manual_edits_commit": self.manual_edits_commit,
             "compaction": self.compaction,
             "tool_call_dialects": _summed(b.dialects for b in self.batches),
+            "scope_refusals": sum(b.scope_refusals for b in self.batches),
         }
 
 

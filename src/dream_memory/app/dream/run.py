@@ -208,6 +208,7 @@ def _plan(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> list[
         max_entries=ctx.options.batch_size,
         max_tokens=ctx.options.batch_tokens,
         count_tokens=ctx.counter.count,
+        scope_of=ctx.options.scopes.scope_of if ctx.options.scopes.configured else None,
     )
 
 
@@ -267,7 +268,8 @@ def _guarded(ctx: DreamContext, batch: Batch, report: DreamReport) -> Batch:
     if all(new is old for new, old in zip(entries, batch.entries, strict=True)):
         return batch
     # Recounted: a marker can be longer than the secret it replaced.
-    return plan_batches(entries, max_entries=len(entries), max_tokens=sys.maxsize, count_tokens=ctx.counter.count)[0]
+    whole = plan_batches(entries, max_entries=len(entries), max_tokens=sys.maxsize, count_tokens=ctx.counter.count)
+    return replace(whole[0], scope=batch.scope)
 
 
 def _one_batch(run: _Run, planned: Batch) -> bool:
@@ -304,6 +306,7 @@ def _progress(ctx: DreamContext, record: BatchRecord) -> None:
             seconds=record.duration_s,
             tool_calls=record.tool_calls,
             error=record.error,
+            scope=ctx.options.scope_named(record.scope),
         )
     )
 
@@ -312,7 +315,8 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
     ctx, report = run.ctx, run.report
     staging = run.shared_staging or _new_staging(ctx)
     batch = _guarded(ctx, planned, report)
-    record = BatchRecord(batch.cursor_from, batch.cursor_to, len(batch.entries))
+    staging.scope = batch.scope  # the tools read and write only what this batch's scope may
+    record = BatchRecord(batch.cursor_from, batch.cursor_to, len(batch.entries), scope=batch.scope)
     report.batches.append(record)
     meter = _Meter(run.model, record, ctx.redactor)
     where = BatchContext(ctx, run.git, batch, record, report)

@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import date
 
-from dream_memory.core import layout
+from dream_memory.core import layout, scopes
 from dream_memory.core.chat import ChatReply, Message, ToolCall, ToolSpec, Usage
 from dream_memory.core.dates import absolute_dates, entry_day
 from dream_memory.core.edits import minimal_edit
-from dream_memory.core.facts import Fact, normalize, parse_facts
+from dream_memory.core.facts import Fact, in_scope, normalize, parse_facts
 from dream_memory.core.offline.rules import classify, owner_of_superseded
 from dream_memory.core.placement import (
     add_fact,
@@ -44,6 +44,7 @@ from dream_memory.core.prompts import (
     MEMORY_MARKER,
     NOTHING,
     REPLACE_MARK,
+    SCOPE_MARKER,
     SEARCH_MARK,
     numbered_facts,
 )
@@ -414,17 +415,25 @@ def _apply_fact(fact: Fact, after: dict[str, str | None], date: str) -> None:
             after[layout.INDEX] = index_text(after[layout.INDEX], fact.name or "entity", path, fact.text)
     elif fact.tag == "OBSERVATION":
         after[path] = observation_text(current, fact.text, date)
-    elif current is not None:
-        after[path] = add_fact(current, path, fact.text)
+    elif current is not None or scopes.is_private_file(path):
+        after[path] = add_fact(scopes.new_file_text(path) if current is None else current, path, fact.text)
+
+
+def _scope_of(prompt: str) -> str:
+    """The batch's scope, as the prompt names it (``## Scope: user:alice``); shared without one."""
+    match = re.search(rf"^{re.escape(SCOPE_MARKER)}(\S+)\s*$", prompt, re.MULTILINE)
+    return match.group(1) if match else scopes.SHARED
 
 
 def _numbered(prompt: str) -> list[tuple[int, Fact]]:
-    """The facts of phase 2's prompt with their numbers (numbered by place when unnumbered)."""
+    """The facts of phase 2's prompt with their numbers (numbered by place when unnumbered),
+    each in the batch's scope, so a private batch's facts go to that scope's files."""
     block = _after(prompt, FACTS_MARKER).split(FILES_MARKER)[0]
     if not block.strip():
         return []
-    numbered = numbered_facts(block)
-    return numbered or list(enumerate(parse_facts(block).facts, start=1))
+    numbered = numbered_facts(block) or list(enumerate(parse_facts(block).facts, start=1))
+    scope = _scope_of(prompt)
+    return [(number, in_scope(fact, scope)) for number, fact in numbered]
 
 
 def _with_eol(text: str) -> str:

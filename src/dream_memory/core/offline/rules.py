@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dream_memory.core import layout
+from dream_memory.core import layout, scopes
 from dream_memory.core.facts import normalize
 from dream_memory.core.placement import is_forget, superseded_value
 
@@ -193,8 +193,9 @@ def owner_of_superseded(
     for tag, text in reversed(earlier):
         if tag in _FILE_TAGS.values() and wanted in normalize(text):
             return tag
-    for path, tag in _FILE_TAGS.items():
-        text = memory.get(path) or ""
-        if any(line.lstrip().startswith(("-", "*")) and wanted in normalize(line) for line in text.splitlines()):
-            return tag
+    for path in [*_FILE_TAGS, *(p for p in memory if p not in _FILE_TAGS)]:
+        owner = _FILE_TAGS.get(scopes.counterpart(path))  # a scope's USER.md holds [USER] lines too
+        lines = (memory.get(path) or "").splitlines()
+        if owner is not None and any(ln.lstrip().startswith(("-", "*")) and wanted in normalize(ln) for ln in lines):
+            return owner
     return None

@@ -65,7 +65,9 @@ def _entries(count: int) -> str:
 
 def _batch(event: Any, verbose: bool) -> str:
     line = (
-        f"dream: batch {event.cursor_from}..{event.cursor_to} ({_entries(event.entries)}): {event.outcome}, "
+        f"dream: batch {event.cursor_from}..{event.cursor_to} ({_entries(event.entries)}"
+        + (f", scope {event.scope}" if event.scope else "")
+        + f"): {event.outcome}, "
         f"{event.tokens} tokens, {event.seconds:.1f} s"
     )
     if verbose:
