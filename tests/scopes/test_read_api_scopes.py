@@ -18,7 +18,7 @@ from scope_helpers import (
 )
 
 from dream_memory import Workspace
-from dream_memory.app.read import ReadStore, ReaderScope, search_store
+from dream_memory.app.read import ReaderScope, ReadStore, search_store
 from dream_memory.errors import NotFound, Refused, UsageError
 from dream_memory.testing.invariants import git
 
