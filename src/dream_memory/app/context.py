@@ -20,11 +20,12 @@ from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.rooted import Beneath, OutsideRoot
 from dream_memory.adapters.workspace import template_text
 from dream_memory.app.read.scoping import SHARED_READER, ReaderScope, caller_scope
-from dream_memory.core import layout
+from dream_memory.core import layout, scopes
 from dream_memory.core.context import ContextBlock, Part, build_context, private_title
 from dream_memory.core.frontmatter import is_always_on
 from dream_memory.core.history import HistoryEntry, parse_line
 from dream_memory.core.ports import TokenCounter
+from dream_memory.core.scopes import new_file_text
 from dream_memory.errors import InputError
 from dream_memory.settings import defaults
 
@@ -193,16 +194,15 @@ def memory_context(
     ``who`` adds its own USER.md and MEMORY.md after the shared files, each under a heading
     saying whose they are; history holds only entries of the scopes it sees."""
     reads = _Reads(root, budget)
-    files = [(path, path, pointer, path) for path, pointer in _DURABLE]
-    counterparts = {"private-user": layout.USER, "private-memory": layout.MEMORY}
+    files = [(path, path, pointer) for path, pointer in _DURABLE]
     for name, rel in who.own_sections().items():
         pointer = f"`dream section {name} --scope {who.name}`"
-        files.append((rel, private_title(who.name, rel), pointer, counterparts[name]))
+        files.append((rel, private_title(who.name, rel), pointer))
     try:
-        parts = [reads.part(path, title, pointer) for path, title, pointer, _ in files]
+        parts = [reads.part(path, title, pointer) for path, title, pointer in files]
         if annotate is not None:
             parts = [
-                replace(part, text=annotate(path, part.text)) for part, (path, *_) in zip(parts, files, strict=True)
+                replace(part, text=annotate(path, part.text)) for part, (path, _, _) in zip(parts, files, strict=True)
             ]
         parts += _always_on_skills(reads)
         parts += extra_parts or []
@@ -210,8 +210,10 @@ def memory_context(
         entries, not_read = _recent_history(reads, cursor, session_key, who)
     finally:
         reads.beneath.close()
-    # A file as dream init made it is left out (a private one: as its shared counterpart's template).
-    templates = {title: template_text(shared) for _, title, _, shared in files}
+    # A file as dream init (or Dream, for a private one) made it is left out.
+    templates = {
+        title: new_file_text(rel) if scopes.is_private_file(rel) else template_text(rel) for rel, title, _ in files
+    }
     block = build_context(
         parts, entries, budget=budget, count_tokens=counter.count, history_not_read=not_read, templates=templates
     )

@@ -15,7 +15,7 @@ Layout of this module: tools, then resources, then ``register_context`` (the mar
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -407,3 +407,62 @@ def serve_stdio(
 ) -> None:
     """Run the server on stdin/stdout until the client closes the connection."""
     build_server(root, excludes=excludes, home=home, cache_dir=cache_dir, workspace=workspace).run("stdio")
+
+
+# --- dream eval's scope scenario: every answer a server started for one scope gives --------------
+
+
+def probe_answers(root: Path, scope: str, rules: Mapping[str, str], queries: Sequence[str]) -> list[str]:
+    """The text of every answer a server on ``root`` started for ``scope`` gives, through the
+    SDK's own client: each search, every entity, section and memory file line (``dream_why``),
+    each resource and the prompt. Errors count as answers (their text is what a model sees)."""
+    import anyio
+    from mcp import Client
+
+    from dream_memory.core.scopes import ScopeRules
+
+    who = ReaderScope(scope, ScopeRules.parse(rules))
+    with ReadStore(root) as shared:
+        entities, sections = shared.entity_names(), shared.section_names()
+    lines = _memory_lines(root)
+    answers: list[str] = []
+
+    async def call(client: Client, tool: str, arguments: dict[str, Any]) -> None:
+        found = await client.call_tool(tool, arguments)
+        answers.append("".join(getattr(b, "text", "") for b in found.content) + repr(found.structured_content))
+
+    async def read(client: Client, uri: str) -> None:
+        try:
+            answers.append("".join(getattr(c, "text", "") for c in (await client.read_resource(uri)).contents))
+        except MCPError as exc:
+            answers.append(str(exc))
+
+    async def go() -> None:
+        async with Client(build_server(root, scope=who, workspace=root)) as client:
+            answers.append(str(client.instructions))
+            for query in queries:
+                await call(client, "dream_search", {"query": query, "maxResults": 50})
+            for name in entities:
+                await call(client, "dream_entity", {"name": name})
+                await read(client, f"memory://entities/{name}")
+            for name in [*sections, "private-user", "private-memory"]:
+                await call(client, "dream_section", {"name": name})
+                await read(client, f"memory://sections/{name}")
+            for path, count in lines:
+                for line in range(1, count + 1):
+                    await call(client, "dream_why", {"path": path, "line": line})
+            await call(client, "dream_resolve", {"path": "/"})
+            for uri in ("memory://index", "memory://context"):
+                await read(client, uri)
+            prompt = await client.get_prompt("memory_context", {})
+            answers.append("".join(getattr(m.content, "text", "") for m in prompt.messages))
+
+    anyio.run(go)
+    return answers
+
+
+def _memory_lines(root: Path) -> list[tuple[str, int]]:
+    """(path, line count) of each memory file of the workspace, every scope's (at most 200 lines each)."""
+    from dream_memory.app.evaluation import memory_files
+
+    return [(rel, min(200, len(text.splitlines()))) for rel, text in sorted(memory_files(root).items())]
