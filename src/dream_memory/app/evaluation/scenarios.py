@@ -14,6 +14,7 @@ from typing import Any
 
 from dream_memory.adapters import eval_files
 from dream_memory.core import layout
+from dream_memory.core.scopes import is_private_file
 from dream_memory.errors import InputError
 
 SCENARIO_FILE = "scenario.json"
@@ -186,8 +187,10 @@ def _question(raw: dict[str, Any], at: str) -> Question:
     else:
         answers = _strings(_need(raw, "answer", (str, list), at), at + " answer")
         target = _need(raw, "file", str, at)
-        if target not in FILES:
-            raise InputError(f"{at}: file must be one of {', '.join(FILES)}")
+        if target not in FILES and not is_private_file(target):
+            raise InputError(
+                f"{at}: file must be one of {', '.join(FILES)}, or a private scope's scopes/<...>/USER.md or MEMORY.md"
+            )
         gone = _strings(raw["superseded"], at + " superseded") if kind == "update" else ()
         if kind == "update" and not gone:
             raise InputError(f"{at}: an update names the values it supersedes in 'superseded'")
