@@ -141,11 +141,9 @@ def purge_items(
     places += list(GitHistory.read(root, open_git).leaks(value))
     readers = [SHARED, *(r.scope for r in spec.readers)]
     asked = [*spec.queries, *_parts([value])]
-    places += [
-        f"the {s} reader's answers"
-        for s in readers
-        if value in "\n".join(_answers(views, root, s, spec, asked, mcp=mcp))
-    ]
+    for scope in readers:
+        doors = _doors(_answers(views, root, scope, spec, asked, mcp=mcp), value)
+        places += [f"the {scope} reader's {door} answers" for door in doors]
     if report.get("dry_run"):
         places.append("the purge ran as a dry run")
     detail = "" if not places else "still in " + ", ".join(places[:6])
