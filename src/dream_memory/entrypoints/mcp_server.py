@@ -416,7 +416,8 @@ def probe_answers(root: Path, scope: str, rules: Mapping[str, str], queries: Seq
     """The text of every answer a server on ``root`` started for ``scope`` gives, through the
     SDK's own client: each search, every entity, section and memory file line (``dream_why``),
     each resource and the prompt. Errors count as answers (their text is what a model sees)."""
-    import anyio
+    import asyncio
+
     from mcp import Client
 
     from dream_memory.core.scopes import ScopeRules
@@ -457,7 +458,7 @@ def probe_answers(root: Path, scope: str, rules: Mapping[str, str], queries: Seq
             prompt = await client.get_prompt("memory_context", {})
             answers.append("".join(getattr(m.content, "text", "") for m in prompt.messages))
 
-    anyio.run(go)
+    asyncio.run(go())
     return answers
 
 
