@@ -105,7 +105,7 @@ class Scenario:
     noise: tuple[str, ...]
     canaries: tuple[CanarySpec, ...]
     folder: Path
-    scopes: ScopeSpec | None = None  # a scope scenario (docs/benchmarks.md, "The scope scenario")
+    scopes: ScopeSpec | None = None  # a scope scenario (docs/eval-scopes.md)
 
 
 def _need(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:

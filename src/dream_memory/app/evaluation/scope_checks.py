@@ -1,4 +1,4 @@
-"""The scope scenario's checks (docs/benchmarks.md, "The scope scenario"): after the days are
+"""The scope scenario's checks (docs/eval-scopes.md): after the days are
 run, each private reader and the shared one are asked, through the read services and the MCP
 server, everything that could reach a canary; then one canary is purged.
 
