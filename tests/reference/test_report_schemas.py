@@ -299,6 +299,7 @@ def test_a_report_with_an_undeclared_key_is_refused() -> None:
         "manual_edits_commit": None,
         "compaction": None,
         "tool_call_dialects": {},
+        "scope_refusals": 0,
     }
     assert_valid(report, "DreamRun")
     assert not validator("DreamRun").is_valid({**report, "surprise": 1})

@@ -226,6 +226,6 @@ def new_file_text(path: str) -> str:
     title = "User" if path.endswith("/USER.md") else "Memory"
     return (
         f"# {title} ({scope})\n\n"
-        f"Private to scope {scope}: only its own sessions read these lines, never a shared chat "
-        "or another scope.\n"
+        f"Private to scope {scope}: only its own sessions read these lines,\n"
+        "never a shared chat or another scope.\n"
     )

@@ -47,6 +47,7 @@ def gitignore_lines() -> list[str]:
         f"!/{layout.ENTITIES_DIR}/",
         f"!/{layout.SECTIONS_DIR}/",
         f"!/{layout.OBSERVATIONS}",
+        f"!/{layout.SCOPES_DIR}/",  # the private scopes' files (docs/scopes.md)
     ]
     return lines
 
