@@ -52,7 +52,7 @@ def ws(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "dream.json").write_text(json.dumps({"agents": {"defaults": {"scopes": RULES}}}), encoding="utf-8")
     (root / ALICE_USER_FILE).parent.mkdir(parents=True)
     (root / ALICE_USER_FILE).write_text(f"# Alice\n\n- Alice's locker code is {ALICE_USER}\n", encoding="utf-8")
-    git(root, "add", "-f", "scopes")  # .gitignore's block has no !/scopes/ yet (see the report)
+    git(root, "add", "scopes")
     git(root, "-c", "user.name=Hand", "-c", "user.email=hand@example.invalid", "commit", "-qm", "alice's file")
     return root
 
