@@ -24,6 +24,7 @@ from dream_memory.entrypoints.cli._common import (
 )
 @click.option(
     "--session-key",
+    metavar="KEY",
     default=None,
     help="Read as this session: its scope's files (agents.defaults.scopes) and only its recent history.",
 )
