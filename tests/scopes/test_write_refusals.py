@@ -73,6 +73,10 @@ def test_a_private_fact_written_to_the_shared_user_md_is_refused_and_the_rest_la
     assert (dream.workspace / layout.USER).read_bytes() == shared_user
     assert memory_files_holding(dream.workspace, ALICE_TEA) == []
     assert memory_files_holding(dream.workspace, ALICE_LAPTOP) == [f"{ALICE_DIR}MEMORY.md"]
+    tea, laptop = batch["provenance"]["facts"]  # provenance names the scope's files
+    assert (tea["target"], tea["lines"]) == (f"{ALICE_DIR}USER.md", [])
+    assert laptop["target"] == f"{ALICE_DIR}MEMORY.md"
+    assert {line["path"] for line in laptop["lines"]} == {f"{ALICE_DIR}MEMORY.md"}
 
 
 def test_a_model_told_where_the_fact_goes_files_it_there(tmp_path: Path) -> None:

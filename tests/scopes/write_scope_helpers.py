@@ -55,8 +55,9 @@ class ScopedCli:
         rules: Mapping[str, str] | None = RULES,
         server: ScriptedLLMServer | None = None,
         protocol: str = "tools",
+        dream: Mapping[str, Any] | None = None,
     ) -> None:
-        defaults: dict[str, Any] = {}
+        defaults: dict[str, Any] = {"dream": dict(dream)} if dream else {}
         config: dict[str, Any] = {"agents": {"defaults": defaults}}
         if rules is not None:
             defaults["scopes"] = dict(rules)
