@@ -169,42 +169,97 @@ class Workspace:
     # --- reading --------------------------------------------------------------------------------
 
     def context(
-        self, *, budget: int | None = None, session_key: str | None = None, path: str | None = None
+        self,
+        *,
+        budget: int | None = None,
+        session_key: str | None = None,
+        path: str | None = None,
+        scope: str | None = None,
     ) -> ContextBlock:
         """The memory block for an agent's system prompt (same as ``dream context``; ``budget``
-        200..200000 tokens, default ``agents.defaults.context.budgetTokens``)."""
+        200..200000 tokens, default ``agents.defaults.context.budgetTokens``). ``session_key`` or
+        ``scope`` (not both) is who reads: a private scope's own files are added, other scopes'
+        files and history entries never appear (docs/read-side.md#scopes)."""
         from dream_memory.app.context import ContextRequest, context
 
-        return context(self._ws, ContextRequest(budget, session_key, path))
+        return context(self._ws, ContextRequest(budget, session_key, path, scope=scope))
 
-    def search(self, query: str, *, max_results: int = defaults.SEARCH_MAX_RESULTS) -> Any:
+    def _reader(self, scope: str | None, session_key: str | None, *, history: bool = False) -> Any:
+        """The caller's scope (``scope`` or ``session_key``, else the environment, else shared)."""
+        from dream_memory.app.read import caller_scope
+
+        rt = self._rt
+        return caller_scope(scope, session_key, rt.settings.env, lambda: rt.settings.scope_rules, need_rules=history)
+
+    def search(
+        self,
+        query: str,
+        *,
+        max_results: int = defaults.SEARCH_MAX_RESULTS,
+        history: bool = False,
+        scope: str | None = None,
+        session_key: str | None = None,
+    ) -> Any:
         """Search the memory store (same results as ``dream search --json``; a large store keeps
-        the same search index under the user's cache folder)."""
+        the same search index under the user's cache folder), as ``scope`` or ``session_key``."""
         from dream_memory.app.read import search_store
         from dream_memory.settings import search_cache_dir
 
         rs = self._rt.read_settings
         require_read_root(rs)
         return search_store(
-            rs.store, query, max_results=max_results, excludes=rs.excludes, cache_dir=search_cache_dir(rs.env)
+            rs.store,
+            query,
+            max_results=max_results,
+            excludes=rs.excludes,
+            history=history,
+            cache_dir=search_cache_dir(rs.env),
+            scope=self._reader(scope, session_key, history=history),
         )
 
-    def entity(self, name: str, *, as_of: str | None = None, offset_line: int = 1) -> Any:
+    def entity(
+        self,
+        name: str,
+        *,
+        as_of: str | None = None,
+        offset_line: int = 1,
+        scope: str | None = None,
+        session_key: str | None = None,
+    ) -> Any:
         """An entity's page (same as ``dream entity NAME --json``); ``as_of`` a date or time reads
         the store as it was then (the last commit by the end of that day)."""
         from dream_memory.app.read import read_entity
 
         rs = self._rt.read_settings
         require_read_root(rs)
-        return read_entity(rs.store, name, rs.excludes, offset_line=offset_line, as_of=as_of)
+        who = self._reader(scope, session_key)
+        return read_entity(rs.store, name, rs.excludes, offset_line=offset_line, as_of=as_of, scope=who)
 
-    def section(self, name: str, *, as_of: str | None = None, offset_line: int = 1) -> Any:
-        """A section's page (same as ``dream section NAME --json``), now or ``as_of`` a date."""
+    def section(
+        self,
+        name: str,
+        *,
+        as_of: str | None = None,
+        offset_line: int = 1,
+        scope: str | None = None,
+        session_key: str | None = None,
+    ) -> Any:
+        """A section's page (same as ``dream section NAME --json``), now or ``as_of`` a date; a
+        private scope also reads ``private-user`` and ``private-memory``."""
         from dream_memory.app.read import read_section
 
         rs = self._rt.read_settings
         require_read_root(rs)
-        return read_section(rs.store, name, rs.excludes, offset_line=offset_line, as_of=as_of)
+        who = self._reader(scope, session_key)
+        return read_section(rs.store, name, rs.excludes, offset_line=offset_line, as_of=as_of, scope=who)
+
+    def resolve(self, path: str, *, scope: str | None = None, session_key: str | None = None) -> Any:
+        """The entity whose repository root holds ``path`` (same as ``dream resolve PATH --json``)."""
+        from dream_memory.app.read import resolve_path
+
+        rs = self._rt.read_settings
+        require_read_root(rs)
+        return resolve_path(rs.store, path, rs.excludes, scope=self._reader(scope, session_key))
 
     def log(self, rev: str | None = None) -> CommitInfo | Comparison | None:
         """The latest Dream change, the change ``rev``, or the comparison ``"A..B"``."""

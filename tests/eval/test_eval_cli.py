@@ -53,7 +53,7 @@ def test_score_table_is_the_same_on_every_run(dream) -> None:
     assert first.returncode == second.returncode == 0, first.stderr
     assert first.stdout == second.stdout
     lines = first.stdout.splitlines()
-    assert lines[0] == "dream eval: model offline, 2 scenario(s)"
+    assert lines[0] == "dream eval: model offline, 3 scenario(s)"
     assert any(line.startswith("facts kept") for line in lines)
     assert any(line.startswith("no secret committed or stored") for line in lines)
     assert any(line.startswith("do-nothing baseline") and "15/40" in line for line in lines), first.stdout

@@ -91,5 +91,5 @@ def test_sigterm_stops_the_evaluation_with_an_interrupted_report(clean_env: dict
     report = json.loads(out)
     assert report["status"] == "interrupted" and report["stopped_by"] == signal.SIGTERM
     assert report["interrupted"] == "personal"  # the first bundled scenario, in flight
-    assert report["not_run"] == ["project"]
+    assert report["not_run"] == ["project", "scopes"]
     assert report["scenarios"] == [] and report["passed"] is False

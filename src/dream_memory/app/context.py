@@ -19,11 +19,13 @@ from typing import TYPE_CHECKING
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.rooted import Beneath, OutsideRoot
 from dream_memory.adapters.workspace import template_text
-from dream_memory.core import layout
-from dream_memory.core.context import ContextBlock, Part, build_context
+from dream_memory.app.read.scoping import SHARED_READER, ReaderScope, caller_scope
+from dream_memory.core import layout, scopes
+from dream_memory.core.context import ContextBlock, Part, build_context, private_title
 from dream_memory.core.frontmatter import is_always_on
 from dream_memory.core.history import HistoryEntry, parse_line
 from dream_memory.core.ports import TokenCounter
+from dream_memory.core.scopes import new_file_text
 from dream_memory.errors import InputError
 from dream_memory.settings import defaults
 
@@ -115,12 +117,16 @@ def always_on_skills(root: Path) -> list[Part]:
         reads.beneath.close()
 
 
-def _recent_history(reads: _Reads, dream_cursor: int, session_key: str | None) -> tuple[list[HistoryEntry], int]:
+def _recent_history(
+    reads: _Reads, dream_cursor: int, session_key: str | None, who: ReaderScope = SHARED_READER
+) -> tuple[list[HistoryEntry], int]:
     """(undreamt entries read from the end of history.jsonl, oldest first; an estimate of the
-    older undreamt entries not read). Reading stops at Dream's cursor or at the budget."""
+    older undreamt entries not read). Reading stops at Dream's cursor or at the budget. Entries
+    of scopes ``who`` cannot see are skipped (and never counted)."""
     entries: list[HistoryEntry] = []
+    filtered = session_key is not None or who.filters_history
     # A session filter skips most lines: look further back for the same amount of its own.
-    limit = reads.per_file * (16 if session_key else 1)
+    limit = reads.per_file * (16 if filtered else 1)
     reached_cursor = False
     wanted = 0
     lines = reads.beneath.lines_from_end(layout.HISTORY, limit)
@@ -131,7 +137,7 @@ def _recent_history(reads: _Reads, dream_cursor: int, session_key: str | None) -
                 if entry.cursor <= dream_cursor:
                     reached_cursor = True
                     break
-                if session_key is None or entry.session_key == session_key:
+                if (session_key is None or entry.session_key == session_key) and who.sees_entry(entry.session_key):
                     entries.append(entry)
                     wanted += len(entry.content)
             if reached_cursor or wanted > reads.per_file:
@@ -143,22 +149,25 @@ def _recent_history(reads: _Reads, dream_cursor: int, session_key: str | None) -
         lines.close()  # the history file is open until the reading stops
     entries.reverse()
     not_read = 0
-    if not reached_cursor and entries and session_key is None:
+    if not reached_cursor and entries and not filtered:
         # Cursors are allocated one by one: the ones between Dream's and the oldest read are
         # entries that were not read (at most; a gap makes it fewer).
         not_read = max(0, entries[0].cursor - dream_cursor - 1)
     return entries, not_read
 
 
-def entity_for_path(store: Path, path: str, *, excludes: frozenset[str], home: str | None = None) -> Part | None:
+def entity_for_path(
+    store: Path, path: str, *, excludes: frozenset[str], home: str | None = None, who: ReaderScope = SHARED_READER
+) -> Part | None:
     """The entity whose repository root holds ``path`` (read side's resolver), as a context part.
 
-    An excluded entity never resolves, so it can never reach a prompt through this door.
+    An excluded entity (or one whose file is another scope's) never resolves, so it can never
+    reach a prompt through this door.
     """
     from dream_memory.app.read import ReadStore
     from dream_memory.errors import NotFound, Refused
 
-    with ReadStore(store, excludes=excludes, home=home) as reader:
+    with ReadStore(store, excludes=excludes, home=home, scope=who) as reader:
         try:
             resolved = reader.resolve(path)
             page = reader.entity(resolved.entity)
@@ -176,23 +185,35 @@ def memory_context(
     session_key: str | None = None,
     extra_parts: list[Part] | None = None,
     annotate: Callable[[str, str], str] | None = None,
+    who: ReaderScope = SHARED_READER,
 ) -> ContextBlock:
     """The block for an agent's system prompt (docs/reference/commands.md, `dream context`).
 
     ``annotate(path, text)``: the durable files' text as the block shows it (``--sources`` adds
-    "(learned from ... on ...)" to Dream's lines), before the budget is applied."""
+    "(learned from ... on ...)" to Dream's lines), before the budget is applied. A private
+    ``who`` adds its own USER.md and MEMORY.md after the shared files, each under a heading
+    saying whose they are; history holds only entries of the scopes it sees."""
     reads = _Reads(root, budget)
+    files = [(path, path, pointer) for path, pointer in _DURABLE]
+    for name, rel in who.own_sections().items():
+        pointer = f"`dream section {name} --scope {who.name}`"
+        files.append((rel, private_title(who.name, rel), pointer))
     try:
-        parts = [reads.part(path, path, pointer) for path, pointer in _DURABLE]
+        parts = [reads.part(path, title, pointer) for path, title, pointer in files]
         if annotate is not None:
-            parts = [replace(part, text=annotate(part.title, part.text)) for part in parts]
+            parts = [
+                replace(part, text=annotate(path, part.text)) for part, (path, _, _) in zip(parts, files, strict=True)
+            ]
         parts += _always_on_skills(reads)
         parts += extra_parts or []
         cursor = history.read_dream_cursor() or 0
-        entries, not_read = _recent_history(reads, cursor, session_key)
+        entries, not_read = _recent_history(reads, cursor, session_key, who)
     finally:
         reads.beneath.close()
-    templates = {rel: template_text(rel) for rel, _ in _DURABLE}  # a file as dream init made it is left out
+    # A file as dream init (or Dream, for a private one) made it is left out.
+    templates = {
+        title: new_file_text(rel) if scopes.is_private_file(rel) else template_text(rel) for rel, title, _ in files
+    }
     block = build_context(
         parts, entries, budget=budget, count_tokens=counter.count, history_not_read=not_read, templates=templates
     )
@@ -209,6 +230,9 @@ class ContextRequest:
     session_key: str | None = None
     work_path: str | None = None  # also the entity whose repository root holds this folder
     sources: bool = False  # Dream's lines say where they were learned (docs/provenance.md)
+    # Who reads (docs/read-side.md#scopes): a scope name, or a ReaderScope fixed by the caller (the
+    # MCP server's); session_key derives one from the rules instead.
+    scope: str | ReaderScope | None = None
 
 
 def check_budget(budget: int) -> int:
@@ -222,13 +246,25 @@ def check_budget(budget: int) -> int:
     return budget
 
 
+def _reader(rt: Runtime, request: ContextRequest) -> ReaderScope:
+    """Who reads: a ReaderScope the caller fixed (with the rules, to judge history entries), else
+    ``--scope`` / ``--session-key`` / the environment."""
+    if isinstance(request.scope, ReaderScope):
+        fixed = request.scope
+        return fixed if fixed.rules is not None else replace(fixed, rules=rt.settings.scope_rules)
+    return caller_scope(
+        request.scope, request.session_key, rt.settings.env, lambda: rt.settings.scope_rules, need_rules=True
+    )
+
+
 def context(rt: Runtime, request: ContextRequest) -> ContextBlock:
     """``context``: the budget checked, then the block built; read-only, never creates anything."""
     budget = check_budget(request.budget if request.budget is not None else rt.settings.context.budget_tokens)
+    who = _reader(rt, request)
     extra: list[Part] = []
     if request.work_path:
         rs = rt.read_settings
-        found = entity_for_path(rs.store, request.work_path, excludes=rs.excludes, home=rs.env.get("HOME"))
+        found = entity_for_path(rs.store, request.work_path, excludes=rs.excludes, home=rs.env.get("HOME"), who=who)
         extra = [found] if found is not None else []
     from dream_memory.app.sources import annotate  # dulwich and the blame walk: only for --sources
 
@@ -239,9 +275,10 @@ def context(rt: Runtime, request: ContextRequest) -> ContextBlock:
             rt.history,
             budget=budget,
             counter=rt.token_counter(),
-            session_key=request.session_key,
+            session_key=who.session_key,
             extra_parts=extra,
-            annotate=(lambda rel, text: annotate(git, rt.root, rel, text)) if request.sources else None,
+            annotate=(lambda rel, text: annotate(git, rt.root, rel, text, who)) if request.sources else None,
+            who=who,
         )
     finally:
         if git is not None:

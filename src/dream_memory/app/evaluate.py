@@ -4,7 +4,8 @@ configuration (guards, budgets, secret allowlist) and one model."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -14,6 +15,7 @@ from dream_memory.core.stop import StopFlag
 
 if TYPE_CHECKING:
     from dream_memory.app.evaluation import EvalReport
+    from dream_memory.app.evaluation.scope_checks import McpProbe
     from dream_memory.app.progress import Progress
     from dream_memory.app.runtime import Runtime
     from dream_memory.core.ports import ChatModel
@@ -25,6 +27,9 @@ class EvalRequest:
     model: str | ChatModel | None = None  # None: the configured model, else the offline engine
     names: Sequence[str] = ()  # only these scenarios (default: every one)
     scenarios_dir: Path | None = None  # a folder of the user's own scenarios
+    # Asks an MCP server started for one scope everything (the CLI passes the real server's);
+    # None: the scope checks ask the read services only, and say so.
+    mcp: McpProbe | None = None
 
 
 class ServiceWorkspace:
@@ -47,6 +52,41 @@ class ServiceWorkspace:
 
         return dream(self.rt, RunRequest(model=self.model), stop=self.stop).to_json()
 
+    # --- what a reader in one scope is answered (the scope scenario's checks) ---------------------
+
+    def context(self, scope: str) -> str:
+        import json
+
+        from dream_memory.app.context import ContextRequest, context
+
+        return json.dumps(context(self.rt, ContextRequest(scope=scope)).to_json(), ensure_ascii=False)
+
+    def search(self, scope: str, query: str) -> str:
+        import json
+
+        from dream_memory.app.read import ReaderScope, search_store
+
+        who = ReaderScope(scope, self.rt.settings.scope_rules)
+        found = search_store(self.rt.root, query, max_results=50, history=True, scope=who)
+        return json.dumps(found.to_json(), ensure_ascii=False)
+
+    def forget(self, value: str) -> dict[str, Any]:
+        from dream_memory.app.forget import ForgetRequest, forget
+
+        report: dict[str, Any] = forget(self.rt, ForgetRequest(value=value)).to_json()
+        return report
+
+
+def _with_scopes(rt: Runtime, rules: Mapping[str, str] | None) -> Runtime:
+    """``rt`` whose configuration has a scope scenario's rules (``agents.defaults.scopes``)."""
+    if rules is None:
+        return rt
+    config = rt.settings.config
+    defaults = config.agents.defaults.model_copy(update={"scopes": dict(rules)})
+    agents = config.agents.model_copy(update={"defaults": defaults})
+    settings = dataclasses.replace(rt.settings, config=config.model_copy(update={"agents": agents}))
+    return dataclasses.replace(rt, settings=settings)
+
 
 def evaluate(
     rt: Runtime, request: EvalRequest, *, stop: StopFlag | None = None, progress: Progress | None = None
@@ -62,9 +102,9 @@ def evaluate(
         rt.log(f"eval: {len(scenarios)} scenario(s) with model {choice.name}, in {request.base}")
     return run_evaluation(
         scenarios,
-        lambda root: ServiceWorkspace(rt.for_workspace(root), choice, stop),
+        lambda root, rules=None: ServiceWorkspace(_with_scopes(rt.for_workspace(root), rules), choice, stop),
         model=choice.name,
         base=request.base,
         log=lambda message: rt.log(f"eval: {message}"),
-        watch=Watch(stop or StopFlag(), progress),
+        watch=Watch(stop or StopFlag(), progress, request.mcp),
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -447,14 +447,17 @@ def workspace_git(rt: Runtime) -> tuple[GitStore | None, Path]:
     return rt.git(create=False), rt.root
 
 
-def why(rt: Runtime, target: str | None, text: str | None) -> list[LineWhy]:
-    """``dream why PATH:LINE`` (one line) or ``dream why --text TEXT`` (every line holding it)."""
+def why(
+    rt: Runtime, target: str | None, text: str | None, *, visible: Callable[[str], bool] | None = None
+) -> list[LineWhy]:
+    """``dream why PATH:LINE`` (one line) or ``dream why --text TEXT`` (every line holding it);
+    ``visible`` limits ``--text`` to the files a reader's scope sees (``app.why_scope``)."""
     if (target is None) == (text is None):
         raise UsageError("give either PATH:LINE or --text TEXT", hint="e.g. `dream why USER.md:12`")
     git, root = workspace_git(rt)
     try:
         if text is not None:
-            return why_text(git, root, text, layout_paths(root, git))
+            return why_text(git, root, text, [p for p in layout_paths(root, git) if visible is None or visible(p)])
         assert target is not None
         path, _, number = target.rpartition(":")
         if not path or not number.strip().isdigit():

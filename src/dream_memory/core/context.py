@@ -32,6 +32,12 @@ class Part:
     size: int | None = None  # the file's bytes when ``text`` is only its head (too large to read whole)
 
 
+def private_title(scope: str, rel: str) -> str:
+    """The heading of a private scope's own file in the block: whose it is, and that no other
+    person or chat is shown it."""
+    return f"{rel} (private to {scope}: only this person's or chat's sessions see it)"
+
+
 def render_entry(entry: HistoryEntry) -> str:
     """One undreamt history entry as a bullet of the block."""
     head = f"[{entry.timestamp}]" if entry.timestamp else f"[#{entry.cursor}]"

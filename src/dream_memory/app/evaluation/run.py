@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -14,13 +14,15 @@ from dream_memory.adapters import eval_files
 from dream_memory.app.evaluation.checks import OpenGit, baseline_items, check_workspace
 from dream_memory.app.evaluation.report import EvalReport, Run, ScenarioResult
 from dream_memory.app.evaluation.scenarios import SESSIONS_FOLDER, Scenario, canary_value
+from dream_memory.app.evaluation.scope_checks import McpProbe, ScopeViews, purge_items, scope_baseline, scope_items
 from dream_memory.app.progress import Progress, RunEnded, RunStarted, ScenarioEnded, ScenarioStep
 from dream_memory.core import layout
 from dream_memory.core.stop import StopFlag
 
 
-class EvalWorkspace(Protocol):
-    """One fresh, versioned workspace, with the model already chosen."""
+class EvalWorkspace(ScopeViews, Protocol):
+    """One fresh, versioned workspace, with the model already chosen (and, for a scope scenario,
+    its scope rules); it answers readers in each scope (``ScopeViews``) for the scope checks."""
 
     def consolidate(self, sessions: Sequence[Path]) -> dict[str, Any]:
         """Consolidate these session files regardless of budget; the consolidation report."""
@@ -31,7 +33,10 @@ class EvalWorkspace(Protocol):
         ...
 
 
-OpenWorkspace = Callable[[Path], EvalWorkspace]
+class OpenWorkspace(Protocol):
+    def __call__(self, root: Path, rules: Mapping[str, str] | None = None) -> EvalWorkspace:
+        """A fresh workspace at ``root``; ``rules``: a scope scenario's ``agents.defaults.scopes``."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,8 @@ class Watch:
 
     stop: StopFlag = field(default_factory=StopFlag)
     progress: Progress | None = None
+    # Asks an MCP server started for one scope everything (the face builds it; scope scenarios).
+    mcp: McpProbe | None = None
 
 
 def run_evaluation(
@@ -74,7 +81,14 @@ def run_evaluation(
             break
         began = clock()
         result = run_scenario(
-            scenario, open_workspace, base / scenario.name, log=log, open_git=open_git, stop=stop, progress=progress
+            scenario,
+            open_workspace,
+            base / scenario.name,
+            log=log,
+            open_git=open_git,
+            stop=stop,
+            progress=progress,
+            mcp=watch.mcp,
         )
         result.duration_s = clock() - began
         if result.interrupted:
@@ -113,16 +127,21 @@ def run_scenario(
     open_git: OpenGit | None = None,
     stop: StopFlag | None = None,
     progress: Progress | None = None,
+    mcp: McpProbe | None = None,
 ) -> ScenarioResult:
     """One scenario, day by day, then its checks; stopped after the run in flight once ``stop``
-    is requested (``result.interrupted``, nothing checked)."""
+    is requested (``result.interrupted``, nothing checked). A scope scenario's workspace runs
+    with its rules, and its scope checks (and the purge, last: it rewrites history) follow."""
     stop = stop or StopFlag()
     eval_files.fresh_folder(root)
     result = ScenarioResult(scenario=scenario, workspace=root)
     secrets = {spec.placeholder: canary_value(scenario, spec) for spec in scenario.canaries}
-    workspace = open_workspace(root)
+    planted = (
+        {c.placeholder: canary_value(scenario, c) for _, c in scenario.scopes.canaries()} if scenario.scopes else {}
+    )
+    workspace = open_workspace(root, scenario.scopes.rules) if scenario.scopes else open_workspace(root)
     for day in scenario.days:
-        paths = [_install_session(scenario, name, root, secrets) for name in day.sessions]
+        paths = [_install_session(scenario, name, root, {**secrets, **planted}) for name in day.sessions]
         consolidated = workspace.consolidate(paths)
         if stop.requested:
             result.interrupted = True
@@ -183,4 +202,9 @@ def run_scenario(
             )
     result.items = check_workspace(scenario, root, result.runs, secrets, open_git=open_git)
     result.baseline = baseline_items(scenario, result.runs, secrets)
+    if scenario.scopes is not None:
+        opener = open_git or eval_files.open_repository
+        result.items += scope_items(scenario, root, workspace, planted, open_git=opener, mcp=mcp)
+        result.items += purge_items(scenario.scopes, root, workspace, planted, open_git=opener, mcp=mcp)
+        result.baseline += scope_baseline(scenario.scopes)
     return result

@@ -14,6 +14,7 @@ from typing import Any
 
 from dream_memory.adapters import eval_files
 from dream_memory.core import layout
+from dream_memory.core.scopes import is_private_file
 from dream_memory.errors import InputError
 
 SCENARIO_FILE = "scenario.json"
@@ -31,6 +32,9 @@ CHECKS: tuple[tuple[str, str], ...] = (
     ("no_secret", "no secret committed or stored"),
     ("provenance_coverage", "Dream lines that resolve to a history entry"),
     ("provenance_precision", "cited entries that hold the line's key words"),
+    ("scope_kept", "private facts kept in their own scope"),
+    ("scope_isolation", "no private canary reaches another scope"),
+    ("purge", "a purged value left nowhere"),
 )
 CHECK_IDS = tuple(c for c, _ in CHECKS)
 QUESTION_KINDS = ("fact", "preference", "update", "deletion")
@@ -67,6 +71,29 @@ class CanarySpec:
 
 
 @dataclass(frozen=True)
+class ScopeReader:
+    """One private scope of a scope scenario: its name, a session key of it, its planted canaries."""
+
+    scope: str
+    session_key: str
+    canaries: tuple[CanarySpec, ...]
+
+
+@dataclass(frozen=True)
+class ScopeSpec:
+    """A scope scenario's ``scopes``: the rules its workspace runs with, the private readers and
+    their canaries, the words readers search for, and the canary ``dream forget --purge`` removes."""
+
+    rules: dict[str, str]
+    readers: tuple[ScopeReader, ...]
+    queries: tuple[str, ...]
+    purge: str | None = None  # a canary placeholder
+
+    def canaries(self) -> list[tuple[ScopeReader, CanarySpec]]:
+        return [(reader, spec) for reader in self.readers for spec in reader.canaries]
+
+
+@dataclass(frozen=True)
 class Scenario:
     name: str
     title: str
@@ -78,6 +105,7 @@ class Scenario:
     noise: tuple[str, ...]
     canaries: tuple[CanarySpec, ...]
     folder: Path
+    scopes: ScopeSpec | None = None  # a scope scenario (docs/eval-scopes.md)
 
 
 def _need(data: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -124,6 +152,7 @@ def load_scenario(folder: Path) -> Scenario:
         noise=_strings(data["noise"], where + " noise") if data.get("noise") else (),
         canaries=tuple(canaries),
         folder=folder,
+        scopes=_scopes(data["scopes"], f"{where} scopes") if "scopes" in data else None,
     )
 
 
@@ -158,8 +187,10 @@ def _question(raw: dict[str, Any], at: str) -> Question:
     else:
         answers = _strings(_need(raw, "answer", (str, list), at), at + " answer")
         target = _need(raw, "file", str, at)
-        if target not in FILES:
-            raise InputError(f"{at}: file must be one of {', '.join(FILES)}")
+        if target not in FILES and not is_private_file(target):
+            raise InputError(
+                f"{at}: file must be one of {', '.join(FILES)}, or a private scope's scopes/<...>/USER.md or MEMORY.md"
+            )
         gone = _strings(raw["superseded"], at + " superseded") if kind == "update" else ()
         if kind == "update" and not gone:
             raise InputError(f"{at}: an update names the values it supersedes in 'superseded'")
@@ -178,6 +209,37 @@ def _canary(raw: dict[str, Any], at: str) -> CanarySpec:
     if kind not in _CANARY_SHAPES:
         raise InputError(f"{at}: unknown canary kind {kind!r}; known: {', '.join(sorted(_CANARY_SHAPES))}")
     return CanarySpec(placeholder=_need(raw, "placeholder", str, at), kind=kind)
+
+
+def _scopes(raw: Any, at: str) -> ScopeSpec:
+    """The ``scopes`` section: rules that parse, readers whose session key the rules map to
+    their scope, canaries of a private kind, and a purge naming one of those canaries."""
+    from dream_memory.core.scopes import SHARED, ScopeRules
+
+    if not isinstance(raw, dict):
+        raise InputError(f"{at}: expected an object")
+    rules_raw = _need(raw, "rules", dict, at)
+    try:
+        rules = ScopeRules.parse(rules_raw)
+    except ValueError as exc:
+        raise InputError(f"{at} rules: {exc}") from exc
+    readers: list[ScopeReader] = []
+    for i, item in enumerate(_need(raw, "readers", list, at)):
+        where = f"{at} readers[{i}]"
+        scope, key = str(_need(item, "scope", str, where)), str(_need(item, "session_key", str, where))
+        if scope == SHARED or rules.scope_of(key) != scope:
+            raise InputError(f"{where}: the rules put session {key!r} in scope {rules.scope_of(key)!r}, not {scope!r}")
+        specs = [_canary(c, f"{where} canaries[{j}]") for j, c in enumerate(_need(item, "canaries", list, where))]
+        if not specs:
+            raise InputError(f"{where}: a reader plants at least one canary")
+        readers.append(ScopeReader(scope, key, tuple(specs)))
+    if len(readers) < 2:
+        raise InputError(f"{at}: a scope scenario needs two private readers at least")
+    purge = raw.get("purge")
+    planted = {spec.placeholder for reader in readers for spec in reader.canaries}
+    if purge is not None and purge not in planted:
+        raise InputError(f"{at}: purge {purge!r} is none of the readers' canaries")
+    return ScopeSpec(dict(rules_raw), tuple(readers), _strings(_need(raw, "queries", list, at), at + " queries"), purge)
 
 
 def load_scenarios(root: Path | None = None, names: Sequence[str] = ()) -> list[Scenario]:
@@ -201,10 +263,14 @@ def load_scenarios(root: Path | None = None, names: Sequence[str] = ()) -> list[
 # --- canaries: fake secrets made at run time, never written into the scenario files ---------------
 
 _ALNUM = string.ascii_letters + string.digits
+_WORDS = ("heron", "otter", "lark", "marten", "finch", "badger", "plover", "stoat")
 _CANARY_SHAPES: dict[str, Callable[[random.Random], str]] = {
     "github_token": lambda r: "ghp_" + "".join(r.choice(_ALNUM) for _ in range(36)),
     "aws_access_key": lambda r: "AKIA" + "".join(r.choice(string.ascii_uppercase + string.digits) for _ in range(16)),
     "api_key": lambda r: "sk-" + "".join(r.choice(_ALNUM) for _ in range(48)),
+    # A private detail, not a secret (the secret guard keeps it): a word and four digits, which
+    # appear nowhere else, so finding it anywhere means it came from its scope.
+    "private_code": lambda r: r.choice(_WORDS) + "-" + "".join(r.choice(string.digits) for _ in range(4)),
 }
 
 

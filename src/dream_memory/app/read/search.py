@@ -46,7 +46,8 @@ def run_search(store: ReadStore, cache: SearchCache, q: Query, limit: int, *, hi
     candidates = _score_answered(answer.scored, q)
     # "path: reason" for files not searched, reported in source order however they were met.
     skip_reasons = dict(answer.skips)
-    candidates += _read_and_score(store.tree, q, answer.to_read, cache, skip_reasons)
+    visible = store.scope.sees_entry if store.scope.filters_history else None
+    candidates += _read_and_score(store.tree, q, answer.to_read, cache, skip_reasons, visible=visible)
     skipped = [f"{s[0]}: {skip_reasons[s[0]]}" for s in sources if s[0] in skip_reasons]
     skipped += [f"{rel}: {reason}" for rel, reason in sorted(refused.items())]
     # index.md's rows are never kept while an exclude is set (they would name it).
@@ -64,7 +65,7 @@ def run_search(store: ReadStore, cache: SearchCache, q: Query, limit: int, *, hi
         terms=q.terms,
         max_results=limit,
         matched=len(candidates),
-        results=_items(store.tree, q, top(candidates, limit)),
+        results=_items(store.tree, q, top(candidates, limit), visible),
         skipped=tuple(skipped),
         revision=store.revision,
         history=history,
@@ -88,6 +89,8 @@ def _read_and_score(
     to_read: list[tuple[Source, bool]],
     cache: SearchCache,
     skip_reasons: dict[str, str],
+    *,
+    visible: Callable[[str | None], bool] | None,
 ) -> list[Candidate]:
     """Read and score the sources the index did not answer; those marked hand their folded text
     (or why they are not searchable) back to the index."""
@@ -112,7 +115,7 @@ def _read_and_score(
                 cache.remember(rel, None, skip="binary")
             continue
         # history.jsonl is JSON: entries are rendered first, so escapes do not hide words.
-        folded = fold_bytes(history_text(data).encode("utf-8") if kind == "history" else data)
+        folded = fold_bytes(history_text(data, visible).encode("utf-8") if kind == "history" else data)
         headings = heading_lines(folded)
         if index_it:
             cache.remember(rel, folded, headings)
@@ -122,12 +125,14 @@ def _read_and_score(
     return found
 
 
-def _items(tree: StoreTree, q: Query, best: list[Candidate]) -> tuple[SearchResultItem, ...]:
+def _items(
+    tree: StoreTree, q: Query, best: list[Candidate], visible: Callable[[str | None], bool] | None
+) -> tuple[SearchResultItem, ...]:
     """The sources shown, with their preview lines (only these are decoded)."""
     items: list[SearchResultItem] = []
     for found, rel, (name, kind) in best:
         data = tree.read(rel, MAX_SEARCH_FILE_BYTES) or b""
-        text = history_text(data) if kind == "history" else data.decode("utf-8", errors="replace")
+        text = history_text(data, visible) if kind == "history" else data.decode("utf-8", errors="replace")
         items.append(
             SearchResultItem(
                 path=rel,
@@ -165,7 +170,8 @@ def _files_of_rows(store: ReadStore, rows: list[tuple[str, str]], refused: dict[
     by_file: dict[str, str] = {}
     for entity, file in rows:
         rel = safe_relative(file) if file else None
-        if rel and entity.casefold() not in store.excludes:
+        # Another scope's file is no source of this reader's at all: not even listed as skipped.
+        if rel and entity.casefold() not in store.excludes and store.scope.sees(rel):
             problem = serve_problem(rel)
             if problem is None:
                 by_file.setdefault(rel, entity)
@@ -184,7 +190,8 @@ def search_sources(
     """(path, name, kind, listed) of every searchable file, excluded ones already left out."""
     tree = store.tree
     excluded_files = store.excluded_files(rows)
-    if store.excludes and stats is None:
+    hidden = store.hidden_identities()  # files of other scopes: links to them are withheld too
+    if (store.excludes or hidden) and stats is None:
         stats = {}  # the identities of the listed files, to withhold links to excluded ones
     by_file = _files_of_rows(store, rows, refused)
     sources: list[Source] = []
@@ -199,6 +206,8 @@ def search_sources(
     for rel, name in DURABLE_NAMES.items():
         add(rel, name, "durable")
     add(layout.OBSERVATIONS, "observations", "observations")
+    for name, rel in store.scope.own_sections().items():
+        add(rel, name, "private")  # a private scope's own USER.md and MEMORY.md
     # The listed folders hold nearly every source of a large store: added inline (no excludes to
     # check in the common case) rather than through add().
     entities = tree.list_markdown(layout.ENTITIES_DIR, stats)
@@ -217,7 +226,24 @@ def search_sources(
             add(rel, name, "entity")
     if history:
         add(layout.HISTORY, "history", "history")
-    if store.excludes and (ids := store.excluded_identities()):
-        listed = stats or {}
-        sources = [s for s in sources if tree.identity(s[0], listed.get(s[0]) if s[3] else None) not in ids]
+    ids = (store.excluded_identities() if store.excludes else set()) | hidden
+    own = store.own_identities()
+    if ids or own:
+        sources = _without_links(tree, sources, stats or {}, ids, own)
     return sources
+
+
+def _without_links(
+    tree: StoreTree, sources: list[Source], stats: dict[str, os.stat_result], ids: set[object], own: set[object]
+) -> list[Source]:
+    """``sources`` without the files whose identity is withheld (an excluded entity's, another
+    scope's); a listed file that is the reader's own private file under a second name is read
+    directly, never put in the search index every reader of the store shares."""
+    kept: list[Source] = []
+    for source in sources:
+        rel, name, kind, listed = source
+        ident = tree.identity(rel, stats.get(rel) if listed else None)
+        if ident in ids:
+            continue
+        kept.append((rel, name, kind, False) if listed and ident in own else source)
+    return kept

@@ -19,6 +19,9 @@ Guarantees, each enforced here rather than left to the faces:
   the index as served has their rows removed. This holds for ``--at`` reads too.
 - Text from observations.md (unverified ingest output) always comes behind a first line starting
   with ``> Provisional:``.
+- Scopes (``app.read.scoping``): a file below ``scopes/`` that the reader's scope cannot see is
+  never served, listed, searched or resolved, under any name (a File cell, a symlink or a hard
+  link to it is refused like the file itself); a private scope also reads its own two files.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from dream_memory.adapters.store_tree import absolute_path, real_path
 from dream_memory.adapters.store_tree import open_tree as _open_tree
 from dream_memory.app.read.as_of import AsOfCommit, commit_as_of
 from dream_memory.app.read.results import PROVISIONAL_NOTICE, ReadResult, ResolveResult, SearchResult
+from dream_memory.app.read.scoping import SHARED_READER, ReaderScope, private_identities
 from dream_memory.app.read.text import (
     EXCLUDE_VARIABLE,
     MAX_SEARCH_FILE_BYTES,
@@ -77,6 +81,8 @@ class ReadStore:
     # A date or time (``--as-of``): read at the last commit made by then (``app.read.as_of``).
     as_of: str | None = None
     home: str | None = None
+    # Who reads: the shared scope unless the caller named one (docs/read-side.md#scopes).
+    scope: ReaderScope = SHARED_READER
     cache_dir: Path | None = None
     cache_min_files: int = CACHE_MIN_FILES
     open_tree: Callable[[Path, str | None], StoreTree] = field(default=_open_tree, repr=False)
@@ -85,6 +91,7 @@ class ReadStore:
     _index: tuple[IndexTable, str] | None = field(init=False, default=None, repr=False)
     _index_text: str | None = field(init=False, default=None, repr=False)
     _excluded_ids: set[object] | None = field(init=False, default=None, repr=False)
+    _private_ids: tuple[set[object], set[object]] | None = field(init=False, default=None, repr=False)
     as_of_commit: AsOfCommit | None = field(init=False, default=None)
     # How the last search was answered: files answered by the index, files read, files (re-)indexed,
     # whether the index was built.
@@ -216,6 +223,26 @@ class ReadStore:
                 "index row); it is not served"
             )
 
+    def hidden_identities(self) -> set[object]:
+        """The identities of the files below ``scopes/`` this reader's scope cannot see: a link
+        or a second name for one of them is withheld like the file itself."""
+        if self._private_ids is None:
+            self._private_ids = private_identities(self._tree, self.scope)
+        return self._private_ids[0]
+
+    def own_identities(self) -> set[object]:
+        """The identities of this reader's own private files (a link to one is never indexed)."""
+        self.hidden_identities()
+        assert self._private_ids is not None
+        return self._private_ids[1]
+
+    def _refuse_hidden(self, rel: str, ident: object | None = None) -> None:
+        problem = self.scope.problem(rel)
+        if problem is None and ident is not None and ident in self.hidden_identities():
+            problem = f"{rel} is the same file as one of another scope (a link to it)"
+        if problem is not None:
+            raise Refused(f"{problem}; it is not served", hint=f"this reader reads as {self.scope.label()}")
+
     def is_excluded_path(self, rel: str, excluded_files: set[str] | None = None) -> bool:
         """True for a file that belongs to an excluded entity (by the index, or by its name under
         entities/)."""
@@ -249,7 +276,7 @@ class ReadStore:
             for rel in self._tree.list_markdown(layout.SECTIONS_DIR)
             if not self.is_excluded_path(rel, excluded_files)
         ]
-        return [*SECTION_ALIASES, *names]
+        return [*SECTION_ALIASES, *self.scope.own_sections(), *names]
 
     # --- resolve ----------------------------------------------------------------------------
 
@@ -266,11 +293,17 @@ class ReadStore:
             raise NotFound(
                 f"no entity resolves {absolute}: {self.root / layout.INDEX} has no Entity/File/Repos table rows"
             )
-        found = resolve(table.rows, absolute, excluded=self.excludes)
+        # An entity whose File is another scope's never resolves: a broader root answers instead.
+        withheld = self.excludes | {
+            r.entity.casefold()
+            for r in table.rows
+            if r.file and (rel := safe_relative(r.file)) and not self.scope.sees(rel)
+        }
+        found = resolve(table.rows, absolute, excluded=withheld)
         if found is None:
             real = real_path(absolute)
             if real != absolute:
-                found = resolve(table.rows, real, excluded=self.excludes)
+                found = resolve(table.rows, real, excluded=withheld)
         if found is None:
             raise NotFound(
                 f"no entity resolves {absolute}: no Repos root in {layout.INDEX} contains it",
@@ -303,6 +336,12 @@ class ReadStore:
                 f"{layout.INDEX} line {line_no}: the File cell of entity {entity!r} names {describe(rel)} "
                 f"({problem}); it is not served",
                 hint="File must name a markdown file of the store, such as entities/NAME.md",
+            )
+        if not self.scope.sees(rel):
+            raise Refused(
+                f"{layout.INDEX} line {line_no}: the File cell of entity {entity!r} names a file of another "
+                "scope; it is not served",
+                hint=f"this reader reads as {self.scope.label()}",
             )
         return rel
 
@@ -343,6 +382,8 @@ class ReadStore:
         with stream:
             if self.excludes:
                 self._refuse_same_file(rel, self._tree.identity_of(rel, stream))
+            if self.hidden_identities() or not self.scope.sees(rel):
+                self._refuse_hidden(rel, self._tree.identity_of(rel, stream))
             head = stream.read(SNIFF_BYTES)
             if looks_binary(head):
                 raise Refused(f"{rel} is not a UTF-8 text file; the read side serves text only")
@@ -364,7 +405,7 @@ class ReadStore:
 
     def section_file(self, name: str) -> tuple[str, str]:
         clean = check_name(name, "section")
-        alias = SECTION_ALIASES.get(clean.casefold())
+        alias = SECTION_ALIASES.get(clean.casefold()) or self.scope.private_section(clean)
         if alias is not None:
             return clean.casefold(), alias
         base = clean[:-3] if clean.endswith(".md") else clean

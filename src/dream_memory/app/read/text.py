@@ -85,13 +85,16 @@ class _Prefixed(io.RawIOBase):
         return len(data)
 
 
-def history_text(data: bytes) -> str:
-    """history.jsonl as searchable text: one line per physical line, entries rendered readably."""
+def history_text(data: bytes, visible: Callable[[str | None], bool] | None = None) -> str:
+    """history.jsonl as searchable text: one line per physical line, entries rendered readably.
+    ``visible(session_key)`` False leaves an entry out (one of a scope the reader cannot see);
+    its line stays, empty, so the line numbers still count physical lines."""
     from dream_memory.core.history import parse_lines, split_physical_lines
 
     rendered: list[str] = []
     for parsed in parse_lines(split_physical_lines(data.decode("utf-8", errors="replace"))):
-        parts = [f"cursor {e.cursor} · {e.timestamp} · {' '.join(e.content.split())}" for e in parsed.entries]
+        shown = [e for e in parsed.entries if visible is None or visible(e.session_key)]
+        parts = [f"cursor {e.cursor} · {e.timestamp} · {' '.join(e.content.split())}" for e in shown]
         rendered.append(" | ".join(parts))
     return "\n".join(rendered)
 

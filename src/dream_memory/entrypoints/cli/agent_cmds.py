@@ -22,7 +22,18 @@ from dream_memory.entrypoints.cli._common import (
     default=None,
     help="Token budget of the block, 200..200000 (default: agents.defaults.context.budgetTokens).",
 )
-@click.option("--session-key", default=None, help="Only recent history of this session.")
+@click.option(
+    "--session-key",
+    metavar="KEY",
+    default=None,
+    help="Read as this session: its scope's files (agents.defaults.scopes) and only its recent history.",
+)
+@click.option(
+    "--scope",
+    metavar="NAME",
+    default=None,
+    help="Read as this scope: the shared files plus its own (default: $DREAM_MEMORY_SCOPE, else shared).",
+)
 @click.option(
     "--path",
     "work_path",
@@ -39,6 +50,7 @@ from dream_memory.entrypoints.cli._common import (
 def context(
     budget: int | None,
     session_key: str | None,
+    scope: str | None,
     work_path: str | None,
     sources: bool,
     as_json: bool,
@@ -47,14 +59,16 @@ def context(
 ) -> int:
     """The memory block an agent puts in its system prompt, bounded by a token budget.
 
-    SOUL.md, USER.md, memory/MEMORY.md, always-on skills, then the history Dream has not consumed
-    yet (newest kept). Over the budget, older history goes first, then large files become outlines.
-    Read-only: it never creates or migrates anything.
+    SOUL.md, USER.md, memory/MEMORY.md (and a private scope's own USER.md and MEMORY.md),
+    always-on skills, then the history Dream has not consumed yet (newest kept). Over the budget,
+    older history goes first, then large files become outlines. Read-only: it never creates or migrates anything.
     """
     from dream_memory.app.context import ContextRequest
     from dream_memory.app.context import context as memory_context
 
-    block = memory_context(runtime(workspace, config_path), ContextRequest(budget, session_key, work_path, sources))
+    block = memory_context(
+        runtime(workspace, config_path), ContextRequest(budget, session_key, work_path, sources, scope)
+    )
     if as_json:
         emit_json(block.to_json())
     else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import click
@@ -74,7 +75,8 @@ def eval_(
     rt = runtime(workspace, config_path, require=False)  # only the config is read there
     rt.log = render.log
     base = Path(tempfile.mkdtemp(prefix="dream-eval-"))
-    request = EvalRequest(base, model=model, names=names, scenarios_dir=Path(scenarios_dir) if scenarios_dir else None)
+    folder = Path(scenarios_dir) if scenarios_dir else None
+    request = EvalRequest(base, model=model, names=names, scenarios_dir=folder, mcp=_mcp_probe)
     try:
         report = evaluate(rt, request, stop=stop, progress=render)
     finally:
@@ -95,6 +97,13 @@ def eval_(
     if stop.requested:
         exit_at_once(code)  # a scheduler's grace period is running: no slow interpreter shutdown
     return code
+
+
+def _mcp_probe(root: Path, scope: str, rules: Mapping[str, str], queries: Sequence[str]) -> list[str]:
+    """The scope scenario asks a real MCP server started for each scope (mcp is imported only then)."""
+    from dream_memory.entrypoints.mcp_server import probe_answers
+
+    return probe_answers(root, scope, rules, queries)
 
 
 COMMANDS = [eval_]

@@ -8,14 +8,27 @@ refused read; 2 for bad usage. This path imports neither mcp nor litellm.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from dream_memory.entrypoints.cli._common import command, echo, emit_json, json_option, note, runtime, workspace_options
+from dream_memory.entrypoints.cli._common import (
+    command,
+    echo,
+    emit_json,
+    json_option,
+    load_settings,
+    note,
+    runtime,
+    workspace_options,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
-    from dream_memory.app.read import ReadStore
+    from dream_memory.app.read import ReaderScope, ReadStore
 
 store_option = click.option(
     "--store",
@@ -38,6 +51,44 @@ as_of_option = click.option(
     help="Read the store as it was then: the last commit by the end of DATE (YYYY-MM-DD), or by "
     "an exact time ('YYYY-MM-DD HH:MM[:SS]', optionally +HH:MM).",
 )
+
+
+def scope_options(func: F) -> F:
+    """``--scope`` and ``--session-key``: who reads (docs/read-side.md#scopes)."""
+    func = click.option(
+        "--session-key",
+        "session_key",
+        metavar="KEY",
+        default=None,
+        help="Read as the scope this session key has under agents.defaults.scopes (not with --scope).",
+    )(func)
+    return click.option(
+        "--scope",
+        "scope",
+        metavar="NAME",
+        default=None,
+        help="Read as this scope: the shared files plus its own (default: $DREAM_MEMORY_SCOPE, else shared).",
+    )(func)
+
+
+def reader_scope(
+    scope: str | None,
+    session_key: str | None,
+    env: Mapping[str, str],
+    workspace: str | None,
+    config_path: str | None,
+    *,
+    need_rules: bool = False,
+) -> ReaderScope:
+    """The caller's scope; the config file (and pydantic) is loaded only when a session key or
+    history needs the rules."""
+    from dream_memory.app.read import caller_scope
+
+    return caller_scope(
+        scope, session_key, env, lambda: load_settings(workspace, config_path).scope_rules, need_rules=need_rules
+    )
+
+
 offset_option = click.option(
     "--offset-line",
     type=click.IntRange(min=1),
@@ -55,8 +106,12 @@ def open_store(
     *,
     use_cache: bool = False,
     as_of: str | None = None,
+    scope: str | None = None,
+    session_key: str | None = None,
+    need_rules: bool = False,
 ) -> ReadStore:
-    """The store from ``--store`` > DREAM_MEMORY_STORE > the workspace, with the excludes."""
+    """The store from ``--store`` > DREAM_MEMORY_STORE > the workspace, with the excludes, read
+    as the caller's scope."""
 
     from dream_memory.app.read import ReadStore
     from dream_memory.app.runtime import require_read_root
@@ -65,12 +120,14 @@ def open_store(
     # The read side needs no config file: skipping it (and pydantic) keeps `dream search` fast.
     settings = load_read_settings(workspace, store)
     require_read_root(settings)  # no workspace there: exit 2 naming the path and `dream init`
+    who = reader_scope(scope, session_key, settings.env, workspace, config_path, need_rules=need_rules)
     reader = ReadStore(
         settings.store,
         excludes=settings.excludes,
         at=at,
         as_of=as_of,
         home=settings.env.get("HOME") or None,
+        scope=who,
         cache_dir=search_cache_dir(settings.env) if use_cache else None,
     )
     if reader.as_of_commit is not None:
@@ -94,18 +151,27 @@ sources_option = click.option(
 @command("resolve")
 @click.argument("path")
 @at_option
+@scope_options
 @store_option
 @json_option
 @workspace_options
 def resolve(
-    *, path: str, at: str | None, store: str | None, as_json: bool, workspace: str | None, config_path: str | None
+    *,
+    path: str,
+    at: str | None,
+    scope: str | None,
+    session_key: str | None,
+    store: str | None,
+    as_json: bool,
+    workspace: str | None,
+    config_path: str | None,
 ) -> int:
     """The entity whose repository root contains PATH (the longest matching root wins).
 
     Roots come from the Repos column of index.md and match whole path components. Exit 1 when no
     entity resolves PATH.
     """
-    with open_store(store, workspace, config_path, at) as reader:
+    with open_store(store, workspace, config_path, at, scope=scope, session_key=session_key) as reader:
         try:
             result = reader.resolve(path)
         finally:
@@ -123,6 +189,7 @@ def resolve(
 @sources_option
 @at_option
 @as_of_option
+@scope_options
 @store_option
 @json_option
 @workspace_options
@@ -133,18 +200,21 @@ def entity(
     sources: bool,
     at: str | None,
     as_of: str | None,
+    scope: str | None,
+    session_key: str | None,
     store: str | None,
     as_json: bool,
     workspace: str | None,
     config_path: str | None,
 ) -> int:
     """An entity's file, bounded at 200 lines or 16 KiB (exit 1 when unknown or excluded)."""
-    with open_store(store, workspace, config_path, at, as_of=as_of) as reader:
+    with open_store(store, workspace, config_path, at, as_of=as_of, scope=scope, session_key=session_key) as reader:
         try:
             result = reader.entity(name, offset_line=offset_line)
         finally:
             report_problems(reader)
-    _emit_page(result, as_json, _sources(result, workspace, config_path) if sources else None)
+        who = reader.scope
+    _emit_page(result, as_json, _sources(result, workspace, config_path, who) if sources else None)
     return 0
 
 
@@ -154,6 +224,7 @@ def entity(
 @sources_option
 @at_option
 @as_of_option
+@scope_options
 @store_option
 @json_option
 @workspace_options
@@ -164,6 +235,8 @@ def section(
     sources: bool,
     at: str | None,
     as_of: str | None,
+    scope: str | None,
+    session_key: str | None,
     store: str | None,
     as_json: bool,
     workspace: str | None,
@@ -172,24 +245,31 @@ def section(
     """A section, bounded at 200 lines or 16 KiB.
 
     NAME is sections/NAME.md, or one of soul, user, memory, observations for SOUL.md, USER.md,
-    memory/MEMORY.md and observations.md.
+    memory/MEMORY.md and observations.md; in a private scope, private-user and private-memory are
+    its own USER.md and MEMORY.md.
     """
-    with open_store(store, workspace, config_path, at, as_of=as_of) as reader:
+    with open_store(store, workspace, config_path, at, as_of=as_of, scope=scope, session_key=session_key) as reader:
         try:
             result = reader.section(name, offset_line=offset_line)
         finally:
             report_problems(reader)
-    _emit_page(result, as_json, _sources(result, workspace, config_path) if sources else None)
+        who = reader.scope
+    _emit_page(result, as_json, _sources(result, workspace, config_path, who) if sources else None)
     return 0
 
 
-def _sources(result: object, workspace: str | None, config_path: str | None) -> list[dict[str, object]]:
-    """Each shown line's origin (docs/provenance.md); the workspace's own files only."""
+def _sources(
+    result: object, workspace: str | None, config_path: str | None, who: ReaderScope
+) -> list[dict[str, object]]:
+    """Each shown line's origin (docs/provenance.md); the workspace's own files only. Entries of
+    scopes the reader cannot see are named as such, without their session."""
     from dream_memory.app.read import ReadResult
     from dream_memory.app.sources import page_sources
 
     assert isinstance(result, ReadResult)
-    return page_sources(runtime(workspace, config_path), result.path, result.first_line, result.last_line)
+    rt = runtime(workspace, config_path)
+    who = who if who.rules is not None else replace(who, rules=rt.settings.scope_rules)
+    return page_sources(rt, result.path, result.first_line, result.last_line, who)
 
 
 def _emit_page(result: object, as_json: bool, sources: list[dict[str, object]] | None = None) -> None:
@@ -221,13 +301,16 @@ def _emit_page(result: object, as_json: bool, sources: list[dict[str, object]] |
     show_default=True,
     help="At most this many sources (1..50; anything else is exit 2).",
 )
-@click.option("--history", is_flag=True, help="Also search memory/history.jsonl.")
+@click.option(
+    "--history", is_flag=True, help="Also search memory/history.jsonl (entries of the scopes the reader sees)."
+)
 @click.option(
     "--no-cache",
     is_flag=True,
     help="Read every file; keep no search index (large stores keep one under $XDG_CACHE_HOME/dream-memory).",
 )
 @at_option
+@scope_options
 @store_option
 @json_option
 @workspace_options
@@ -238,6 +321,8 @@ def search(
     history: bool,
     no_cache: bool,
     at: str | None,
+    scope: str | None,
+    session_key: str | None,
     store: str | None,
     as_json: bool,
     workspace: str | None,
@@ -253,7 +338,17 @@ def search(
     from dream_memory.core.search import check_max_results
 
     limit = check_max_results(max_results)  # the read side's one rule: 1..50, else exit 2 (before any read)
-    with open_store(store, workspace, config_path, at, use_cache=not no_cache) as reader:
+    opened = open_store(
+        store,
+        workspace,
+        config_path,
+        at,
+        use_cache=not no_cache,
+        scope=scope,
+        session_key=session_key,
+        need_rules=history,  # each entry is judged by its session key's scope
+    )
+    with opened as reader:
         try:
             result = reader.search(query, max_results=limit, history=history)
         finally:
@@ -271,25 +366,31 @@ def search(
 
 
 @command("mcp")
+@scope_options
 @store_option
 @workspace_options
-def mcp(*, store: str | None, workspace: str | None, config_path: str | None) -> int:
+def mcp(
+    *, scope: str | None, session_key: str | None, store: str | None, workspace: str | None, config_path: str | None
+) -> int:
     """Serve the read side as an MCP server over stdio (stdout is the protocol; logs on stderr).
 
     Tools: dream_resolve, dream_entity, dream_section, dream_search, dream_why. Resources: memory://index,
     memory://entities/{name}, memory://sections/{name}, memory://context; prompt memory_context.
-    The configuration, the store and DREAM_MEMORY_EXCLUDE are read once at start.
+    The configuration, the store, DREAM_MEMORY_EXCLUDE and the scope (--scope, --session-key, else
+    DREAM_MEMORY_SCOPE / DREAM_MEMORY_SESSION_KEY) are read once at start; no tool argument changes them.
     """
-    from dream_memory.app.runtime import require_read_root
-    from dream_memory.entrypoints.mcp_server import serve_runtime
-
     # The whole configuration, read once at start: memory://context follows budgetTokens, and a
     # bad config file is exit 2 now rather than an error on every request. The read side's
     # workspace rule, not the writers': a store named by --store or DREAM_MEMORY_STORE is served
     # without a workspace around it.
+    from dream_memory.app.read import caller_scope
+    from dream_memory.app.runtime import require_read_root
+    from dream_memory.entrypoints.mcp_server import serve_runtime
+
     rt = runtime(workspace, config_path, store=store, require=False)
     require_read_root(rt.read_settings)
-    serve_runtime(rt)
+    who = caller_scope(scope, session_key, rt.settings.env, lambda: rt.settings.scope_rules, need_rules=True)
+    serve_runtime(rt, scope=who)
     return 0
 
 

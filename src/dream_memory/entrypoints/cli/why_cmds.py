@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from dream_memory.entrypoints.cli._common import (
@@ -13,6 +15,18 @@ from dream_memory.entrypoints.cli._common import (
     runtime,
     workspace_options,
 )
+from dream_memory.entrypoints.cli.read_cmds import scope_options
+
+if TYPE_CHECKING:
+    from dream_memory.app.read import ReaderScope
+    from dream_memory.app.runtime import Runtime
+
+
+def _reader(rt: Runtime, scope: str | None, session_key: str | None) -> ReaderScope:
+    """The caller's scope, with the rules that judge each source entry's session key."""
+    from dream_memory.app.read import caller_scope
+
+    return caller_scope(scope, session_key, rt.settings.env, lambda: rt.settings.scope_rules, need_rules=True)
 
 
 def _warn(warning: str | None) -> None:
@@ -24,18 +38,28 @@ def _warn(warning: str | None) -> None:
 # Both forms in the usage line: a line by its place, or every line holding a text.
 @click.argument("target", required=False, metavar="(PATH:LINE | --text TEXT)")
 @click.option("--text", default=None, help="Explain every committed memory line holding this text.")
+@scope_options
 @json_option
 @workspace_options
-def why(target: str | None, text: str | None, as_json: bool, workspace: str | None, config_path: str | None) -> int:
+def why(
+    target: str | None,
+    text: str | None,
+    scope: str | None,
+    session_key: str | None,
+    as_json: bool,
+    workspace: str | None,
+    config_path: str | None,
+) -> int:
     """Where a memory line comes from: the commit that wrote it, when, the model, the fact, and
     each history entry the fact was learnt from (cursor, time, session, content).
 
     Hand-written lines say so (memory: manual edits, or a commit of your own, with its author);
     template lines say memory: init. Reads what is committed (read-only).
     """
-    from dream_memory.app.provenance import why as explain
+    from dream_memory.app.why_scope import why_for
 
-    found = explain(runtime(workspace, config_path), target, text)
+    rt = runtime(workspace, config_path)
+    found = why_for(rt, _reader(rt, scope, session_key), target, text)
     _warn(found[0].warning if found and text is None else None)
     if as_json:
         emit_json([f.to_json() for f in found] if text is not None else found[0].to_json())
@@ -47,15 +71,25 @@ def why(target: str | None, text: str | None, as_json: bool, workspace: str | No
 @command("blame")
 @click.argument("path")
 @click.option("--rev", default="HEAD", show_default=True, help="The version of the file to explain.")
+@scope_options
 @json_option
 @workspace_options
-def blame(path: str, rev: str, as_json: bool, workspace: str | None, config_path: str | None) -> int:
+def blame(
+    path: str,
+    rev: str,
+    scope: str | None,
+    session_key: str | None,
+    as_json: bool,
+    workspace: str | None,
+    config_path: str | None,
+) -> int:
     """Every line of a memory file with the commit that wrote it and its sources, like git blame
     (read-only): Dream lines with the history entries they come from, hand-written lines as
     manual, template lines as init."""
-    from dream_memory.app.provenance import blame_of
+    from dream_memory.app.why_scope import blame_for
 
-    lines = blame_of(runtime(workspace, config_path), path, rev)
+    rt = runtime(workspace, config_path)
+    lines = blame_for(rt, _reader(rt, scope, session_key), path, rev)
     _warn(lines[0].warning if lines else None)
     if as_json:
         emit_json([line.to_json() for line in lines])
