@@ -14,7 +14,7 @@ from dream_memory.errors import InputError, UsageError
 from dream_memory.settings import defaults
 
 if TYPE_CHECKING:
-    from dream_memory.adapters.git import CommitInfo
+    from dream_memory.adapters.git import CommitInfo, GitStore
     from dream_memory.app.reverting import RestoreResult
     from dream_memory.app.runtime import Runtime
     from dream_memory.app.versioning import Comparison
@@ -46,9 +46,14 @@ class LogReport:
 
 
 def log(rt: Runtime, request: LogRequest) -> LogReport:
+    return log_of(rt.git(create=False) if rt.has_workspace() else None, request)
+
+
+def log_of(git: GitStore | None, request: LogRequest) -> LogReport:
+    """``log`` on a repository already opened (``dream log`` opens it read-only, with no
+    settings loaded: nothing in a config file changes what it shows). Closes it."""
     from dream_memory.app.versioning import compare, latest_dream_change
 
-    git = rt.git(create=False) if rt.has_workspace() else None
     if git is None:
         return LogReport("none")
     with git:

@@ -100,6 +100,7 @@ class GitBase:
         self.clock = clock
         self.created = created  # True when this repository was made for the workspace by us
         self.fs = RootedDir(workspace)  # every file this store writes, deletes or reads to decide
+        self._index_cache: tuple[tuple[int, ...], Index] | None = None
         try:
             self.shallow: frozenset[bytes] = frozenset(repo.get_shallow())
         except OSError:
@@ -139,9 +140,26 @@ class GitBase:
         return Path(self.repo.index_path())
 
     def _open_index(self) -> Index | None:
-        """The index, or None when there is none or when dulwich cannot rewrite it faithfully."""
-        if not self._index_file().exists():
+        """The index, or None when there is none or when dulwich cannot rewrite it faithfully.
+
+        One commit consults the index three times (refusals, conflicts, then the update), and
+        parsing it is a third of a commit's time in a repository of a few hundred files: the
+        parsed index is kept while the file's identity and stamps (device, inode, size, mtime
+        and ctime in nanoseconds) stay the same. Any writer, git's included, replaces the file
+        through a new ``index.lock`` (a new inode, new stamps), so a change is always seen; the
+        one caller that changes the returned index (``sync_index``) forgets it if writing fails.
+        """
+        path = self._index_file()
+        try:
+            st = os.stat(path)
+        except OSError:
+            self._index_cache = None
             return None
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        cached = self._index_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        self._index_cache = None
         try:
             index = self.repo.open_index()
         except Exception:  # dulwich raises assorted errors on index formats it does not read
@@ -150,4 +168,9 @@ class GitBase:
         # one folds folders into single entries: written back, either would lose staged work.
         if index.is_sparse() or any(ext.signature == b"link" for ext in index._extensions):
             return None
+        self._index_cache = (key, index)
         return index
+
+    def _forget_index(self) -> None:
+        """Drop the parsed index (after changing it in memory without writing it)."""
+        self._index_cache = None

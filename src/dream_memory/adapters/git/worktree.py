@@ -102,6 +102,7 @@ class Worktree(Checks):
         """Make the index agree with commit ``sha`` for ``paths`` (and only those): every other
         entry, staged or not, is written back exactly as it was."""
         index = self._open_index()
+        self._forget_index()  # changed below: no later reader may take it for the file on disk
         if index is None:
             if self._index_file().exists():
                 return  # unreadable (build_commit refused before); never replace it
