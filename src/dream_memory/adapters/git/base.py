@@ -5,6 +5,7 @@ a damaged repository becomes a ``VersionStoreError`` instead of a traceback.
 from __future__ import annotations
 
 import functools
+import io
 import os
 import zlib
 from collections.abc import Callable, Iterator
@@ -12,7 +13,8 @@ from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from dulwich.errors import ApplyDeltaError, ChecksumMismatch, ObjectFormatException
-from dulwich.index import Index
+from dulwich.file import GitFile
+from dulwich.index import Index, IndexChecksumWriter, write_index_dict
 from dulwich.objects import ObjectID
 from dulwich.refs import Ref
 from dulwich.repo import Repo
@@ -174,3 +176,48 @@ class GitBase:
     def _forget_index(self) -> None:
         """Drop the parsed index (after changing it in memory without writing it)."""
         self._index_cache = None
+
+    def _write_index(self, index: Index) -> None:
+        """Write ``index`` as dulwich's ``Index.write`` does (the bytes to ``index.lock``, fsync,
+        rename), then keep it as the parsed index if the file now in place is the one written:
+        its trailing checksum is ours, read through the same descriptor as its stamps, so a
+        writer that replaced it in between is never mistaken for us. The next commit then need
+        not parse the index again."""
+        try:
+            entries, version, extensions = index._byname, index._version, index._extensions
+            skip_hash = index._skip_hash
+            shared_perm = index._shared_perm
+        except AttributeError:  # another dulwich: its own writer, and no cache
+            index.write()
+            return
+        if skip_hash:
+            index.write()
+            return
+        buffer = io.BytesIO()
+        writer = IndexChecksumWriter(buffer, index.object_format)
+        write_index_dict(
+            writer,
+            entries,
+            version=version,
+            extensions=[ext for ext in extensions if ext.to_bytes()],
+            object_format=index.object_format,
+        )
+        digest = writer.write_checksum()
+        data = buffer.getvalue()
+        target = GitFile(index.path, "wb", shared_perm=shared_perm)
+        try:
+            target.write(data)
+        except BaseException:
+            target.abort()
+            raise
+        target.close()
+        try:
+            fd = os.open(index.path, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            st = os.fstat(fd)
+            if st.st_size == len(data) and os.pread(fd, len(digest), len(data) - len(digest)) == digest:
+                self._index_cache = ((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns), index)
+        finally:
+            os.close(fd)

@@ -126,7 +126,7 @@ class Worktree(Checks):
                 del index[key]
         fsutil.checkpoint("git.index", self._index_file())
         try:
-            index.write()
+            self._write_index(index)
         except FileLocked as exc:
             raise VersionStoreError(
                 f"the git index of {self.root} is locked (index.lock): another git command is running",
