@@ -210,7 +210,12 @@ def test_mcp_without_a_store_or_workspace_is_exit_2_naming_init(tmp_path: Path) 
     del env["DREAM_MEMORY_STORE"]
     env["DREAM_WORKSPACE"] = str(tmp_path / "typo")
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("dream-mcp"))], env=env, input="", capture_output=True, text=True, timeout=60
+        [str(Path(sys.executable).with_name("dream-mcp"))],
+        env=env,
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 2, done.stderr
     assert "dream init" in done.stderr and not (tmp_path / "typo").exists()

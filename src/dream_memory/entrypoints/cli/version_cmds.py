@@ -97,22 +97,9 @@ def render_log(report: LogReport, *, as_json: bool) -> None:
 @workspace_options
 def log(rev: str | None, as_json: bool, workspace: str | None, config_path: str | None) -> int:
     """Show the latest Dream change, the change REV, or the difference A..B between two versions."""
-    from dream_memory.adapters.git import open_readonly
-    from dream_memory.adapters.workspace import require_workspace
-    from dream_memory.app.restore import LogRequest, log_of
-    from dream_memory.errors import ConfigError
-    from dream_memory.settings.precedence import environment, resolve_config_path, resolve_workspace
+    from dream_memory.app.restore import LogRequest, log_read_only
 
-    # Reading versions needs no setting but the workspace: the config file is neither parsed nor
-    # validated (pydantic alone was a third of this command's start-up, issue 21); one named
-    # explicitly must still exist, as for every command.
-    env = environment(None)
-    root = resolve_workspace(workspace, env)
-    path, explicit = resolve_config_path(config_path, root, env)
-    if explicit and path is not None and not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-    require_workspace(root)
-    report = log_of(open_readonly(root), LogRequest(rev))
+    report = log_read_only(workspace, config_path, LogRequest(rev))
     if report.shallow:
         note(SHALLOW_NOTE)
     render_log(report, as_json=as_json)
