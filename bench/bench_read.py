@@ -33,6 +33,7 @@ QUERIES = {
     "common": "status",
 }
 COMMAND = ".venv/bin/python bench/bench_read.py"
+RG = shutil.which("rg")  # ripgrep, shown beside git grep when installed (Debian's ripgrep package)
 
 
 def generate_store(root: Path, files: int, seed: int = 42) -> int:
@@ -168,6 +169,11 @@ def run(quick: bool) -> list[Section]:
                     ),
                     repeat,
                 )
+                rg = (
+                    best_of(lambda r=root, t=terms: run_quiet(["rg", "-i", "-F", *grep_args(t), "."], cwd=r), repeat)
+                    if RG
+                    else None
+                )
                 matched = search_store(root, query, 50, cache_dir=cache).matched
                 if matched != search_store(root, query, 50).matched:
                     notes.append(f"{files} files, {label}: the cache changed the number of sources matched")
@@ -194,6 +200,7 @@ def run(quick: bool) -> list[Section]:
                         gg,
                         ggl,
                         gr,
+                        rg if rg is not None else "-",
                         cached / gg,
                         direct / gg,
                         cli / gg,
@@ -264,6 +271,7 @@ def run(quick: bool) -> list[Section]:
                 "git grep s",
                 "git grep -l s",
                 "grep -ril s",
+                "rg -i -F s",
                 "search / git grep",
                 "no cache / git grep",
                 "dream search / git grep",
