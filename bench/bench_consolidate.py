@@ -134,8 +134,9 @@ def run(quick: bool) -> list[Section]:
             }
             # litellm's first import takes seconds: pay it before the clock starts.
             warm = Path(tmp) / "warm"
-            from dream_memory.testing import write_session
+            from dream_memory.testing import build_workspace, write_session
 
+            build_workspace(warm)  # commands need a workspace `dream init` made (not just sessions)
             write_session(warm, "warm", make_session(random.Random(1), 0, 20))
             _consolidate({**env, "DREAM_WORKSPACE": str(warm)}, "--force")
             before = len(server.completion_requests())

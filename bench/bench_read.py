@@ -23,6 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import Section, best_of, main
 
+DIRECTIONS = {"index_bytes_*": "lower"}  # a smaller index is better; twice the bytes fails
+
 FILE_BYTES = 8_000  # ~80 MB at 10,000 files
 RARE_EVERY = 997  # one file in ~1,000 mentions the rare terms
 QUERIES = {
@@ -31,6 +33,7 @@ QUERIES = {
     "common": "status",
 }
 COMMAND = ".venv/bin/python bench/bench_read.py"
+RG = shutil.which("rg")  # ripgrep, shown beside git grep when installed (Debian's ripgrep package)
 
 
 def generate_store(root: Path, files: int, seed: int = 42) -> int:
@@ -123,6 +126,7 @@ def run(quick: bool) -> list[Section]:
     entity_rows: list[list[object]] = []
     ratios: dict[str, float] = {}
     deterministic: dict[str, float] = {}
+    reported: dict[str, float] = {}
     notes: list[str] = []
     tmp = Path(tempfile.mkdtemp(prefix="dream-bench-read-"))
     cache = tmp / "xdg-cache" / "dream-memory"
@@ -137,7 +141,11 @@ def run(quick: bool) -> list[Section]:
                 reader.search("kubernetes")
                 first = time.perf_counter() - start
                 built = reader.last_search_stats.get("rebuilt", 0)
-            index_mb = sum(f.stat().st_size for f in cache.rglob("*.sqlite")) / 1e6 if built else 0.0
+            index_mb = sum(f.stat().st_size for f in cache.rglob("*.sqlite*")) / 1e6 if built else 0.0
+            if built:
+                # bytes are deterministic (same data, same SQLite): gated; the build time is reported
+                deterministic[f"index_bytes_per_data_byte_{files}"] = round(index_mb * 1e6 / size, 3)
+                reported[f"first_search_s_{files}"] = first
             env = dream_env(root, tmp / "xdg-cache")
             for label, query in QUERIES.items():
                 terms = list(parse_query(query).terms)
@@ -160,6 +168,11 @@ def run(quick: bool) -> list[Section]:
                         ["grep", "-r", "-i", "-F", "-l", "--exclude-dir=.git", *grep_args(t), "."], cwd=r
                     ),
                     repeat,
+                )
+                rg = (
+                    best_of(lambda r=root, t=terms: run_quiet(["rg", "-i", "-F", *grep_args(t), "."], cwd=r), repeat)
+                    if RG
+                    else None
                 )
                 matched = search_store(root, query, 50, cache_dir=cache).matched
                 if matched != search_store(root, query, 50).matched:
@@ -187,6 +200,7 @@ def run(quick: bool) -> list[Section]:
                         gg,
                         ggl,
                         gr,
+                        rg if rg is not None else "-",
                         cached / gg,
                         direct / gg,
                         cli / gg,
@@ -257,6 +271,7 @@ def run(quick: bool) -> list[Section]:
                 "git grep s",
                 "git grep -l s",
                 "grep -ril s",
+                "rg -i -F s",
                 "search / git grep",
                 "no cache / git grep",
                 "dream search / git grep",
@@ -270,7 +285,7 @@ def run(quick: bool) -> list[Section]:
                 *notes,
             ],
             ratios=ratios,
-            deterministic=deterministic,
+            deterministic={k: v for k, v in deterministic.items() if not k.startswith("index_bytes")},
         ),
         Section(
             key="read.search_cache_build",
@@ -286,6 +301,13 @@ def run(quick: bool) -> list[Section]:
             ],
             rows=build_rows,
             command=command,
+            notes=[
+                "The index keeps the words and their counts per file (contentless FTS5), never a copy of "
+                "the texts: before issue 21 it held both, 129 MB for 80 MB of files and a 4.7-5.0 s first "
+                "search at 10,000 files."
+            ],
+            deterministic={k: v for k, v in deterministic.items() if k.startswith("index_bytes")},
+            reported=reported,
         ),
         Section(
             key="read.entity",

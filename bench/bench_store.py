@@ -118,7 +118,7 @@ def bench_append_jsonl(tmp: Path, quick: bool) -> Section:
     payload = "".join(
         json.dumps({"content": f"{CONTENT} {i}", "session_key": "cli:direct"}) + "\n" for i in range(lines)
     ).encode("utf-8")
-    repeat = 1 if quick else 3
+    repeat = 3  # best of 3 in both modes: one run of each, on a busy machine, moved the ratio 1.1x -> 1.6x
     many: list[float] = []
     one: list[float] = []
     consecutive = True
@@ -175,8 +175,11 @@ def bench_reads(tmp: Path, quick: bool) -> Section:
         ],
         command="python bench/bench_store.py" + (" --quick" if quick else ""),
         notes=["The archive is only parsed when a byte-level scan shows it holds a cursor above the one asked for."],
-        deterministic={"replay_entries": float(len(replay))},
-        ratios={"replay_over_pending": t_replay / t_pending},
+        # 21,000 entries parsed beside 500 is not comparable work, and the 500 take 10 ms: their
+        # ratio failed the quick gate at 2.08x-2.23x under load with no code change (issue 21).
+        # Reported; the counts are gated.
+        deterministic={"replay_entries": float(len(replay)), "pending_entries": float(len(pending))},
+        reported={"replay_over_pending": t_replay / t_pending},
     )
 
 

@@ -109,6 +109,11 @@ def is_folder(root: Path) -> bool:
     return root.is_dir()
 
 
+def is_file(path: Path) -> bool:
+    """True when ``path`` is a regular file (or a link to one): a config file named explicitly."""
+    return path.is_file()
+
+
 def skill_files(root: Path) -> list[tuple[str, str | None]]:
     """(skill name, its SKILL.md text) for each skills/<name>/SKILL.md, by name."""
     folder = root / layout.SKILLS_DIR

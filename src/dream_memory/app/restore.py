@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from dream_memory.errors import InputError, UsageError
+from dream_memory.errors import ConfigError, InputError, UsageError
 from dream_memory.settings import defaults
 
 if TYPE_CHECKING:
-    from dream_memory.adapters.git import CommitInfo
+    from dream_memory.adapters.git import CommitInfo, GitStore
     from dream_memory.app.reverting import RestoreResult
     from dream_memory.app.runtime import Runtime
     from dream_memory.app.versioning import Comparison
@@ -46,9 +46,32 @@ class LogReport:
 
 
 def log(rt: Runtime, request: LogRequest) -> LogReport:
+    return log_of(rt.git(create=False) if rt.has_workspace() else None, request)
+
+
+def log_read_only(workspace: str | None, config_path: str | None, request: LogRequest) -> LogReport:
+    """``dream log``: the workspace's repository opened read-only with no settings loaded.
+    Reading versions needs no setting but the workspace, so the config file is neither parsed
+    nor validated (pydantic alone was a third of the command's start-up, issue 21); one named
+    explicitly (``--config``, ``DREAM_CONFIG``) must still exist, as for every command."""
+    from dream_memory.adapters.git import open_readonly
+    from dream_memory.adapters.workspace import is_file, require_workspace
+    from dream_memory.settings.precedence import environment, resolve_config_path, resolve_workspace
+
+    env = environment(None)
+    root = resolve_workspace(workspace, env)
+    path, explicit = resolve_config_path(config_path, root, env)
+    if explicit and path is not None and not is_file(path):
+        raise ConfigError(f"config file {path} does not exist")
+    require_workspace(root)
+    return log_of(open_readonly(root), request)
+
+
+def log_of(git: GitStore | None, request: LogRequest) -> LogReport:
+    """``log`` on a repository already opened (``dream log`` opens it read-only, with no
+    settings loaded: nothing in a config file changes what it shows). Closes it."""
     from dream_memory.app.versioning import compare, latest_dream_change
 
-    git = rt.git(create=False) if rt.has_workspace() else None
     if git is None:
         return LogReport("none")
     with git:

@@ -5,6 +5,7 @@ a damaged repository becomes a ``VersionStoreError`` instead of a traceback.
 from __future__ import annotations
 
 import functools
+import io
 import os
 import zlib
 from collections.abc import Callable, Iterator
@@ -12,7 +13,8 @@ from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from dulwich.errors import ApplyDeltaError, ChecksumMismatch, ObjectFormatException
-from dulwich.index import Index
+from dulwich.file import GitFile
+from dulwich.index import Index, IndexChecksumWriter, write_index_dict
 from dulwich.objects import ObjectID
 from dulwich.refs import Ref
 from dulwich.repo import Repo
@@ -100,6 +102,7 @@ class GitBase:
         self.clock = clock
         self.created = created  # True when this repository was made for the workspace by us
         self.fs = RootedDir(workspace)  # every file this store writes, deletes or reads to decide
+        self._index_cache: tuple[tuple[int, ...], Index] | None = None
         try:
             self.shallow: frozenset[bytes] = frozenset(repo.get_shallow())
         except OSError:
@@ -139,9 +142,26 @@ class GitBase:
         return Path(self.repo.index_path())
 
     def _open_index(self) -> Index | None:
-        """The index, or None when there is none or when dulwich cannot rewrite it faithfully."""
-        if not self._index_file().exists():
+        """The index, or None when there is none or when dulwich cannot rewrite it faithfully.
+
+        One commit consults the index three times (refusals, conflicts, then the update), and
+        parsing it is a third of a commit's time in a repository of a few hundred files: the
+        parsed index is kept while the file's identity and stamps (device, inode, size, mtime
+        and ctime in nanoseconds) stay the same. Any writer, git's included, replaces the file
+        through a new ``index.lock`` (a new inode, new stamps), so a change is always seen; the
+        one caller that changes the returned index (``sync_index``) forgets it if writing fails.
+        """
+        path = self._index_file()
+        try:
+            st = os.stat(path)
+        except OSError:
+            self._index_cache = None
             return None
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        cached = self._index_cache
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        self._index_cache = None
         try:
             index = self.repo.open_index()
         except Exception:  # dulwich raises assorted errors on index formats it does not read
@@ -150,4 +170,54 @@ class GitBase:
         # one folds folders into single entries: written back, either would lose staged work.
         if index.is_sparse() or any(ext.signature == b"link" for ext in index._extensions):
             return None
+        self._index_cache = (key, index)
         return index
+
+    def _forget_index(self) -> None:
+        """Drop the parsed index (after changing it in memory without writing it)."""
+        self._index_cache = None
+
+    def _write_index(self, index: Index) -> None:
+        """Write ``index`` as dulwich's ``Index.write`` does (the bytes to ``index.lock``, fsync,
+        rename), then keep it as the parsed index if the file now in place is the one written:
+        its trailing checksum is ours, read through the same descriptor as its stamps, so a
+        writer that replaced it in between is never mistaken for us. The next commit then need
+        not parse the index again."""
+        try:
+            entries, version, extensions = index._byname, index._version, index._extensions
+            skip_hash = index._skip_hash
+            shared_perm = index._shared_perm
+        except AttributeError:  # another dulwich: its own writer, and no cache
+            index.write()
+            return
+        if skip_hash:
+            index.write()
+            return
+        buffer = io.BytesIO()
+        writer = IndexChecksumWriter(buffer, index.object_format)
+        write_index_dict(
+            writer,
+            entries,
+            version=version,
+            extensions=[ext for ext in extensions if ext.to_bytes()],
+            object_format=index.object_format,
+        )
+        digest = writer.write_checksum()
+        data = buffer.getvalue()
+        target = GitFile(index.path, "wb", shared_perm=shared_perm)
+        try:
+            target.write(data)
+        except BaseException:
+            target.abort()
+            raise
+        target.close()
+        try:
+            fd = os.open(index.path, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            st = os.fstat(fd)
+            if st.st_size == len(data) and os.pread(fd, len(digest), len(data) - len(digest)) == digest:
+                self._index_cache = ((st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns), index)
+        finally:
+            os.close(fd)

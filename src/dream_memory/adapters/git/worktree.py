@@ -102,6 +102,7 @@ class Worktree(Checks):
         """Make the index agree with commit ``sha`` for ``paths`` (and only those): every other
         entry, staged or not, is written back exactly as it was."""
         index = self._open_index()
+        self._forget_index()  # changed below: no later reader may take it for the file on disk
         if index is None:
             if self._index_file().exists():
                 return  # unreadable (build_commit refused before); never replace it
@@ -125,7 +126,7 @@ class Worktree(Checks):
                 del index[key]
         fsutil.checkpoint("git.index", self._index_file())
         try:
-            index.write()
+            self._write_index(index)
         except FileLocked as exc:
             raise VersionStoreError(
                 f"the git index of {self.root} is locked (index.lock): another git command is running",

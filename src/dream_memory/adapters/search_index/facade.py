@@ -19,7 +19,7 @@ from pathlib import Path
 from dream_memory.adapters.search_index.files import IndexedText, IndexRows, StatKey, stat_key
 from dream_memory.adapters.search_index.location import SearchIndex
 from dream_memory.adapters.search_index.match import OpenIndex
-from dream_memory.adapters.search_index.write import update
+from dream_memory.adapters.search_index.write import DEAD_SHARE, dead_documents, update
 from dream_memory.core import layout
 from dream_memory.core.ports import CachedAnswer, SearchCache, Source, StoreTree
 from dream_memory.core.search import Query
@@ -57,6 +57,19 @@ class NoSearchCache:
 
     def close(self) -> None:
         return None
+
+
+def _mostly_leftovers(opened: OpenIndex) -> bool:
+    """True when the word index's documents that belong to no file any more (files changed or
+    removed since it was built) outnumber DEAD_SHARE times the files: rebuilding beats carrying
+    them."""
+    import sqlite3
+
+    try:
+        dead = dead_documents(opened.db)
+    except (sqlite3.Error, ValueError):
+        return True
+    return dead > DEAD_SHARE * max(len(opened.files), 1)
 
 
 def _index_key(path: str) -> StatKey | None:
@@ -98,6 +111,8 @@ class IndexCache:
             self.opened = None
             if not big_enough:
                 self.index.remove()  # the store shrank below the size that keeps an index: drop it whole
+        elif self.opened is not None and _mostly_leftovers(self.opened):
+            self._drop()  # every file is read in this search and the index built anew from them
         self._keep = {source[0] for source in sources if source[3]}
         # Files read from here on are recorded as read now: stamped before the first read, so
         # the racy-file rule can only err towards reading a file again.
@@ -151,9 +166,20 @@ class IndexCache:
         if self.opened is None:
             built = not self.index.unsupported and self.index.build(self._fresh, kept)
             return (len(self._fresh) if built else 0), built
-        purge = {rel for rel in self.opened.files.rels if excluded(rel)} if excluded is not None else set()
-        written = update(self.opened, self._fresh, self._keep, kept, purge)
+        if excluded is not None and any(excluded(rel) for rel in self.opened.files.rels):
+            # A newly excluded entity's words must leave no trace, and the word index cannot
+            # delete a document in place: the index goes whole (the next search builds it).
+            self._drop()
+            return 0, False
+        written = update(self.opened, self._fresh, self._keep, kept)
         return (len(self._fresh) if written else 0), False
+
+    def _drop(self) -> None:
+        """Close and remove the index (its write-ahead log too) for this search and the next."""
+        if self._first_opened is not None:
+            self._first_opened.close()
+        self._first_opened = self.opened = None
+        self.index.remove()
 
     def close(self) -> None:
         opened = self._first_opened

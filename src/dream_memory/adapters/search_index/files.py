@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     import sqlite3
 
-SCHEMA_VERSION = 2
+# 3: the word index keeps no copy of the texts (contentless FTS5: 0.36x the size of version 2),
+# file ids are never reused, and a changed file's old postings stay behind unreferenced until
+# the index is rebuilt (``write.DEAD_SHARE``).
+SCHEMA_VERSION = 3
 
 StatKey = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
 

@@ -151,7 +151,8 @@ class SearchIndex:
 
     def _prune(self) -> None:
         """Remove what an interrupted build left behind (an hour old: a build may be running),
-        and this store's cache from before the index (search-v1: folded text in one blob)."""
+        and this store's caches of earlier versions (search-v1: folded text in one blob;
+        search-v2: the word index with a copy of every text)."""
         import hashlib
         import shutil
 
@@ -160,6 +161,13 @@ class SearchIndex:
         shutil.rmtree(old / v1_key, ignore_errors=True)
         with contextlib.suppress(OSError):
             old.rmdir()  # only when no other store's old cache is left in it
+        for version in range(2, SCHEMA_VERSION):
+            folder = self.path.parent.parent / f"search-v{version}"
+            for suffix in ("", "-wal", "-shm", "-journal"):
+                with contextlib.suppress(OSError):
+                    os.unlink(folder / f"{self.path.name}{suffix}")
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         stale_before = time.time() - 3600
         for entry in os.scandir(self.path.parent):
             with contextlib.suppress(OSError):

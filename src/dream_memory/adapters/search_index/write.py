@@ -6,7 +6,7 @@ files only). Every write happens in one SQLite transaction with the file table i
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from dream_memory.adapters.search_index.files import (
@@ -29,9 +29,19 @@ if TYPE_CHECKING:
 
 # FTS5 cuts tokens at 32 KiB; a file holding a longer one is never answered from the index.
 MAX_TOKEN_BYTES = 32_000
-# The vocabulary only grows on small refreshes (words no file holds any more stay in it, costing
-# an empty look-up); it is recomputed exactly once 1/VOCAB_RECOUNT_SHARE of the files changed.
+# The vocabulary only grows on refreshes (words no file holds any more stay in it, costing an
+# empty look-up). Kept for the callers of the former single module: the vocabulary is exact again
+# whenever the index is rebuilt (see DEAD_SHARE).
 VOCAB_RECOUNT_SHARE = 4
+# The word index holds no copy of the texts (FTS5 ``content=''``: the postings are what ranking
+# needs, and the texts were two thirds of the index), and SQLite before 3.43 cannot delete a
+# document from such an index without its old text. So a changed or removed file's postings stay
+# behind under its old id, which no file row names any more: the index never answers from them
+# (``facade`` keeps only ids of the file table) and ids are never reused (AUTOINCREMENT). Once
+# the leftovers outnumber DEAD_SHARE times the files (the index has grown to about twice its
+# built size), the next search reads the store and builds the index anew; a file that must leave
+# no trace (a newly excluded entity) drops the index whole at once.
+DEAD_SHARE = 1
 
 # Every ASCII character but the whitespace ``bytes.split()`` splits on is a token character.
 _WHITESPACE = " \t\n\r\x0b\x0c"
@@ -45,9 +55,9 @@ def _sql_string(text: str) -> str:
 _TOKENIZE = "ascii tokenchars " + _sql_string(_TOKEN_CHARS)
 SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value BLOB)",
-    "CREATE TABLE files (id INTEGER PRIMARY KEY, rel BLOB UNIQUE NOT NULL, size INTEGER, mtime INTEGER,"
+    "CREATE TABLE files (id INTEGER PRIMARY KEY AUTOINCREMENT, rel BLOB UNIQUE NOT NULL, size INTEGER, mtime INTEGER,"
     " ctime INTEGER, ino INTEGER, indexed_ns INTEGER, headings BLOB, skip TEXT, direct INTEGER)",
-    f"CREATE VIRTUAL TABLE texts USING fts5(body, columnsize=0, tokenize = {_sql_string(_TOKENIZE)})",
+    f"CREATE VIRTUAL TABLE texts USING fts5(body, content='', columnsize=0, tokenize = {_sql_string(_TOKENIZE)})",
     "CREATE VIRTUAL TABLE text_tokens USING fts5vocab(texts, instance)",
     "CREATE VIRTUAL TABLE text_vocab USING fts5vocab(texts, row)",
 )
@@ -71,7 +81,7 @@ def fill_new(
     put_meta(db, "store", store_real)
     put_meta(db, "index", index_meta(index_rows))
     put_meta(db, "vocab", _exact_vocab(db))
-    put_meta(db, "reindexed", "0")
+    put_meta(db, "dead", "0")
     db.execute("COMMIT")
     db.execute("PRAGMA journal_mode = WAL")
 
@@ -81,19 +91,18 @@ def update(
     fresh: Sequence[IndexedText],
     keep: set[str],
     index_rows: IndexRows | None,
-    purge: Iterable[str] = (),
 ) -> bool:
     """Re-index the files read from the store and forget files no longer searched (``keep``
-    holds every rel still searched); record index.md's rows (None: keep none). ``purge``: rels
-    whose text must not stay behind (newly excluded entities); deleted text is then
-    overwritten. False when the index is busy or could not be written."""
+    holds every rel still searched); record index.md's rows (None: keep none, and the old ones
+    are vacuumed away). A file whose words must leave no trace (a newly excluded entity) is not
+    this function's: the word index cannot delete a document, so ``facade`` drops the index
+    whole. False when the index is busy or could not be written."""
     import sqlite3
 
     fresh = [item for item in fresh if storable(item)]
     gone = [rel for rel in opened.files.rels if rel not in keep]
     if not fresh and not gone and index_rows == opened.index_rows:
         return True
-    purging = bool(set(purge).intersection(gone))
     db = opened.db
     try:
         # The search read one snapshot; another search may have written since. Writes go by rel
@@ -102,16 +111,14 @@ def update(
             db.execute("COMMIT")
         db.execute("BEGIN IMMEDIATE")
         try:
-            purging = _rewrite(db, opened, fresh, gone, index_rows, purging=purging)
+            purging = _rewrite(db, opened, fresh, gone, index_rows)
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
         if purging:
-            # Deleted rows leave their text in FTS5's older segments, freed pages and the
-            # write-ahead log until merged, vacuumed and truncated (a search still reading holds
-            # the log until it closes).
-            db.execute("INSERT INTO texts(texts) VALUES ('optimize')")
+            # index.md's rows leave their text in freed pages and the write-ahead log until
+            # vacuumed and truncated (a search still reading holds the log until it closes).
             db.execute("VACUUM")
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return True
@@ -125,15 +132,12 @@ def _rewrite(
     fresh: Sequence[IndexedText],
     gone: list[str],
     index_rows: IndexRows | None,
-    *,
-    purging: bool,
 ) -> bool:
-    """The rows of one update, inside its transaction. ``purging``: deleted text must not stay
-    behind; returned True also when index.md's recorded rows were dropped."""
+    """The rows of one update, inside its transaction. True when index.md's recorded rows were
+    dropped (their text is then vacuumed away)."""
     table = FileTable.read(db)
     changed = [*gone, *(item.rel for item in fresh)]
-    for rel in changed:
-        _delete(db, rel)
+    dead = sum(_delete(db, rel) for rel in changed)
     table.remove(changed)
     vocab_add: set[bytes] = set()
     for item in fresh:
@@ -142,25 +146,28 @@ def _rewrite(
         if indexed is not None:
             vocab_add.update(indexed.split())
     table.write(db)
+    purging = False
     if index_rows != opened.index_rows:
         put_meta(db, "index", index_meta(index_rows))
-        purging = purging or (opened.index_rows is not None and index_rows is None)
-    reindexed = int(get_meta(db, "reindexed") or 0) + len(changed)
-    if purging or reindexed * VOCAB_RECOUNT_SHARE > max(len(table), 1):
-        put_meta(db, "vocab", _exact_vocab(db))
-        reindexed = 0
-    elif vocab_add:
+        purging = opened.index_rows is not None and index_rows is None
+    if vocab_add:
         known = set(bytes(get_meta(db, "vocab") or b"").split(b"\n"))
         if not vocab_add <= known:
             put_meta(db, "vocab", b"".join(t + b"\n" for t in sorted(known | vocab_add) if t))
-    put_meta(db, "reindexed", str(reindexed))
+    put_meta(db, "dead", str(dead_documents(db) + dead))
     return purging
 
 
-def _delete(db: sqlite3.Connection, rel: str) -> None:
-    blob = rel_blob(rel)
-    db.execute("DELETE FROM texts WHERE rowid IN (SELECT id FROM files WHERE rel = ?)", (blob,))
-    db.execute("DELETE FROM files WHERE rel = ?", (blob,))
+def dead_documents(db: sqlite3.Connection) -> int:
+    """Documents of the word index no file row names any more (see DEAD_SHARE)."""
+    return int(get_meta(db, "dead") or 0)
+
+
+def _delete(db: sqlite3.Connection, rel: str) -> int:
+    """Forget one file's row; 1 when it had a document in the word index, left behind (its id is
+    never given again, so nothing reaches those postings)."""
+    row = db.execute("DELETE FROM files WHERE rel = ? RETURNING direct, skip", (rel_blob(rel),)).fetchone()
+    return 1 if row is not None and not row[0] and not row[1] else 0
 
 
 def _insert(db: sqlite3.Connection, item: IndexedText) -> tuple[list[int], bytes | None]:

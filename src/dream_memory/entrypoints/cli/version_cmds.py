@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dream_memory.core.provenance import removals_in
 from dream_memory.entrypoints.cli._common import (
     command,
     echo,
@@ -46,6 +45,8 @@ def _render_commit(info: CommitInfo) -> None:
         return
     for line in _file_table(info.files):
         echo(line)
+    from dream_memory.core.provenance import removals_in
+
     removed = removals_in(info.message)
     if removed:
         echo("")
@@ -96,10 +97,9 @@ def render_log(report: LogReport, *, as_json: bool) -> None:
 @workspace_options
 def log(rev: str | None, as_json: bool, workspace: str | None, config_path: str | None) -> int:
     """Show the latest Dream change, the change REV, or the difference A..B between two versions."""
-    from dream_memory.app.restore import LogRequest
-    from dream_memory.app.restore import log as memory_log
+    from dream_memory.app.restore import LogRequest, log_read_only
 
-    report = memory_log(runtime(workspace, config_path), LogRequest(rev))
+    report = log_read_only(workspace, config_path, LogRequest(rev))
     if report.shallow:
         note(SHALLOW_NOTE)
     render_log(report, as_json=as_json)
