@@ -17,6 +17,7 @@ job through ``core.chat.check_reply``; only a response that cannot be read at al
 
 from __future__ import annotations
 
+import abc
 import json
 import os
 import re
@@ -87,7 +88,7 @@ def bad_reply_error(name: str, purpose: str, what: str) -> ModelError:
     return ModelError(f"{where}: {what}", kind="bad_reply", retryable=False, hint=_HINTS["bad_reply"])
 
 
-class ChatCompletionsModel:
+class ChatCompletionsModel(abc.ABC):
     """A ChatModel for ``resolved``: retries, the whole-call deadline, errors and reply reading.
     Subclasses send the request (``_send``) and price it (``_cost``).
 
@@ -295,16 +296,17 @@ class ChatCompletionsModel:
 
     # what a route provides
 
+    @abc.abstractmethod
     def _prepare(self) -> None:
         """Load what sending needs (libraries, a client) before the call's deadline starts."""
 
+    @abc.abstractmethod
     def _send(self, request: dict[str, Any], purpose: str) -> Any:
         """One request, as built by ``_request``; returns the response (an object or JSON dict)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def _cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
         """The price of these tokens in USD, or None when the model's price is unknown (never 0)."""
-        raise NotImplementedError
 
 
 class LiteLLMChatModel(ChatCompletionsModel):
