@@ -25,6 +25,16 @@ finish() {
 trap finish EXIT
 step_run ci/docker/dockerd-start.sh
 step_run ci/docker/base-image.sh
+# dockerd and the base image need no .venv, so .ci/run starts this lane before its own install;
+# what follows does (the wheel, the scripted server, `dream` itself): wait for it here.
+if [ -n "${DREAM_CI_VENV_READY:-}" ]; then
+  waited=0
+  until [ -e "$DREAM_CI_VENV_READY" ]; do
+    [ "$waited" -lt 1200 ] || { echo "60-container.sh: .venv was not ready after 20 min" >&2; exit 1; }
+    sleep 1
+    waited=$((waited + 1))
+  done
+fi
 act_log="$DREAM_CI_ROOT/act-proof.log"
 ( DREAM_SKIP_EXIT=3 bash ci/docker/act-proof.sh >"$act_log" 2>&1 ) &
 act_pid=$!
