@@ -12,6 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . ci/docker/lib.sh
+. ci/docker/venv-ready.sh
 t0=$(date +%s)
 need_root
 # Start clean: a previous run's engine and images are not reused (DREAM_CI_CACHE, when set, only
@@ -27,14 +28,7 @@ step_run ci/docker/dockerd-start.sh
 step_run ci/docker/base-image.sh
 # dockerd and the base image need no .venv, so .ci/run starts this lane before its own install;
 # what follows does (the wheel, the scripted server, `dream` itself): wait for it here.
-if [ -n "${DREAM_CI_VENV_READY:-}" ]; then
-  waited=0
-  until [ -e "$DREAM_CI_VENV_READY" ]; do
-    [ "$waited" -lt 1200 ] || { echo "60-container.sh: .venv was not ready after 20 min" >&2; exit 1; }
-    sleep 1
-    waited=$((waited + 1))
-  done
-fi
+wait_for_venv
 act_log="$DREAM_CI_ROOT/act-proof.log"
 ( DREAM_SKIP_EXIT=3 bash ci/docker/act-proof.sh >"$act_log" 2>&1 ) &
 act_pid=$!

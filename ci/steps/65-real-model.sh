@@ -28,15 +28,7 @@ DREAM="$(pwd)/.venv/bin/dream"
 # C++ server are off already (not a standalone llama.cpp build); the common library is forced
 # on by llama-cpp-python's CMakeLists and installed, so it cannot be left out without a patch.
 COMPILE_FLAGS="-DLLAVA_BUILD=OFF -DCMAKE_C_FLAGS_RELEASE='-O1 -DNDEBUG' -DCMAKE_CXX_FLAGS_RELEASE='-O1 -DNDEBUG'"
-wait_for_venv() {
-  [ -n "${DREAM_CI_VENV_READY:-}" ] || return 0
-  local waited=0
-  until [ -e "$DREAM_CI_VENV_READY" ]; do
-    [ "$waited" -lt 1200 ] || { say "FAILED: .venv was not ready after 20 min"; exit 1; }
-    sleep 1
-    waited=$((waited + 1))
-  done
-}
+. ci/docker/venv-ready.sh
 rm -rf "$ROOT" && mkdir -p "$ROOT"
 server_pid=""
 cleanup() {

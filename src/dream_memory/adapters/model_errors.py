@@ -1,17 +1,27 @@
 """What a failed chat-completions call was, in our terms: (kind, retryable, HTTP status), and the
-wait a server asked for. Read from the exception chain by class *name*, so the same checks work
-on exceptions from litellm, the openai client, httpx or our own HTTP route (``EndpointAnswered``)
-without importing any of them."""
+wait a server asked for. Third-party exceptions are read from the chain by class *name*, so the
+same checks work on exceptions from litellm, the openai client or httpx without importing any of
+them; our own HTTP route's error answer is ``EndpointAnswered``, defined here."""
 
 from __future__ import annotations
 
 import email.utils
 import math
 import time
+from collections.abc import Mapping
 
 # A Retry-After longer than this is not waited for: a batch job should fail the run (transiently,
 # without counting against the batch) rather than sit idle for an hour.
 MAX_RETRY_AFTER_SECONDS = 60.0
+
+
+class EndpointAnswered(Exception):
+    """The endpoint answered with an HTTP error status. ``str()`` is the server's own message."""
+
+    def __init__(self, status_code: int, headers: Mapping[str, str], message: str) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.headers = dict(headers)
 
 
 def _chain(exc: BaseException | None) -> list[BaseException]:
@@ -52,7 +62,7 @@ def classify(exc: BaseException) -> tuple[str, bool, int | None]:
     answered = (
         getattr(exc, "litellm_response_headers", None) is not None
         or _has(chain[1:], "openai.APIStatusError", "httpx.HTTPStatusError")
-        or _has(chain[:1], "dream_memory.EndpointAnswered")
+        or isinstance(exc, EndpointAnswered)
     )
     if not answered:
         if _has(chain, "openai.APITimeoutError", "httpx.TimeoutException", "builtins.TimeoutError"):

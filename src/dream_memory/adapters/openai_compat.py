@@ -20,11 +20,11 @@ import functools
 import importlib.util
 import json
 import threading
-from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dream_memory.adapters.llm import PLACEHOLDER_API_KEY, ChatCompletionsModel, bad_reply_error
+from dream_memory.adapters.model_errors import EndpointAnswered
 
 if TYPE_CHECKING:
     import httpx
@@ -40,15 +40,6 @@ _MAX_MESSAGE_CHARS = 2000
 def is_direct(resolved: ResolvedModel) -> bool:
     """Whether a model is an OpenAI-compatible endpoint named by address (this module's to call)."""
     return bool(resolved.api_base) and resolved.name.startswith(PREFIX) and len(resolved.name) > len(PREFIX)
-
-
-class EndpointAnswered(Exception):
-    """The endpoint answered with an HTTP error status. ``str()`` is the server's own message."""
-
-    def __init__(self, status_code: int, headers: Mapping[str, str], message: str) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.headers = dict(headers)
 
 
 class OpenAICompatibleChatModel(ChatCompletionsModel):
