@@ -17,10 +17,13 @@ tools_venv
 work="$(mktemp -d "${TMPDIR:-/tmp}/dream-act.XXXXXX")"
 server_pid=""
 remove_act_containers() {
-  # act leaves its job container behind after a failure; only act's containers are named act-*.
+  # act runs with --reuse, so it leaves its job container and volumes behind: removing them is
+  # ours. Only act's containers and volumes are named act-*.
   local ids
   ids="$("$DOCKER" ps -aq --filter name=act- 2>/dev/null || true)"
   [ -n "$ids" ] && "$DOCKER" rm -f $ids >/dev/null 2>&1
+  ids="$("$DOCKER" volume ls -q --filter name=act- 2>/dev/null || true)"
+  [ -n "$ids" ] && "$DOCKER" volume rm -f $ids >/dev/null 2>&1
   return 0
 }
 cleanup() {
@@ -52,11 +55,20 @@ HOME="$work/home" "$TOOLS_VENV/bin/act" workflow_dispatch \
   --container-daemon-socket - \
   --input "api_base=http://127.0.0.1:$port/v1" \
   -s DREAM_API_KEY=dummy-key-for-the-scripted-server \
-  --rm \
+  --reuse \
   >"$work/act.log" 2>&1
 rc=$?
 set -e
 cp "$work/act.log" "$DREAM_CI_ROOT/act.log"
+# Stop 26's CI: the job succeeded, then act's own container removal hit its deadline on a loaded
+# dockerd and act exited 1. --reuse leaves the removal to us (remove_act_containers); should act
+# still fail only in its teardown, the job's own verdict is what this proof checks.
+if [ "$rc" -ne 0 ] && grep -q "Job succeeded" "$work/act.log" \
+  && grep -q "Error occurred running finally" "$work/act.log" \
+  && ! grep -q "Job failed" "$work/act.log"; then
+  log "WARNING: the job succeeded but act's teardown failed (exit $rc): $(grep -m1 'Error occurred running finally' "$work/act.log")"
+  rc=0
+fi
 if [ "$rc" -ne 0 ] || ! grep -q "ACT-PROOF-OK" "$work/act.log"; then
   tail -n 80 "$work/act.log" >&2
   die "the action under act failed (act exit $rc; full log in $DREAM_CI_ROOT/act.log)"
