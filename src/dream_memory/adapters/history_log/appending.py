@@ -24,6 +24,14 @@ _RENUMBER_ATTEMPTS = 10
 # milliseconds). An append beside it looks again this much later for a cursor it took meanwhile.
 _FOREIGN_RECENT_NS = 200_000_000
 _SETTLE_SECONDS = 0.03
+# A line that lands while we hold the lock is proof of a writer without it (ours wait for the
+# lock). Within this long of such proof, an append waits for that writer's next line to land
+# behind its own (the line it may have allocated before ours), for at most _FOREIGN_WAIT_SECONDS:
+# a scheduler at load 7 stopped nanobot for longer than _SETTLE_SECONDS between read and write.
+# Only on proof: another of our own writers, seen by the stat alone, never writes under our hold.
+_LOCKLESS_RECENT_NS = 2_000_000_000
+_FOREIGN_WAIT_SECONDS = 0.5
+_POLL_SECONDS = 0.002
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,7 @@ class Appending(LogBase):
 
     _left: tuple[int, int, int] | None = None  # history.jsonl (inode, size, mtime) after our last append
     _foreign_recent = False  # whether someone else wrote history.jsonl just before this append
+    _lockless_seen_ns = 0  # when a line landed while this object held the lock (time.time_ns())
 
     def append(self, content: str, *, session_key: str | None = None, timestamp: str | None = None) -> HistoryEntry:
         return self.append_many([(content, session_key, timestamp)])[0]
@@ -112,7 +121,11 @@ class Appending(LogBase):
 
     def _written_by_another_lately(self) -> bool:
         """Whether history.jsonl changed in the last moments, and not by this object's last append
-        (the size too: two writes within one tick of the file system's clock share an mtime)."""
+        (the size too: two writes within one tick of the file system's clock share an mtime), or
+        a writer without our lock was seen lately (an object that appends often hides that
+        writer's lines from the stat behind its own last append)."""
+        if self._lockless_lately():
+            return True
         try:
             now = self.path.stat()
         except OSError:
@@ -120,40 +133,63 @@ class Appending(LogBase):
         ours = self._left == (now.st_ino, now.st_size, now.st_mtime_ns)
         return not ours and time.time_ns() - now.st_mtime_ns < _FOREIGN_RECENT_NS
 
+    def _lockless_lately(self) -> bool:
+        return time.time_ns() - self._lockless_seen_ns < _LOCKLESS_RECENT_NS
+
     def _taken(self, written: Sequence[_Written], *, beside_foreign: bool) -> bool:
         """Whether another writer took one of our cursors: right after our write and, beside a
         writer without our lock that is active, once more after it had time to land a line it
         allocated from the file as it was before ours (it read the file, then the scheduler
-        stopped it before its write: seen under load beside nanobot's ``append_history``)."""
-        if self._taken_meanwhile(written):
-            return True
-        if not beside_foreign:
-            return False
+        stopped it before its write: seen under load beside nanobot's ``append_history``). When
+        such a writer has been seen lately, until its next line lands behind ours (that is the
+        one it allocated then) or _FOREIGN_WAIT_SECONDS pass."""
+        taken, _ = self._look_behind(written)
+        if taken or not beside_foreign:
+            return taken
+        started = time.monotonic()
         time.sleep(_SETTLE_SECONDS)
-        return self._taken_meanwhile(written)
+        while True:
+            taken, landed_behind = self._look_behind(written)
+            if taken or landed_behind or not self._lockless_lately():
+                return taken
+            if time.monotonic() - started >= _FOREIGN_WAIT_SECONDS:
+                return False
+            time.sleep(_POLL_SECONDS)
 
-    def _taken_meanwhile(self, written: Sequence[_Written]) -> bool:
-        """Whether another writer stored an entry under one of our new cursors while we wrote
-        them (it read the file just before our line landed). Only bytes after what allocation
-        read can hold one."""
+    def _look_behind(self, written: Sequence[_Written]) -> tuple[bool, bool]:
+        """(whether another writer stored an entry under one of our new cursors, whether a line of
+        another writer landed behind all of ours). Only bytes after what allocation read can hold
+        either: the writer read the file just before our line landed."""
         if not written:
-            return False
+            return False, False
         ours = {w.entry.to_json_line() for w in written}
         wanted = {w.entry.cursor for w in written}
         since = min(w.offset for w in written)
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            return False
+            return False, False
+        replaced = False
         try:
             if os.fstat(fd).st_size < since:
-                since = 0  # replaced meanwhile (a foreign compaction): look at all of it
+                since, replaced = 0, True  # replaced meanwhile (a foreign compaction): look at all of it
             fresh = _read_from(fd, since)
         finally:
             os.close(fd)
-        return any(
-            e.cursor in wanted for line in _lines_of(fresh) if line.raw.rstrip("\r") not in ours for e in line.entries
-        )
+        taken = behind = False
+        seen_ours = 0
+        for line in _lines_of(fresh):
+            if line.raw.rstrip("\r") in ours:
+                seen_ours += 1
+                continue
+            if line.is_blank:
+                continue
+            if not replaced:  # it landed while we held the lock
+                self._lockless_seen_ns = time.time_ns()
+            taken = taken or any(e.cursor in wanted for e in line.entries)
+            # A line is behind ours once every one of ours came before it (appends land in order).
+            behind = behind or seen_ours >= len(ours)
+        return taken, behind
 
     def _move_taken(self, written: list[_Written]) -> list[_Written]:
         """Another writer took our cursors: store the entries again under fresh ones, then take
