@@ -210,8 +210,8 @@ def search_sources(
         add(rel, name, "private")  # a private scope's own USER.md and MEMORY.md
     # The listed folders hold nearly every source of a large store: added inline (no excludes to
     # check in the common case) rather than through add().
-    entities = tree.list_markdown(layout.ENTITIES_DIR, stats)
-    sections = tree.list_markdown(layout.SECTIONS_DIR, stats)
+    entities = store.list_markdown(layout.ENTITIES_DIR, stats)
+    sections = store.list_markdown(layout.SECTIONS_DIR, stats)
     if store.excludes:
         entities = [rel for rel in entities if not store.is_excluded_path(rel, excluded_files)]
         sections = [rel for rel in sections if not store.is_excluded_path(rel, excluded_files)]
