@@ -47,6 +47,8 @@ CONFINED: dict[str, tuple[str, ...]] = {
     "detect_secrets": ("dream_memory.adapters.secrets",),
     "filelock": ("dream_memory.adapters",),
     "sqlite3": ("dream_memory.adapters.search_index",),
+    # libc's inotify calls (standard library, but a foreign-function door): the store watcher only.
+    "ctypes": ("dream_memory.adapters.store_watch",),
     "mcp": ("dream_memory.entrypoints.mcp_server",),
     "mcp_types": ("dream_memory.entrypoints.mcp_server",),
     "click": ("dream_memory.entrypoints.cli", "dream_memory.testing"),
@@ -101,7 +103,7 @@ def _strip_lines(problems: list[str]) -> set[str]:
 def third_party_problems(module: Module) -> list[str]:
     problems = []
     for imp in imports(module.tree, module.name):
-        if not is_third_party(imp.target) and imp.target.split(".")[0] != "sqlite3":
+        if not is_third_party(imp.target) and imp.target.split(".")[0] not in ("sqlite3", "ctypes"):
             continue
         top = imp.target.split(".")[0]
         homes = CONFINED.get(top)

@@ -3,7 +3,10 @@ and over stdio as a client application would start it."""
 
 from __future__ import annotations
 
+import os
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -219,3 +222,30 @@ def test_mcp_without_a_store_or_workspace_is_exit_2_naming_init(tmp_path: Path) 
     )
     assert done.returncode == 2, done.stderr
     assert "dream init" in done.stderr and not (tmp_path / "typo").exists()
+
+
+def test_a_running_server_sees_an_edit_made_between_two_searches(
+    make_store: Callable[..., Path], tmp_path: Path
+) -> None:
+    """The server keeps its store watch between calls: a same-size in-place edit made while it
+    runs (its mtime put back) is answered at the next search, as a fresh `dream search` would."""
+    extra = {f"entities/e{i:03}.md": f"# e{i}\n\n- filler text number {i}\n" for i in range(520)}
+    root = make_store(extra)
+    env = read_env(root, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    params = StdioServerParameters(command=str(Path(sys.executable).with_name("dream-mcp")), args=[], env=env)
+    target = root / "entities" / "e011.md"
+    time.sleep(2.1)  # past the index's racy window, so the first search indexes the files
+
+    async def go() -> None:
+        with anyio.fail_after(120):
+            async with Client(params) as client:
+                first = await client.call_tool("dream_search", {"query": "needle", "maxResults": 5})
+                assert "No source in memory matches" in text_of(first)
+                before = target.stat()
+                with open(target, "r+b") as f:
+                    f.write(target.read_bytes().replace(b"filler", b"needle"))
+                os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+                second = await client.call_tool("dream_search", {"query": "needle", "maxResults": 5})
+                assert text_of(second).startswith("entities/e011.md")
+
+    anyio.run(go)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import os
 import stat
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -157,19 +158,42 @@ class WorkTree:
         """``*.md`` files under ``folder`` (store-relative), sorted; dotfiles skipped, symlinked
         folders not followed, symlinked files kept only when they stay inside the store.
         ``stats`` receives the lstat of each regular file (the search index's freshness proof)."""
+        found, _ = self.list_markdown_watched(folder, stats)
+        return found
+
+    def folder_identity(self, folder: str) -> tuple[int, int] | None:
+        """(device, inode) of ``folder`` as reached now (no symlink followed), None when missing."""
+        fd = self.beneath.dir_fd(tuple(folder.split("/")))
+        if fd is None:
+            return None
+        st = os.fstat(fd)
+        return st.st_dev, st.st_ino
+
+    def list_markdown_watched(
+        self,
+        folder: str,
+        stats: dict[str, os.stat_result] | None = None,
+        on_folder: Callable[[int, str], None] | None = None,
+    ) -> tuple[list[str], bool]:
+        """``list_markdown``, calling ``on_folder(descriptor, prefix)`` for each folder before it
+        is listed (a watcher watches it from then on, so no change falls between the watch and
+        the listing); also whether a symlinked file was listed (its target is not watched)."""
         found: list[str] = []
         cached = self.beneath.dir_fd(tuple(folder.split("/")))
         if cached is None:
-            return found  # missing, not a folder, or a symlink: not descended into
+            return found, False  # missing, not a folder, or a symlink: not descended into
         stack: list[tuple[str, int]] = [(folder, os.dup(cached))]  # ours: the cache may close its own
+        links = False
         while stack:
             current, fd = stack.pop()
             try:
-                self._list_folder(fd, current + "/", found, stats, stack)
+                if on_folder is not None:
+                    on_folder(fd, current + "/")
+                links = self._list_folder(fd, current + "/", found, stats, stack) or links
             finally:
                 os.close(fd)
         found.sort()
-        return found
+        return found, links
 
     def _list_folder(
         self,
@@ -178,10 +202,11 @@ class WorkTree:
         found: list[str],
         stats: dict[str, os.stat_result] | None,
         stack: list[tuple[str, int]],
-    ) -> None:
+    ) -> bool:
         """One folder of ``list_markdown``: its markdown files to ``found``, its subfolders
         (opened) to ``stack``. The search over 10,000 files runs this loop once per file."""
         lstat = os.lstat
+        links = False
         # listdir plus one lstat per name relative to the folder's descriptor: the cheapest way
         # Python has to both list and stat (search needs the stat of every file).
         try:
@@ -206,8 +231,10 @@ class WorkTree:
                         continue
                 elif stat.S_ISLNK(mode) and name.endswith(".md") and self.has_file(prefix + name):
                     found.append(prefix + name)
+                    links = True
         except OSError:
             pass
+        return links
 
 
 class RevisionTree:

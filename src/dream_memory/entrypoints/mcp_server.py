@@ -27,7 +27,7 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextConten
 from pydantic import Field
 
 from dream_memory import __version__
-from dream_memory.app.read import ReaderScope, ReadStore, as_reader_scope, hint_for
+from dream_memory.app.read import ReaderScope, ReadStore, StoreWatch, as_reader_scope, hint_for
 from dream_memory.core.search import MAX_QUERY_CHARS, MAX_RESULTS_LIMIT
 from dream_memory.errors import EXIT_USAGE, DreamError, InputError
 
@@ -182,7 +182,7 @@ def register_tools(server: MCPServer, reader: ReaderFactory) -> None:
 
         Read a whole source with dream_entity or dream_section.
         """
-        with _tool_errors(), reader() as store:
+        with _tool_errors(), reader(watched=True) as store:
             found = store.search(query, max_results=maxResults)
         text = found.to_text() or f"No source in memory matches {query!r}.\n"
         return _result(text, found.to_json())
@@ -331,10 +331,18 @@ def build_server(
             loaded.append(_runtime_for(root, frozen, home, workspace))
         return loaded[0]
 
-    def reader(as_of: str | None = None) -> ReadStore:
+    watches: list[StoreWatch] = []
+
+    def reader(as_of: str | None = None, *, watched: bool = False) -> ReadStore:
         # A fresh view per request: index.md and the files are read as they are at that moment
-        # (or, with as_of, as committed then).
-        return ReadStore(root, excludes=frozen, home=home, cache_dir=cache_dir, as_of=as_of, scope=fixed)
+        # (or, with as_of, as committed then). A search shares the server's watch on the store
+        # (opened at the first search), which spares it the lstat per file between changes.
+        watch = None
+        if watched and as_of is None:
+            if not watches:
+                watches.append(StoreWatch(str(root)))
+            watch = watches[0]
+        return ReadStore(root, excludes=frozen, home=home, cache_dir=cache_dir, as_of=as_of, scope=fixed, watch=watch)
 
     def why_scope() -> ReaderScope:
         # The rules judge each source entry's session key: the config, read once, when first asked.

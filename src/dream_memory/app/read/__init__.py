@@ -27,7 +27,7 @@ from dream_memory.app.read.scoping import (
     caller_scope,
 )
 from dream_memory.app.read.service import read_entity, read_section, resolve_path, search_store
-from dream_memory.app.read.store import CACHE_MIN_FILES, ReadStore
+from dream_memory.app.read.store import CACHE_MIN_FILES, ReadStore, StoreWatch
 from dream_memory.app.read.text import (
     DURABLE_NAMES,
     EXCLUDE_VARIABLE,
@@ -54,6 +54,7 @@ __all__ = [
     "ResolveResult",
     "SearchResult",
     "SearchResultItem",
+    "StoreWatch",
     "as_reader_scope",
     "caller_scope",
     "hint_for",

@@ -7,6 +7,7 @@ from the index or from its text; the index can make a search faster, never diffe
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -163,16 +164,21 @@ def _excluded_predicate(store: ReadStore, rows: list[tuple[str, str]]) -> Callab
 
 # --- the sources -----------------------------------------------------------------------------------
 
+# Both are pure functions of the cell's text, checked for every index row by every search: a
+# long-lived reader (``dream mcp``) pays them once per distinct row, not once per search.
+_safe_relative = functools.lru_cache(maxsize=1 << 16)(safe_relative)
+_serve_problem = functools.lru_cache(maxsize=1 << 16)(serve_problem)
+
 
 def _files_of_rows(store: ReadStore, rows: list[tuple[str, str]], refused: dict[str, str]) -> dict[str, str]:
     """File -> entity of the index rows whose file the read side serves (the first row wins);
     rows naming a file it never serves go to ``refused`` (path: reason)."""
     by_file: dict[str, str] = {}
     for entity, file in rows:
-        rel = safe_relative(file) if file else None
+        rel = _safe_relative(file) if file else None
         # Another scope's file is no source of this reader's at all: not even listed as skipped.
         if rel and entity.casefold() not in store.excludes and store.scope.sees(rel):
-            problem = serve_problem(rel)
+            problem = _serve_problem(rel)
             if problem is None:
                 by_file.setdefault(rel, entity)
             else:
@@ -210,8 +216,8 @@ def search_sources(
         add(rel, name, "private")  # a private scope's own USER.md and MEMORY.md
     # The listed folders hold nearly every source of a large store: added inline (no excludes to
     # check in the common case) rather than through add().
-    entities = tree.list_markdown(layout.ENTITIES_DIR, stats)
-    sections = tree.list_markdown(layout.SECTIONS_DIR, stats)
+    entities = store.list_markdown(layout.ENTITIES_DIR, stats)
+    sections = store.list_markdown(layout.SECTIONS_DIR, stats)
     if store.excludes:
         entities = [rel for rel in entities if not store.is_excluded_path(rel, excluded_files)]
         sections = [rel for rel in sections if not store.is_excluded_path(rel, excluded_files)]

@@ -26,6 +26,7 @@ Guarantees, each enforced here rather than left to the faces:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from pathlib import Path
 from dream_memory.adapters.search_index.facade import open_search_cache
 from dream_memory.adapters.store_tree import absolute_path, real_path
 from dream_memory.adapters.store_tree import open_tree as _open_tree
+from dream_memory.adapters.store_watch import StoreWatch
 from dream_memory.app.read.as_of import AsOfCommit, commit_as_of
 from dream_memory.app.read.results import PROVISIONAL_NOTICE, ReadResult, ResolveResult, SearchResult
 from dream_memory.app.read.scoping import SHARED_READER, ReaderScope, private_identities
@@ -59,6 +61,8 @@ from dream_memory.core.paths import describe, serve_problem
 from dream_memory.core.ports import SearchCache, StoreTree, TooLarge
 from dream_memory.core.search import DEFAULT_MAX_RESULTS, Query, as_query, check_max_results
 from dream_memory.errors import InputError, NotFound, Refused, UsageError
+
+__all__ = ["CACHE_MIN_FILES", "ReadStore", "StoreWatch"]
 
 # Below this many searchable files, reading them directly is as fast as the index: none is kept.
 CACHE_MIN_FILES = 500
@@ -87,6 +91,9 @@ class ReadStore:
     cache_min_files: int = CACHE_MIN_FILES
     open_tree: Callable[[Path, str | None], StoreTree] = field(default=_open_tree, repr=False)
     open_cache: Callable[..., SearchCache] = field(default=open_search_cache, repr=False)
+    # A long-lived reader's watch on the store (``dream mcp``): search skips the lstat per file
+    # between changes (adapters.store_watch); the caller owns it and closes it.
+    watch: StoreWatch | None = field(default=None, repr=False)
     _tree: StoreTree = field(init=False, repr=False)
     _index: tuple[IndexTable, str] | None = field(init=False, default=None, repr=False)
     _index_text: str | None = field(init=False, default=None, repr=False)
@@ -117,6 +124,12 @@ class ReadStore:
     @property
     def revision(self) -> str | None:
         return self._tree.revision
+
+    def list_markdown(self, folder: str, stats: dict[str, os.stat_result] | None = None) -> list[str]:
+        """The tree's ``list_markdown``, answered by the watch when one is given."""
+        if self.watch is not None:
+            return self.watch.list_markdown(self._tree, folder, stats)
+        return self._tree.list_markdown(folder, stats)
 
     def close(self) -> None:
         self._tree.close()
