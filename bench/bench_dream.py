@@ -1,5 +1,7 @@
 """Dream throughput: N history entries through `dream-run` against the scripted server answering
-instantly (the offline engine behind real HTTP, so the litellm path is measured too).
+instantly (the offline engine behind real HTTP). The model is ``openai/bench`` with ``apiBase``,
+the route that calls an OpenAI-compatible endpoint over plain httpx
+(``adapters.openai_compat``, no litellm); every request is checked to have come that way.
 
 Reports wall time, time per batch outside the model, commits per second and the peak RSS of the
 dream-run process. Deterministic figures (batches, commits, model calls) are gated by bench/run.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -76,10 +79,14 @@ def measure(n: int) -> dict[str, float]:
         wall = time.perf_counter() - started
         if done.returncode != 0:
             raise SystemExit(f"dream-run failed ({done.returncode}): {done.stderr[-2000:]}")
+        agents = {r.headers.get("user-agent", "").split("/")[0] for r in server.completion_requests()}
+        if agents != {"python-httpx"}:
+            raise SystemExit(f"the requests did not come over the plain httpx route: user agents {agents}")
         report = json.loads(done.stdout)
         peak_kb = int(done.stderr.strip().splitlines()[-1].split()[1])
         batches = report["batches"]
         inside = sum(b["model_s"] for b in batches)
+        outside = [b["duration_s"] - b["model_s"] for b in batches] or [0.0]
         total = sum(b["duration_s"] for b in batches)
         return {
             "entries": report["entries_processed"],
@@ -89,6 +96,10 @@ def measure(n: int) -> dict[str, float]:
             "wall_s": wall,
             "batches_s": total,
             "outside_model_per_batch_ms": 1000 * (total - inside) / max(1, len(batches)),
+            # the first batch pays the lazy imports (the secret guard's plugins, the tool layer):
+            # the median and the fastest batch say what a batch costs once running
+            "outside_median_ms": 1000 * statistics.median(outside),
+            "outside_best_ms": 1000 * min(outside),
             "commits_per_s": len(report["commits"]) / wall,
             "peak_rss_mb": peak_kb / 1024,
             "requests": len(server.completion_requests()),
@@ -98,13 +109,15 @@ def measure(n: int) -> dict[str, float]:
 def run(quick: bool) -> list[Section]:
     n = 200 if quick else 1000
     m = measure(n)
-    rows = [
+    rows: list[list[object]] = [
         ["entries", m["entries"]],
         ["batches / commits", f"{m['batches']} / {m['commits']}"],
         ["model calls", m["llm_calls"]],
         ["wall time of dream-run (s)", m["wall_s"]],
         ["time in batches (s)", m["batches_s"]],
-        ["per batch outside the model (ms)", m["outside_model_per_batch_ms"]],
+        ["per batch outside the model, mean (ms)", m["outside_model_per_batch_ms"]],
+        ["per batch outside the model, median (ms)", m["outside_median_ms"]],
+        ["per batch outside the model, fastest batch (ms)", m["outside_best_ms"]],
         ["commits per second", m["commits_per_s"]],
         ["peak RSS of dream-run (MB)", m["peak_rss_mb"]],
     ]
@@ -116,8 +129,10 @@ def run(quick: bool) -> list[Section]:
             rows=rows,
             command=f"python bench/bench_dream.py{' --quick' if quick else ''}",
             notes=[
-                "The server answers through the offline engine over real HTTP, so the figures include "
-                "litellm's request path and its ~3.5 s import, but no model latency.",
+                "The server answers through the offline engine over real HTTP, so the figures include the "
+                "request path (openai/<name> with apiBase: plain httpx, no litellm; checked by each request's "
+                "user agent) but no model latency. Outside the model: reading the batch, the secret guard, "
+                "the tool layer, the commit (its fsyncs) and the progress and state files.",
             ],
             deterministic={
                 "entries": m["entries"],

@@ -185,7 +185,8 @@ def run(quick: bool) -> list[Section]:
             command="python bench/bench_git.py" + (" --quick" if quick else ""),
             notes=[
                 f"History built with git fast-import in {built:.1f} s, then `git gc`. "
-                "apply_commit writes a journal, the objects and the ref, then the files and the index, "
+                "apply_commit writes a journal, the objects and the ref, then the files (each fsynced, "
+                "their folders once each) and the index, "
                 "each durably (the new objects fsynced together, one thread each, before the ref that "
                 "reaches them: that is the difference with the third row); git's time includes starting "
                 "its two processes. "

@@ -13,7 +13,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
+import stat
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -87,6 +90,35 @@ def atomic_write(path: Path, data: bytes | str, *, site: str = "rewrite") -> Non
             tmp.unlink()
         raise
     fsync_dir(path.parent)
+
+
+# The temp names of atomic_write (mkstemp: 8 of [a-z0-9_]) and of adapters.rooted (8 hex digits).
+_TEMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+# An atomic write holds its temp file for milliseconds; one this old was left by a killed writer.
+STALE_TEMP_SECONDS = 300.0
+
+
+def remove_stale_temps(folder: Path, *, deep: bool, older_than: float = STALE_TEMP_SECONDS) -> list[Path]:
+    """Remove the temp files of atomic writes a killed process left in ``folder`` (and below it
+    with ``deep``): only names these writers make, only regular files, only ones untouched for
+    ``older_than`` seconds, so a write in progress (under any lock) keeps its file. Their content
+    never replaced anything: the file they were meant for still holds its previous version."""
+    cutoff = time.time() - older_than
+    removed: list[Path] = []
+    for where, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if d != ".git"] if deep else []
+        for name in files:
+            path = Path(where) / name
+            if not _TEMP_NAME.match(name):
+                continue
+            try:
+                st = path.lstat()
+            except FileNotFoundError:
+                continue
+            if stat.S_ISREG(st.st_mode) and st.st_mtime <= cutoff:
+                remove(path, site="stale_temp")
+                removed.append(path)
+    return removed
 
 
 def append_bytes(path: Path, data: bytes, *, site: str = "append") -> None:

@@ -107,9 +107,10 @@ class RootedDir:
 
     # --- writing ---------------------------------------------------------------------------
 
-    def write(self, rel: str, data: bytes, *, site: str = "rewrite") -> None:
-        """Replace ``rel`` atomically and durably (temp file, fsync, rename, folder fsync);
-        folders on the way are created. A symlink at ``rel`` itself is replaced, never followed."""
+    def write(self, rel: str, data: bytes, *, site: str = "rewrite", sync_folder: bool = True) -> None:
+        """Replace ``rel`` atomically and durably (temp file, fsync, rename, folder fsync unless
+        ``sync_folder`` is off: then ``sync_folders``); folders on the way are created. A symlink
+        at ``rel`` itself is replaced, never followed."""
         parts = self._checked(rel)
         fds = self._parent_fds(rel, parts, create=True)
         assert fds is not None
@@ -134,11 +135,19 @@ class RootedDir:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=folder)
                 raise
-            _fsync_fd(folder)
+            if sync_folder:
+                _fsync_fd(folder)
         except IsADirectoryError as exc:
             raise WorkspaceError(f"cannot write {rel}: a folder is in the way") from exc
         finally:
             _close_all(fds)
+
+    def sync_folders(self, rels: list[str]) -> None:
+        """fsync once each folder holding ``rels`` (reached without following symlinks)."""
+        for parts in {tuple(self._checked(rel)[:-1]): None for rel in rels}:
+            if fds := self._parent_fds("/".join((*parts, "x")), [*parts, "x"], create=False):
+                _fsync_fd(fds[-1])
+                _close_all(fds)
 
     def remove(self, rel: str, *, site: str = "remove", prune: bool = True) -> None:
         """Delete the file ``rel`` (a missing one is fine); with ``prune``, folders it leaves

@@ -140,11 +140,16 @@ class Worktree(Checks):
         reached without following a symlink (``adapters.rooted``): a symlinked folder on the
         way is an error, never a door out of the workspace."""
         self.check_paths(contents)
+        written: list[str] = []
         for rel, data in contents.items():
             if data is None:
                 self.fs.remove(rel, site="memory.remove")
             else:
-                self.fs.write(rel, data, site="memory.write")
+                # Each file is fsynced; their folders once each below, all before the caller
+                # goes on (the journal that can redo these writes is removed only after).
+                self.fs.write(rel, data, site="memory.write", sync_folder=False)
+                written.append(rel)
+        self.fs.sync_folders(written)
 
 
 def _index_entry(index: Index | None, key: bytes) -> IndexEntry | None:

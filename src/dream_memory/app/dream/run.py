@@ -148,6 +148,15 @@ def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
     if recovered is not None:
         report.notes.append(f"recovered an interrupted change ({recovered.action}): {recovered.subject}")
         ctx.log(f"recovered an interrupted change ({recovered.action}): {recovered.subject}")
+    # Under the Dream lock: nothing of this run is writing yet.
+    stale = [
+        *fsutil.remove_stale_temps(ctx.root, deep=False),
+        *fsutil.remove_stale_temps(ctx.root / "memory", deep=True),
+    ]
+    if stale:
+        names = ", ".join(p.relative_to(ctx.root).as_posix() for p in stale[:5])
+        more = f" and {len(stale) - 5} more" if len(stale) > 5 else ""
+        report.notes.append(f"removed {len(stale)} temp file(s) a killed writer left: {names}{more}")
     if ctx.options.branch and git.checkout_branch(ctx.options.branch):
         report.notes.append(f"created branch {ctx.options.branch}")
     report.manual_edits_commit = commit_manual_edits(git)

@@ -23,6 +23,7 @@ from dream_memory.core.chat import ChatReply, Message, ToolCall, ToolSpec, Usage
 from dream_memory.core.dates import absolute_dates, entry_day
 from dream_memory.core.edits import minimal_edit
 from dream_memory.core.facts import Fact, in_scope, normalize, parse_facts
+from dream_memory.core.markdown import split_sections
 from dream_memory.core.offline.rules import classify, owner_of_superseded
 from dream_memory.core.placement import (
     add_fact,
@@ -93,6 +94,33 @@ def _files_in(text: str) -> dict[str, str | None]:
         if match:
             files[path] = match.group(1) + "\n"
     return files
+
+
+_SHOWN_SECTIONS = "\nRelevant sections:\n"
+
+
+def _partial_views(text: str) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """A large file's view in the prompt -> (its outline's section titles, the sections shown
+    whole): what read_file would return, so the engine edits them without reading them again
+    (each read_file call is completion tokens). The shown sections are the file's own sections
+    (the same flat split), right-stripped; a title shown twice is left to read_file."""
+    views: dict[str, tuple[list[str], dict[str, str]]] = {}
+    for block in text.split(FILE_PREFIX)[1:]:
+        header, _, rest = block.partition("\n")
+        if "(large file" not in header:
+            continue
+        match = re.match(r"````markdown\n(.*?)\n````", rest, re.DOTALL)
+        if not match or _SHOWN_SECTIONS not in match.group(1):
+            continue
+        shape, _, shown = match.group(1).partition(_SHOWN_SECTIONS)
+        titles = [m["title"] for line in shape.splitlines() if (m := _OUTLINE_ROW.match(line))]
+        parsed = [s for s in split_sections(shown + "\n") if s.title]
+        counts: dict[str, int] = {}
+        for section in parsed:
+            counts[section.title.casefold()] = counts.get(section.title.casefold(), 0) + 1
+        sections = {s.title: s.text for s in parsed if counts[s.title.casefold()] == 1}
+        views[header.split(" (")[0].strip()] = ([t for t in titles if t != "(preamble)"], sections)
+    return views
 
 
 def _entries_in(text: str) -> list[tuple[int | None, date | None, str]]:
@@ -201,6 +229,13 @@ class _ReadResults:
                 found.full[path] = content
         return found
 
+    def add_shown(self, views: dict[str, tuple[list[str], dict[str, str]]]) -> None:
+        """What the prompt already shows of large files, as if read (a read result wins)."""
+        for path, (titles, shown) in views.items():
+            self.outlines.setdefault(path, titles)
+            for title, text in shown.items():
+                self.sections.setdefault((path, title), text)
+
 
 class OfflineModel:
     """The ChatModel port, answered by rules."""
@@ -276,6 +311,7 @@ class OfflineModel:
         if _made_edits(messages) or not facts:
             return ChatReply(content=f"Applied {len(facts)} fact(s).")
         reads = _ReadResults.collect(messages)
+        reads.add_shown(_partial_views(_after(prompt, FILES_MARKER)))
         known: dict[str, str | None] = {**_files_in(_after(prompt, FILES_MARKER)), **reads.full}
         targets = list(dict.fromkeys(f.target for _, f in facts))
         if any(f.tag == "ENTITY" for _, f in facts):
@@ -286,7 +322,9 @@ class OfflineModel:
                 continue
             if path in reads.outlines:
                 titles = {section_for(path, f.text) for _, f in facts if f.target == path}
-                titles |= {reads.outlines[path][-1]} if reads.outlines[path] else set()
+                if reads.outlines[path] and not titles <= set(reads.outlines[path]):
+                    # a fact whose section is missing goes after the last one, which must be read
+                    titles.add(reads.outlines[path][-1])
                 wanted += [
                     _call("read_file", path=path, section=t) for t in sorted(titles) if (path, t) not in reads.sections
                 ]
