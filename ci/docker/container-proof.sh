@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Build the image from the repo's Dockerfile and prove it on this machine:
-#   - image size; cold start of `dream-run --help` (whole `docker run`, and `docker start` of a
-#     created container, and the process alone inside it);
+#   - image size (a hard check: at most DREAM_IMAGE_MAX_MB, default 340), its layers; only runtime
+#     files in it (no compiler, pip/setuptools/wheel, test folders, stubs; bytecode present, no
+#     PYTHONDONTWRITEBYTECODE); cold start of `dream-run --help`: the first `docker run` after the
+#     build, best of 5 warm beside `python3 -c pass` in the same image (reported, not gated), and
+#     `docker start` of a created container, and the process alone inside it;
 #   - `docker run --network host` against a mounted sample workspace with the scripted LLM server
 #     (dream_memory.testing.llm_server --offline-engine) on the host: exit 0, report status ok with
 #     commits, those commits in the mounted workspace's git log, files owned by the container user;
