@@ -55,7 +55,6 @@ COPY --from=builder /opt/dream /opt/dream
 ENV PATH=/opt/dream/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     DREAM_WORKSPACE=/workspace \
     LITELLM_LOCAL_MODEL_COST_MAP=True \
-    PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     HOME=/home/dream
 WORKDIR /workspace

@@ -39,7 +39,7 @@ SECURITY="$(apt_uri_for "$SUITE-security" | head -n1)"
 [ -n "$MIRROR" ] || skip "no apt source for suite $SUITE found in /etc/apt (debootstrap needs one)"
 
 CA_DIR=/usr/local/share/ca-certificates
-key="$( { echo "$SUITE $MIRROR $SECURITY $PACKAGES v1"; find "$CA_DIR" -type f -exec sha256sum {} + 2>/dev/null | sort; } | sha256sum | cut -c1-16)"
+key="$( { echo "$SUITE $MIRROR $SECURITY $PACKAGES v2"; find "$CA_DIR" -type f -exec sha256sum {} + 2>/dev/null | sort; } | sha256sum | cut -c1-16)"
 tarball=""
 if [ -n "${DREAM_CI_CACHE:-}" ]; then
   mkdir -p "$DREAM_CI_CACHE"
@@ -75,6 +75,9 @@ if [ -z "$tarball" ] || [ ! -s "$tarball" ]; then
   rm -rf "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/cache/apt/*.bin "$rootfs"/var/log/* \
     "$rootfs"/usr/share/doc/* "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* \
     "$rootfs"/tmp/* "$rootfs"/var/tmp/*
+  # glibc's iconv modules for legacy charsets: Python has its own codecs and UTF-8 is built into
+  # glibc, so nothing in the image loads them (8 MB).
+  rm -rf "$rootfs"/usr/lib/*-linux-gnu/gconv
   find "$rootfs/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} + 2>/dev/null || true
   out="${tarball:-$work/base.tar}"
   tar -C "$rootfs" --numeric-owner -cf "$out.partial" .

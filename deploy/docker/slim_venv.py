@@ -4,10 +4,11 @@ What goes, and why it may (docs/deploy-docker.md, "What the image weighs"):
 - packages no code path of dream-memory imports: boto3/botocore/s3transfer/jmespath (litellm's AWS
   providers: Bedrock, SageMaker) and tokenizers/huggingface_hub/hf_xet/fsspec (litellm treats
   Hugging Face tokenizers as optional and counts tokens natively); DREAM_SLIM=0 at build keeps them;
-- litellm's proxy server UI and API pages (static files), test folders and type stubs of
-  dependencies, install records, pip and setuptools;
+- litellm's proxy server UI and API pages (static files), test folders, type stubs, READMEs and C
+  sources of dependencies, install records, pip, setuptools and wheel;
 - symbols in shared objects (strip --strip-unneeded, when binutils' strip is there).
-Then everything is byte-compiled (the root filesystem is read-only at run time) and the
+Then everything is byte-compiled as unchecked-hash pycs (the root filesystem is read-only at run
+time and the image never changes: no stat of a source at import, no stale pyc after a COPY) and the
 dependencies keep only their bytecode, next to where the source was (`compileall -b`): Python
 imports it as it is, tracebacks inside a dependency show file and line without the source text.
 Two exceptions keep their source: dream-memory itself (readable tracebacks in bug reports), and the
@@ -35,9 +36,23 @@ TOOLS = ("pip", "setuptools", "wheel")
 # dream-memory never starts.
 DROP_DIRS = ("litellm/proxy/_experimental/out", "litellm/proxy/swagger", "litellm/proxy/_lazy_openapi_snapshot.json")
 TEST_DIRS = ("tests", "test")
+# HF tokenizer files only the `tokenizers` package (uninstalled with UNUSED) reads; litellm's token
+# counter falls back to tiktoken without them. anthropic_tokenizer.json stays: `import litellm`
+# opens it.
+UNUSED_FILES = (
+    "litellm/litellm_core_utils/tokenizers/deepseek_tokenizer.json",
+    "litellm/litellm_core_utils/tokenizers/deepseek_tokenizer_LICENSE",
+)
+# Developer notes of dependencies (docs, never read by code); other .md files can be data.
+DOC_NAMES = ("readme.md", "agents.md", "architecture.md", "claude.md", "changelog.md", "contributing.md")
+# Sources of compiled extensions, left in some wheels; the built .so is what is imported.
+BUILD_SOURCES = (".c", ".h", ".pyx", ".pxd")
 # Byte-compiled only where `import litellm` loads a module (it loads a handful of these).
 SOURCE_ONLY_UNLESS_LOADED = ("litellm/proxy",)
 KEEP_SOURCE = ("dream_memory",)
+# The image never changes after the build: a pyc that is not checked against its source costs no
+# stat of the .py at import, and is never rewritten (or found stale after a COPY changed mtimes).
+UNCHECKED = py_compile.PycInvalidationMode.UNCHECKED_HASH
 
 
 def site_packages(venv: Path) -> Path:
@@ -75,6 +90,8 @@ def main(argv: list[str]) -> int:
         if unused:
             subprocess.run([*pip, "uninstall", "-y", "-q", *unused], check=True)
             print(f"slim_venv: uninstalled {' '.join(unused)}")
+        for rel in UNUSED_FILES:
+            (sp / rel).unlink(missing_ok=True)
     for rel in DROP_DIRS:
         if (sp / rel).is_file():
             (sp / rel).unlink()
@@ -84,6 +101,10 @@ def main(argv: list[str]) -> int:
             shutil.rmtree(folder)
     for cache in list(sp.rglob("__pycache__")):
         shutil.rmtree(cache, ignore_errors=True)
+    for leftover in [p for p in sp.rglob("*") if p.is_file() and not p.is_relative_to(sp / "dream_memory")]:
+        is_doc = leftover.name.lower() in DOC_NAMES or leftover.suffix in BUILD_SOURCES
+        if is_doc and not leftover.parent.name.endswith(".dist-info"):
+            leftover.unlink()
     strip = shutil.which("strip")
     if strip:
         objects = [str(p) for p in sp.rglob("*.so*") if p.is_file() and not p.is_symlink()]
@@ -100,7 +121,10 @@ def main(argv: list[str]) -> int:
     # The source-only trees are left out here; the modules `import litellm` loads from them are
     # compiled below, once they are known.
     skip = "|".join(re.escape(str(sp / rel)) for rel in SOURCE_ONLY_UNLESS_LOADED)
-    if not compileall.compile_dir(str(venv / "lib"), quiet=1, workers=0, rx=re.compile(skip)):
+    compiled_ok = compileall.compile_dir(
+        str(venv / "lib"), quiet=1, workers=0, rx=re.compile(skip), invalidation_mode=UNCHECKED
+    )
+    if not compiled_ok:
         raise SystemExit("slim_venv: byte-compiling the venv failed")
     keep_source = [sp / rel for rel in (*KEEP_SOURCE, *SOURCE_ONLY_UNLESS_LOADED)]
     loaded = subprocess.run(
@@ -119,7 +143,7 @@ def main(argv: list[str]) -> int:
     for rel in SOURCE_ONLY_UNLESS_LOADED:
         root = str(sp / rel) + os.sep
         for source in sorted(p for p in set(loaded) if p.startswith(root) and p.endswith(".py")):
-            py_compile.compile(source, doraise=True)
+            py_compile.compile(source, doraise=True, invalidation_mode=UNCHECKED)
             compiled += 1
     pruned = sum(1 for rel in SOURCE_ONLY_UNLESS_LOADED for _ in (sp / rel).rglob("*.py")) - compiled
     # Bytecode only for the rest: each module's .pyc moves to where its .py was, and the .py goes.
