@@ -12,7 +12,7 @@
 #   - exit 75 while another process on the host holds memory/.dream.lock (flock);
 #   - `--entrypoint dream-consolidate` and `--entrypoint dream-restore` reachable (--help);
 #   - every provider dream-memory names loads in the slimmed venv (ci/docker/provider-smoke.py);
-#   - `docker stop -t 10` while dream-run waits on the model returns within 3 s (tini), exit 143,
+#   - `docker stop -t 10` while dream-run waits on the model returns well within its 10 s grace (tini), exit 143,
 #     with the interrupted report on stdout;
 #   - over a workspace owned by another uid: exit 2 at once, naming owner, uid and fixes; :ro too;
 #   - an agent and Dream under different uids writing one folder through a shared group.
@@ -272,7 +272,10 @@ pid1=$("$DOCKER" inspect --format '{{json .Config.Entrypoint}}' "$cid")
 "$DOCKER" logs "$cid" >"$work/stop.out" 2>/dev/null || true
 "$DOCKER" rm "$cid" >/dev/null
 kill "$hang_pid" 2>/dev/null; wait "$hang_pid" 2>/dev/null || true; hang_pid=""
-awk -v s="$stop_s" 'BEGIN { exit !(s < 3) }' || die "docker stop -t 10 took $stop_s s (expected < 3)"
+# Exit 143 and the interrupted report are the proof that SIGTERM reached dream-run; the time only
+# has to stay below the 10 s grace (after it docker sends SIGKILL: exit 137). A 3 s bound failed
+# at load 10-15 (3.74 s) with nothing wrong; 2.2-2.4 s is usual.
+awk -v s="$stop_s" 'BEGIN { exit !(s < 9) }' || die "docker stop -t 10 took $stop_s s (expected < 9: SIGTERM was not passed on at once)"
 [ "$stop_rc" -eq 143 ] || die "a stopped dream-run exited $stop_rc (expected 143)"
 grep -q '"status": "interrupted"' "$work/stop.out" || die "a stopped dream-run printed no interrupted report"
 record "- docker stop -t 10 while dream-run waits on the model: returned in **$stop_s s**, exit $stop_rc (entrypoint $pid1)"
