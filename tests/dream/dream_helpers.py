@@ -14,8 +14,14 @@ from typing import Any
 
 from click.testing import CliRunner
 
+from dream_memory.adapters.git import GitStore
+from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.adapters.offline import OfflineModel
+from dream_memory.adapters.tokens import default_counter
+from dream_memory.app.dream import DreamContext, DreamOptions, DreamReport, run_dream
+from dream_memory.core.ports import ChatModel
 from dream_memory.entrypoints.cli import cli
-from dream_memory.testing import build_workspace
+from dream_memory.testing import FrozenClock, build_workspace
 from dream_memory.testing.llm_server import ScriptedLLMServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -77,3 +83,20 @@ def make_workspace(cli_env: Cli, entries: list[str], **kwargs: Any) -> Path:
 
 def git(workspace: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(workspace), *args], capture_output=True, text=True, check=True).stdout
+
+
+def dream_in_process(root: Path, model: ChatModel | None = None) -> DreamReport:
+    """One Dream run over ``root`` in this process (the offline engine unless ``model``), with a
+    frozen clock and the default options; the report as run_dream returns it."""
+    clock = FrozenClock()
+    return run_dream(
+        DreamContext(
+            root=root,
+            model=model or OfflineModel(),
+            history=HistoryLog(root, clock=clock),
+            clock=clock,
+            counter=default_counter(),
+            options=DreamOptions(),
+            open_git=lambda create: GitStore.open(root, author="t <t@t>", clock=clock, create=create),
+        )
+    )

@@ -8,14 +8,12 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from dream_memory.adapters.git import GitStore
-from dream_memory.adapters.history_log import HistoryLog
+from dream_helpers import dream_in_process
+
 from dream_memory.adapters.offline import OfflineModel
-from dream_memory.adapters.tokens import default_counter
-from dream_memory.app.dream import DreamContext, DreamOptions, run_dream
 from dream_memory.core.chat import ChatReply, Message, ToolCall, ToolSpec
 from dream_memory.core.markdown import find_section
-from dream_memory.testing import FrozenClock, build_workspace
+from dream_memory.testing import build_workspace
 
 
 class _Recording:
@@ -46,18 +44,8 @@ def _large_memory() -> str:
 
 def _dream(tmp_path: Path, history: list[str]) -> tuple[str, list[ToolCall]]:
     root = build_workspace(tmp_path / "ws", history=history, files={"memory/MEMORY.md": _large_memory()})
-    clock = FrozenClock()
     model = _Recording()
-    ctx = DreamContext(
-        root=root,
-        model=model,
-        history=HistoryLog(root, clock=clock),
-        clock=clock,
-        counter=default_counter(),
-        options=DreamOptions(),
-        open_git=lambda create: GitStore.open(root, author="t <t@t>", clock=clock, create=create),
-    )
-    report = run_dream(ctx)
+    report = dream_in_process(root, model)
     assert report.status == "ok", report.to_json()
     return (root / "memory" / "MEMORY.md").read_text(), model.calls
 

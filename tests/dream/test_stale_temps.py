@@ -8,28 +8,14 @@ import time
 from pathlib import Path
 
 import pytest
+from dream_helpers import dream_in_process
 
 from dream_memory.adapters import fsutil, rooted
-from dream_memory.adapters.git import GitStore
-from dream_memory.adapters.history_log import HistoryLog
-from dream_memory.adapters.offline import OfflineModel
-from dream_memory.adapters.tokens import default_counter
-from dream_memory.app.dream import DreamContext, DreamOptions, run_dream
-from dream_memory.testing import FrozenClock, build_workspace
+from dream_memory.testing import build_workspace
 
 
 def _run(root: Path) -> list[str]:
-    clock = FrozenClock()
-    ctx = DreamContext(
-        root=root,
-        model=OfflineModel(),
-        history=HistoryLog(root, clock=clock),
-        clock=clock,
-        counter=default_counter(),
-        options=DreamOptions(),
-        open_git=lambda create: GitStore.open(root, author="t <t@t>", clock=clock, create=create),
-    )
-    report = run_dream(ctx)
+    report = dream_in_process(root)
     assert report.status == "ok", report.to_json()
     return report.notes
 
