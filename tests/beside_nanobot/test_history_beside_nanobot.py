@@ -152,6 +152,12 @@ def _append_from_both_sides(
     share a cursor, and each side's cursors hold its own texts. With ``nanobot_first`` ours starts
     once nanobot's first line has landed (beside a nanobot that is appending already)."""
     ws = build_workspace(tmp_path / "ws", history=["- one", "- two"], cursor=2)
+    if nanobot_first:
+        # A workspace dream-memory has written before: the last hold of our lock recorded how it
+        # left history.jsonl (memory/.history.left), so nanobot's lines since then prove it active.
+        with HistoryLog(ws, clock=FrozenClock()).lock():
+            pass
+        assert (ws / "memory/.history.left").is_file()
     go = tmp_path / "go"
     ours_go = tmp_path / "go-ours" if nanobot_first else go
     theirs_proc = nanobot.start(appender, str(ws), str(count), interval, str(go))
@@ -214,6 +220,9 @@ def test_a_nanobot_stopped_for_up_to_150ms_between_its_read_and_its_write_shares
     append in five, as a machine at load 7 does now and then: an append that saw nanobot active waits for nanobot's
     next line (or half a second) before it trusts its cursor, so still no cursor is shared. (With
     the fixed 30 ms wait it had before, cursors were shared in most runs.) Ours starts once
-    nanobot has appended: an append cannot see a writer that has never written and is stopped
-    before its first line (docs/nanobot.md, "appending beside nanobot")."""
+    nanobot has appended, in a workspace where our lock was held before: a line nanobot wrote
+    since then proves it active at our first append (without that record our first append could
+    still share a cursor: 1 CI run in about 10 at load 9). An append cannot see a writer that has
+    never written and is stopped before its first line (docs/nanobot.md, "appending beside
+    nanobot")."""
     _append_from_both_sides(nanobot, tmp_path, STALLED_LONG, count=40, interval="0.01", nanobot_first=True)

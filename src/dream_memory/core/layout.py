@@ -22,6 +22,9 @@ DREAM_JOURNAL = "memory/.dream_journal.json"
 CONSOLIDATION = "memory/.consolidation.json"
 CONSOLIDATION_LOCK = "memory/.consolidation.lock"
 HISTORY_LOCK = "memory/.history.lock"
+# How the last holder of the history lock left history.jsonl (inode and size): a hint that shows
+# a writer without the lock (nanobot) between two holds
+HISTORY_LEFT = "memory/.history.left"
 DREAM_LOCK = "memory/.dream.lock"
 MIGRATION_MARKER = "memory/.migration.json"
 PROMPTS_README = "prompts/README.md"

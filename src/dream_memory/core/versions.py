@@ -23,6 +23,7 @@ EXCLUDE_BEGIN = "# >>> dream-memory runtime files of"
 # repository's `git status` through its local .git/info/exclude.
 RUNTIME_PATTERNS: tuple[str, ...] = (
     "memory/.*.lock",  # .history.lock, .dream.lock and any lock a later version adds
+    layout.HISTORY_LEFT,
     layout.DREAM_JOURNAL,
     layout.MIGRATION_MARKER,
     layout.FORGOTTEN_RECORD,

@@ -45,7 +45,6 @@ class Appending(LogBase):
 
     _left: tuple[int, int, int] | None = None  # history.jsonl (inode, size, mtime) after our last append
     _foreign_recent = False  # whether someone else wrote history.jsonl just before this append
-    _lockless_seen_ns = 0  # when a line landed while this object held the lock (time.time_ns())
 
     def append(self, content: str, *, session_key: str | None = None, timestamp: str | None = None) -> HistoryEntry:
         return self.append_many([(content, session_key, timestamp)])[0]
@@ -80,7 +79,7 @@ class Appending(LogBase):
         fsync) sits in between: that is the only moment a writer without our lock can pick the
         same cursor, and ``_taken`` finds it if one did.
         """
-        self._foreign_recent = self._written_by_another_lately()
+        self._foreign_recent = self._written_by_another_lately() or self._unrecorded_hold
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:

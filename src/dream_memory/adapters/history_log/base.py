@@ -190,6 +190,7 @@ class LogBase(abc.ABC):
         self.cursor_path = workspace / layout.CURSOR
         self.dream_cursor_path = workspace / layout.DREAM_CURSOR
         self.lock_path = workspace / layout.HISTORY_LOCK
+        self.left_path = workspace / layout.HISTORY_LEFT
         self.archive_dir = workspace / layout.ARCHIVE_DIR
         self.legacy_path = workspace / layout.LEGACY_HISTORY
         self.marker_path = workspace / layout.MIGRATION_MARKER
@@ -199,6 +200,11 @@ class LogBase(abc.ABC):
         self._reported = _Reported()
         self._lock_depth = 0
         self._lock_owner: int | None = None  # the thread holding the lock through this object
+        # When a writer without the lock was last proven active (time.time_ns()): a line that
+        # landed while we held the lock, or a file changed between two holds (appending.py waits
+        # for such a writer's next line).
+        self._lockless_seen_ns = 0
+        self._unrecorded_hold = False  # this hold found history.jsonl with no record of a last holder
 
     # --- locking -----------------------------------------------------------------------------
 
@@ -232,10 +238,51 @@ class LogBase(abc.ABC):
             raise fsutil.os_error(exc, "take the history lock", self.lock_path) from exc
         self._lock_depth, self._lock_owner = 1, threading.get_ident()
         try:
+            self._check_left_as_recorded()
             yield
         finally:
             self._lock_depth, self._lock_owner = 0, None
+            self._record_left()
             lock.release()
+
+    # A record of how the last holder of the lock left history.jsonl (its inode and size) lets
+    # the next holder see a writer without the lock (nanobot) before that writer's line shares a
+    # cursor with ours: only such a writer can change the file between two holds. A hint, not
+    # data: written without fsync under the lock, and a record that is missing or unreadable
+    # proves nothing (the stat heuristic of appending.py still applies).
+
+    def _history_state(self) -> tuple[int, int] | None:
+        try:
+            st = self.path.stat()
+        except OSError:
+            return None
+        return st.st_ino, st.st_size
+
+    def _check_left_as_recorded(self) -> None:
+        try:
+            fields = self.left_path.read_text(encoding="ascii").split()
+            recorded = (int(fields[0]), int(fields[1]))
+        except (OSError, ValueError, IndexError, UnicodeDecodeError):
+            recorded = None
+        # Never recorded (a workspace only nanobot or an older version wrote) proves nothing, but
+        # the first append looks once more after a moment (appending.py): a writer that is
+        # between its read and its first write cannot be seen any other way.
+        now = self._history_state()
+        self._unrecorded_hold = recorded is None and now is not None
+        if recorded is not None and now is not None and recorded != now:
+            self._lockless_seen_ns = time.time_ns()
+
+    def _record_left(self) -> None:
+        state = self._history_state()
+        with contextlib.suppress(OSError):
+            if state is None:
+                self.left_path.unlink(missing_ok=True)
+                return
+            fd = os.open(self.left_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            try:
+                os.write(fd, f"{state[0]} {state[1]}\n".encode("ascii"))
+            finally:
+                os.close(fd)
 
     # --- reading -----------------------------------------------------------------------------
 
