@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -25,6 +26,7 @@ from harness import Section, main
 from dream_memory.adapters.offline import OfflineModel
 from dream_memory.testing import build_workspace
 from dream_memory.testing.llm_server import ScriptedLLMServer, from_chat_model
+from dream_memory.testing.llm_server.steps import Responder, Step
 
 BIN = Path(sys.executable).parent
 # Runs the command and prints its peak RSS (KiB) on stderr's last line: RUSAGE_CHILDREN of a
@@ -48,10 +50,35 @@ def entries(n: int) -> list[str]:
     return [kinds[i % len(kinds)].format(i=i) for i in range(1, n + 1)]
 
 
+def timed(responder: Responder, spent: list[float]) -> Responder:
+    """The responder, each answer's compute time appended to ``spent``: what the model itself took."""
+
+    def respond(request: dict[str, Any]) -> Step | None:
+        started = time.perf_counter()
+        try:
+            return responder(request)
+        finally:
+            spent.append(time.perf_counter() - started)
+
+    return respond
+
+
+def per_batch(batches: list[dict[str, Any]], spent: list[float]) -> list[float]:
+    """Each batch's share of the responder's time: its calls, in order (one responder call each)."""
+    shares: list[float] = []
+    at = 0
+    for b in batches:
+        calls = int(b["usage"]["llm_calls"])
+        shares.append(sum(spent[at : at + calls]))
+        at += calls
+    return shares
+
+
 def measure(n: int) -> dict[str, float]:
+    answering: list[float] = []
     with (
         tempfile.TemporaryDirectory(prefix="bench-dream-") as tmp,
-        ScriptedLLMServer(responder=from_chat_model(OfflineModel())) as server,
+        ScriptedLLMServer(responder=timed(from_chat_model(OfflineModel()), answering)) as server,
     ):
         root = Path(tmp)
         workspace = build_workspace(root / "ws", history=entries(n))
@@ -88,6 +115,13 @@ def measure(n: int) -> dict[str, float]:
         inside = sum(b["model_s"] for b in batches)
         outside = [b["duration_s"] - b["model_s"] for b in batches] or [0.0]
         total = sum(b["duration_s"] for b in batches)
+        # model_s is the whole model call as dream-run times it: building the request, encoding it,
+        # HTTP both ways, the scripted server's own handling and the reply's parsing all sit inside
+        # it. The responder's time is the model's own work; the rest of the call is the request
+        # path, reported on its own line so no client-side time hides inside "the model".
+        answered = per_batch(batches, answering)
+        path = [b["model_s"] - a for b, a in zip(batches, answered, strict=True)] or [0.0]
+        beside = [b["duration_s"] - a for b, a in zip(batches, answered, strict=True)] or [0.0]
         return {
             "entries": report["entries_processed"],
             "batches": len(batches),
@@ -100,6 +134,9 @@ def measure(n: int) -> dict[str, float]:
             # the median and the fastest batch say what a batch costs once running
             "outside_median_ms": 1000 * statistics.median(outside),
             "outside_best_ms": 1000 * min(outside),
+            "request_path_median_ms": 1000 * statistics.median(path),
+            "outside_answer_median_ms": 1000 * statistics.median(beside),
+            "outside_answer_best_ms": 1000 * min(beside),
             "commits_per_s": len(report["commits"]) / wall,
             "peak_rss_mb": peak_kb / 1024,
             "requests": len(server.completion_requests()),
@@ -118,6 +155,9 @@ def run(quick: bool) -> list[Section]:
         ["per batch outside the model, mean (ms)", m["outside_model_per_batch_ms"]],
         ["per batch outside the model, median (ms)", m["outside_median_ms"]],
         ["per batch outside the model, fastest batch (ms)", m["outside_best_ms"]],
+        ["request path per batch, inside model_s, median (ms)", m["request_path_median_ms"]],
+        ["per batch outside the responder's answering, median (ms)", m["outside_answer_median_ms"]],
+        ["per batch outside the responder's answering, fastest batch (ms)", m["outside_answer_best_ms"]],
         ["commits per second", m["commits_per_s"]],
         ["peak RSS of dream-run (MB)", m["peak_rss_mb"]],
     ]
@@ -132,7 +172,10 @@ def run(quick: bool) -> list[Section]:
                 "The server answers through the offline engine over real HTTP, so the figures include the "
                 "request path (openai/<name> with apiBase: plain httpx, no litellm; checked by each request's "
                 "user agent) but no model latency. Outside the model: reading the batch, the secret guard, "
-                "the tool layer, the commit (its fsyncs) and the progress and state files.",
+                "the tool layer, the commit (its fsyncs) and the progress and state files. `model_s` "
+                "times the whole model call, so the request path (building and encoding the request, HTTP both "
+                "ways over 127.0.0.1, the scripted server's handling, reading the reply) counts as the model: "
+                "its own row says how much, and the rows outside the responder's answering count it as ours.",
             ],
             deterministic={
                 "entries": m["entries"],

@@ -194,3 +194,16 @@ def test_assigned_tokens_that_draw_no_digit_or_a_low_hex_entropy_are_caught() ->
         assert clean.endswith("=[REDACTED:secret_assignment]")
     for text in ("token = AuthenticationServiceProvider", "api_key: deadbeefdeadbeef"):
         assert scanner.redact(text) == (text, {})
+
+
+def test_a_scanner_used_again_redacts_and_counts_the_same() -> None:
+    """A Dream run scans the same memory lines batch after batch with one scanner: the second
+    and third scans of a text redact and count exactly what a fresh scanner does (a line's
+    verdict is remembered, its findings still counted every time)."""
+    text = "\n".join(f"- line {i}: {c.text}" for i, c in enumerate(make_canaries())) + "\n"
+    fresh = SecretScanner().redact(text)
+    assert fresh[1], "the canaries were found"
+    scanner = SecretScanner()
+    assert [scanner.redact(text) for _ in range(3)] == [fresh] * 3
+    allowing = SecretScanner(allowlist=[r"^AKIA"])
+    assert allowing.redact(text) == allowing.redact(text) != fresh

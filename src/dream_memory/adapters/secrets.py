@@ -83,6 +83,10 @@ class SecretScanner:
     allowlist: Iterable[str] = ()
     purged: PurgedValues | None = None
     _allow: tuple[re.Pattern[str], ...] = field(init=False, repr=False)
+    # Layer 3 per line is most of a scan, and a run scans the same lines again and again (each
+    # edit rescans the whole file, each batch the same memory files): its verdict depends on the
+    # line and the allowlist only, so it is kept, with the kinds it marked to count them again.
+    _lines: dict[str, tuple[str, tuple[str, ...]]] = field(init=False, repr=False, compare=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         self._allow = tuple(re.compile(p) for p in self.allowlist)
@@ -146,6 +150,18 @@ class SecretScanner:
         return "".join(out)
 
     def _redact_line(self, line: str, counts: dict[str, int]) -> str:
+        known = self._lines.get(line)
+        if known is None:
+            found: dict[str, int] = {}
+            known = (self._scan_line(line, found), tuple(k for k, n in found.items() for _ in range(n)))
+            if len(self._lines) >= _LINES_KEPT:
+                self._lines.clear()
+            self._lines[line] = known
+        for kind in known[1]:
+            counts[kind] = counts.get(kind, 0) + 1
+        return known[0]
+
+    def _scan_line(self, line: str, counts: dict[str, int]) -> str:
         findings: list[tuple[str, str]] = []
         for plugin in _plugins():
             try:
@@ -173,6 +189,9 @@ class SecretScanner:
             line = "".join(rebuilt)
         return line
 
+
+# Lines whose layer-3 verdict is kept (a few MB at most); past it the memo starts again.
+_LINES_KEPT = 20_000
 
 # detect-secrets' line scan takes time quadratic in the line's length (a 1 MB line took minutes):
 # long lines go to it in pieces cut after a space, never inside a word.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, overload
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import FileChange, GitStore, unified_diff
@@ -24,7 +24,7 @@ from dream_memory.app.dream.provenance import attribute_batch, commit_body, save
 from dream_memory.app.dream.report import STATUS_FAILED, BatchRecord, DreamReport, scrub
 from dream_memory.app.versioning import apply_commit
 from dream_memory.core import layout
-from dream_memory.core.guards import hold_reasons
+from dream_memory.core.guards import hold_reasons, net_removed
 from dream_memory.core.history import Batch
 from dream_memory.core.provenance import attribute
 from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldChange, SetAside
@@ -101,8 +101,14 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
     def template(path: str, text: str | None) -> bool:
         return path in layout.DURABLE_FILES and is_template(path, text)
 
-    edited = [path for path, (before, _) in changes.items() if before is not None]
-    window = recent_removals(git, edited, ctx.options.guard.window_batches, is_template=template)
+    # The deletion window is weighed only for a file this batch removes lines from
+    # (core.guards.hold_reasons reads it for no other): a batch that only adds walks no history.
+    removing = [
+        path
+        for path, (before, after) in changes.items()
+        if before is not None and not template(path, before) and net_removed(before, after) > 0
+    ]
+    window = recent_removals(git, removing, ctx.options.guard.window_batches, is_template=template)
     files, landed, held, again = _sort(where, changes, state, template, window)
     if again:
         record.notes.append(
@@ -205,7 +211,7 @@ def _split(
         return before, [(path, Hunk(0, 0, (), (), "file", "file", (), "hold", "; ".join(reasons)), before, after)]
     ctx, git = where.ctx, where.git
     assert git is not None
-    origins = _origins(git, path, before, ctx.clock.now().timestamp()) if before is not None else None
+    origins = _LazyOrigins(git, path, before, ctx.clock.now().timestamp()) if before is not None else None
     plan = plan_file(path, before, after, origins, ctx.options.write_policy, template=template)
     applied = {i for i, h in enumerate(plan.hunks) if h.action != "hold"}
     result = plan.compose(applied)
@@ -229,18 +235,41 @@ def _joined(hunks: Sequence[Hunk], group: list[int]) -> Hunk:
     )
 
 
-def _origins(git: GitStore, path: str, before: str, now: float) -> list[LineOrigin | None] | None:
-    """Who wrote each line of ``before`` (the file at HEAD), per git blame; None when the blame
-    does not match the text (then every line counts as a person's, the safe side)."""
-    from dream_memory.adapters.git.blame import blame
+class _LazyOrigins(Sequence[LineOrigin | None]):
+    """Who wrote each line of ``before`` (the file at HEAD), per git blame, run on the first line
+    asked for: plan_file asks only for lines a hunk removes or replaces, so a batch that only
+    adds lines walks no history (the blame walks it to the file's first commit, longer each batch).
+    A blame that fails or does not match the text gives None for every line (a person's, the
+    safe side), as no origins at all would."""
 
-    try:
-        lines = blame(git, path)
-    except DreamError:
-        return None
-    if len(lines) != len(lines_of(before)):
-        return None
-    return [LineOrigin(o.kind, max(0.0, (now - o.timestamp) / 86400), o.subject) for o in lines]
+    def __init__(self, git: GitStore, path: str, before: str, now: float) -> None:
+        self._git, self._path, self._now = git, path, now
+        self._count = len(lines_of(before))
+        self._lines: list[LineOrigin | None] | None = None
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> LineOrigin | None: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[LineOrigin | None]: ...
+    def __getitem__(self, index: int | slice) -> LineOrigin | Sequence[LineOrigin | None] | None:
+        if self._lines is None:
+            self._lines = self._blame()
+        return self._lines[index]
+
+    def _blame(self) -> list[LineOrigin | None]:
+        from dream_memory.adapters.git.blame import blame
+
+        unknown: list[LineOrigin | None] = [None] * self._count
+        try:
+            lines = blame(self._git, self._path)
+        except DreamError:
+            return unknown
+        if len(lines) != self._count:
+            return unknown
+        return [LineOrigin(o.kind, max(0.0, (self._now - o.timestamp) / 86400), o.subject) for o in lines]
 
 
 def _same_change(meta: dict[str, Any]) -> tuple[Any, ...]:
