@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
-from typing import Any, overload
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import FileChange, GitStore, unified_diff
@@ -19,6 +19,7 @@ from dream_memory.adapters.staging import StagingWorkspace
 from dream_memory.adapters.workspace import archive_paths, is_template, read_files
 from dream_memory.app.deletion_window import recent_removals
 from dream_memory.app.dream.options import DreamContext
+from dream_memory.app.dream.origins import LazyOrigins, RunOrigins
 from dream_memory.app.dream.phases import ModelSaid
 from dream_memory.app.dream.provenance import attribute_batch, commit_body, save_note
 from dream_memory.app.dream.report import STATUS_FAILED, BatchRecord, DreamReport, scrub
@@ -28,7 +29,7 @@ from dream_memory.core.guards import hold_reasons, net_removed
 from dream_memory.core.history import Batch
 from dream_memory.core.provenance import attribute
 from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldChange, SetAside
-from dream_memory.core.write_policy import Hunk, LineOrigin, lines_of, plan_file
+from dream_memory.core.write_policy import Hunk, plan_file
 from dream_memory.errors import BadReply, DreamError
 
 
@@ -41,6 +42,7 @@ class BatchContext:
     batch: Batch
     record: BatchRecord
     report: DreamReport
+    origins: RunOrigins = field(default_factory=RunOrigins)  # the run's blames, carried batch to batch
 
 
 def as_bytes(text: str | None) -> bytes | None:
@@ -211,7 +213,8 @@ def _split(
         return before, [(path, Hunk(0, 0, (), (), "file", "file", (), "hold", "; ".join(reasons)), before, after)]
     ctx, git = where.ctx, where.git
     assert git is not None
-    origins = _LazyOrigins(git, path, before, ctx.clock.now().timestamp()) if before is not None else None
+    now = ctx.clock.now().timestamp()
+    origins = LazyOrigins(where.origins, git, path, before, now) if before is not None else None
     plan = plan_file(path, before, after, origins, ctx.options.write_policy, template=template)
     applied = {i for i, h in enumerate(plan.hunks) if h.action != "hold"}
     result = plan.compose(applied)
@@ -233,43 +236,6 @@ def _joined(hunks: Sequence[Hunk], group: list[int]) -> Hunk:
         added=tuple(line for h in parts for line in h.added),
         reason=lead.reason.replace("removes ", "moves ", 1).replace("replaces ", "moves ", 1),
     )
-
-
-class _LazyOrigins(Sequence[LineOrigin | None]):
-    """Who wrote each line of ``before`` (the file at HEAD), per git blame, run on the first line
-    asked for: plan_file asks only for lines a hunk removes or replaces, so a batch that only
-    adds lines walks no history (the blame walks it to the file's first commit, longer each batch).
-    A blame that fails or does not match the text gives None for every line (a person's, the
-    safe side), as no origins at all would."""
-
-    def __init__(self, git: GitStore, path: str, before: str, now: float) -> None:
-        self._git, self._path, self._now = git, path, now
-        self._count = len(lines_of(before))
-        self._lines: list[LineOrigin | None] | None = None
-
-    def __len__(self) -> int:
-        return self._count
-
-    @overload
-    def __getitem__(self, index: int) -> LineOrigin | None: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[LineOrigin | None]: ...
-    def __getitem__(self, index: int | slice) -> LineOrigin | Sequence[LineOrigin | None] | None:
-        if self._lines is None:
-            self._lines = self._blame()
-        return self._lines[index]
-
-    def _blame(self) -> list[LineOrigin | None]:
-        from dream_memory.adapters.git.blame import blame
-
-        unknown: list[LineOrigin | None] = [None] * self._count
-        try:
-            lines = blame(self._git, self._path)
-        except DreamError:
-            return unknown
-        if len(lines) != self._count:
-            return unknown
-        return [LineOrigin(o.kind, max(0.0, (self._now - o.timestamp) / 86400), o.subject) for o in lines]
 
 
 def _same_change(meta: dict[str, Any]) -> tuple[Any, ...]:
