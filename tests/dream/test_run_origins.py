@@ -35,7 +35,10 @@ def test_origins_carried_forward_match_a_fresh_blame(tmp_path: Path) -> None:
             del lines[rng.randrange(len(lines))]
         elif roll < 0.8:
             rng.shuffle(lines)
-        changes: dict[str, bytes | None] = {"USER.md": "".join(lines).encode(), "memory/MEMORY.md": f"- step {step}\n".encode()}
+        changes: dict[str, bytes | None] = {
+            "USER.md": "".join(lines).encode(),
+            "memory/MEMORY.md": f"- step {step}\n".encode(),
+        }
         clock.advance(60)
         apply_commit(git, changes, rng.choice(SUBJECTS) + f" {step}")
         if step % 3 == 0:  # now and then the run asks; in between it does not (commits to walk)
