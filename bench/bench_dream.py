@@ -119,6 +119,8 @@ def measure(n: int) -> dict[str, float]:
         # HTTP both ways, the scripted server's own handling and the reply's parsing all sit inside
         # it. The responder's time is the model's own work; the rest of the call is the request
         # path, reported on its own line so no client-side time hides inside "the model".
+        if len(answering) != sum(int(b["usage"]["llm_calls"]) for b in batches):
+            raise SystemExit(f"{len(answering)} answers for the batches' model calls: a call was retried or lost")
         answered = per_batch(batches, answering)
         path = [b["model_s"] - a for b, a in zip(batches, answered, strict=True)] or [0.0]
         beside = [b["duration_s"] - a for b, a in zip(batches, answered, strict=True)] or [0.0]

@@ -245,7 +245,8 @@ def _stop_before(run: _Run, number: int, batches: Sequence[Batch]) -> bool:
 
 
 class _Meter:
-    """What one batch spent: tokens and calls, wall time, and of that the time waiting for the model."""
+    """What one batch spent: tokens and calls, wall time, and of that the time in model calls (as
+    MeteredModel times them: the whole call, our request building, HTTP and reply parsing too)."""
 
     def __init__(self, model: MeteredModel, record: BatchRecord, redactor: Redactor) -> None:
         self.model, self.record, self.redactor = model, record, redactor
