@@ -5,6 +5,7 @@ the route that calls an OpenAI-compatible endpoint over plain httpx
 
 Reports wall time, time per batch outside the model, commits per second and the peak RSS of the
 dream-run process. Deterministic figures (batches, commits, model calls) are gated by bench/run.
+``--attribute`` prints instead where a batch's time goes, part by part (timers in dream-run).
 """
 
 from __future__ import annotations
@@ -74,7 +75,83 @@ def per_batch(batches: list[dict[str, Any]], spent: list[float]) -> list[float]:
     return shares
 
 
-def measure(n: int) -> dict[str, float]:
+# Where a batch's time goes (``--attribute``): dream-run in a process whose parts of a batch are
+# wrapped in timers, each part's time without the parts it calls (so nothing counts twice).
+_PARTS = (
+    ("dream_memory.app.dream.budget", "MeteredModel.complete", "model calls (model_s)"),
+    ("dream_memory.app.dream.landing", "apply_commit", "commit (versioning.apply_commit)"),
+    ("dream_memory.app.dream.landing", "save_note", "provenance note (git notes)"),
+    ("dream_memory.adapters.secrets", "SecretScanner.redact", "secret scanner"),
+    ("dream_memory.app.dream.protocols", "_check_applied", "placement check (place_facts)"),
+    ("dream_memory.adapters.tokens", "TiktokenCounter.count", "token counting"),
+    ("dream_memory.app.dream.landing", "_sort", "guards and write policy"),
+    ("dream_memory.app.dream.origins", "RunOrigins.at_head", "git blame"),
+    ("dream_memory.app.dream.landing", "recent_removals", "deletion window"),
+    ("dream_memory.app.dream.landing", "attribute_batch", "line attribution"),
+    ("dream_memory.app.dream.landing", "unified_diff", "diffs"),
+    ("dream_memory.app.dream.protocols", "phase1", "phase 1 (prompt, facts)"),
+    ("dream_memory.app.dream.protocols", "_phase2", "phase 2 prompt"),
+    ("dream_memory.app.dream.protocols", "run_agent_loop", "phase 2 tool loop"),
+    ("dream_memory.adapters.staging", "StagingWorkspace.execute", "tool edits (staging)"),
+    ("dream_memory.adapters.staging", "StagingWorkspace.read", "staging reads"),
+    ("dream_memory.app.dream.run", "_progress", "progress events"),
+    ("dream_memory.app.dream.run", "_dream_and_land", "the rest of the batch"),
+)
+
+
+def _timed_child() -> None:
+    """dream-run with _PARTS timed; the totals (ms, calls) as JSON on stderr's last line."""
+    import atexit
+    import functools
+    import importlib
+
+    totals: dict[str, list[float]] = {}
+    stack: list[list[float]] = []
+
+    def wrap(name: str, fn: Any) -> Any:
+        @functools.wraps(fn)
+        def timed_part(*args: Any, **kwargs: Any) -> Any:
+            frame = [0.0]
+            stack.append(frame)
+            started = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent = time.perf_counter() - started
+                stack.pop()
+                total = totals.setdefault(name, [0.0, 0])
+                total[0] += 1000 * (spent - frame[0])
+                total[1] += 1
+                if stack:
+                    stack[-1][0] += spent
+
+        return timed_part
+
+    for module, attr, name in _PARTS:
+        owner: Any = importlib.import_module(module)
+        *path, last = attr.split(".")
+        for part in path:
+            owner = getattr(owner, part)
+        setattr(owner, last, wrap(name, getattr(owner, last)))
+    atexit.register(lambda: print("PARTS", json.dumps(totals), file=sys.stderr))
+    from dream_memory.entrypoints.cli import run_main
+
+    sys.argv = ["dream-run"]
+    run_main()
+
+
+def attribute(n: int) -> None:
+    """Print where the batches' time went, part by part (ms per batch), for one dream-run."""
+    m = measure(n, [sys.executable, __file__, "--timed-child"])
+    parts = m.pop("parts")
+    batches = m["batches"]
+    print(f"{n} entries, {batches} batches; outside the model: median {m['outside_median_ms']:.1f} ms")
+    print("(totals over the run / batches: the secret scanner and token counting include the run's set-up)")
+    for name, (ms, calls) in sorted(parts.items(), key=lambda item: -item[1][0]):
+        print(f"  {name:34s} {ms / batches:8.2f} ms/batch  ({int(calls)} calls)")
+
+
+def measure(n: int, command: list[str] | None = None) -> dict[str, Any]:
     answering: list[float] = []
     with (
         tempfile.TemporaryDirectory(prefix="bench-dream-") as tmp,
@@ -97,7 +174,7 @@ def measure(n: int) -> dict[str, float]:
         }
         started = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-c", _RSS_WRAPPER, str(BIN / "dream-run")],
+            [sys.executable, "-c", _RSS_WRAPPER, *(command or [str(BIN / "dream-run")])],
             env=env,
             capture_output=True,
             text=True,
@@ -110,7 +187,9 @@ def measure(n: int) -> dict[str, float]:
         if agents != {"python-httpx"}:
             raise SystemExit(f"the requests did not come over the plain httpx route: user agents {agents}")
         report = json.loads(done.stdout)
-        peak_kb = int(done.stderr.strip().splitlines()[-1].split()[1])
+        tail = done.stderr.strip().splitlines()
+        peak_kb = int(tail[-1].split()[1])
+        parts = next((json.loads(line[6:]) for line in tail if line.startswith("PARTS ")), {})
         batches = report["batches"]
         inside = sum(b["model_s"] for b in batches)
         outside = [b["duration_s"] - b["model_s"] for b in batches] or [0.0]
@@ -142,6 +221,7 @@ def measure(n: int) -> dict[str, float]:
             "commits_per_s": len(report["commits"]) / wall,
             "peak_rss_mb": peak_kb / 1024,
             "requests": len(server.completion_requests()),
+            "parts": parts,
         }
 
 
@@ -190,4 +270,9 @@ def run(quick: bool) -> list[Section]:
 
 
 if __name__ == "__main__":
-    main(run)
+    if "--timed-child" in sys.argv:
+        _timed_child()
+    elif "--attribute" in sys.argv:
+        attribute(200 if "--quick" in sys.argv else 1000)
+    else:
+        main(run)
