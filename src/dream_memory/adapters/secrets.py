@@ -129,9 +129,10 @@ class SecretScanner:
                 known = self._shaped.get((first, line))
                 if known is None:
                     known = self._shape_line(first, rules, line)
-                    if len(self._shaped) >= _LINES_KEPT:
-                        self._shaped.clear()
-                    self._shaped[(first, line)] = known
+                    if len(line) <= _LINE_KEPT_CHARS:
+                        if len(self._shaped) >= _LINES_KEPT:
+                            self._shaped.clear()
+                        self._shaped[(first, line)] = known
                 out.append(known[0])
                 marks += known[1]
             text = "".join(out)
@@ -191,9 +192,10 @@ class SecretScanner:
         if known is None:
             found: dict[str, int] = {}
             known = (self._scan_line(line, found), tuple(k for k, n in found.items() for _ in range(n)))
-            if len(self._lines) >= _LINES_KEPT:
-                self._lines.clear()
-            self._lines[line] = known
+            if len(line) <= _LINE_KEPT_CHARS:
+                if len(self._lines) >= _LINES_KEPT:
+                    self._lines.clear()
+                self._lines[line] = known
         for kind in known[1]:
             counts[kind] = counts.get(kind, 0) + 1
         return known[0]
@@ -298,8 +300,9 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
-# Lines whose layer-3 verdict is kept (a few MB at most); past it the memo starts again.
+# Lines whose verdicts are kept (a few MB at most: short lines only); past it the memo starts again.
 _LINES_KEPT = 20_000
+_LINE_KEPT_CHARS = 500  # longer lines are rare, and each one kept would weigh what it is long
 
 # detect-secrets' line scan takes time quadratic in the line's length (a 1 MB line took minutes):
 # long lines go to it in pieces cut after a space, never inside a word.
