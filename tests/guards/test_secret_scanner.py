@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from dream_memory.adapters.secret_rules import SHAPES
 from dream_memory.adapters.secrets import SecretScanner
 from dream_memory.testing.canaries import CANARIES, KINDS, Canary, make_canaries
 
@@ -194,3 +195,49 @@ def test_assigned_tokens_that_draw_no_digit_or_a_low_hex_entropy_are_caught() ->
         assert clean.endswith("=[REDACTED:secret_assignment]")
     for text in ("token = AuthenticationServiceProvider", "api_key: deadbeefdeadbeef"):
         assert scanner.redact(text) == (text, {})
+
+
+def test_a_scanner_used_again_redacts_and_counts_the_same() -> None:
+    """A Dream run scans the same memory lines batch after batch with one scanner: the second
+    and third scans of a text redact and count exactly what a fresh scanner does (a line's
+    verdict is remembered, its findings still counted every time)."""
+    text = "\n".join(f"- line {i}: {c.text}" for i, c in enumerate(make_canaries())) + "\n"
+    fresh = SecretScanner().redact(text)
+    assert fresh[1], "the canaries were found"
+    scanner = SecretScanner()
+    assert [scanner.redact(text) for _ in range(3)] == [fresh] * 3
+    allowing = SecretScanner(allowlist=[r"^AKIA"])
+    assert allowing.redact(text) == allowing.redact(text) != fresh
+
+
+def _whole_text(scanner: SecretScanner, text: str) -> tuple[str, dict[str, int]]:
+    """Layers 1 and 2 as one run of each rule over the whole text: what line by line must equal."""
+    counts: dict[str, int] = {}
+    for rule in SHAPES:
+        text = scanner._apply(rule, text, counts)
+    return text, counts
+
+
+def test_line_by_line_rules_redact_what_the_whole_text_would(fixtures_root: Path) -> None:
+    """Most rules run line by line (remembered per line): over secrets at a line's start and end,
+    split by CR, CRLF or U+2028, after a keyword on the line before, inside key blocks, and over
+    the real workspaces' files whole, the result and its counts, in order, are those of each rule
+    run over the whole text."""
+    seps = ["\n", "\r\n", "\r", "\u2028", " ", "\n\n"]
+    values = [c.text for c in make_canaries()] + [c.value for c in make_canaries()]
+    texts = [
+        sep.join(values[i : i + 5]) + tail
+        for i in range(0, len(values), 3)
+        for sep in seps
+        for tail in ("", "\n", "\r\n")
+    ]
+    texts += [t for v in values for t in (f"password:\n{v}\n", f"api key is\n{v}", f"public\nkey = {v}\n", f"- n\n{v}")]
+    texts += [f"{word}\n{c.value}\n" for c in make_canaries() for word in ("token", "password is", "Bearer")]
+    texts += [p.read_text(encoding="utf-8", errors="replace") for p in sorted(fixtures_root.rglob("*.md"))]
+    scanner = SecretScanner()
+    for text in texts:
+        expected = _whole_text(SecretScanner(), text)
+        for _ in range(2):  # the second time from what each line left in memory
+            counts: dict[str, int] = {}
+            got = scanner._shapes(text, counts)
+            assert (got, list(counts.items())) == (expected[0], list(expected[1].items())), text[:200]

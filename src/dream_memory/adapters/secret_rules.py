@@ -227,6 +227,9 @@ class Rule:
     pattern: re.Pattern[str]
     judge: Callable[[Hit], bool] | None = None  # None: every match is a secret
     extend: bool = True  # widen the redaction over the token characters around the value
+    # The judge reads the text around the value (the words before it), which may be on the line
+    # before: the rule is run over the whole text, never line by line (adapters.secrets).
+    reads_around: bool = False
 
 
 def _rule(
@@ -237,7 +240,8 @@ def _rule(
     flags: int = 0,
     extend: bool = True,
 ) -> Rule:
-    return Rule(kind, re.compile(pattern, flags), judge, extend)
+    reads_around = judge in (_password_value, _token_value)
+    return Rule(kind, re.compile(pattern, flags), judge, extend, reads_around)
 
 
 # A token ends where token characters end; a trailing \b fails on tokens ending in "-".

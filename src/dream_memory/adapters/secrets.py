@@ -83,6 +83,14 @@ class SecretScanner:
     allowlist: Iterable[str] = ()
     purged: PurgedValues | None = None
     _allow: tuple[re.Pattern[str], ...] = field(init=False, repr=False)
+    # Layer 3 per line is most of a scan, and a run scans the same lines again and again (each
+    # edit rescans the whole file, each batch the same memory files): its verdict depends on the
+    # line and the allowlist only, so it is kept, with the kinds it marked to count them again.
+    _lines: dict[str, tuple[str, tuple[str, ...]]] = field(init=False, repr=False, compare=False, default_factory=dict)
+    # The same for layers 1 and 2's line-local rules, by (segment, line).
+    _shaped: dict[tuple[int, str], tuple[str, tuple[tuple[int, str], ...]]] = field(
+        init=False, repr=False, compare=False, default_factory=dict
+    )
 
     def __post_init__(self) -> None:
         self._allow = tuple(re.compile(p) for p in self.allowlist)
@@ -98,13 +106,47 @@ class SecretScanner:
             text, found = self.purged.scrub(text)
             if found:
                 counts["forgotten"] = found
-        for rule in SHAPES:
-            text = self._apply(rule, text, counts)
+        text = self._shapes(text, counts)
         if any(c.isalnum() for c in text):
             text = "".join(
                 self._redact_line(piece, counts) for line in text.splitlines(keepends=True) for piece in _pieces(line)
             )
         return text, counts
+
+    def _shapes(self, text: str, counts: dict[str, int]) -> str:
+        """Layers 1 and 2, rule by rule in SHAPES' order. A run of line-local rules goes line by
+        line, each line's result remembered like layer 3's: the rules' regexes are most of a
+        scan's time, and a run rescans the same memory lines batch after batch."""
+        marks: list[tuple[int, str]] = []  # (rule index, kind): counted in rule order, as before
+        for first, rules in _SEGMENTS:
+            if not _LOCAL[first]:
+                found: dict[str, int] = {}
+                text = self._apply(rules[0], text, found)
+                marks += [(first, kind) for kind, n in found.items() for _ in range(n)]
+                continue
+            out: list[str] = []
+            for line in _lines(text):
+                known = self._shaped.get((first, line))
+                if known is None:
+                    known = self._shape_line(first, rules, line)
+                    if len(line) <= _LINE_KEPT_CHARS:
+                        if len(self._shaped) >= _LINES_KEPT:
+                            self._shaped.clear()
+                        self._shaped[(first, line)] = known
+                out.append(known[0])
+                marks += known[1]
+            text = "".join(out)
+        for _, kind in sorted(marks, key=lambda mark: mark[0]):
+            counts[kind] = counts.get(kind, 0) + 1
+        return text
+
+    def _shape_line(self, first: int, rules: tuple[Rule, ...], line: str) -> tuple[str, tuple[tuple[int, str], ...]]:
+        marks: list[tuple[int, str]] = []
+        for index, rule in enumerate(rules, start=first):
+            found: dict[str, int] = {}
+            line = self._apply(rule, line, found)
+            marks += [(index, kind) for kind, n in found.items() for _ in range(n)]
+        return line, tuple(marks)
 
     def _spans(self, rule: Rule, text: str) -> Iterator[tuple[int, int]]:
         for match in rule.pattern.finditer(text):
@@ -146,6 +188,19 @@ class SecretScanner:
         return "".join(out)
 
     def _redact_line(self, line: str, counts: dict[str, int]) -> str:
+        known = self._lines.get(line)
+        if known is None:
+            found: dict[str, int] = {}
+            known = (self._scan_line(line, found), tuple(k for k, n in found.items() for _ in range(n)))
+            if len(line) <= _LINE_KEPT_CHARS:
+                if len(self._lines) >= _LINES_KEPT:
+                    self._lines.clear()
+                self._lines[line] = known
+        for kind in known[1]:
+            counts[kind] = counts.get(kind, 0) + 1
+        return known[0]
+
+    def _scan_line(self, line: str, counts: dict[str, int]) -> str:
         findings: list[tuple[str, str]] = []
         for plugin in _plugins():
             try:
@@ -173,6 +228,81 @@ class SecretScanner:
             line = "".join(rebuilt)
         return line
 
+
+# What can match a newline or read a text's ends; a negated class must exclude the newline.
+_NOT_LOCAL_ESCAPES = frozenset({r"\s", r"\D", r"\W", r"\n", r"\A", r"\Z", r"\B"})
+
+
+def _line_local(rule: Rule) -> bool:
+    """Whether every match of ``rule`` lies inside one line and is judged by that line alone, so
+    running it line by line (each line keeping its newline) gives what one run over the text gives.
+
+    Read off the pattern, conservatively: none of ``\\s \\D \\W \\n \\A \\Z \\B`` (outside a negated
+    class), no ``^`` or ``$``, no DOTALL or MULTILINE, no negated class that lets a newline in,
+    and a judge that reads only the value. ``\\b`` and lookarounds at a line's edge see the
+    newline in the whole text and nothing in the line: with the rest excluded they agree.
+    """
+    if rule.reads_around or rule.pattern.flags & (re.DOTALL | re.MULTILINE):
+        return False
+    source = rule.pattern.pattern
+    i, klass, negated, members = 0, False, False, ""
+    while i < len(source):
+        char = source[i]
+        if char == "\\":
+            pair = source[i : i + 2]
+            if pair in _NOT_LOCAL_ESCAPES and not (klass and negated):
+                return False
+            members += pair if klass else ""
+            i += 2
+            continue
+        if klass:
+            if char == "]" and members:
+                if negated and r"\n" not in members and r"\s" not in members:
+                    return False
+                klass = False
+            else:
+                members += char
+        elif char == "[":
+            negated = source[i + 1 : i + 2] == "^"
+            klass, members = True, ""
+            i += 2 if negated else 1
+            if source[i : i + 1] == "]":  # a leading "]" is a member
+                members, i = "]", i + 1
+            continue
+        elif char in "\n^$" or source.startswith(("(?s", "(?m"), i):
+            return False
+        i += 1
+    return True
+
+
+def _segment(local: tuple[bool, ...]) -> tuple[tuple[int, tuple[Rule, ...]], ...]:
+    """SHAPES as (index of its first rule, its rules): each rule that must see the whole text
+    alone, each run of line-local rules between them together, in SHAPES' order."""
+    segments: list[tuple[int, tuple[Rule, ...]]] = []
+    for index, rule in enumerate(SHAPES):
+        if local[index] and segments and local[segments[-1][0]]:
+            segments[-1] = (segments[-1][0], (*segments[-1][1], rule))
+        else:
+            segments.append((index, (rule,)))
+    return tuple(segments)
+
+
+_LOCAL = tuple(_line_local(rule) for rule in SHAPES)
+_SEGMENTS = _segment(_LOCAL)
+
+
+def _lines(text: str) -> list[str]:
+    """The text cut after each newline, and only there (a rule's class may hold "\\r" or U+2028)."""
+    pieces = text.split("\n")
+    lines = [piece + "\n" for piece in pieces[:-1]]
+    if pieces[-1]:
+        lines.append(pieces[-1])
+    return lines
+
+
+# Lines whose verdicts are kept (a few MB at most: short lines only); past it the memo starts again.
+_LINES_KEPT = 20_000
+_LINE_KEPT_CHARS = 500  # longer lines are rare, and each one kept would weigh what it is long
 
 # detect-secrets' line scan takes time quadratic in the line's length (a 1 MB line took minutes):
 # long lines go to it in pieces cut after a space, never inside a word.

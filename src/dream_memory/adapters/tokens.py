@@ -27,6 +27,10 @@ _CL100K_CACHE_KEY = "9b5ad71b2ce5302211f9c61530b329a4922fc6a4"
 BYTES_PER_TOKEN = 4
 
 _env_lock = threading.Lock()
+# Texts this long have their count kept (a memory file, not a history entry), up to this many.
+_REMEMBERED_FROM = 2000
+_REMEMBERED = 64
+_REMEMBERED_CHARS = 4_000_000  # the kept texts stay alive: a few MB at most
 
 
 def estimate_tokens(text: str) -> int:
@@ -54,11 +58,28 @@ class TiktokenCounter:
     def __init__(self, encoding: Any) -> None:
         self._encoding = encoding
         self.name = f"tiktoken:{encoding.name}"
+        self._known: dict[str, int] = {}
+        self._held = 0  # characters of the texts kept
+        self._lock = threading.Lock()  # the process-wide counter may serve several threads
 
     def count(self, text: str) -> int:
         if not text:
             return 0
-        return len(self._encoding.encode(text, disallowed_special=()))
+        if len(text) < _REMEMBERED_FROM:
+            return len(self._encoding.encode(text, disallowed_special=()))
+        # A memory file is counted for each prompt that shows it (both phases, every batch while
+        # it does not change): a long text's count is kept, a hash costing far less than encoding.
+        known = self._known.get(text)
+        if known is None:
+            known = len(self._encoding.encode(text, disallowed_special=()))
+            with self._lock:
+                if len(self._known) >= _REMEMBERED or self._held + len(text) > _REMEMBERED_CHARS:
+                    self._known.clear()
+                    self._held = 0
+                if len(text) <= _REMEMBERED_CHARS:
+                    self._known[text] = known
+                    self._held += len(text)
+        return known
 
     def __repr__(self) -> str:
         return f"TiktokenCounter({self._encoding.name!r})"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dream_memory.adapters import fsutil
@@ -19,16 +19,17 @@ from dream_memory.adapters.staging import StagingWorkspace
 from dream_memory.adapters.workspace import archive_paths, is_template, read_files
 from dream_memory.app.deletion_window import recent_removals
 from dream_memory.app.dream.options import DreamContext
+from dream_memory.app.dream.origins import LazyOrigins, RunOrigins
 from dream_memory.app.dream.phases import ModelSaid
 from dream_memory.app.dream.provenance import attribute_batch, commit_body, save_note
 from dream_memory.app.dream.report import STATUS_FAILED, BatchRecord, DreamReport, scrub
 from dream_memory.app.versioning import apply_commit
 from dream_memory.core import layout
-from dream_memory.core.guards import hold_reasons
+from dream_memory.core.guards import hold_reasons, net_removed
 from dream_memory.core.history import Batch
 from dream_memory.core.provenance import attribute
 from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldChange, SetAside
-from dream_memory.core.write_policy import Hunk, LineOrigin, lines_of, plan_file
+from dream_memory.core.write_policy import Hunk, plan_file
 from dream_memory.errors import BadReply, DreamError
 
 
@@ -41,6 +42,7 @@ class BatchContext:
     batch: Batch
     record: BatchRecord
     report: DreamReport
+    origins: RunOrigins = field(default_factory=RunOrigins)  # the run's blames, carried batch to batch
 
 
 def as_bytes(text: str | None) -> bytes | None:
@@ -101,8 +103,14 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
     def template(path: str, text: str | None) -> bool:
         return path in layout.DURABLE_FILES and is_template(path, text)
 
-    edited = [path for path, (before, _) in changes.items() if before is not None]
-    window = recent_removals(git, edited, ctx.options.guard.window_batches, is_template=template)
+    # The deletion window is weighed only for a file this batch removes lines from
+    # (core.guards.hold_reasons reads it for no other): a batch that only adds walks no history.
+    removing = [
+        path
+        for path, (before, after) in changes.items()
+        if before is not None and not template(path, before) and net_removed(before, after) > 0
+    ]
+    window = recent_removals(git, removing, ctx.options.guard.window_batches, is_template=template)
     files, landed, held, again = _sort(where, changes, state, template, window)
     if again:
         record.notes.append(
@@ -205,7 +213,8 @@ def _split(
         return before, [(path, Hunk(0, 0, (), (), "file", "file", (), "hold", "; ".join(reasons)), before, after)]
     ctx, git = where.ctx, where.git
     assert git is not None
-    origins = _origins(git, path, before, ctx.clock.now().timestamp()) if before is not None else None
+    now = ctx.clock.now().timestamp()
+    origins = LazyOrigins(where.origins, git, path, before, now) if before is not None else None
     plan = plan_file(path, before, after, origins, ctx.options.write_policy, template=template)
     applied = {i for i, h in enumerate(plan.hunks) if h.action != "hold"}
     result = plan.compose(applied)
@@ -227,20 +236,6 @@ def _joined(hunks: Sequence[Hunk], group: list[int]) -> Hunk:
         added=tuple(line for h in parts for line in h.added),
         reason=lead.reason.replace("removes ", "moves ", 1).replace("replaces ", "moves ", 1),
     )
-
-
-def _origins(git: GitStore, path: str, before: str, now: float) -> list[LineOrigin | None] | None:
-    """Who wrote each line of ``before`` (the file at HEAD), per git blame; None when the blame
-    does not match the text (then every line counts as a person's, the safe side)."""
-    from dream_memory.adapters.git.blame import blame
-
-    try:
-        lines = blame(git, path)
-    except DreamError:
-        return None
-    if len(lines) != len(lines_of(before)):
-        return None
-    return [LineOrigin(o.kind, max(0.0, (now - o.timestamp) / 86400), o.subject) for o in lines]
 
 
 def _same_change(meta: dict[str, Any]) -> tuple[Any, ...]:

@@ -44,7 +44,7 @@ class BatchRecord:
     error: str | None = None
     notes: list[str] = field(default_factory=list)
     duration_s: float = 0.0
-    model_s: float = 0.0  # of which waiting for the model
+    model_s: float = 0.0  # of which in model calls: the request path (building, HTTP, parsing) included
     protocol: str = ""  # the edit protocol that ran last for this batch
     dialects: dict[str, int] = field(default_factory=dict)  # tool calls by how they arrived
     left_out: list[str] = field(default_factory=list)  # what the context window kept out of prompts

@@ -23,7 +23,7 @@ import sys
 import time
 import traceback
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from dream_memory.adapters import fsutil
@@ -34,6 +34,7 @@ from dream_memory.adapters.workspace import ensure_folder, init_workspace
 from dream_memory.app.dream.budget import BudgetExceeded, Interrupted, MeteredModel, usage_since
 from dream_memory.app.dream.landing import BatchContext, as_bytes, compact, content_failure, land_batch
 from dream_memory.app.dream.options import DreamContext
+from dream_memory.app.dream.origins import RunOrigins
 from dream_memory.app.dream.prompting import guide_note
 from dream_memory.app.dream.protocols import Protocols, dream_batch
 from dream_memory.app.dream.report import (
@@ -181,6 +182,7 @@ class _Run:
     state: DreamState
     protocols: Protocols
     shared_staging: StagingWorkspace | None
+    origins: RunOrigins = field(default_factory=RunOrigins)  # git blames, carried from batch to batch
 
 
 def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, report: DreamReport) -> None:
@@ -243,7 +245,8 @@ def _stop_before(run: _Run, number: int, batches: Sequence[Batch]) -> bool:
 
 
 class _Meter:
-    """What one batch spent: tokens and calls, wall time, and of that the time waiting for the model."""
+    """What one batch spent: tokens and calls, wall time, and of that the time in model calls (as
+    MeteredModel times them: the whole call, our request building, HTTP and reply parsing too)."""
 
     def __init__(self, model: MeteredModel, record: BatchRecord, redactor: Redactor) -> None:
         self.model, self.record, self.redactor = model, record, redactor
@@ -328,7 +331,7 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
     record = BatchRecord(batch.cursor_from, batch.cursor_to, len(batch.entries), scope=batch.scope)
     report.batches.append(record)
     meter = _Meter(run.model, record, ctx.redactor)
-    where = BatchContext(ctx, run.git, batch, record, report)
+    where = BatchContext(ctx, run.git, batch, record, report, run.origins)
     try:
         dream_batch(ctx, run.model, batch, staging, record, protocols=run.protocols)
     except Interrupted as exc:
