@@ -8,6 +8,7 @@ from the index or from its text; the index can make a search faster, never diffe
 from __future__ import annotations
 
 import functools
+import re
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
@@ -219,17 +220,26 @@ _KEPT: weakref.WeakKeyDictionary[StoreWatch, _KeptSources] = weakref.WeakKeyDict
 # long-lived reader (``dream mcp``) pays them once per distinct row, not once per search.
 _safe_relative = functools.lru_cache(maxsize=1 << 16)(safe_relative)
 _serve_problem = functools.lru_cache(maxsize=1 << 16)(serve_problem)
+# The File cell of nearly every row a store holds: ASCII letters, digits, ``_`` and ``-`` in
+# components below entities/ or sections/, ending in ``.md``. Such a cell is its own clean
+# relative path and a file the read side serves (nothing in it is absolute, hidden, ``..``, a
+# control, a ``.git`` spelling or raw history: ``core.paths.serve_problem``'s rules), which a
+# one-shot search would otherwise work out for all 5,000 rows of a large index.md (a test checks
+# that the two agree).
+PLAIN_FILE = re.compile(r"(?:entities|sections)(?:/[A-Za-z0-9_][A-Za-z0-9_-]*)+\.md")
 
 
 def _files_of_rows(store: ReadStore, rows: list[tuple[str, str]], refused: dict[str, str]) -> dict[str, str]:
     """File -> entity of the index rows whose file the read side serves (the first row wins);
     rows naming a file it never serves go to ``refused`` (path: reason)."""
     by_file: dict[str, str] = {}
+    plain = PLAIN_FILE.fullmatch
     for entity, file in rows:
-        rel = _safe_relative(file) if file else None
+        simple = plain(file) is not None
+        rel = file if simple else _safe_relative(file) if file else None
         # Another scope's file is no source of this reader's at all: not even listed as skipped.
         if rel and entity.casefold() not in store.excludes and store.scope.sees(rel):
-            problem = _serve_problem(rel)
+            problem = None if simple else _serve_problem(rel)
             if problem is None:
                 by_file.setdefault(rel, entity)
             else:
