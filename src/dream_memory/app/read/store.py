@@ -31,13 +31,13 @@ import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dream_memory.adapters.search_index.facade import open_search_cache
 from dream_memory.adapters.search_index.location import KeptIndex
 from dream_memory.adapters.store_tree import absolute_path, real_path
 from dream_memory.adapters.store_tree import open_tree as _open_tree
 from dream_memory.adapters.store_watch import StoreWatch
-from dream_memory.app.read.as_of import AsOfCommit, commit_as_of
 from dream_memory.app.read.results import PROVISIONAL_NOTICE, ReadResult, ResolveResult, SearchResult
 from dream_memory.app.read.scoping import SHARED_READER, ReaderScope, private_identities
 from dream_memory.app.read.text import (
@@ -63,6 +63,9 @@ from dream_memory.core.paths import describe, serve_problem
 from dream_memory.core.ports import SearchCache, StoreTree, TooLarge
 from dream_memory.core.search import DEFAULT_MAX_RESULTS, Query, as_query, check_max_results
 from dream_memory.errors import InputError, NotFound, Refused, UsageError
+
+if TYPE_CHECKING:
+    from dream_memory.app.read.as_of import AsOfCommit
 
 __all__ = ["CACHE_MIN_FILES", "ReadStore", "StoreWatch"]
 
@@ -114,6 +117,9 @@ class ReadStore:
         if self.as_of is not None:
             if self.at is not None:
                 raise UsageError("give either --at or --as-of, not both", hint="--at names a commit, --as-of a date")
+            # Imported here: date parsing is not on the path of a read of the store as it is now.
+            from dream_memory.app.read.as_of import commit_as_of
+
             self.as_of_commit = commit_as_of(Path(self.root), self.as_of)
             self.at = self.as_of_commit.sha
         self._tree = self.open_tree(Path(self.root), self.at)
