@@ -107,8 +107,9 @@ class _Partition(NamedTuple):
     by_terms: dict[tuple[bytes, ...], tuple[list[tuple[Source, list[int], list[bool]]], list[tuple[Source, bool]]]]
 
 
-# Queries remembered per kept partition (a common word's answer holds one entry per file).
-_KEPT_QUERIES = 64
+# Queries remembered per kept partition: a common word's answer holds one entry per file (about
+# 2 MB at 10,000 files), so a long-lived server holds at most a few tens of MB for them.
+_KEPT_QUERIES = 16
 
 
 class IndexCache:

@@ -86,7 +86,7 @@ def run_search(store: ReadStore, cache: SearchCache, q: Query, limit: int, *, hi
 _KEPT_BEST: weakref.WeakKeyDictionary[StoreWatch, dict[int, tuple[object, list[Candidate], int]]] = (
     weakref.WeakKeyDictionary()
 )
-_KEPT_BEST_QUERIES = 64
+_KEPT_BEST_QUERIES = 16
 
 
 def _best_answered(
