@@ -8,6 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dream_memory.app.read.search import PLAIN_FILE
+from dream_memory.core.index_table import safe_relative
+from dream_memory.core.paths import serve_problem
 from dream_memory.core.search import (
     Query,
     Score,
@@ -191,3 +194,17 @@ def test_relevant_sections_of_one_text() -> None:
     assert found[0].terms_covered == 2
     assert relevant_sections(MARKDOWN, "flakes", max_sections=1)[0].heading == "Flakes"
     assert relevant_sections(MARKDOWN, "absent") == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.from_regex(PLAIN_FILE, fullmatch=True),
+        st.sampled_from(["entities/a.md", "sections/x/y-z_1.md", "entities/GIT.md", "entities/git~1.md"]),
+    )
+)
+def test_a_plain_file_cell_is_one_the_read_side_serves_as_it_is(cell: str) -> None:
+    """search's fast path for the usual File cell agrees with the full rules it skips."""
+    if PLAIN_FILE.fullmatch(cell):
+        assert safe_relative(cell) == cell
+        assert serve_problem(cell) is None

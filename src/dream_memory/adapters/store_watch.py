@@ -131,6 +131,17 @@ def open_inotify() -> Inotify | None:
         return None
 
 
+def _stat_differs(old: os.stat_result, new: os.stat_result) -> bool:
+    return (old.st_size, old.st_mtime_ns, old.st_ctime_ns, old.st_ino, old.st_mode, old.st_nlink) != (
+        new.st_size,
+        new.st_mtime_ns,
+        new.st_ctime_ns,
+        new.st_ino,
+        new.st_mode,
+        new.st_nlink,
+    )
+
+
 class _Folder:
     """One watched folder's listing: each markdown file's lstat, and what the next search must
     look at again."""
@@ -156,7 +167,11 @@ class StoreWatch:
 
     ``list_markdown`` answers what ``WorkTree.list_markdown`` answers, stats included; it falls
     back to that full listing whenever the events cannot vouch for the answer.
-    ``full_listings`` counts the listings made with one lstat per file (tests, the bench)."""
+    ``full_listings`` counts the listings made with one lstat per file (tests, the bench).
+    ``generation`` grows whenever a listing may differ from the one before: an event named a
+    file, a folder was listed in full, or the watch could not answer. Two reads of it that agree,
+    with listings in between, prove those listings (and their stats) equal to the earlier ones:
+    a long-lived reader keeps what it built from them (``app.read.search``) while it holds."""
 
     def __init__(self, root: str, *, inotify: Callable[[], Inotify | None] = open_inotify) -> None:
         self.root = os.path.realpath(root)
@@ -165,6 +180,7 @@ class StoreWatch:
         self._wds: dict[int, tuple[_Folder, str]] = {}  # watch -> (its folder's listing, prefix)
         self._lock = threading.Lock()
         self.full_listings = 0
+        self.generation = 0
 
     @property
     def active(self) -> bool:
@@ -185,9 +201,11 @@ class StoreWatch:
 
     def list_markdown(self, tree: StoreTree, folder: str, stats: dict[str, os.stat_result] | None) -> list[str]:
         if not isinstance(tree, WorkTree) or tree.real_root != self.root:
+            self.generation += 1
             return tree.list_markdown(folder, stats)
         with self._lock:
             if self._inotify is None:
+                self.generation += 1
                 return tree.list_markdown(folder, stats)
             self._drain()
             ident = tree.folder_identity(folder)
@@ -195,8 +213,10 @@ class StoreWatch:
             if state is not None and state.valid and state.ident == ident:
                 self._refresh(state)
             if ident is None:
+                self.generation += 1  # (a folder gone is rare: nothing is vouched for)
                 return []  # missing: the full listing would find nothing either
             if state is None or not state.valid or state.ident != ident:
+                self.generation += 1
                 state = self._list(tree, folder, ident)
                 if state is None:
                     return tree.list_markdown(folder, stats)
@@ -246,6 +266,8 @@ class StoreWatch:
         """lstat again the names events named (and the hard-linked files); a name that became a
         link, a folder or anything unexpected makes the folder be listed again."""
         names = state.dirty | state.linked
+        if state.dirty:
+            self.generation += 1  # an event named a file: whatever it did, listings may differ
         state.dirty = set()
         changed = False
         for rel in names:
@@ -271,6 +293,9 @@ class StoreWatch:
                 state.linked.discard(rel)
                 continue
             changed = changed or rel not in state.stats
+            old = state.stats.get(rel)
+            if old is None or _stat_differs(old, st):
+                self.generation += 1  # a hard-linked file, edited under its other name
             state.stats[rel] = st
             if st.st_nlink > 1:
                 state.linked.add(rel)

@@ -8,6 +8,7 @@ import contextlib
 import json
 import os
 import stat
+import threading
 import time
 import zlib
 from collections.abc import Sequence
@@ -71,8 +72,10 @@ class SearchIndex:
         key = f"{zlib.crc32(raw):08x}{zlib.adler32(raw):08x}{zlib.crc32(raw[::-1]):08x}"
         return cls(Path(root_real) / f"search-v{SCHEMA_VERSION}" / f"{key}.sqlite", store_real)
 
-    def open(self) -> OpenIndex | None:
-        """The index, or None when there is none usable (a corrupt one is removed)."""
+    def open(self, kept: KeptIndex | None = None) -> OpenIndex | None:
+        """The index, or None when there is none usable (a corrupt one is removed). With ``kept``
+        (a long-lived reader's), the connection it holds is reused while the index is the same
+        file and no other connection has written it since."""
         try:
             st = os.lstat(self.path)
         except OSError:
@@ -81,25 +84,25 @@ class SearchIndex:
             return None
         import sqlite3
 
+        if kept is not None:
+            reused = kept.reuse(self.path, st)
+            if reused is not None:
+                return reused
         db: sqlite3.Connection | None = None
         try:
-            db = sqlite3.connect(self.path, timeout=0.2, isolation_level=None)
+            # A kept connection may serve a search in another thread (an MCP server's worker):
+            # ``KeptIndex`` lets one search at a time use it.
+            db = sqlite3.connect(self.path, timeout=0.2, isolation_level=None, check_same_thread=kept is None)
             _pragmas(db)
+            # Read before the snapshot starts: a commit in between makes the next search reload.
+            version = data_version(db) if kept is not None else 0
             # One snapshot for the whole search: the file table, the vocabulary and the postings
             # must agree even while another search writes (a file re-indexed under a new id).
             db.execute("BEGIN")
-            if get_meta(db, "store") != self.store_real or get_meta(db, "version") != str(SCHEMA_VERSION):
-                raise ValueError("index of another store or version")
-            index = json.loads(get_meta(db, "index") or "{}")
-            files = FileTable.read(db)
-            key = index.get("key")
-            rows = index.get("rows")
-            kept = (
-                IndexRows(tuple(key), [(str(a), str(b)) for a, b in rows], int(index["read_ns"]))
-                if key and rows is not None
-                else None
-            )
-            return OpenIndex(db, files, kept)
+            opened = load_index(db, self.store_real)
+            if kept is not None:
+                kept.hold(self.path, st, opened, version)
+            return opened
         except sqlite3.OperationalError as exc:
             if db is not None:
                 db.close()
@@ -173,6 +176,101 @@ class SearchIndex:
             with contextlib.suppress(OSError):
                 if entry.name.endswith(".tmp") and entry.stat().st_mtime < stale_before:
                     os.unlink(entry.path)
+
+
+def load_index(db: sqlite3.Connection, store_real: str) -> OpenIndex:
+    """The file table and index.md's recorded rows, read inside the transaction ``db`` is in."""
+    if get_meta(db, "store") != store_real or get_meta(db, "version") != str(SCHEMA_VERSION):
+        raise ValueError("index of another store or version")
+    index = json.loads(get_meta(db, "index") or "{}")
+    files = FileTable.read(db)
+    key = index.get("key")
+    rows = index.get("rows")
+    kept = (
+        IndexRows(tuple(key), [(str(a), str(b)) for a, b in rows], int(index["read_ns"]))
+        if key and rows is not None
+        else None
+    )
+    return OpenIndex(db, files, kept)
+
+
+class KeptIndex:
+    """A long-lived reader's open search index (``dream mcp``, a watched ``ReadStore``), kept
+    between its searches with what was read from it (the file table, index.md's rows, the
+    vocabulary), so a search that finds nothing changed does not read them again.
+
+    Reused only while both hold: the index path is still the same file (another process that
+    rebuilds it moves a new file into place; one that removes it unlinks it), and SQLite's
+    ``PRAGMA data_version``, read inside the new search's snapshot, is the one read when the
+    kept state was loaded, which SQLite guarantees changes whenever another connection commits
+    to the database. A search that writes the index itself, or meets any error, gives up the
+    kept connection; the next one opens the index afresh. ``memo`` is the facade's: what the
+    last search over an unchanged index worked out from its sources (``IndexCache``)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.opened: OpenIndex | None = None
+        self.memo: object = None
+        self._path: Path | None = None
+        self._ident: tuple[int, int] | None = None
+        self._version: int | None = None
+        self.reused = False  # the last open() returned the kept state unchanged
+
+    def reuse(self, path: Path, st: os.stat_result) -> OpenIndex | None:
+        self.reused = False
+        opened = self.opened
+        if opened is None or path != self._path or (st.st_dev, st.st_ino) != self._ident:
+            self.release()
+            return None
+        import sqlite3
+
+        try:
+            opened.db.execute("BEGIN")
+            get_meta(opened.db, "dead")  # starts the snapshot: data_version is then read inside it
+            if data_version(opened.db) != self._version:
+                opened.db.execute("ROLLBACK")
+                self.release()
+                return None
+        except (sqlite3.Error, ValueError, TypeError):
+            self.release()
+            return None
+        opened.failure = None
+        self.reused = True
+        return opened
+
+    def hold(self, path: Path, st: os.stat_result, opened: OpenIndex, version: int) -> None:
+        self.release()
+        self._version = version
+        self.opened = opened
+        self._path = path
+        self._ident = (st.st_dev, st.st_ino)
+
+    def keep(self, opened: OpenIndex, memo: object) -> None:
+        """The search that used ``opened`` ends without having written it: keep it for the next."""
+        if opened is not self.opened:
+            opened.close()
+            return
+        import sqlite3
+
+        try:
+            if opened.db.in_transaction:
+                opened.db.execute("COMMIT")  # ends the read snapshot: no log is held between searches
+        except sqlite3.Error:
+            self.release()
+            return
+        self.memo = memo
+
+    def release(self) -> None:
+        if self.opened is not None:
+            self.opened.close()
+        self.opened = None
+        self.memo = None
+        self._path = self._ident = self._version = None
+        self.reused = False
+
+
+def data_version(db: sqlite3.Connection) -> int:
+    return int(db.execute("PRAGMA data_version").fetchone()[0])
 
 
 def _pragmas(db: sqlite3.Connection) -> None:

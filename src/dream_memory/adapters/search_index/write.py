@@ -91,18 +91,19 @@ def update(
     fresh: Sequence[IndexedText],
     keep: set[str],
     index_rows: IndexRows | None,
-) -> bool:
+) -> bool | None:
     """Re-index the files read from the store and forget files no longer searched (``keep``
     holds every rel still searched); record index.md's rows (None: keep none, and the old ones
     are vacuumed away). A file whose words must leave no trace (a newly excluded entity) is not
     this function's: the word index cannot delete a document, so ``facade`` drops the index
-    whole. False when the index is busy or could not be written."""
+    whole. False when the index is busy or could not be written; None when there was nothing
+    to write (nothing was)."""
     import sqlite3
 
     fresh = [item for item in fresh if storable(item)]
     gone = [rel for rel in opened.files.rels if rel not in keep]
     if not fresh and not gone and index_rows == opened.index_rows:
-        return True
+        return None
     db = opened.db
     try:
         # The search read one snapshot; another search may have written since. Writes go by rel

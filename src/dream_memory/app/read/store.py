@@ -27,15 +27,17 @@ Guarantees, each enforced here rather than left to the faces:
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dream_memory.adapters.search_index.facade import open_search_cache
+from dream_memory.adapters.search_index.location import KeptIndex
 from dream_memory.adapters.store_tree import absolute_path, real_path
 from dream_memory.adapters.store_tree import open_tree as _open_tree
 from dream_memory.adapters.store_watch import StoreWatch
-from dream_memory.app.read.as_of import AsOfCommit, commit_as_of
 from dream_memory.app.read.results import PROVISIONAL_NOTICE, ReadResult, ResolveResult, SearchResult
 from dream_memory.app.read.scoping import SHARED_READER, ReaderScope, private_identities
 from dream_memory.app.read.text import (
@@ -62,7 +64,13 @@ from dream_memory.core.ports import SearchCache, StoreTree, TooLarge
 from dream_memory.core.search import DEFAULT_MAX_RESULTS, Query, as_query, check_max_results
 from dream_memory.errors import InputError, NotFound, Refused, UsageError
 
+if TYPE_CHECKING:
+    from dream_memory.app.read.as_of import AsOfCommit
+
 __all__ = ["CACHE_MIN_FILES", "ReadStore", "StoreWatch"]
+
+# A long-lived reader's search index, kept open per store watch (weak: it goes with the watch).
+_KEPT_INDEXES: weakref.WeakKeyDictionary[StoreWatch, KeptIndex] = weakref.WeakKeyDictionary()
 
 # Below this many searchable files, reading them directly is as fast as the index: none is kept.
 CACHE_MIN_FILES = 500
@@ -109,6 +117,9 @@ class ReadStore:
         if self.as_of is not None:
             if self.at is not None:
                 raise UsageError("give either --at or --as-of, not both", hint="--at names a commit, --as-of a date")
+            # Imported here: date parsing is not on the path of a read of the store as it is now.
+            from dream_memory.app.read.as_of import commit_as_of
+
             self.as_of_commit = commit_as_of(Path(self.root), self.as_of)
             self.at = self.as_of_commit.sha
         self._tree = self.open_tree(Path(self.root), self.at)
@@ -456,7 +467,19 @@ class ReadStore:
 
         q = as_query(query)
         limit = check_max_results(max_results)
-        cache = self.open_cache(self.cache_dir, self._tree, min_files=self.cache_min_files)
+        if self._tree.revision is None:
+            # A reader kept open between searches (a watched one, say) sees index.md, the
+            # excluded files and the scoped files as they are now, as a new reader would.
+            self._index = None
+            self._index_text = None
+            self._excluded_ids = None
+            self._private_ids = None
+        if self.watch is not None and self.watch.active and self._tree.revision is None:
+            # A long-lived reader keeps the index open between its searches (KeptIndex).
+            kept = _KEPT_INDEXES.setdefault(self.watch, KeptIndex())
+            cache = self.open_cache(self.cache_dir, self._tree, min_files=self.cache_min_files, kept=kept)
+        else:
+            cache = self.open_cache(self.cache_dir, self._tree, min_files=self.cache_min_files)
         try:
             return run_search(self, cache, q, limit, history=history)
         finally:
