@@ -159,7 +159,7 @@ class BatchJSON(TypedDict):
     duration_s: float
     """Wall time of the batch."""
     model_s: float
-    """Of which waiting for the model."""
+    """Of which in model calls, the request path included (building the request, HTTP, parsing the reply)."""
     edit_protocol: Literal["tools", "text", "facts"] | None
     """The edit protocol that ran last for the batch; null when phase 2 did not run."""
     tool_call_dialects: dict[str, int]
