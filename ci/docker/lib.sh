@@ -3,7 +3,7 @@
 # Everything lives under one private folder: dockerd's socket, data-root, exec-root, logs and
 # PID file, so nothing here touches a system-wide Docker engine that may exist on the machine.
 #   DREAM_CI_ROOT   that folder (default: $TMPDIR/dream-ci)
-#   DREAM_CI_CACHE  optional folder where the debootstrapped base image tarball is kept between
+#   DREAM_CI_CACHE  optional folder where the mmdebstrapped base image tarball is kept between
 #                   local runs; unset (as in CI) means "build everything from scratch".
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The container, for real: install Debian's docker.io and debootstrap when missing, start a private
-# dockerd (own socket and data-root under $DREAM_CI_ROOT, no bridge, no iptables), debootstrap the
+# The container, for real: install Debian's docker.io and mmdebstrap when missing, start a private
+# dockerd (own socket and data-root under $DREAM_CI_ROOT, no bridge, no iptables), mmdebstrap the
 # base image from this machine's apt sources and CA certificates, docker build the Dockerfile, and
 # run it against sample workspaces with the scripted LLM server on the host network
 # (ci/docker/container-proof.sh lists every check), then the Kubernetes manifests simulated with
@@ -8,7 +8,7 @@
 # install under act (ci/docker/act-proof.sh, mostly waiting on the package index) starts beside
 # the build; this step waits for it. dockerd is stopped by its PID on exit; its data-root is kept
 # for 70-action.sh, which removes it.
-# Skips (loudly) only when the machine cannot: not root, or no apt/dockerd/debootstrap to be had.
+# Skips (loudly) only when the machine cannot: not root, or no apt/dockerd/mmdebstrap to be had.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . ci/docker/lib.sh
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/../.."
 t0=$(date +%s)
 need_root
 # Start clean: a previous run's engine and images are not reused (DREAM_CI_CACHE, when set, only
-# keeps the debootstrapped rootfs tarball).
+# keeps the mmdebstrapped rootfs tarball).
 bash ci/docker/dockerd-stop.sh --purge
 act_pid=""
 finish() {
