@@ -15,7 +15,6 @@ import errno
 import os
 import re
 import stat
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -76,6 +75,8 @@ def atomic_write(path: Path, data: bytes | str, *, site: str = "rewrite") -> Non
     except FileNotFoundError:
         mode = _default_mode()
     _before_write(site, path)
+    import tempfile  # here, not at the top: the read path never writes, and never loads it
+
     fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     tmp = Path(tmp_name)
     try:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import stat
 from collections import OrderedDict
 from collections.abc import Generator
@@ -122,7 +121,7 @@ class RootedDir:
             except FileNotFoundError:
                 mode = _default_mode()
             fsutil.checkpoint(site, self.root / rel)
-            tmp = f".{name}.{secrets.token_hex(4)}.tmp"
+            tmp = f".{name}.{os.urandom(4).hex()}.tmp"  # as secrets.token_hex, without its imports
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600, dir_fd=folder)
             try:
                 with os.fdopen(fd, "wb") as handle:
