@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from dream_memory.adapters import fsutil, locks
+from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import CommitInfo, FileChange, GitStore
 from dream_memory.core import jsontext, layout
 from dream_memory.errors import VersionStoreError
@@ -73,6 +73,8 @@ def apply_commit(git: GitStore, changes: dict[str, bytes | None], message: str, 
     if not on_disk:
         git.check_writable(_memory_files(effective))
     sha, base = git.build_commit(effective, message)
+    from dream_memory.adapters import locks  # socket and json: only when writing (`dream log` reads)
+
     journal = _journal_path(git)
     record = {
         "commit": sha,
@@ -134,6 +136,8 @@ def recover(git: GitStore) -> Recovery | None:
     except (ValueError, KeyError, TypeError, AttributeError):
         fsutil.remove(journal, site="journal.remove")
         return Recovery("abandoned", "", "unreadable journal")
+    from dream_memory.adapters import locks
+
     if locks.writer_alive(data.get("pid"), data.get("host"), journal):
         return None
     # index.lock or a ref lock left by the killed writer would block this and every later commit
