@@ -198,10 +198,11 @@ def run(quick: bool) -> list[Section]:
             command="python bench/bench_git.py" + (" --quick" if quick else ""),
             notes=[
                 f"History built with git fast-import in {built:.1f} s, then `git gc`. "
-                "apply_commit writes the new objects as one pack (the pack, its index, then their folder "
-                "fsynced), a journal, the ref, then the files (each fsynced, their folders once each) "
-                "and the index, each durably before the next step (the third row is the same with no "
-                "fsync at all); git's time includes starting its two processes. "
+                "apply_commit writes the new objects as one pack (the pack and its index fsynced "
+                "together, then their folder) while it writes the journal, then the ref, then the files "
+                "(fsynced together, then their folders), then the index, each step durable before the "
+                "next (the third row is the same with no fsync at all); git's time includes starting "
+                "its two processes. "
                 f"fsyncs per Dream commit: {max(fsyncs)} (git 2.39 with its defaults makes none: "
                 "it syncs neither loose objects, refs nor the index); index parses per commit: "
                 f"{max(parses)} (a store just opened; 0 for the next commit of a store kept open)."

@@ -7,6 +7,7 @@ written after a commit lands.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import stat
 import threading
@@ -155,25 +156,21 @@ class Worktree(Checks):
         # journal that can redo these writes is removed only after). The files need no order
         # between them, nor the folders: each group is written at once, one thread a file, so
         # a busy disk makes one sync wait instead of one per file.
-        _together(
-            [
-                lambda rel=rel: self.fs.write(rel, contents[rel] or b"", site="memory.write", sync_folder=False)
-                for rel in written
-            ]
-        )
+        write = functools.partial(self.fs.write, site="memory.write", sync_folder=False)
+        together([functools.partial(write, rel, contents[rel] or b"") for rel in written])
         folders = {rel.rpartition("/")[0]: rel for rel in written}
-        _together([lambda rel=rel: self.fs.sync_folders([rel]) for rel in folders.values()])
+        together([functools.partial(self.fs.sync_folders, [rel]) for rel in folders.values()])
 
 
 _AT_ONCE = 8  # threads per group: a commit of a hundred files does not start a hundred
 
 
-def _together(steps: list[Callable[[], None]]) -> None:
+def together(steps: list[Callable[[], None]]) -> None:
     """Run ``steps`` at once, ``_AT_ONCE`` at a time (one in this thread, the others in
     threads); the first error raised is raised here once all have ended."""
     if len(steps) > _AT_ONCE:
         for start in range(0, len(steps), _AT_ONCE):
-            _together(steps[start : start + _AT_ONCE])
+            together(steps[start : start + _AT_ONCE])
         return
     failures: list[BaseException] = []
 

@@ -23,7 +23,7 @@ from dulwich.refs import Ref
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import packing
 from dream_memory.adapters.git.base import DAMAGE, EXEC_MODE, FILE_MODE, git_errors, oid
-from dream_memory.adapters.git.worktree import Worktree
+from dream_memory.adapters.git.worktree import Worktree, together
 from dream_memory.errors import VersionStoreError
 
 _STALE_LOCK_WAIT_SECONDS = 2.0
@@ -146,9 +146,18 @@ class Writing(Worktree):
             self._sync_objects(unsynced)
 
     @git_errors
-    def build_commit(self, changes: dict[str, bytes | None], message: str) -> tuple[str, str | None]:
+    def build_commit(
+        self,
+        changes: dict[str, bytes | None],
+        message: str,
+        *,
+        alongside: Callable[[str, str | None], None] | None = None,
+    ) -> tuple[str, str | None]:
         """Write blobs, trees and a commit object for ``changes`` on top of HEAD; the ref is not
-        moved yet. Returns (new sha, base sha)."""
+        moved yet. Returns (new sha, base sha).
+
+        ``alongside(sha, base)`` (the caller's journal) runs in a thread while the objects are
+        written, so the two wait on the disk once instead of one after the other."""
         self.check_paths(changes)
         self.check_can_commit()
         self._check_index()
@@ -185,7 +194,11 @@ class Writing(Worktree):
         commit.message = (message.rstrip("\n") + "\n").encode("utf-8")
         add(commit)
         # Durable before the ref (or anything else) can point at them.
-        self._store_objects(new_objects)
+        sha = commit.id.decode("ascii")
+        if alongside is None:
+            self._store_objects(new_objects)
+        else:
+            together([lambda: self._store_objects(new_objects), lambda: alongside(sha, base)])
         return commit.id.decode("ascii"), base
 
     @git_errors
