@@ -200,7 +200,7 @@ def run(quick: bool) -> list[Section]:
                 f"History built with git fast-import in {built:.1f} s, then `git gc`. "
                 "apply_commit writes the new objects as one pack (the pack and its index fsynced "
                 "together, then their folder) while it writes the journal, then the ref, then the files "
-                "(fsynced together, then their folders), then the index, each step durable before the "
+                "(each fsynced, then their folders together), then the index, each step durable before the "
                 "next (the third row is the same with no fsync at all); git's time includes starting "
                 "its two processes. "
                 f"fsyncs per Dream commit: {max(fsyncs)} (git 2.39 with its defaults makes none: "

@@ -148,16 +148,18 @@ class Worktree(Checks):
         reached without following a symlink (``adapters.rooted``): a symlinked folder on the
         way is an error, never a door out of the workspace."""
         self.check_paths(contents)
-        written = [rel for rel, data in contents.items() if data is not None]
+        written: list[str] = []
         for rel, data in contents.items():
             if data is None:
                 self.fs.remove(rel, site="memory.remove")
-        # Each file is fsynced, then their folders once each, all before the caller goes on (the
-        # journal that can redo these writes is removed only after). The files need no order
-        # between them, nor the folders: each group is written at once, one thread a file, so
-        # a busy disk makes one sync wait instead of one per file.
-        write = functools.partial(self.fs.write, site="memory.write", sync_folder=False)
-        together([functools.partial(write, rel, contents[rel] or b"") for rel in written])
+            else:
+                # Each file is fsynced, one after the other: written at once, a kill during one
+                # would leave the others' temp files behind, in folders no ignore rule covers.
+                self.fs.write(rel, data, site="memory.write", sync_folder=False)
+                written.append(rel)
+        # Then their folders once each, at once (a busy disk makes one sync wait instead of one
+        # per folder), all before the caller goes on: the journal that can redo these writes is
+        # removed only after.
         folders = {rel.rpartition("/")[0]: rel for rel in written}
         together([functools.partial(self.fs.sync_folders, [rel]) for rel in folders.values()])
 
