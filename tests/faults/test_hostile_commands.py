@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from dream_memory.core.state import DreamState, HeldBatch, HeldChange
-from dream_memory.testing.hostile import cli, raw_commit
+from dream_memory.testing.hostile import cli, loose_object, raw_commit
 
 
 def _git(cwd: Path, *args: str) -> str:
@@ -31,7 +31,7 @@ def _git(cwd: Path, *args: str) -> str:
 
 def _damaged(ws: Path) -> Path:
     head = _git(ws, "rev-parse", "HEAD").strip()
-    path = ws / ".git" / "objects" / head[:2] / head[2:]
+    path = loose_object(ws, head)
     raw = zlib.decompress(path.read_bytes())
     path.chmod(0o644)
     path.write_bytes(zlib.compress(raw[:40]))

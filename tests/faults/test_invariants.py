@@ -12,6 +12,7 @@ from soak.ops import Ops
 
 from dream_memory.testing import build_workspace
 from dream_memory.testing.canaries import CANARIES
+from dream_memory.testing.hostile import loose_object
 from dream_memory.testing.invariants import (
     check_cursor_not_ahead,
     check_failed_appends_absent,
@@ -124,7 +125,7 @@ def test_a_corrupt_object_is_reported_by_fsck(dreamt: tuple[Path, Ops]) -> None:
     ws, _ = dreamt
     assert check_git_fsck(ws) == []
     blob = git(ws, "rev-parse", "HEAD:USER.md").strip()
-    path = ws / ".git" / "objects" / blob[:2] / blob[2:]
+    path = loose_object(ws, blob)
     path.chmod(0o644)
     path.write_bytes(b"not a zlib stream")
     assert [v.invariant for v in check_git_fsck(ws)] == ["git_fsck"]

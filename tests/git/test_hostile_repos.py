@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from dream_memory.core.state import DreamState, HeldBatch
-from dream_memory.testing.hostile import Outcome, cli, raw_commit
+from dream_memory.testing.hostile import Outcome, cli, loose_object, raw_commit
 
 PAYLOAD = b"#!/bin/sh\necho pwned > /tmp/pwned-by-a-hook\n"
 
@@ -271,7 +271,7 @@ def test_a_tampered_journal_names_nothing_to_write(tmp_path: Path) -> None:
 def _damage_object(ws: Path, sha: str) -> None:
     import zlib
 
-    path = ws / ".git" / "objects" / sha[:2] / sha[2:]
+    path = loose_object(ws, sha)
     raw = zlib.decompress(path.read_bytes())
     path.chmod(0o644)
     path.write_bytes(zlib.compress(raw[:40]))

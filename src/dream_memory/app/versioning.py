@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
-from dream_memory.adapters import fsutil, locks
+from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import CommitInfo, FileChange, GitStore
 from dream_memory.core import jsontext, layout
 from dream_memory.errors import VersionStoreError
@@ -72,17 +72,31 @@ def apply_commit(git: GitStore, changes: dict[str, bytes | None], message: str, 
         return None
     if not on_disk:
         git.check_writable(_memory_files(effective))
-    sha, base = git.build_commit(effective, message)
+    from dream_memory.adapters import locks  # socket: only when writing (`dream log` reads)
+
     journal = _journal_path(git)
-    record = {
-        "commit": sha,
-        "base": base,
-        "paths": sorted(effective),
-        "subject": message.partition("\n")[0],
-        "on_disk": on_disk,
-        **locks.this_process(),
-    }
-    fsutil.atomic_write(journal, json.dumps(record), site="journal.write")
+    written: list[bool] = []
+
+    def write_journal(sha: str, base: str | None) -> None:
+        record = {
+            "commit": sha,
+            "base": base,
+            "paths": sorted(effective),
+            "subject": message.partition("\n")[0],
+            "on_disk": on_disk,
+            **locks.this_process(),
+        }
+        fsutil.atomic_write(journal, json.dumps(record), site="journal.write")
+        written.append(True)
+
+    try:
+        # the journal is made durable while the objects are (recovery needs no object to roll
+        # back, and both are durable before the ref moves below)
+        sha, base = git.build_commit(effective, message, alongside=write_journal)
+    except BaseException:
+        if written:  # the objects failed: the branch never moved, nothing to recover
+            fsutil.remove(journal, site="journal.remove")
+        raise
     git.move_head(sha, base, message.partition("\n")[0])
     if not on_disk:
         git.write_files(_memory_files(effective))
@@ -134,6 +148,8 @@ def recover(git: GitStore) -> Recovery | None:
     except (ValueError, KeyError, TypeError, AttributeError):
         fsutil.remove(journal, site="journal.remove")
         return Recovery("abandoned", "", "unreadable journal")
+    from dream_memory.adapters import locks
+
     if locks.writer_alive(data.get("pid"), data.get("host"), journal):
         return None
     # index.lock or a ref lock left by the killed writer would block this and every later commit

@@ -121,3 +121,27 @@ def cli(*args: str, env: Mapping[str, str] | None = None, input: str | None = No
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         crash = "".join(traceback.format_exception(result.exception))
     return Outcome(result.exit_code, result.stdout, result.stderr, crash)
+
+
+def loose_object(workspace: Path, sha: str) -> Path:
+    """The loose file of object ``sha`` in the repository at ``workspace``, for a test that
+    damages it. dream-memory writes a commit's objects as one pack: a pack holding ``sha`` is
+    first unpacked (every object in it written loose, the pack removed), so the damaged file is
+    the only copy every reader finds."""
+    objects = workspace / ".git" / "objects"
+    path = objects / sha[:2] / sha[2:]
+    if path.exists():
+        return path
+    with Repo(str(workspace)) as repo:
+        store = repo.object_store
+        for pack in list(store.packs):
+            if ObjectID(sha.encode("ascii")) not in pack:
+                continue
+            for obj in list(pack.iterobjects()):
+                store.add_object(obj)
+            base = Path(pack._basename)
+            pack.close()
+            for suffix in (".idx", ".pack", ".rev", ".bitmap"):
+                base.with_name(base.name + suffix).unlink(missing_ok=True)
+    assert path.exists(), f"object {sha} is not in {objects}"
+    return path

@@ -10,11 +10,10 @@ import os
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from dulwich.errors import ApplyDeltaError, ChecksumMismatch, ObjectFormatException
 from dulwich.file import GitFile
-from dulwich.index import Index, IndexChecksumWriter, write_index_dict
 from dulwich.objects import ObjectID
 from dulwich.refs import Ref
 from dulwich.repo import Repo
@@ -24,6 +23,10 @@ from dream_memory.core import layout
 from dream_memory.core.ports import Clock
 from dream_memory.core.versions import parse_identity
 from dream_memory.errors import DreamError, VersionStoreError
+
+if TYPE_CHECKING:
+    # dulwich.index is imported when the index is first read: `dream log` never reads it
+    from dulwich.index import Index
 
 FILE_MODE = 0o100644
 EXEC_MODE = 0o100755
@@ -163,7 +166,7 @@ class GitBase:
             return cached[1]
         self._index_cache = None
         try:
-            index = self.repo.open_index()
+            index = self.repo.open_index()  # imports dulwich.index
         except Exception:  # dulwich raises assorted errors on index formats it does not read
             return None
         # A split index keeps most entries in a shared file dulwich does not read, and a sparse
@@ -183,6 +186,8 @@ class GitBase:
         its trailing checksum is ours, read through the same descriptor as its stamps, so a
         writer that replaced it in between is never mistaken for us. The next commit then need
         not parse the index again."""
+        from dulwich.index import IndexChecksumWriter, write_index_dict
+
         try:
             entries, version, extensions = index._byname, index._version, index._extensions
             skip_hash = index._skip_hash

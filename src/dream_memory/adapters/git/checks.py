@@ -8,8 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from dulwich.index import ConflictedIndexEntry
-
 from dream_memory.adapters.git.reading import Reading
 from dream_memory.core.paths import describe, memory_write_problem
 from dream_memory.errors import RepositoryStateError, VersionStoreError
@@ -61,6 +59,8 @@ class Checks(Reading):
         conflicted: list[str] = []
         index = self._open_index()
         if index is not None and index.has_conflicts():
+            from dulwich.index import ConflictedIndexEntry  # loaded with the index already
+
             conflicted = sorted(
                 path.decode("utf-8", "replace")
                 for path, entry in index.items()

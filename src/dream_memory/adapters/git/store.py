@@ -17,7 +17,6 @@ blocks in step.
 
 from __future__ import annotations
 
-import shutil
 import time
 from datetime import datetime
 from pathlib import Path
@@ -64,6 +63,8 @@ class GitStore(Branches):
                 if not create:
                     return None
                 # A creation killed before HEAD existed: nothing is in it, so it is made again.
+                import shutil  # rarely needed: kept out of every command's start-up
+
                 shutil.rmtree(root / ".git")
                 root = None
             if root is not None:

@@ -7,13 +7,15 @@ written after a commit lands.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import stat
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from dulwich.file import FileLocked
-from dulwich.index import ConflictedIndexEntry, Index, IndexEntry, index_entry_from_stat
 from dulwich.objects import Blob
 
 from dream_memory.adapters import fsutil
@@ -22,6 +24,10 @@ from dream_memory.adapters.git.checks import Checks
 from dream_memory.core import layout
 from dream_memory.core.paths import path_problem
 from dream_memory.errors import VersionStoreError
+
+if TYPE_CHECKING:
+    # imported where the index is read or written: `dream log` never touches it
+    from dulwich.index import Index, IndexEntry
 
 _RACY_SECONDS = 2.0
 
@@ -101,6 +107,8 @@ class Worktree(Checks):
     def sync_index(self, paths: Iterable[str], sha: str) -> None:
         """Make the index agree with commit ``sha`` for ``paths`` (and only those): every other
         entry, staged or not, is written back exactly as it was."""
+        from dulwich.index import Index, index_entry_from_stat
+
         index = self._open_index()
         self._forget_index()  # changed below: no later reader may take it for the file on disk
         if index is None:
@@ -145,16 +153,51 @@ class Worktree(Checks):
             if data is None:
                 self.fs.remove(rel, site="memory.remove")
             else:
-                # Each file is fsynced; their folders once each below, all before the caller
-                # goes on (the journal that can redo these writes is removed only after).
+                # Each file is fsynced, one after the other: written at once, a kill during one
+                # would leave the others' temp files behind, in folders no ignore rule covers.
                 self.fs.write(rel, data, site="memory.write", sync_folder=False)
                 written.append(rel)
-        self.fs.sync_folders(written)
+        # Then their folders once each, at once (a busy disk makes one sync wait instead of one
+        # per folder), all before the caller goes on: the journal that can redo these writes is
+        # removed only after.
+        folders = {rel.rpartition("/")[0]: rel for rel in written}
+        together([functools.partial(self.fs.sync_folders, [rel]) for rel in folders.values()])
+
+
+_AT_ONCE = 8  # threads per group: a commit of a hundred files does not start a hundred
+
+
+def together(steps: list[Callable[[], None]]) -> None:
+    """Run ``steps`` at once, ``_AT_ONCE`` at a time (one in this thread, the others in
+    threads); the first error raised is raised here once all have ended."""
+    if len(steps) > _AT_ONCE:
+        for start in range(0, len(steps), _AT_ONCE):
+            together(steps[start : start + _AT_ONCE])
+        return
+    failures: list[BaseException] = []
+
+    def run(step: Callable[[], None]) -> None:
+        try:
+            step()
+        except BaseException as exc:  # re-raised below, in the caller's thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(step,)) for step in steps[1:]]
+    for thread in threads:
+        thread.start()
+    if steps:
+        run(steps[0])
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
 
 
 def _index_entry(index: Index | None, key: bytes) -> IndexEntry | None:
     if index is None:
         return None
+    from dulwich.index import ConflictedIndexEntry  # loaded with the index already
+
     try:
         entry = index[key]
     except KeyError:

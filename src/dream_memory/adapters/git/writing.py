@@ -16,13 +16,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from dulwich.file import FileLocked
-from dulwich.object_store import BaseObjectStore
+from dulwich.object_store import BaseObjectStore, DiskObjectStore
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree, hex_to_filename
 from dulwich.refs import Ref
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.git.base import EXEC_MODE, FILE_MODE, git_errors, oid
-from dream_memory.adapters.git.worktree import Worktree
+from dream_memory.adapters.git import packing
+from dream_memory.adapters.git.base import DAMAGE, EXEC_MODE, FILE_MODE, git_errors, oid
+from dream_memory.adapters.git.worktree import Worktree, together
 from dream_memory.errors import VersionStoreError
 
 _STALE_LOCK_WAIT_SECONDS = 2.0
@@ -118,19 +119,52 @@ class Writing(Worktree):
             for fd in fds:
                 os.close(fd)
 
+    def _store_objects(self, objects: list[ShaFile]) -> None:
+        """Store the new objects of one commit durably: as one pack (``packing``: three fsyncs
+        whatever their number) in a repository on disk, else loose, fsynced together. The small
+        packs earlier commits left are merged first once there are many."""
+        store = self.repo.object_store
+        loose = objects
+        if isinstance(store, DiskObjectStore):
+            with contextlib.suppress(OSError, *DAMAGE):
+                # opportunistic: a merge that fails leaves the small packs, all still valid
+                if packing.merge_small_packs(store):
+                    store.packs  # noqa: B018 - forget the removed packs now, not on a later miss
+            # An object whose loose write a killed process left locked is written loose (``_add``
+            # removes that lock, which `git fsck` would report); one stat each.
+            objects_dir = self._objects_dir()
+            locked = {obj.id for obj in objects if os.path.exists(hex_to_filename(objects_dir, obj.id) + ".lock")}
+            try:
+                packing.write_objects_pack(store, [obj for obj in objects if obj.id not in locked])
+                loose = [obj for obj in objects if obj.id in locked]
+            except FileLocked:
+                pass  # a killed writer's lock of this very pack: all written loose instead
+        unsynced: list[bytes] = []
+        for obj in loose:
+            self._add(obj, unsynced)
+        if unsynced:
+            self._sync_objects(unsynced)
+
     @git_errors
-    def build_commit(self, changes: dict[str, bytes | None], message: str) -> tuple[str, str | None]:
+    def build_commit(
+        self,
+        changes: dict[str, bytes | None],
+        message: str,
+        *,
+        alongside: Callable[[str, str | None], None] | None = None,
+    ) -> tuple[str, str | None]:
         """Write blobs, trees and a commit object for ``changes`` on top of HEAD; the ref is not
-        moved yet. Returns (new sha, base sha)."""
+        moved yet. Returns (new sha, base sha).
+
+        ``alongside(sha, base)`` (the caller's journal) runs in a thread while the objects are
+        written, so the two wait on the disk once instead of one after the other."""
         self.check_paths(changes)
         self.check_can_commit()
         self._check_index()
         base = self.head()
         store = self.repo.object_store
-        unsynced: list[bytes] = []
-
-        def add(obj: ShaFile) -> None:
-            self._add(obj, unsynced)
+        new_objects: list[ShaFile] = []
+        add = new_objects.append
 
         tree_changes: list[TreeChange] = []
         for rel, data in sorted(changes.items()):
@@ -159,9 +193,12 @@ class Writing(Worktree):
         commit.author_timezone = commit.commit_timezone = offset
         commit.message = (message.rstrip("\n") + "\n").encode("utf-8")
         add(commit)
-        # Durable before the ref (or anything else) can point at them, as when each was synced
-        # on its own.
-        self._sync_objects(unsynced)
+        # Durable before the ref (or anything else) can point at them.
+        sha = commit.id.decode("ascii")
+        if alongside is None:
+            self._store_objects(new_objects)
+        else:
+            together([lambda: self._store_objects(new_objects), lambda: alongside(sha, base)])
         return commit.id.decode("ascii"), base
 
     @git_errors
@@ -229,7 +266,8 @@ class Writing(Worktree):
         return removed
 
     def clear_stale_object_locks(self, *, wait: float = 0.5) -> list[str]:
-        """Remove ``objects/xx/<id>.lock`` files a killed writer left behind.
+        """Remove ``objects/xx/<id>.lock`` files a killed writer left behind, and in
+        ``objects/pack`` the locks and index-less packs of a pack write it did not finish.
 
         Only dulwich makes these (git writes objects through ``tmp_obj_*`` files), and a live
         write lasts milliseconds, so a lock still there after ``wait`` seconds is dead. Left in
@@ -237,9 +275,11 @@ class Writing(Worktree):
         Callers hold the Dream lock, so no other Dream run is writing objects meanwhile.
         """
         objects = Path(os.fspath(getattr(self.repo.object_store, "path", Path(self.repo.commondir()) / "objects")))
+        store = self.repo.object_store
+        packs = packing.clear_stale_packs(store, wait=wait) if isinstance(store, DiskObjectStore) else []
         locks = [p for p in objects.glob("[0-9a-f][0-9a-f]/*.lock") if p.is_file()]
         if not locks:
-            return []
+            return packs
         deadline = time.monotonic() + wait
         while time.monotonic() < deadline and any(p.exists() for p in locks):
             time.sleep(0.05)
@@ -248,7 +288,7 @@ class Writing(Worktree):
             if lock.exists():
                 fsutil.remove(lock, site="git.stale_lock")
                 removed.append(lock.relative_to(objects).as_posix())
-        return removed
+        return packs + removed
 
     @git_errors
     def commit(self, changes: dict[str, bytes | None], message: str) -> str | None:
