@@ -86,6 +86,10 @@ def test_volatile_parts_match_loosely_and_nothing_else() -> None:
     # A short SHA drawn with no digit (about one in 800) is still a SHA: versioning.md failed once on "aadbcba".
     assert output_matches(["restored 5f6450d"], ["restored aadbcba"])
     assert not output_matches(["the deadbeef entry"], ["the beefdead entry"])  # 8 letters: a word
+    # dream blame's 8-character SHA column can be all digits (one in 43): provenance.md failed once on "22640933".
+    blame = "322ba440 2026-12-01 16:16 init                      1| # User"
+    assert output_matches([blame], ["22640933 2026-12-02 06:23 init                      1| # User"])
+    assert not output_matches([blame], ["22640933 2026-12-02 06:23 init                      1| # Usr"])
 
 
 def test_a_transcript_is_commands_and_their_output() -> None:

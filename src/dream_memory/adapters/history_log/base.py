@@ -260,9 +260,11 @@ class LogBase(abc.ABC):
 
     def _check_left_as_recorded(self) -> None:
         try:
-            fields = self.left_path.read_text(encoding="ascii").split()
+            # Bytes, not text: no codec is looked up (a user who cannot read the interpreter's
+            # encodings package got "unknown encoding: ascii" from read_text).
+            fields = self.left_path.read_bytes().split()
             recorded = (int(fields[0]), int(fields[1]))
-        except (OSError, ValueError, IndexError, UnicodeDecodeError):
+        except (OSError, ValueError, IndexError):
             recorded = None
         # Never recorded (a workspace only nanobot or an older version wrote) proves nothing, but
         # the first append looks once more after a moment (appending.py): a writer that is
@@ -280,7 +282,7 @@ class LogBase(abc.ABC):
                 return
             fd = os.open(self.left_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
             try:
-                os.write(fd, f"{state[0]} {state[1]}\n".encode("ascii"))
+                os.write(fd, b"%d %d\n" % state)
             finally:
                 os.close(fd)
 
