@@ -7,6 +7,9 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from dream_memory.adapters.store_watch import StoreWatch
+from dream_memory.app.read import ReadStore
+
 INDEX = """\
 # Index
 
@@ -68,3 +71,14 @@ def read_env(store: Path, **extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
+
+
+def watched(root: Path, cache: Path, watch: StoreWatch, query: str) -> tuple[list[str], dict[str, int]]:
+    with ReadStore(root, home="/home/u", cache_dir=cache, cache_min_files=10, watch=watch) as r:
+        result = r.search(query, max_results=50)
+        return [f"{h.path}:{h.hit_count}" for h in result.results], r.last_search_stats
+
+
+def plain(root: Path, query: str) -> list[str]:
+    with ReadStore(root, home="/home/u") as r:
+        return [f"{h.path}:{h.hit_count}" for h in r.search(query, max_results=50).results]

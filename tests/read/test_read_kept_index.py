@@ -9,48 +9,20 @@ import os
 import sqlite3
 import sys
 from array import array
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from read_helpers import plain, watched
 
 import dream_memory.adapters.search_index.match as index_match
 from dream_memory.adapters.search_index.files import FileTable
 from dream_memory.adapters.store_watch import StoreWatch
 from dream_memory.app.read import ReadStore
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
-
-
-@pytest.fixture(autouse=True)
-def no_racy_window(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Files in these tests are seconds old; the 2 s racy-git window would keep them out of the index."""
-    monkeypatch.setattr(index_match, "RACY_NS", 0)
-
-
-@pytest.fixture
-def root(make_store: Callable[..., Path]) -> Path:
-    extra = {f"entities/e{i:03}.md": f"# e{i}\n\n- filler text number {i}\n" for i in range(40)}
-    extra["sections/notes.md"] = "# notes\n\n- nothing yet\n"
-    return make_store(extra)
-
-
-@pytest.fixture
-def watch(root: Path) -> Iterator[StoreWatch]:
-    w = StoreWatch(str(root))
-    yield w
-    w.close()
-
-
-def watched(root: Path, cache: Path, watch: StoreWatch, query: str) -> tuple[list[str], dict[str, int]]:
-    with ReadStore(root, home="/home/u", cache_dir=cache, cache_min_files=10, watch=watch) as r:
-        result = r.search(query, max_results=50)
-        return [f"{h.path}:{h.hit_count}" for h in result.results], r.last_search_stats
-
-
-def plain(root: Path, query: str) -> list[str]:
-    with ReadStore(root, home="/home/u") as r:
-        return [f"{h.path}:{h.hit_count}" for h in r.search(query, max_results=50).results]
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's"),
+    pytest.mark.usefixtures("no_racy_window"),
+]
 
 
 def same_as_plain(root: Path, cache: Path, watch: StoreWatch, query: str) -> dict[str, int]:

@@ -71,7 +71,7 @@ def _write_pack(store: DiskObjectStore, objects: list[ShaFile]) -> str:
         for handle, data in ((pack_file, buffer.getvalue()), (index_file, index.getvalue())):
             handle.write(data)
             handle.flush()
-        _fsync_together([pack_file.fileno(), index_file.fileno()])
+        fsync_together([pack_file.fileno(), index_file.fileno()])
     except BaseException:
         pack_file.abort()
         index_file.abort()
@@ -86,7 +86,7 @@ def _write_pack(store: DiskObjectStore, objects: list[ShaFile]) -> str:
     return base
 
 
-def _fsync_together(fds: list[int]) -> None:
+def fsync_together(fds: list[int]) -> None:
     """fsync ``fds`` concurrently (the other in a thread): on a busy disk two syncs issued
     together cost about one."""
     failures: list[OSError] = []

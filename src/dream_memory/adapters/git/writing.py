@@ -10,7 +10,6 @@ import contextlib
 import os
 import stat
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -97,24 +96,8 @@ class Writing(Worktree):
                     fds.append(os.open(os.fsdecode(hex_to_filename(objects, ObjectID(sha))), os.O_RDONLY))
                 except FileNotFoundError:
                     continue
-            failures: list[OSError] = []
-
-            def sync(fd: int) -> None:
-                try:
-                    os.fsync(fd)
-                except OSError as exc:
-                    failures.append(exc)
-
-            if len(fds) == 1:
-                sync(fds[0])
-            else:
-                threads = [threading.Thread(target=sync, args=(fd,)) for fd in fds]
-                for thread in threads:
-                    thread.start()
-                for thread in threads:
-                    thread.join()
-            if failures:
-                raise failures[0]
+            if fds:
+                packing.fsync_together(fds)
         finally:
             for fd in fds:
                 os.close(fd)
