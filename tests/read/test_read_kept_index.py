@@ -12,7 +12,7 @@ from array import array
 from pathlib import Path
 
 import pytest
-from read_helpers import plain, watched
+from read_helpers import plain, rewrite_in_place, watched
 
 import dream_memory.adapters.search_index.match as index_match
 from dream_memory.adapters.search_index.files import FileTable
@@ -70,17 +70,11 @@ def test_an_in_place_edit_after_warm_searches_is_seen(root: Path, tmp_path: Path
     for _ in range(3):
         same_as_plain(root, cache, watch, "needle")
     target = root / "entities" / "e011.md"
-    before = target.stat()
-    data = target.read_bytes()
-    with open(target, "r+b") as f:
-        f.write(data.replace(b"filler", b"needle"))
-    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    rewrite_in_place(target, b"filler", b"needle")
     got, _ = watched(root, cache, watch, "needle")
     assert got == ["entities/e011.md:1"] == plain(root, "needle")
     # And back again, twice in a row (the second answered from the kept state).
-    with open(target, "r+b") as f:
-        f.write(data)
-    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    rewrite_in_place(target, b"needle", b"filler")
     for _ in range(2):
         got, _ = watched(root, cache, watch, "needle")
         assert got == [] == plain(root, "needle")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from read_helpers import plain, watched
+from read_helpers import plain, rewrite_in_place, watched
 
 from dream_memory.adapters.store_watch import IN_Q_OVERFLOW, Inotify, LibcInotify, StoreWatch, open_inotify
 from dream_memory.app.read import ReadStore
@@ -53,12 +53,9 @@ def test_an_in_place_edit_of_the_same_size_in_the_same_second_is_seen(
     cache = tmp_path / "cache"
     same_as_plain(root, cache, watch, "needle")
     target = root / "entities" / "e011.md"
-    before = target.stat()
-    data = target.read_bytes()
-    with open(target, "r+b") as f:
-        f.write(data.replace(b"filler", b"needle"))
-    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
-    assert target.stat().st_size == before.st_size
+    size = target.stat().st_size
+    rewrite_in_place(target, b"filler", b"needle")
+    assert target.stat().st_size == size
     got = same_as_plain(root, cache, watch, "needle")
     assert got == ["entities/e011.md:1"]
     assert watch.full_listings == 2  # seen through the watcher, not by listing again
@@ -159,10 +156,7 @@ def test_without_watches_every_search_stats_every_file(
         same_as_plain(root, cache, watch, "filler")
         assert not watch.active
         target = root / "entities" / "e011.md"
-        before = target.stat()
-        with open(target, "r+b") as f:
-            f.write(target.read_bytes().replace(b"filler", b"needle"))
-        os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+        rewrite_in_place(target, b"filler", b"needle")
         assert same_as_plain(root, cache, watch, "needle") == ["entities/e011.md:1"]
     finally:
         watch.close()
