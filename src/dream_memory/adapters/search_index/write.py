@@ -60,6 +60,17 @@ SCHEMA = (
     f"CREATE VIRTUAL TABLE texts USING fts5(body, content='', columnsize=0, tokenize = {_sql_string(_TOKENIZE)})",
     "CREATE VIRTUAL TABLE text_tokens USING fts5vocab(texts, instance)",
     "CREATE VIRTUAL TABLE text_vocab USING fts5vocab(texts, row)",
+    # FTS5 writes its postings as segments of about 1 MB and merges them as they pile up; with
+    # its defaults (merge 4 at a time, forced at 16 per level) a first build of 80 MB spends half
+    # its time (0.6 of 1.3 s at 10,000 files) rewriting the same postings level after level.
+    # Merging 16 at a time (forced at 64) rewrites each posting about half as often: the build
+    # takes 1.0 s, the index is 3% smaller, later write-backs merge in smaller steps too, and a
+    # look-up costs what it did (bench/bench_read.py; docs/read-side.md). Stored in the index,
+    # so every later write keeps to it. Never merging while building (automerge 0) is faster
+    # still (0.65 s) but leaves ~60 segments that every look-up walks, and the first forced
+    # merge (a 0.5 s stall) falls on a later search.
+    "INSERT INTO texts (texts, rank) VALUES ('automerge', 16)",
+    "INSERT INTO texts (texts, rank) VALUES ('crisismerge', 64)",
 )
 
 
@@ -73,9 +84,18 @@ def fill_new(
         db.execute(statement)
     db.execute("BEGIN")
     table = FileTable([], array("q"), {})
-    for item in fresh:
-        if storable(item):
-            table.add(item.rel, _insert(db, item)[0], item.skip)
+    file_rows: list[tuple[object, ...]] = []
+    texts: list[tuple[int, str]] = []
+    # A new index numbers its files itself (AUTOINCREMENT carries on after them), so both tables
+    # are filled by one executemany each instead of two statements per file.
+    for fid, item in enumerate(filter(storable, fresh), 1):
+        row, fields, text = _prepared(item, fid)
+        file_rows.append(row)
+        table.add(item.rel, fields, item.skip)
+        if text is not None:
+            texts.append((fid, text))
+    db.executemany(_INSERT_FILE, file_rows)
+    db.executemany("INSERT INTO texts (rowid, body) VALUES (?, ?)", texts)
     table.write(db)
     put_meta(db, "version", str(SCHEMA_VERSION))
     put_meta(db, "store", store_real)
@@ -171,9 +191,17 @@ def _delete(db: sqlite3.Connection, rel: str) -> int:
     return 1 if row is not None and not row[0] and not row[1] else 0
 
 
-def _insert(db: sqlite3.Connection, item: IndexedText) -> tuple[list[int], bytes | None]:
-    """Index one file: its packed fields (see ``FileTable``), and its folded text when FTS5 holds
-    it (None when the file is only recorded: skipped, or read directly every time)."""
+_INSERT_FILE = (
+    "INSERT INTO files (id, rel, size, mtime, ctime, ino, indexed_ns, headings, skip, direct)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _prepared(item: IndexedText, fid: int | None) -> tuple[tuple[object, ...], list[int], str | None]:
+    """One file's row for the file table (``fid`` None: numbered by SQLite), its packed fields
+    (see ``FileTable``; the id filled in by the caller when SQLite numbers it), and its folded
+    text when FTS5 holds it (None when the file is only recorded: skipped, or read directly
+    every time)."""
     folded = item.folded
     # Only a text longer than FTS5's token limit can hold a token it would cut.
     direct = (
@@ -182,17 +210,22 @@ def _insert(db: sqlite3.Connection, item: IndexedText) -> tuple[list[int], bytes
         and max(map(len, folded.split()), default=0) > MAX_TOKEN_BYTES
     )
     size, mtime, ctime, ino = item.key
-    cursor = db.execute(
-        "INSERT INTO files (rel, size, mtime, ctime, ino, indexed_ns, headings, skip, direct)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (rel_blob(item.rel), size, mtime, ctime, i64(ino), item.read_ns, item.headings, item.skip, int(direct)),
-    )
-    fid = int(cursor.lastrowid or 0)
-    fields = [fid, size, mtime, ctime, i64(ino), item.read_ns, int(direct)]
-    if folded is None or direct:
+    row = (fid, rel_blob(item.rel), size, mtime, ctime, i64(ino), item.read_ns, item.headings, item.skip, int(direct))
+    fields = [fid or 0, size, mtime, ctime, i64(ino), item.read_ns, int(direct)]
+    text = None if folded is None or direct else folded.decode("utf-8", errors="surrogateescape")
+    return row, fields, text
+
+
+def _insert(db: sqlite3.Connection, item: IndexedText) -> tuple[list[int], bytes | None]:
+    """Index one file in an existing index: its packed fields, and its folded text when FTS5
+    holds it."""
+    row, fields, text = _prepared(item, None)
+    fid = int(db.execute(_INSERT_FILE, row).lastrowid or 0)
+    fields[0] = fid
+    if text is None:
         return fields, None
-    db.execute("INSERT INTO texts (rowid, body) VALUES (?, ?)", (fid, folded.decode("utf-8", errors="surrogateescape")))
-    return fields, folded
+    db.execute("INSERT INTO texts (rowid, body) VALUES (?, ?)", (fid, text))
+    return fields, item.folded
 
 
 def _exact_vocab(db: sqlite3.Connection) -> bytes:
