@@ -135,6 +135,10 @@ class SearchIndex:
                 fill_new(db, fresh, self.store_real, index_rows)
             finally:
                 db.close()
+            # Built without a journal or syncs (a crash mid-build leaves only the .tmp, pruned
+            # later): the bytes reach the disk before the name does, so a power cut leaves the old
+            # index, none, or this one whole, never a new name over half-written pages.
+            _fsync(tmp)
             if self.path.exists():
                 os.unlink(tmp)  # another search built it meanwhile: keep theirs
                 return False
@@ -267,6 +271,14 @@ class KeptIndex:
         self.memo = None
         self._path = self._ident = self._version = None
         self.reused = False
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def data_version(db: sqlite3.Connection) -> int:
