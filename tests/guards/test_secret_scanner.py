@@ -241,3 +241,32 @@ def test_line_by_line_rules_redact_what_the_whole_text_would(fixtures_root: Path
             counts: dict[str, int] = {}
             got = scanner._shapes(text, counts)
             assert (got, list(counts.items())) == (expected[0], list(expected[1].items())), text[:200]
+
+
+def test_the_keyword_detector_skipped_on_lines_without_quotes_finds_nothing_there(fixtures_root: Path) -> None:
+    """Layer 3 leaves detect-secrets' keyword detector out on a line with no quote character:
+    the installed version's patterns all require one, and over canaries, ordinary memory, the
+    real workspaces' lines and keyword assignments (quoted, then with the quotes taken out) it
+    finds something only where a quote is."""
+    from detect_secrets.plugins.keyword import KeywordDetector
+
+    from dream_memory.adapters.secrets import _needs_quote
+
+    assert _needs_quote("KeywordDetector") and not _needs_quote("AWSKeyDetector")
+    lines = [c.text for c in make_canaries()] + ORDINARY
+    for path in sorted(fixtures_root.rglob("*.md")):
+        lines += path.read_text(encoding="utf-8", errors="replace").splitlines()
+    assigned = [
+        f"{name} {op} {q}Zx9{i}kQ7vB2{q}"
+        for i, name in enumerate(("password", "api_key", "SECRET", "db_pass"))
+        for op in ("=", ":", "=>")
+        for q in ("'", '"', "`")
+    ]
+    lines += assigned + [line.translate({ord(q): None for q in "'\"`"}) for line in assigned + lines]
+    detector, found_quoted = KeywordDetector(), 0
+    for line in lines:
+        found = detector.analyze_line(filename="memory.md", line=line, line_number=0)
+        if not any(q in line for q in "'\"`"):
+            assert not found, line
+        found_quoted += bool(found)
+    assert found_quoted >= len(assigned) // 2, "the detector still finds quoted keyword values"

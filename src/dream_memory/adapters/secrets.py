@@ -38,6 +38,7 @@ from dream_memory.adapters.secret_rules import ENV_NAME, MARK, SHAPES, TOKEN_TAI
 # detect-secrets detectors we do not use: a public IP address is not a credential, and memory
 # legitimately records hosts.
 _SKIPPED_DETECTORS = frozenset({"IPPublicDetector"})
+_SCANNED_AS = "memory.md"  # the file name detect-secrets is told: its keyword rules depend on the type
 
 
 def _kind_of(secret_type: str) -> str:
@@ -50,6 +51,60 @@ def _plugins() -> tuple[Any, ...]:
 
     classes: list[Any] = list(get_mapping_from_secret_type_to_class().values())
     return tuple(cls() for cls in classes if cls.__name__ not in _SKIPPED_DETECTORS)
+
+
+_QUOTES = ("'", '"', "`")
+_QUOTE_GROUP = "([\\'\"`])"
+
+
+@cache
+def _needs_quote(detector: str) -> bool:
+    """Whether every pattern of detect-secrets' keyword detector, for the file type we scan as,
+    requires a quote character (a group of them at the top level, not optional): then a line
+    without one gives it nothing to find. Read off the installed version's patterns, so a
+    version that drops the quote leaves the detector running on every line."""
+    if detector != "KeywordDetector":
+        return False
+    from detect_secrets.plugins import keyword
+    from detect_secrets.util.filetype import determine_file_type
+
+    table = keyword.REGEX_BY_FILETYPE.get(
+        determine_file_type(_SCANNED_AS), keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP
+    )
+    return bool(table) and all(_required_at_top(pattern.pattern, _QUOTE_GROUP) for pattern in table)
+
+
+def _required_at_top(source: str, group: str) -> bool:
+    """``group`` occurs in ``source`` outside every other group, with no quantifier after it and
+    no alternation at the top level (which would make every part optional)."""
+    at = source.find(group)
+    if at < 0 or source[at + len(group) : at + len(group) + 1] in ("?", "*", "{"):
+        return False
+    return _outside(source[:at])[1] == 0 and "|" not in _outside(source)[0]
+
+
+def _outside(source: str) -> tuple[str, int]:
+    """The characters of a pattern outside any group or class, and the group depth at its end."""
+    out: list[str] = []
+    i, opened, depth = 0, -1, 0  # opened: where the class we are in starts (-1: none)
+    while i < len(source):
+        char = source[i]
+        if char == "\\":
+            i += 2
+            continue
+        if opened >= 0:  # a "]" right after "[" or "[^" is a member
+            first = opened + (2 if source[opened + 1 : opened + 2] == "^" else 1)
+            opened = -1 if char == "]" and i > first else opened
+        elif char == "[":
+            opened = i
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif depth == 0:
+            out.append(char)
+        i += 1
+    return "".join(out), depth
 
 
 def _object_id(secret_type: str, value: str) -> bool:
@@ -143,6 +198,10 @@ class SecretScanner:
     def _shape_line(self, first: int, rules: tuple[Rule, ...], line: str) -> tuple[str, tuple[tuple[int, str], ...]]:
         marks: list[tuple[int, str]] = []
         for index, rule in enumerate(rules, start=first):
+            # Most rules find nothing in most lines: one search says so without _apply's spans,
+            # judges and rebuilt text (seventy rules' overhead was most of a new line's scan).
+            if rule.pattern.search(line) is None:
+                continue
             found: dict[str, int] = {}
             line = self._apply(rule, line, found)
             marks += [(index, kind) for kind, n in found.items() for _ in range(n)]
@@ -202,9 +261,12 @@ class SecretScanner:
 
     def _scan_line(self, line: str, counts: dict[str, int]) -> str:
         findings: list[tuple[str, str]] = []
+        quoted = any(q in line for q in _QUOTES)
         for plugin in _plugins():
+            if not quoted and _needs_quote(type(plugin).__name__):
+                continue  # it cannot match (half a plain line's layer-3 time went to it)
             try:
-                found = plugin.analyze_line(filename="memory.md", line=line, line_number=0)
+                found = plugin.analyze_line(filename=_SCANNED_AS, line=line, line_number=0)
             except Exception:
                 continue
             for secret in found:

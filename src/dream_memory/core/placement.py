@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Mapping, Sequence
+from functools import lru_cache
 
 from dream_memory.core import layout, scopes
 from dream_memory.core.dates import merged_trail, split_trail
@@ -58,8 +59,17 @@ SECTION_RULES: dict[str, list[tuple[str, re.Pattern[str]]]] = {
 DEFAULT_SECTION = {layout.USER: "Work Context", layout.MEMORY: "Project Facts", layout.SOUL: "Communication Style"}
 
 
+_NON_WORD = re.compile(r"[^\w]+")
+
+
 def _normalize(text: str) -> str:
-    return re.sub(r"[^\w]+", " ", text.casefold()).strip()
+    return _NON_WORD.sub(" ", text.casefold()).strip()
+
+
+# A batch files a dozen facts into the same few files, and each fact compares its bullet with
+# every line of its file: without this each line was normalised once per fact (most of
+# place_facts' time). Lines only: whole texts would make the kept entries weigh what files do.
+_normalize_line = lru_cache(maxsize=1 << 16)(_normalize)
 
 
 def section_for(path: str, text: str, avoid: Collection[str] = ()) -> str:
@@ -105,10 +115,12 @@ def add_fact(text: str, path: str, fact_text: str, avoid: Collection[str] = ()) 
     if is_forget(fact_text):
         wanted = _normalize(superseded_value(fact_text) or "")
         lines = text.splitlines(keepends=True)
-        kept = [ln for ln in lines if not (ln.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize(ln))]
+        kept = [
+            ln for ln in lines if not (ln.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize_line(ln))
+        ]
         return "".join(kept)
     bullet = f"- {_bullet_text(fact_text)}"
-    if _normalize(bullet) in {_normalize(line) for line in text.splitlines()}:
+    if _normalize(bullet) in {_normalize_line(line) for line in text.splitlines()}:
         return text
     old = superseded_value(fact_text)
     if old:

@@ -2,9 +2,9 @@
 memory files, that ``git notes --ref dream show <sha>`` reads too.
 
 The notes tree is read and updated with dulwich's ``NotesTree`` (its fan-out included); the
-notes commit is made here like every other commit of ours (our author and clock, objects added
-through ``GitStore._add``, the ref moved by compare-and-set), so a concurrent writer is an error,
-never a lost note.
+notes commit is made here like every other commit of ours (our author and clock, its objects
+written together by ``GitStore._store_objects`` before the ref names them, the ref moved by
+compare-and-set), so a concurrent writer is an error, never a lost note.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pathlib import Path
 
 from dulwich.file import FileLocked
 from dulwich.notes import NotesTree
-from dulwich.objects import Commit, Tree
+from dulwich.object_store import BaseObjectStore
+from dulwich.objects import Commit, ObjectID, ShaFile, Tree
 from dulwich.refs import Ref
 
 from dream_memory.adapters import fsutil
@@ -38,6 +39,43 @@ def _notes_tree(store: GitStore, ref: str) -> tuple[bytes | None, Tree | None]:
     tree = store.repo[commit.tree]
     assert isinstance(tree, Tree)
     return bytes(head), tree
+
+
+class _Collecting:
+    """The object store as NotesTree sees it: what it adds is kept here (to be written together),
+    what it reads comes from what was added, then from the store."""
+
+    def __init__(self, store: BaseObjectStore) -> None:
+        self.store = store
+        self.added: dict[bytes, ShaFile] = {}
+
+    @property
+    def object_format(self) -> object:
+        return self.store.object_format
+
+    def add_object(self, obj: ShaFile) -> None:
+        self.added[bytes(obj.id)] = obj
+
+    def reachable(self, root: bytes) -> list[ShaFile]:
+        """What was added that ``root`` reaches: dulwich's move to a fanned-out tree builds
+        trees it then replaces, which written would lie dangling (`git fsck` lists them)."""
+        by_id = {bytes(obj.id): obj for obj in self.added.values()}  # ids as they are now
+        found: dict[bytes, ShaFile] = {}
+        todo = [root]
+        while todo:
+            sha = todo.pop()
+            obj = by_id.get(sha)
+            if obj is None or sha in found:
+                continue
+            found[sha] = obj
+            if isinstance(obj, Commit):
+                todo.append(bytes(obj.tree))
+            elif isinstance(obj, Tree):
+                todo += [bytes(entry.sha) for entry in obj.iteritems()]
+        return list(found.values())
+
+    def __getitem__(self, sha: bytes) -> ShaFile:
+        return self.added[sha] if sha in self.added else self.store[ObjectID(sha)]
 
 
 @git_errors
@@ -76,8 +114,9 @@ def write_note(store: GitStore, sha: str, content: bytes, message: str, ref: str
         # In memory only: dulwich's create_notes_tree stores the empty tree, which no commit
         # then reaches, and `git fsck --strict` reports it dangling.
         tree = Tree()
-    new_tree = NotesTree(tree, objects).set_note(oid(sha), content)
-    store._add(new_tree)
+    collected = _Collecting(objects)
+    new_tree = NotesTree(tree, collected).set_note(oid(sha), content)  # type: ignore[arg-type]
+    collected.add_object(new_tree)
     commit = Commit()
     commit.tree = new_tree.id
     commit.parents = [oid(head)] if head else []
@@ -86,7 +125,10 @@ def write_note(store: GitStore, sha: str, content: bytes, message: str, ref: str
     commit.author_time = commit.commit_time = when
     commit.author_timezone = commit.commit_timezone = offset
     commit.message = (message.rstrip("\n") + "\n").encode("utf-8")
-    store._add(commit)
+    collected.add_object(commit)
+    # One durable write of the note's objects (blob, trees, commit) before the ref names them,
+    # as a batch's commit is written: one group of fsyncs instead of one fsync after another.
+    store._store_objects(collected.reachable(bytes(commit.id)))
     name = Ref(ref.encode("ascii"))
     try:
         if head is None:
