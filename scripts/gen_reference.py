@@ -96,10 +96,10 @@ def _range(metadata: list[Any]) -> str:
 
 
 def _default(field: Any) -> str:
-    from pydantic import BaseModel
+    import dataclasses
 
     value = field.default_factory() if field.default_factory is not None else field.default
-    if isinstance(value, BaseModel):
+    if dataclasses.is_dataclass(value):
         return "(section)"
     if value is None:
         return "none"
@@ -154,6 +154,7 @@ agent and is ignored. What each setting does, with examples: [../configuration.m
 def render_config() -> str:
     from dream_memory.settings import precedence
     from dream_memory.settings.schema import Config
+    from dream_memory.settings.validation import pydantic_model
 
     rules = inspect.getdoc(precedence) or ""
     rule_lines = list(rules.split("\n\n", 1)[1].split("\n\n")[0].splitlines())
@@ -168,7 +169,7 @@ def render_config() -> str:
         "",
         "| key | type | default | range |",
         "|---|---|---|---|",
-        *_rows(Config, ""),
+        *_rows(pydantic_model(Config), ""),
         "",
     ]
     return "\n".join(parts)

@@ -54,10 +54,10 @@ CONFINED: dict[str, tuple[str, ...]] = {
     "click": ("dream_memory.entrypoints.cli", "dream_memory.testing"),
     # The live progress bar: imported only when stderr is a terminal.
     "tqdm": ("dream_memory.entrypoints.cli.progress",),
-    # pydantic: the config schema, and the MCP server's argument limits (the SDK reads Field).
+    # pydantic: validating a config file the quick check is unsure of (the schema is plain
+    # dataclasses, so most commands start without it), and the MCP server's argument limits.
     "pydantic": (
-        "dream_memory.settings.schema",
-        "dream_memory.settings.loading",
+        "dream_memory.settings.validation",
         "dream_memory.entrypoints.mcp_server",
     ),
     # Pure parsers (no I/O): frontmatter's YAML and lenient JSON for tool arguments.

@@ -82,9 +82,9 @@ def _with_scopes(rt: Runtime, rules: Mapping[str, str] | None) -> Runtime:
     if rules is None:
         return rt
     config = rt.settings.config
-    defaults = config.agents.defaults.model_copy(update={"scopes": dict(rules)})
-    agents = config.agents.model_copy(update={"defaults": defaults})
-    settings = dataclasses.replace(rt.settings, config=config.model_copy(update={"agents": agents}))
+    defaults = dataclasses.replace(config.agents.defaults, scopes=dict(rules))
+    agents = dataclasses.replace(config.agents, defaults=defaults)
+    settings = dataclasses.replace(rt.settings, config=dataclasses.replace(config, agents=agents))
     return dataclasses.replace(rt, settings=settings)
 
 

@@ -1,12 +1,13 @@
 """Settings: what a command needs from its surroundings, resolved once.
 
 - ``settings.defaults``: every default a user can change (a leaf; the one owner of each value)
-- ``settings.schema``: the config file's pydantic models (loaded only when a command needs them)
-- ``settings.loading``: reading and validating a config file
+- ``settings.schema``: the config file's shape and every default, as plain dataclasses
+- ``settings.loading``: reading and validating a config file (pydantic, loaded only when one exists)
 - ``settings.precedence``: which of the flag, the variable and the file wins (the only env reader)
 - ``settings.model``: which model, endpoint and key a command uses
 
-Importing this package loads no pydantic, so read-only commands start fast (``load_read_settings``).
+Importing this package loads no pydantic, and neither does ``load_settings`` when there is no
+config file (the defaults are ``schema.Config()``): most commands start without it.
 Error messages name the file and the field, never the value (a value may be a secret).
 """
 
@@ -122,16 +123,18 @@ def load_settings(
     config: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Settings:
-    from dream_memory.settings.loading import Config, load_config_file
-
     environ = environment(env)
     ws = resolve_workspace(workspace, environ)
     path, explicit = resolve_config_path(config, ws, environ)
     if path is None:
+        from dream_memory.settings.schema import Config
+
         cfg = Config()
     elif not path.is_file() and explicit:
         raise ConfigError(f"config file {path} does not exist")
     else:
+        from dream_memory.settings.loading import load_config_file
+
         cfg = load_config_file(path)
     return Settings(workspace=ws, config=cfg, config_path=path, env=environ)
 

@@ -1,8 +1,10 @@
-"""Reading a config file: JSON (lenient about comments), validated against ``settings.schema``.
+"""Reading a config file: JSON (lenient about comments), checked against ``settings.schema``.
 
-Errors name the file and the field, never the value (a value may be a secret). Unknown keys in
-the sections dream-memory owns are warned about; the rest of a nanoinfra config.json belongs to
-the agent and is ignored. pydantic loads with this module, so ``settings`` imports it lazily.
+A plainly valid file is read by ``settings.quick`` without pydantic; any other goes to
+``settings.validation`` (pydantic), whose verdict and messages are final. Either way the result is
+the schema's dataclasses. Errors name the file and the field, never the value (a value may be a
+secret). Unknown keys in the sections dream-memory owns are warned about; the rest of a nanoinfra
+config.json belongs to the agent and is ignored.
 """
 
 from __future__ import annotations
@@ -13,11 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from dream_memory.core import jsontext
 from dream_memory.errors import ConfigError
-from dream_memory.settings.schema import Config, DreamSettings
+from dream_memory.settings.schema import Config
 
 __all__ = ["Config", "load_config_file", "parse_config"]
 
@@ -27,45 +27,44 @@ __all__ = ["Config", "load_config_file", "parse_config"]
 _OWNED_SECTIONS = ("agents.defaults.dream", "agents.defaults.consolidate", "agents.defaults.context")
 
 
-def _unknown_keys(config: Config) -> list[str]:
+def _unknown_keys(config: Config, extras: Mapping[int, list[str]]) -> list[str]:
+    """Every unknown key the file holds in an owned section; ``extras`` has each section read
+    from the file (by ``id``) with its unknown keys, in the file's order."""
+
+    def extra(node: Any) -> list[str]:
+        return extras.get(id(node), [])
+
     found: list[str] = []
     for dotted in _OWNED_SECTIONS:
         node: Any = config
         for part in dotted.split("."):
             node = getattr(node, part)
-        found += [f"{dotted}.{key}" for key in (node.model_extra or {})]
-        if isinstance(node, DreamSettings) and node.deletion_guard.model_extra:
-            found += [f"{dotted}.deletionGuard.{k}" for k in node.deletion_guard.model_extra]
-        if isinstance(node, DreamSettings):  # a mistyped "pin" must not pass unnoticed
-            found += _unknown_policy_keys(node.write_policy, f"{dotted}.writePolicy")
+        found += [f"{dotted}.{key}" for key in extra(node)]
+        if dotted == "agents.defaults.dream":
+            found += [f"{dotted}.deletionGuard.{key}" for key in extra(node.deletion_guard)]
+            # a mistyped "pin" must not pass unnoticed
+            policy, where = node.write_policy, f"{dotted}.writePolicy"
+            found += [f"{where}.{key}" for key in extra(policy)]
+            for pattern, rule in policy.files.items():
+                found += [f"{where}.files.{pattern}.{key}" for key in extra(rule)]
+                for title, section in rule.sections.items():
+                    found += [f"{where}.files.{pattern}.sections.{title}.{key}" for key in extra(section)]
     for name, preset in config.model_presets.items():
-        found += [f"modelPresets.{name}.{key}" for key in (preset.model_extra or {})]
-    return found
-
-
-def _unknown_policy_keys(policy: Any, where: str) -> list[str]:
-    found = [f"{where}.{key}" for key in (policy.model_extra or {})]
-    for pattern, rule in policy.files.items():
-        found += [f"{where}.files.{pattern}.{key}" for key in (rule.model_extra or {})]
-        for title, section in rule.sections.items():
-            found += [f"{where}.files.{pattern}.sections.{title}.{key}" for key in (section.model_extra or {})]
+        found += [f"modelPresets.{name}.{key}" for key in extra(preset)]
     return found
 
 
 def parse_config(data: Mapping[str, Any], source: str) -> Config:
     """Validate a config mapping; errors name ``source`` and the field, never the value."""
+    from dream_memory.settings.quick import Unsure, check_config
+
     try:
-        config = Config.model_validate(data)
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors(include_input=False, include_url=False):
-            where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            problems.append(f"{where}: {err['msg']}")
-        raise ConfigError(
-            f"invalid configuration in {source}: " + "; ".join(problems),
-            hint="see docs/configuration.md for every setting and its type",
-        ) from None
-    for key in _unknown_keys(config):
+        config, extras = check_config(data)
+    except Unsure:
+        from dream_memory.settings.validation import validate
+
+        config, extras = validate(data, source)
+    for key in _unknown_keys(config, extras):
         warnings.warn(f"{source}: unknown setting {key} is ignored", UserWarning, stacklevel=2)
     return config
 

@@ -35,8 +35,8 @@ def doctor(
     from dream_memory.app.runtime import Runtime
     from dream_memory.errors import DreamError
     from dream_memory.settings import Settings, load_settings, resolve_workspace
-    from dream_memory.settings.loading import Config
     from dream_memory.settings.precedence import environment
+    from dream_memory.settings.schema import Config
 
     env = environment(None)
     import warnings as _warnings
