@@ -198,12 +198,13 @@ def served_search_s(
     from dream_memory.adapters import read_socket
 
     dream = str(Path(sys.executable).with_name("dream"))
-    (root / "memory").mkdir(exist_ok=True)  # the socket lives in the workspace's memory/ folder
+    folder = read_socket.server_folder(str(root), env)
+    assert folder is not None  # the bench's cache folder is absolute
     server = subprocess.Popen(
         [dream, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        while read_socket.ask(str(root), {"v": 0}, 1.0) is None:
+        while read_socket.ask(folder, {"v": 0}, 1.0) is None:
             if server.poll() is not None:
                 raise RuntimeError("dream mcp ended before serving")
             time.sleep(0.05)

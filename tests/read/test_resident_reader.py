@@ -17,11 +17,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from read_helpers import FILES, read_env, rewrite_in_place, write_store
+from read_helpers import FILES, read_env, rewrite_in_place, snapshot, write_store
 
 from dream_memory.adapters import read_socket
 from dream_memory.app.read import resident
-from dream_memory.core import layout
 
 ONE_SHOT = [
     sys.executable,
@@ -49,13 +48,21 @@ def big_store(root: Path) -> Path:
     return write_store(root, {**FILES, **extra})
 
 
+def folder(store: Path, env: dict[str, str]) -> Path:
+    """Where the socket of ``store`` is, for a process with ``env``."""
+    found = read_socket.server_folder(str(store), env)
+    assert found is not None
+    return Path(found)
+
+
 class Server:
     def __init__(self, store: Path, env: dict[str, str]) -> None:
         self.store = store
+        self.folder = folder(store, env)
         self.proc = subprocess.Popen(
             [*ONE_SHOT, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
-        while read_socket.ask(str(store), {"v": 0}, 1.0) is None:  # answers (declines) once it listens
+        while read_socket.ask(str(self.folder), {"v": 0}, 1.0) is None:  # answers (declines) once it listens
             if self.proc.poll() is not None:
                 raise AssertionError(f"dream mcp ended: {self.proc.stderr.read()!r}")  # type: ignore[union-attr]
 
@@ -71,6 +78,7 @@ class Server:
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
     store = big_store(tmp_path / "store")
+    (tmp_path / "cache").mkdir()
     return read_env(store, XDG_CACHE_HOME=str(tmp_path / "cache"))
 
 
@@ -167,7 +175,7 @@ def test_a_stale_socket_falls_back_and_the_next_server_replaces_it(
 ) -> None:
     first = Server(store, env)
     first.stop()  # SIGKILL: the socket is left behind
-    sock = store / layout.READ_SERVER_DIR / read_socket.SOCKET_NAME
+    sock = first.folder / read_socket.SOCKET_NAME
     assert stat.S_ISSOCK(sock.lstat().st_mode)
     assert client(["flakes"], env, tmp_path) == (one_shot(["flakes"], env), "one-shot")
     second = Server(store, env)
@@ -188,12 +196,11 @@ def test_a_stale_socket_falls_back_and_the_next_server_replaces_it(
 
 
 def test_a_socket_folder_open_to_others_is_not_trusted(server: Server, env: dict[str, str], tmp_path: Path) -> None:
-    folder = server.store / layout.READ_SERVER_DIR
-    folder.chmod(0o755)
+    server.folder.chmod(0o755)
     try:
         assert client(["flakes"], env, tmp_path) == (one_shot(["flakes"], env), "one-shot")
     finally:
-        folder.chmod(0o700)
+        server.folder.chmod(0o700)
     assert client(["flakes"], env, tmp_path)[1] == "served"
 
 
@@ -202,20 +209,21 @@ def test_a_socket_folder_that_is_a_symlink_or_holds_no_socket_is_not_used(
 ) -> None:
     elsewhere = big_store(tmp_path / "elsewhere")
     other = Server(elsewhere, {**env, "DREAM_MEMORY_STORE": str(elsewhere), "DREAM_WORKSPACE": str(elsewhere)})
+    ours = folder(store, env)
     try:  # a live server's socket is what the symlink leads to
-        (store / layout.READ_SERVER_DIR).symlink_to(elsewhere / layout.READ_SERVER_DIR)
+        ours.symlink_to(other.folder)
         assert client(["flakes"], env, tmp_path) == (one_shot(["flakes"], env), "one-shot")
     finally:
         other.stop()
-    (store / layout.READ_SERVER_DIR).unlink()
-    (store / layout.READ_SERVER_DIR).mkdir(mode=0o700)
-    (store / layout.READ_SERVER_DIR / read_socket.SOCKET_NAME).write_text("not a socket")
+    ours.unlink()
+    ours.mkdir(mode=0o700)
+    (ours / read_socket.SOCKET_NAME).write_text("not a socket")
     assert client(["flakes"], env, tmp_path) == (one_shot(["flakes"], env), "one-shot")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
 def test_a_socket_owned_by_another_user_is_not_used(server: Server, env: dict[str, str], tmp_path: Path) -> None:
-    sock = server.store / layout.READ_SERVER_DIR / read_socket.SOCKET_NAME
+    sock = server.folder / read_socket.SOCKET_NAME
     os.chown(sock, 65534, 65534, follow_symlinks=False)
     assert client(["flakes"], env, tmp_path) == (one_shot(["flakes"], env), "one-shot")
 
@@ -223,10 +231,10 @@ def test_a_socket_owned_by_another_user_is_not_used(server: Server, env: dict[st
 def test_a_request_for_another_store_is_declined(server: Server, env: dict[str, str], tmp_path: Path) -> None:
     other = big_store(tmp_path / "other")
     answer = read_socket.ask(
-        str(server.store), {"v": resident.PROTOCOL, "argv": ["flakes", "--store", str(other)], "env": env}, 5.0
+        str(server.folder), {"v": resident.PROTOCOL, "argv": ["flakes", "--store", str(other)], "env": env}, 5.0
     )
     assert answer == {"fallback": "another store"}
-    assert read_socket.ask(str(server.store), {"v": resident.PROTOCOL + 1, "argv": [], "env": {}}, 5.0) == {
+    assert read_socket.ask(str(server.folder), {"v": resident.PROTOCOL + 1, "argv": [], "env": {}}, 5.0) == {
         "fallback": "not a request of this version"
     }
 
@@ -262,11 +270,15 @@ def _is_link(path: Path) -> bool:
     return True
 
 
-def test_no_server_is_started_in_a_store_without_a_memory_folder(tmp_path: Path) -> None:
-    bare = write_store(tmp_path / "bare", {k: v for k, v in FILES.items() if not k.startswith("memory/")})
-    assert resident.ResidentReader(bare, lambda *a: None).serving is False
-    assert not (bare / "memory").exists()
-
-
-def test_the_fast_path_names_agree_with_the_layout() -> None:
-    assert read_socket.SERVER_DIR == layout.READ_SERVER_DIR
+def test_a_server_and_its_searches_leave_the_store_untouched(store: Path, env: dict[str, str], tmp_path: Path) -> None:
+    before = snapshot(store)
+    server = Server(store, env)
+    try:
+        assert client(["flakes"], env, tmp_path)[1] == "served"
+    finally:
+        assert server.proc.stdin is not None
+        server.proc.stdin.close()  # the MCP client went away: the server ends
+        server.proc.wait()
+        server.stop()
+    assert snapshot(store) == before
+    assert not (server.folder / read_socket.SOCKET_NAME).exists()  # an orderly exit removes the socket

@@ -1,14 +1,16 @@
 """The resident reader's unix socket: one JSON request, one JSON answer, same user only
 (docs/read-side.md#the-resident-reader).
 
-The socket is ``<store>/memory/.read-server/socket``, in a folder only its owner can enter (0700);
-the socket itself is 0600. Who may talk to it, checked on both sides:
+The socket lives outside the store (the read side writes nothing there): in
+``$XDG_RUNTIME_DIR/dream-memory/read-<hash of the store's real path>/socket``, else under the
+search cache's base (``$XDG_CACHE_HOME``, else ``~/.cache``). The folder is 0700, the socket
+0600. Who may talk to it, checked on both sides:
 
 - the client opens the folder without following a symlink, checks on that open descriptor that
   it is a folder owned by this user with no access for group or others, checks that the socket
   in it is a socket owned by this user, and connects through ``/proc/self/fd/N/socket`` (so the
-  folder checked is the folder connected through, and a long store path does not hit the socket
-  path limit of 107 bytes);
+  folder checked is the folder connected through, and a long path does not hit the socket path
+  limit of 107 bytes);
 - the server checks the peer's uid (``SO_PEERCRED``) equals its own, else it closes unanswered.
 
 One server per folder: a server holds an exclusive ``flock`` on ``lock`` beside the socket for
@@ -29,12 +31,14 @@ import socket
 import stat
 import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
-# Spelled here, not imported from core.layout: this module is on the fast path of `dream search`
-# (core.layout pulls in pathlib and fnmatch); tests/read/test_resident_reader.py checks they agree.
-SERVER_DIR = "memory/.read-server"
+try:  # hashlib would load OpenSSL first (3 ms of the fast path); blake2 is built in
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - an interpreter without the builtin module
+    from hashlib import blake2b
+
 SOCKET_NAME = "socket"
 LOCK_NAME = "lock"
 MAX_MESSAGE = 4 << 20  # an answer holds at most 50 sources of three lines each; far below this
@@ -62,6 +66,17 @@ def identity(path: str | os.PathLike[str]) -> tuple[int, int]:
     return st.st_dev, st.st_ino
 
 
+def server_folder(store: str, env: Mapping[str, str]) -> str | None:
+    """The socket folder of ``store`` as seen with ``env``; None without an absolute base."""
+    base = env.get("XDG_RUNTIME_DIR") or ""
+    if not os.path.isabs(base):
+        base = env.get("XDG_CACHE_HOME") or (os.path.join(env["HOME"], ".cache") if env.get("HOME") else "")
+    if not os.path.isabs(base):
+        return None
+    key = blake2b(os.fsencode(os.path.realpath(store)), digest_size=12).hexdigest()
+    return os.path.join(base, "dream-memory", f"read-{key}")
+
+
 # --- the client ---------------------------------------------------------------------------------
 
 
@@ -70,12 +85,12 @@ def _owned_private_dir(fd: int) -> bool:
     return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and not st.st_mode & 0o077
 
 
-def ask(store: str, request: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+def ask(folder: str, request: dict[str, Any], timeout: float) -> dict[str, Any] | None:
     """The server's answer to ``request``, or None when no trusted server answers in time (no
     socket, a folder or socket not this user's own or open to others, refused, timed out, closed
     mid-answer, a malformed answer): the caller then does the work itself."""
     try:
-        fd = os.open(os.path.join(store, SERVER_DIR), os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
     try:
@@ -152,16 +167,17 @@ class SocketServer:
         os.close(self._folder)
 
 
-def serve(store: str, handler: Handler, *, timeout: float = 5.0) -> SocketServer | None:
-    """Start serving ``handler`` on ``store``'s socket; None (and nothing changed) when the store
-    has no ``memory/`` folder (the read side creates nothing in a bare store), when the socket
-    folder is not this user's own private folder, or when another live server holds its lock."""
-    memory = os.path.join(store, os.path.dirname(SERVER_DIR))
-    path = os.path.join(store, SERVER_DIR)
-    if not os.path.isdir(memory):
+def serve(path: str, handler: Handler, *, timeout: float = 5.0) -> SocketServer | None:
+    """Start serving ``handler`` on the socket in folder ``path`` (it and its parent created
+    0700; the base above, ``$XDG_RUNTIME_DIR`` or the cache folder, must exist: a server makes no
+    home folder on the way); None when the folder cannot be made, is not this user's own private
+    folder, or another live server holds its lock."""
+    try:
+        for made in (os.path.dirname(path), path):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(made, 0o700)
+    except OSError:
         return None
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(path, 0o700)
     try:
         folder = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:

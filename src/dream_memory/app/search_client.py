@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dream_memory.adapters.read_socket import ask
+from dream_memory.adapters.read_socket import ask, server_folder
 
 PROTOCOL = 1
 
@@ -19,7 +19,10 @@ def ask_resident(
 ) -> tuple[int, str, str] | None:
     """(exit code, stdout, stderr) of ``dream search ARGV`` run with ``env``, as the store's
     resident reader ran it; None when no trusted server answered or it declined."""
-    answer = ask(store, {"v": PROTOCOL, "argv": list(argv), "env": dict(env)}, timeout)
+    folder = server_folder(store, env)
+    if folder is None:
+        return None
+    answer = ask(folder, {"v": PROTOCOL, "argv": list(argv), "env": dict(env)}, timeout)
     if answer is None:
         return None
     code, out, err = answer.get("code"), answer.get("stdout"), answer.get("stderr")

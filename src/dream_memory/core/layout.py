@@ -25,8 +25,6 @@ HISTORY_LOCK = "memory/.history.lock"
 # How the last holder of the history lock left history.jsonl (inode and size): a hint that shows
 # a writer without the lock (nanobot) between two holds
 HISTORY_LEFT = "memory/.history.left"
-# A resident reader's socket and its lock (docs/read-side.md#the-resident-reader): runtime, never versioned.
-READ_SERVER_DIR = "memory/.read-server"
 DREAM_LOCK = "memory/.dream.lock"
 MIGRATION_MARKER = "memory/.migration.json"
 PROMPTS_README = "prompts/README.md"

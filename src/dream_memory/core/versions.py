@@ -24,7 +24,6 @@ EXCLUDE_BEGIN = "# >>> dream-memory runtime files of"
 RUNTIME_PATTERNS: tuple[str, ...] = (
     "memory/.*.lock",  # .history.lock, .dream.lock and any lock a later version adds
     layout.HISTORY_LEFT,
-    f"{layout.READ_SERVER_DIR}/",  # a resident reader's socket and lock (`dream mcp`)
     layout.DREAM_JOURNAL,
     layout.MIGRATION_MARKER,
     layout.FORGOTTEN_RECORD,

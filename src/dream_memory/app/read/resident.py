@@ -14,7 +14,7 @@ file), is answered with ``fallback``: the client then runs the one-shot command 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,16 +32,17 @@ Answer = Callable[[list[str], dict[str, str], Callable[[Path], StoreWatch]], "tu
 
 
 class ResidentReader:
-    """Serves searches of ``root`` on its socket while open; ``serving`` is False when another
-    live server already holds the socket, or the store has no ``memory/`` folder."""
+    """Serves searches of ``root`` on its socket (where ``env`` puts it) while open; ``serving``
+    is False when another live server already holds the socket, or no socket folder can be made."""
 
-    def __init__(self, root: Path, answer: Answer) -> None:
+    def __init__(self, root: Path, answer: Answer, env: Mapping[str, str]) -> None:
         self._root = Path(root)
         self._identity = read_socket.identity(self._root)
         self._answer = answer
         self._watch: StoreWatch | None = None
         self._guard = threading.Lock()
-        self._server = read_socket.serve(str(self._root), self._handle)
+        folder = read_socket.server_folder(str(self._root), env)
+        self._server = read_socket.serve(folder, self._handle) if folder is not None else None
 
     @property
     def serving(self) -> bool:

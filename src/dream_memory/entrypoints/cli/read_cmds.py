@@ -485,8 +485,8 @@ def mcp(
     from dream_memory.app.read.resident import ResidentReader
 
     # While it runs, the server also answers `dream search` on the store's socket (another
-    # server already there, or a store without memory/: it serves MCP only).
-    with ResidentReader(rt.read_settings.store, answer_search):
+    # server already there, or no folder for the socket: it serves MCP only).
+    with ResidentReader(rt.read_settings.store, answer_search, rt.read_settings.env):
         serve_runtime(rt, scope=who)
     return 0
 
