@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from dream_memory.core.terminal import for_terminal, json_for_terminal
 from dream_memory.entrypoints.cli._common import (
     command,
     echo,
@@ -28,7 +29,9 @@ from dream_memory.entrypoints.cli._common import (
 F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
-    from dream_memory.app.read import ReaderScope, ReadStore
+    from pathlib import Path
+
+    from dream_memory.app.read import ReaderScope, ReadStore, StoreWatch
 
 store_option = click.option(
     "--store",
@@ -109,16 +112,19 @@ def open_store(
     scope: str | None = None,
     session_key: str | None = None,
     need_rules: bool = False,
+    env: Mapping[str, str] | None = None,
+    watch_for: Callable[[Path], StoreWatch] | None = None,
 ) -> ReadStore:
     """The store from ``--store`` > DREAM_MEMORY_STORE > the workspace, with the excludes, read
-    as the caller's scope."""
+    as the caller's scope. A resident reader passes its client's ``env`` and the watch it keeps
+    on its store (``watch_for`` raises when the store resolved is another one)."""
 
     from dream_memory.app.read import ReadStore
     from dream_memory.app.runtime import require_read_root
     from dream_memory.settings import load_read_settings, search_cache_dir
 
     # The read side needs no config file: skipping it (and pydantic) keeps `dream search` fast.
-    settings = load_read_settings(workspace, store)
+    settings = load_read_settings(workspace, store, env)
     require_read_root(settings)  # no workspace there: exit 2 naming the path and `dream init`
     who = reader_scope(scope, session_key, settings.env, workspace, config_path, need_rules=need_rules)
     reader = ReadStore(
@@ -129,6 +135,7 @@ def open_store(
         home=settings.env.get("HOME") or None,
         scope=who,
         cache_dir=search_cache_dir(settings.env) if use_cache else None,
+        watch=watch_for(settings.store) if watch_for is not None and at is None and as_of is None else None,
     )
     if reader.as_of_commit is not None:
         chosen = reader.as_of_commit
@@ -136,9 +143,9 @@ def open_store(
     return reader
 
 
-def report_problems(reader: ReadStore) -> None:
+def report_problems(reader: ReadStore, say: Callable[[str], None] = note) -> None:
     for problem in reader.index_problems:
-        note(f"dream: warning: {problem}")
+        say(f"dream: warning: {problem}")
 
 
 sources_option = click.option(
@@ -335,8 +342,61 @@ def search(
     SOUL.md, USER.md, memory/MEMORY.md and observations.md (and history with --history).
     Stores of 500 files or more keep a search index outside the store, refreshed from changed files.
     """
+    return _search(
+        query=query,
+        max_results=max_results,
+        history=history,
+        no_cache=no_cache,
+        at=at,
+        scope=scope,
+        session_key=session_key,
+        store=store,
+        as_json=as_json,
+        workspace=workspace,
+        config_path=config_path,
+    )
+
+
+class _Captured:
+    """``dream search``'s stdout and stderr as a resident reader returns them: the same text
+    ``echo``, ``note`` and ``emit_json`` would print (click adds nothing to a str written to a
+    text stream: no colour is ever sent, for_terminal escapes it)."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.err: list[str] = []
+
+    def echo(self, text: str = "", *, nl: bool = True) -> None:
+        self.out.append(for_terminal(text) + ("\n" if nl else ""))
+
+    def note(self, message: str) -> None:
+        self.err.append(for_terminal(message) + "\n")
+
+    def emit_json(self, value: Any) -> None:
+        self.out.append(json_for_terminal(value) + "\n")
+
+
+def _search(
+    *,
+    query: str,
+    max_results: int,
+    history: bool,
+    no_cache: bool,
+    at: str | None,
+    scope: str | None,
+    session_key: str | None,
+    store: str | None,
+    as_json: bool,
+    workspace: str | None,
+    config_path: str | None,
+    env: Mapping[str, str] | None = None,
+    watch_for: Callable[[Path], StoreWatch] | None = None,
+    out: _Captured | None = None,
+) -> int:
+    """The one body of ``dream search``, printed (one-shot) or captured in ``out`` (served)."""
     from dream_memory.core.search import check_max_results
 
+    say, show, show_json = (note, echo, emit_json) if out is None else (out.note, out.echo, out.emit_json)
     limit = check_max_results(max_results)  # the read side's one rule: 1..50, else exit 2 (before any read)
     opened = open_store(
         store,
@@ -347,22 +407,54 @@ def search(
         scope=scope,
         session_key=session_key,
         need_rules=history,  # each entry is judged by its session key's scope
+        env=env,
+        watch_for=watch_for,
     )
     with opened as reader:
         try:
             result = reader.search(query, max_results=limit, history=history)
         finally:
-            report_problems(reader)
+            report_problems(reader, say)
     for skipped in result.skipped:
-        note(f"dream: skipped {skipped}")
+        say(f"dream: skipped {skipped}")
     if as_json:
-        emit_json(result.to_json())
+        show_json(result.to_json())
         return 0
     if not result.results:
-        note(f"dream: no source matches {query!r}")
+        say(f"dream: no source matches {query!r}")
         return 0
-    echo(result.to_text(), nl=False)
+    show(result.to_text(), nl=False)
     return 0
+
+
+def answer_search(
+    argv: list[str], env: dict[str, str], watch_for: Callable[[Path], StoreWatch]
+) -> tuple[int, str, str] | None:
+    """A resident reader's answer to ``dream search ARGV`` run with ``env``: (exit code, stdout,
+    stderr) exactly as the one-shot command would give them, or None when it is not answered
+    here and the client runs the command itself: help, a usage error, any error (its message and
+    exit code are the one-shot command's own), and what needs the config file (``--history``,
+    a session key), which the server would read with its own environment."""
+    from dream_memory.app.read.resident import NotThisStore
+    from dream_memory.app.read.scoping import SESSION_KEY_VARIABLE
+
+    if any(arg in ("-h", "--help") for arg in argv):
+        return None
+    try:
+        ctx = search.make_context("search", list(argv))
+    except (click.exceptions.ClickException, click.exceptions.Exit):
+        return None
+    params = dict(ctx.params)
+    if params["history"] or params["session_key"] is not None or env.get(SESSION_KEY_VARIABLE):
+        return None
+    captured = _Captured()
+    try:
+        code = _search(**params, env=env, watch_for=watch_for, out=captured)
+    except NotThisStore:
+        raise
+    except Exception:
+        return None  # every failure is the one-shot command's to report, in its own words and exit code
+    return code, "".join(captured.out), "".join(captured.err)
 
 
 @command("mcp")
@@ -390,7 +482,12 @@ def mcp(
     rt = runtime(workspace, config_path, store=store, require=False)
     require_read_root(rt.read_settings)
     who = caller_scope(scope, session_key, rt.settings.env, lambda: rt.settings.scope_rules, need_rules=True)
-    serve_runtime(rt, scope=who)
+    from dream_memory.app.read.resident import ResidentReader
+
+    # While it runs, the server also answers `dream search` on the store's socket (another
+    # server already there, or no folder for the socket: it serves MCP only).
+    with ResidentReader(rt.read_settings.store, answer_search, rt.read_settings.env):
+        serve_runtime(rt, scope=who)
     return 0
 
 
