@@ -200,13 +200,19 @@ def served_search_s(
     dream = str(Path(sys.executable).with_name("dream"))
     folder = read_socket.server_folder(str(root), env)
     assert folder is not None  # the bench's cache folder is absolute
+    # A server makes its socket folder only under a base that exists (it makes no home folder on
+    # the way); the bench's cache base exists only once a store large enough for an index was searched.
+    Path(env["XDG_CACHE_HOME"]).mkdir(parents=True, exist_ok=True)
     server = subprocess.Popen(
         [dream, "mcp"], env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
+        deadline = time.monotonic() + 60
         while read_socket.ask(folder, {"v": 0}, 1.0) is None:
             if server.poll() is not None:
                 raise RuntimeError("dream mcp ended before serving")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"dream mcp did not serve on {folder} within 60 s")
             time.sleep(0.05)
         times: dict[str, float] = {}
         for label, query in QUERIES.items():
