@@ -75,11 +75,15 @@ class Server:
             stream.close()
 
 
+def make_env(root: Path) -> dict[str, str]:
+    store = big_store(root / "store")
+    (root / "cache").mkdir()
+    return read_env(store, XDG_CACHE_HOME=str(root / "cache"))
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> dict[str, str]:
-    store = big_store(tmp_path / "store")
-    (tmp_path / "cache").mkdir()
-    return read_env(store, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    return make_env(tmp_path)
 
 
 @pytest.fixture
@@ -91,6 +95,16 @@ def store(env: dict[str, str]) -> Path:
 def server(store: Path, env: dict[str, str]) -> Iterator[Server]:
     s = Server(store, env)
     yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """One store and one server for the comparisons that only ask (none writes or stops the
+    server): a server and its index per case cost about a CPU second each. Yields the env."""
+    env = make_env(tmp_path_factory.mktemp("shared"))
+    s = Server(Path(env["DREAM_MEMORY_STORE"]), env)
+    yield env
     s.stop()
 
 
@@ -121,8 +135,9 @@ ANSWERED = [
 
 @pytest.mark.parametrize("args", ANSWERED, ids=" ".join)
 def test_a_served_search_prints_what_the_one_shot_search_prints(
-    server: Server, env: dict[str, str], tmp_path: Path, args: list[str]
+    shared: dict[str, str], tmp_path: Path, args: list[str]
 ) -> None:
+    env = shared
     expected = one_shot(args, env)
     assert expected[0] == 0
     assert client(args, env, tmp_path) == (expected, "served")
@@ -142,9 +157,9 @@ def test_a_served_search_prints_what_the_one_shot_search_prints(
     ids=" ".join,
 )
 def test_errors_help_and_history_are_the_one_shot_commands_own(
-    server: Server, env: dict[str, str], tmp_path: Path, args: list[str]
+    shared: dict[str, str], tmp_path: Path, args: list[str]
 ) -> None:
-    assert client(args, env, tmp_path) == (one_shot(args, env), "one-shot")
+    assert client(args, shared, tmp_path) == (one_shot(args, shared), "one-shot")
 
 
 def test_the_clients_environment_shapes_the_answer_not_the_servers(
