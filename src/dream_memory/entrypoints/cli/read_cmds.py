@@ -299,6 +299,25 @@ def _emit_page(result: object, as_json: bool, sources: list[dict[str, object]] |
         note(f"dream: {result.path} has no line {result.first_line}")
 
 
+class _Captured:
+    """``dream search``'s stdout and stderr as a resident reader returns them: the same text
+    ``echo``, ``note`` and ``emit_json`` would print (click adds nothing to a str written to a
+    text stream: no colour is ever sent, for_terminal escapes it)."""
+
+    def __init__(self) -> None:
+        self.out: list[str] = []
+        self.err: list[str] = []
+
+    def echo(self, text: str = "", *, nl: bool = True) -> None:
+        self.out.append(for_terminal(text) + ("\n" if nl else ""))
+
+    def note(self, message: str) -> None:
+        self.err.append(for_terminal(message) + "\n")
+
+    def emit_json(self, value: Any) -> None:
+        self.out.append(json_for_terminal(value) + "\n")
+
+
 @command("search")
 @click.argument("query")
 @click.option(
@@ -334,6 +353,11 @@ def search(
     as_json: bool,
     workspace: str | None,
     config_path: str | None,
+    # Not options: a resident reader runs this same body with its client's environment, the
+    # watch it keeps on its store, and the output captured (answer_search); click passes none.
+    env: Mapping[str, str] | None = None,
+    watch_for: Callable[[Path], StoreWatch] | None = None,
+    out: _Captured | None = None,
 ) -> int:
     """Sources matching QUERY, best first, at most three matching lines each.
 
@@ -342,58 +366,6 @@ def search(
     SOUL.md, USER.md, memory/MEMORY.md and observations.md (and history with --history).
     Stores of 500 files or more keep a search index outside the store, refreshed from changed files.
     """
-    return _search(
-        query=query,
-        max_results=max_results,
-        history=history,
-        no_cache=no_cache,
-        at=at,
-        scope=scope,
-        session_key=session_key,
-        store=store,
-        as_json=as_json,
-        workspace=workspace,
-        config_path=config_path,
-    )
-
-
-class _Captured:
-    """``dream search``'s stdout and stderr as a resident reader returns them: the same text
-    ``echo``, ``note`` and ``emit_json`` would print (click adds nothing to a str written to a
-    text stream: no colour is ever sent, for_terminal escapes it)."""
-
-    def __init__(self) -> None:
-        self.out: list[str] = []
-        self.err: list[str] = []
-
-    def echo(self, text: str = "", *, nl: bool = True) -> None:
-        self.out.append(for_terminal(text) + ("\n" if nl else ""))
-
-    def note(self, message: str) -> None:
-        self.err.append(for_terminal(message) + "\n")
-
-    def emit_json(self, value: Any) -> None:
-        self.out.append(json_for_terminal(value) + "\n")
-
-
-def _search(
-    *,
-    query: str,
-    max_results: int,
-    history: bool,
-    no_cache: bool,
-    at: str | None,
-    scope: str | None,
-    session_key: str | None,
-    store: str | None,
-    as_json: bool,
-    workspace: str | None,
-    config_path: str | None,
-    env: Mapping[str, str] | None = None,
-    watch_for: Callable[[Path], StoreWatch] | None = None,
-    out: _Captured | None = None,
-) -> int:
-    """The one body of ``dream search``, printed (one-shot) or captured in ``out`` (served)."""
     from dream_memory.core.search import check_max_results
 
     say, show, show_json = (note, echo, emit_json) if out is None else (out.note, out.echo, out.emit_json)
@@ -449,7 +421,8 @@ def answer_search(
         return None
     captured = _Captured()
     try:
-        code = _search(**params, env=env, watch_for=watch_for, out=captured)
+        assert search.callback is not None
+        code = search.callback(**params, env=env, watch_for=watch_for, out=captured)
     except NotThisStore:
         raise
     except Exception:
