@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import types
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -77,7 +78,7 @@ def _value(hint: Any, raw: Any, extras: dict[int, list[str]]) -> Any:
         return _annotated(args[0], hint.__metadata__, raw, extras)
     if dataclasses.is_dataclass(hint):
         return _section(typing.cast(type, hint), raw, extras)
-    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+    if origin in (typing.Union, types.UnionType):
         others = [a for a in args if a is not type(None)]
         if raw is None and len(others) < len(args):
             return None

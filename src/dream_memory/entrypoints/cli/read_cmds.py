@@ -443,6 +443,10 @@ def mcp(
     memory://entities/{name}, memory://sections/{name}, memory://context; prompt memory_context.
     The configuration, the store, DREAM_MEMORY_EXCLUDE and the scope (--scope, --session-key, else
     DREAM_MEMORY_SCOPE / DREAM_MEMORY_SESSION_KEY) are read once at start; no tool argument changes them.
+    While it runs, it also answers `dream search` on the same store over a unix socket private to
+    this user ($XDG_RUNTIME_DIR/dream-memory/, else under the search cache's base), so those
+    searches skip start-up and answer exactly as a one-shot search would; where neither folder
+    exists, or another server holds the store, it serves MCP only (docs/read-side.md).
     """
     # The whole configuration, read once at start: memory://context follows budgetTokens, and a
     # bad config file is exit 2 now rather than an error on every request. The read side's
