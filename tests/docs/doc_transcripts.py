@@ -27,6 +27,7 @@ from dream_memory.testing import clean_env
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
+FROZEN_CLOCK = Path(__file__).parent / "frozen_clock"  # its sitecustomize pins SystemClock.now
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
 COMMAND_TIMEOUT = 120
 # The page's fresh folder, as the page shows it: in commands it stands for the real folder, and
@@ -176,7 +177,8 @@ class ShaMap:
 
 class Shell:
     """A page's shell: a fresh folder, a clean machine (an empty HOME, no DREAM_* variables, the
-    venv's ``bin`` first on PATH), and the variables and folder each command leaves behind."""
+    venv's ``bin`` first on PATH, Dream's clock pinned to one moment so token figures do not move
+    with the date), and the variables and folder each command leaves behind."""
 
     def __init__(self, root: Path, extra_env: dict[str, str] | None = None) -> None:
         self.root = root
@@ -194,6 +196,7 @@ class Shell:
             PYTHONUNBUFFERED="1",  # stdout and stderr interleave as they would on a terminal
             COLUMNS="100",
             TZ="UTC",
+            PYTHONPATH=str(FROZEN_CLOCK),  # every dream process stamps the same moment
             **(extra_env or {}),
         )
 
