@@ -77,7 +77,8 @@ tools_venv() {
     || ! "$TOOLS_VENV/bin/python" -c 'import sys' 2>/dev/null; then
     log "creating $TOOLS_VENV with the validators and act"
     python3 -m venv "$TOOLS_VENV"
-    "$TOOLS_VENV/bin/pip" install -q --disable-pip-version-check \
+    # --no-compile: each tool runs a few times, so compiling all it installs costs more than it saves.
+    "$REPO_ROOT/scripts/pip-install" "$TOOLS_VENV/bin/python" -q --no-compile \
       -r "$REPO_ROOT/ci/docker/tools-requirements.txt"
   fi
 }
