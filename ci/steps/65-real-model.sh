@@ -7,7 +7,7 @@
 # model. Content is never asserted: a 135M model is useless for that.
 #
 # Cost: llama-cpp-python 0.3.36 has no binary wheel. The first run on a machine compiles it
-# (without llama.cpp's common library: see below); pip caches the built wheel and the server's venv
+# (without llama.cpp's common library: see below); the installer caches the built wheel and the server's venv
 # is kept under ~/.cache/dream-memory-ci, so later runs start the server at once. The compile is made cheap (COMPILE_FLAGS below, measured figures
 # there) and .ci/run starts this lane first, before its own install, with DREAM_CI_VENV_READY
 # naming a file that appears once .venv is ready: this script waits for it before it needs .venv.
@@ -18,21 +18,25 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 t0=$(date +%s)
 say() { printf '[65-real-model %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+TIMEFORMAT='[65-real-model] --- %R s wall, %U + %S s CPU'  # for `time` below: where the lane's CPU goes
 ROOT="${DREAM_CI_ROOT:-${TMPDIR:-/tmp}/dream-ci}/real-model"
 PY="$(pwd)/.venv/bin/python"
 DREAM="$(pwd)/.venv/bin/dream"
 # What the server needs of llama.cpp, built for this machine only (GGML_NATIVE, the default): the
-# multimodal library off (LLAVA_BUILD=OFF: 24% less compile CPU, 446 s against 590 s), and -O1
-# instead of Release's -O3 (less compile CPU again: figures in the commit that made it so; a
-# 135M model's few calls do not need the optimizer's last steps). Tests, tools, examples and the
-# C++ server are off already (not a standalone llama.cpp build); the common library is turned
-# off below (NO_COMMON).
-COMPILE_FLAGS="-DLLAVA_BUILD=OFF -DCMAKE_C_FLAGS_RELEASE='-O1 -DNDEBUG' -DCMAKE_CXX_FLAGS_RELEASE='-O1 -DNDEBUG'"
+# multimodal library off (LLAVA_BUILD=OFF: 24% less compile CPU, 446 s against 590 s), llama's own
+# C++ at -O0 and ggml (where inference spends its time) at -O1, instead of Release's -O3 throughout.
+# Measured with ninja's log on one machine, the build without `common` (below) took 135 CPU s at
+# -O1 throughout, 112 at -O0 with ggml at -O1 (llama's sources are parse-bound: 104 -> 86 job s),
+# 137 with ggml at -O3; a 1,862-token prompt and 64 tokens on one thread took 22-27 s with each of
+# the three builds. Tests, tools, examples and the C++ server are off already (not a standalone
+# llama.cpp build); the common library is turned off below (NO_COMMON), where ggml gets its -O1.
+COMPILE_FLAGS="-DLLAVA_BUILD=OFF -DCMAKE_C_FLAGS_RELEASE='-O0 -DNDEBUG' -DCMAKE_CXX_FLAGS_RELEASE='-O0 -DNDEBUG'"
 . ci/docker/venv-ready.sh
 rm -rf "$ROOT" && mkdir -p "$ROOT"
 server_pid=""
 cleanup() {
   if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+    say "the model server used $(ps -o cputime= -p "$server_pid" | tr -d ' ') of CPU (hh:mm:ss)"
     kill "$server_pid" 2>/dev/null || true
     wait "$server_pid" 2>/dev/null || true
   fi
@@ -40,7 +44,7 @@ cleanup() {
 trap cleanup EXIT
 
 # The server's venv and the model file are kept between runs on one machine (they hold nothing of
-# this repository); pip's wheel cache alone would still cost a minute of venv and dependencies.
+# this repository); the wheel cache alone would still cost a minute of venv and dependencies.
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/dream-memory-ci"
 VENV="$CACHE/llama-cpp-python-0.3.36"
 mkdir -p "$CACHE"
@@ -48,7 +52,7 @@ t=$(date +%s)
 if "$VENV/bin/python" -c "import llama_cpp.server, importlib.metadata as m; assert m.version('llama-cpp-python') == '0.3.36'" 2>/dev/null; then
   say "reusing $VENV"
 else
-  say "install llama-cpp-python[server]==0.3.36 into $VENV (compiled once per machine, then from pip's wheel cache)"
+  say "install llama-cpp-python[server]==0.3.36 into $VENV (compiled once per machine, then from the wheel cache)"
   rm -rf "$VENV"
   python3 -m venv "$VENV"
 fi
@@ -57,11 +61,25 @@ fi
 # forced on by llama-cpp-python's CMakeLists and was 70% of the compile (ninja's log: 969 of
 # 1,388 job seconds; the build took 282 CPU s with it, 130 without, same flags, same machine).
 # A file CMake includes right after llama.cpp's own project() call turns it off again, before
-# llama.cpp reads it: no patched sources, and pip's wheel cache still works.
+# llama.cpp reads it: no patched sources, and the wheel cache still works.
 NO_COMMON="$CACHE/no-llama-common.cmake"
-printf 'set(LLAMA_BUILD_COMMON OFF CACHE BOOL "not loaded by the Python package" FORCE)\n' >"$NO_COMMON"
-if ! CMAKE_ARGS="$COMPILE_FLAGS -DCMAKE_PROJECT_llama.cpp_INCLUDE=$NO_COMMON ${CMAKE_ARGS:-}" "$VENV/bin/pip" install -q \
-    --disable-pip-version-check "llama-cpp-python[server]==0.3.36" >"$ROOT/pip.log" 2>&1; then
+# The same file gives ggml's two libraries -O1 once their targets exist (a call deferred to the end
+# of llama.cpp's top folder): a target's options come after the global -O0 on the command line.
+cat >"$NO_COMMON" <<'CMAKE'
+set(LLAMA_BUILD_COMMON OFF CACHE BOOL "not loaded by the Python package" FORCE)
+function(dream_ci_optimize_ggml)
+  foreach(target ggml-base ggml-cpu)
+    if(TARGET ${target})
+      target_compile_options(${target} PRIVATE -O1)
+    endif()
+  endforeach()
+endfunction()
+cmake_language(DEFER CALL dream_ci_optimize_ggml)
+CMAKE
+# --no-compile: the server starts once and imports a fraction of what is installed for it.
+# scripts/pip-install builds with uv (its own wheel cache) when it can, else with pip.
+if ! time CMAKE_ARGS="$COMPILE_FLAGS -DCMAKE_PROJECT_llama.cpp_INCLUDE=$NO_COMMON ${CMAKE_ARGS:-}" scripts/pip-install "$VENV/bin/python" -q \
+    --no-compile "llama-cpp-python[server]==0.3.36" >"$ROOT/pip.log" 2>&1; then
   if grep -qiE "no matching distribution|could not find a version|connection|network is unreachable" "$ROOT/pip.log"; then
     tail -5 "$ROOT/pip.log"
     say "SKIPPED: no package index reachable for llama-cpp-python"
@@ -106,6 +124,6 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 
-LITELLM_LOCAL_MODEL_COST_MAP=True "$PY" ci/real-model/check.py --dream "$DREAM" --api-base "http://127.0.0.1:$PORT/v1" \
+time LITELLM_LOCAL_MODEL_COST_MAP=True "$PY" ci/real-model/check.py --dream "$DREAM" --api-base "http://127.0.0.1:$PORT/v1" \
   --root "$ROOT" --server-log "$ROOT/server.log"
 say "passed in $(( $(date +%s) - t0 )) s"
