@@ -34,6 +34,13 @@ REGISTRY_HOSTS = re.compile(
     r"(registry-1\.docker\.io|index\.docker\.io|hub\.docker\.com|docker\.io/|ghcr\.io|quay\.io|gcr\.io|"
     r"pypi\.org|files\.pythonhosted\.org|deb\.debian\.org|registry\.npmjs\.org|mcr\.microsoft\.com)"
 )
+
+
+def _ours(path: Path) -> bool:
+    """A file of the project, not bytecode Python left beside it."""
+    return path.is_file() and "__pycache__" not in path.parts
+
+
 OWNED = [
     "Dockerfile",
     ".dockerignore",
@@ -43,8 +50,8 @@ OWNED = [
     "docs/deploy-kubernetes.md",
     "docs/examples/dream-pr.yml",
     "docs/examples/dream-direct.yml",
-    *(str(p.relative_to(REPO)) for p in sorted((REPO / "deploy").rglob("*")) if p.is_file()),
-    *(str(p.relative_to(REPO)) for p in sorted((REPO / "ci/docker").rglob("*")) if p.is_file()),
+    *(str(p.relative_to(REPO)) for p in sorted((REPO / "deploy").rglob("*")) if _ours(p)),
+    *(str(p.relative_to(REPO)) for p in sorted((REPO / "ci/docker").rglob("*")) if _ours(p)),
     "ci/steps/50-validators.sh",
     "ci/steps/60-container.sh",
     "ci/steps/70-action.sh",
@@ -139,7 +146,7 @@ def test_action_inputs_outputs_and_composite() -> None:
     steps = action["runs"]["steps"]
     assert all("uses" not in step for step in steps)  # nothing fetched from elsewhere at run time
     install = next(step for step in steps if step.get("id") == "install")
-    assert 'pip install --quiet --disable-pip-version-check "$GITHUB_ACTION_PATH"' in install["run"]
+    assert 'pip install --quiet --disable-pip-version-check --no-compile "$GITHUB_ACTION_PATH"' in install["run"]
     for step in steps:
         assert "${{" not in step.get("run", ""), "inputs reach shells only through env"
     for name, output in action["outputs"].items():
