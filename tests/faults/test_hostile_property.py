@@ -14,6 +14,7 @@ and the MCP tools dream_entity, dream_section, dream_search, dream_resolve.
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import json
@@ -54,6 +55,7 @@ GIT_OWN = ("objects", "refs", "logs", "index", "HEAD", "ORIG_HEAD", "COMMIT_EDIT
 def _template() -> Path:
     """A workspace made by `dream init` (with a Dream commit), reused by every case as a copy."""
     base = Path(tempfile.mkdtemp(prefix="dream-hostile-template-"))
+    atexit.register(shutil.rmtree, base, ignore_errors=True)  # outside pytest's tmp, so ours to remove
     ws = base / "ws"
     env = _env(base)
     assert cli("init", "--workspace", str(ws), env=env).code == 0
