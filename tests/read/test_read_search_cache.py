@@ -439,13 +439,36 @@ def _tamper(cache: Path, *statements: str) -> None:
 
 
 def test_damaged_index_falls_back_and_is_built_again(make_store: Callable[..., Path], tmp_path: Path) -> None:
-    """Damage that opening does not show (the full-text data overwritten) is met while answering:
-    the search reads the files instead, and the index is removed and built again. Found by review."""
+    """Damage that opening does not show (the full-text postings overwritten with random bytes,
+    which can decode as a valid but wrong list: 3 in 100 such indexes answered fewer files than
+    the store holds, with no error): each search after the damage answers what the files say and
+    builds the index again, and the next one answers from the new index. Found by CI, where the
+    one-damage version of this test failed once."""
     root, cache = big_store(make_store), tmp_path / "cache"
     search(root, cache, "x")
-    _tamper(cache, "UPDATE texts_data SET block = randomblob(length(block)) WHERE id > 10")
-    assert same_with_and_without_index(root, cache, "needle")["rebuilt"] == 1
-    assert search(root, cache, "needle")[1]["from_cache"] >= 60
+    for _ in range(20):
+        _tamper(cache, "UPDATE texts_data SET block = randomblob(length(block)) WHERE id > 10")
+        paths, stats = search(root, cache, "needle")
+        assert (paths, stats["rebuilt"]) == (plain(root, "needle"), 1)
+        assert search(root, cache, "needle")[1]["from_cache"] >= 60
+
+
+def test_a_change_made_outside_is_checked_not_thrown_away(make_store: Callable[..., Path], tmp_path: Path) -> None:
+    """An index written by another program but undamaged (a row added to its own table) passes
+    the check and keeps answering; its own writes do not make the next search check it again."""
+    root, cache = big_store(make_store), tmp_path / "cache"
+    search(root, cache, "x")
+    (stamp,) = cache.rglob("*.checked")
+    written = stamp.read_text()
+    _tamper(cache, "INSERT INTO meta VALUES ('written by hand', 1)")
+    paths, stats = search(root, cache, "needle")
+    assert paths == plain(root, "needle") and stats["from_cache"] >= 60 and stats["rebuilt"] == 0
+    assert stamp.read_text() != written  # checked, and recorded as such
+    (root / "entities" / "e003.md").write_text("# e3\n\n- a second needle\n")
+    search(root, cache, "needle")  # reads the changed file and writes it back
+    checked = stamp.read_text()
+    assert search(root, cache, "needle")[0] == plain(root, "needle")
+    assert stamp.read_text() == checked
 
 
 def test_an_sqlite_without_full_text_search_reads_the_files(make_store: Callable[..., Path], tmp_path: Path) -> None:

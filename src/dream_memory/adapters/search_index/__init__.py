@@ -18,7 +18,9 @@ is read from the store, and the files read are written back to the index in the 
 the index is refreshed from changed files only. Excluded entities never reach it (and are purged,
 deleted content overwritten, when a file becomes excluded). Any problem with the index (missing,
 corrupt, locked, unwritable, an SQLite without FTS5) falls back to reading the store: the index
-can make search faster, never different.
+can make search faster, never different. An index changed by anything but dream-memory passes
+FTS5's integrity check before it answers (``location.SearchIndex.open``), since damaged postings
+can decode as a valid, shorter list.
 
 The package, along its seams: ``files`` (the recorded values and the packed file table),
 ``match`` (the read side of an open index), ``write`` (building and updating), ``location``

@@ -125,6 +125,7 @@ class IndexCache:
         self.index = index
         self._kept = kept
         self._wrote = False
+        self._stamped = False  # wrote the index whole: record the files as its own
         self._hit = False
         self._partition: _Partition | None = None
         self.min_files = min_files
@@ -246,6 +247,7 @@ class IndexCache:
         written = update(self.opened, self._fresh, self._keep, kept)
         if written is not None:
             self._wrote = True  # the kept file table and rows are stale: the next search reloads
+            self._stamped = written
         return (len(self._fresh) if written else 0), False
 
     def _drop(self) -> None:
@@ -270,3 +272,7 @@ class IndexCache:
             opened.close()
             if opened.corrupt:
                 self.index.remove()  # damaged in a way opening it did not show: built again
+                return
+        if self._stamped:
+            # Stamped once closed: the last connection to close folds the write-ahead log in.
+            self.index.mark_checked()
