@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dream_memory.adapters.search_index import mark
 from dream_memory.adapters.search_index.files import (
     SCHEMA_VERSION,
     FileTable,
@@ -100,7 +101,7 @@ class SearchIndex:
             # One snapshot for the whole search: the file table, the vocabulary and the postings
             # must agree even while another search writes (a file re-indexed under a new id).
             db.execute("BEGIN")
-            opened = load_index(db, self.store_real)
+            opened = load_index(db, self.store_real, self.path)
             if kept is not None:
                 kept.hold(self.path, st, opened, version)
             return opened
@@ -153,43 +154,9 @@ class SearchIndex:
                 os.unlink(tmp)
             return False
 
-    def _stamp(self) -> str | None:
-        """What the index files look like now: the database's identity, size and times, and its
-        write-ahead log's (an empty log and none are the same)."""
-        try:
-            st = os.stat(self.path)
-        except OSError:
-            return None
-        try:
-            wal = os.stat(f"{self.path}-wal")
-            log = f"{wal.st_size} {wal.st_mtime_ns}" if wal.st_size else "-"
-        except OSError:
-            log = "-"
-        return f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {log}"
-
-    @property
-    def _stamp_path(self) -> Path:
-        return self.path.with_name(f"{self.path.name}.checked")
-
-    def mark_checked(self, stamp: str | None = None) -> None:
-        """Record the index files as they are now (or as ``stamp`` saw them) as written or checked
-        by dream-memory. Best effort: without the record, the next open checks the index again."""
-        stamp = stamp or self._stamp()
-        if stamp is None:
-            return
-        import secrets
-
-        tmp = self.path.with_name(f".{self._stamp_path.name}.{secrets.token_hex(6)}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            try:
-                os.write(fd, stamp.encode())
-            finally:
-                os.close(fd)
-            os.replace(tmp, self._stamp_path)
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    def mark_checked(self) -> None:
+        """Record the index files as they are now as written by dream-memory."""
+        mark.record(self.path)
 
     def _check(self, db: sqlite3.Connection) -> None:
         """Run FTS5's integrity check unless the index files are as dream-memory last wrote or
@@ -197,19 +164,14 @@ class SearchIndex:
         that overwrites them with random bytes: 3 in 100 answered less than the files, no error),
         so an index changed by anything else is proven whole before it answers. Raises
         ``sqlite3.DatabaseError`` on damage; the check costs about 1.3 s per 40 MB of index."""
-        stamp = self._stamp()
-        try:
-            recorded = self._stamp_path.read_text()
-        except (OSError, UnicodeDecodeError):
-            recorded = None
-        if stamp is not None and recorded == stamp:
+        seen = mark.stamp(self.path)
+        if seen is not None and seen == mark.recorded(self.path):
             return
         db.execute("INSERT INTO texts(texts) VALUES ('integrity-check')")
-        self.mark_checked(stamp)
+        mark.record(self.path, seen)
 
     def remove(self) -> None:
-        with contextlib.suppress(OSError):
-            os.unlink(self._stamp_path)
+        mark.forget(self.path)
         for suffix in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(OSError):
                 os.unlink(f"{self.path}{suffix}")
@@ -240,7 +202,7 @@ class SearchIndex:
                     os.unlink(entry.path)
 
 
-def load_index(db: sqlite3.Connection, store_real: str) -> OpenIndex:
+def load_index(db: sqlite3.Connection, store_real: str, path: Path | None = None) -> OpenIndex:
     """The file table and index.md's recorded rows, read inside the transaction ``db`` is in."""
     if get_meta(db, "store") != store_real or get_meta(db, "version") != str(SCHEMA_VERSION):
         raise ValueError("index of another store or version")
@@ -253,7 +215,7 @@ def load_index(db: sqlite3.Connection, store_real: str) -> OpenIndex:
         if key and rows is not None
         else None
     )
-    return OpenIndex(db, files, kept)
+    return OpenIndex(db, files, kept, path)
 
 
 class KeptIndex:

@@ -4,15 +4,16 @@ query term occurs in them (the word-index argument is in the package docstring).
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
+from dream_memory.adapters.search_index import mark
 from dream_memory.adapters.search_index.files import FileTable, IndexRows, StatKey, get_meta, i64
 
 if TYPE_CHECKING:
     import sqlite3
+    from pathlib import Path
 
 # A file changed this close before it was indexed may change again within the same timestamp tick
 # ("racy git"): it is read directly until it is indexed again.
@@ -61,16 +62,18 @@ def tokens_holding(vocab: bytes, term: bytes, limit: int) -> list[bytes] | None:
 class OpenIndex:
     """One open search index: the recorded files, and the queries a search needs."""
 
-    def __init__(self, db: sqlite3.Connection, files: FileTable, index_rows: IndexRows | None) -> None:
+    def __init__(
+        self, db: sqlite3.Connection, files: FileTable, index_rows: IndexRows | None, path: Path | None = None
+    ) -> None:
         self.db = db
+        self.path = path
         self.files = files
         self.index_rows = index_rows
         self.failure: Exception | None = None  # an SQLite error met while answering
         self._vocab: bytes | None = None
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.db.close()
+        mark.close(self.db, self.path)
 
     @property
     def corrupt(self) -> bool:
