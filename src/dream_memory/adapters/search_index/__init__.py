@@ -18,14 +18,15 @@ is read from the store, and the files read are written back to the index in the 
 the index is refreshed from changed files only. Excluded entities never reach it (and are purged,
 deleted content overwritten, when a file becomes excluded). Any problem with the index (missing,
 corrupt, locked, unwritable, an SQLite without FTS5) falls back to reading the store: the index
-can make search faster, never different. An index changed by anything but dream-memory passes
-FTS5's integrity check before it answers (``location.SearchIndex.open``), since damaged postings
-can decode as a valid, shorter list.
+can make search faster, never different. An index whose files are not as dream-memory last
+recorded them (``mark``) is built again before it answers, since damaged postings can decode as
+a valid, shorter list that FTS5's integrity check passes.
 
-The package, along its seams: ``files`` (the recorded values and the packed file table),
-``match`` (the read side of an open index), ``write`` (building and updating), ``location``
-(where an index lives, opening it) and ``facade`` (``open_search_cache``: the one entry the read
-side uses). The names below are re-exported for the callers of the former single module.
+The package, along its seams: ``files`` (the recorded values and the packed file table), ``match``
+(the read side of an open index), ``write`` (building and updating), ``location`` (where an index
+lives, opening it), ``mark`` (the record of its files as last written) and ``facade``
+(``open_search_cache``: the one entry the read side uses). The names below are re-exported for the
+callers of the former single module.
 """
 
 from dream_memory.adapters.search_index.facade import IndexCache, NoSearchCache, open_search_cache

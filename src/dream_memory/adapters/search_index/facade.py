@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from dream_memory.adapters.search_index import mark
 from dream_memory.adapters.search_index.files import IndexedText, IndexRows, StatKey, stat_key
 from dream_memory.adapters.search_index.location import KeptIndex, SearchIndex
 from dream_memory.adapters.search_index.match import OpenIndex
@@ -244,10 +245,13 @@ class IndexCache:
             # delete a document in place: the index goes whole (the next search builds it).
             self._drop()
             return 0, False
+        # Recorded after the write only if the files were still as recorded before it: a write
+        # of ours must not vouch for a change made by another program since the search opened.
+        trusted = mark.trusted(self.index.path)
         written = update(self.opened, self._fresh, self._keep, kept)
         if written is not None:
             self._wrote = True  # the kept file table and rows are stale: the next search reloads
-            self._stamped = written
+            self._stamped = bool(written) and trusted
         return (len(self._fresh) if written else 0), False
 
     def _drop(self) -> None:
@@ -275,4 +279,4 @@ class IndexCache:
                 return
         if self._stamped:
             # Stamped once closed: the last connection to close folds the write-ahead log in.
-            self.index.mark_checked()
+            self.index.mark_written()

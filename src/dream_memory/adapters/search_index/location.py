@@ -77,11 +77,8 @@ class SearchIndex:
         """The index, or None when there is none usable (a corrupt one is removed). With ``kept``
         (a long-lived reader's), the connection it holds is reused while the index is the same
         file and no other connection has written it since."""
-        try:
-            st = os.lstat(self.path)
-        except OSError:
-            return None
-        if not stat.S_ISREG(st.st_mode):
+        st = self._present()
+        if st is None:
             return None
         import sqlite3
 
@@ -89,13 +86,19 @@ class SearchIndex:
             reused = kept.reuse(self.path, st)
             if reused is not None:
                 return reused
+        if not mark.trusted(self.path):
+            # Written by something other than dream-memory, or a write of ours whose record was
+            # never made (a kill in between): not trusted, built again. FTS5's own integrity
+            # check cannot stand in: with no copy of the texts it cannot prove a posting list
+            # right, and a flipped byte there can name fewer files with no error.
+            self.remove()
+            return None
         db: sqlite3.Connection | None = None
         try:
             # A kept connection may serve a search in another thread (an MCP server's worker):
             # ``KeptIndex`` lets one search at a time use it.
             db = sqlite3.connect(self.path, timeout=0.2, isolation_level=None, check_same_thread=kept is None)
             _pragmas(db)
-            self._check(db)
             # Read before the snapshot starts: a commit in between makes the next search reload.
             version = data_version(db) if kept is not None else 0
             # One snapshot for the whole search: the file table, the vocabulary and the postings
@@ -122,6 +125,14 @@ class SearchIndex:
             self.remove()  # corrupt, or of another store or version: built again
             return None
 
+    def _present(self) -> os.stat_result | None:
+        """The index file's stat, when it is a regular file."""
+        try:
+            st = os.lstat(self.path)
+        except OSError:
+            return None
+        return st if stat.S_ISREG(st.st_mode) else None
+
     def build(self, fresh: Sequence[IndexedText], index_rows: IndexRows | None) -> bool:
         """A new index of ``fresh``, built aside and moved into place whole. False when the cache
         folder cannot be written or SQLite has no FTS5 (the search went fine anyway)."""
@@ -146,7 +157,7 @@ class SearchIndex:
                 return False
             self.remove()  # a write-ahead log left by a removed index must not meet the new one
             os.replace(tmp, self.path)
-            self.mark_checked()
+            self.mark_written()
             self._prune()
             return True
         except (OSError, sqlite3.Error, ValueError, OverflowError):
@@ -154,21 +165,9 @@ class SearchIndex:
                 os.unlink(tmp)
             return False
 
-    def mark_checked(self) -> None:
+    def mark_written(self) -> None:
         """Record the index files as they are now as written by dream-memory."""
         mark.record(self.path)
-
-    def _check(self, db: sqlite3.Connection) -> None:
-        """Run FTS5's integrity check unless the index files are as dream-memory last wrote or
-        checked them. Damaged postings can decode as a valid but wrong list (found by the test
-        that overwrites them with random bytes: 3 in 100 answered less than the files, no error),
-        so an index changed by anything else is proven whole before it answers. Raises
-        ``sqlite3.DatabaseError`` on damage; the check costs about 1.3 s per 40 MB of index."""
-        seen = mark.stamp(self.path)
-        if seen is not None and seen == mark.recorded(self.path):
-            return
-        db.execute("INSERT INTO texts(texts) VALUES ('integrity-check')")
-        mark.record(self.path, seen)
 
     def remove(self) -> None:
         mark.forget(self.path)
@@ -243,7 +242,8 @@ class KeptIndex:
     def reuse(self, path: Path, st: os.stat_result) -> OpenIndex | None:
         self.reused = False
         opened = self.opened
-        if opened is None or path != self._path or (st.st_dev, st.st_ino) != self._ident:
+        if opened is None or path != self._path or (st.st_dev, st.st_ino) != self._ident or not mark.trusted(path):
+            # Bytes written into the file by another program leave SQLite's data_version as it was.
             self.release()
             return None
         import sqlite3

@@ -1,12 +1,12 @@
-"""The record of an index as dream-memory last wrote or checked it: its files' identity, size and
-times, kept beside it in ``<index>.checked``. An index whose files no longer match the record was
-changed by something else and passes FTS5's integrity check before it answers
-(``location.SearchIndex.open``).
+"""The record of an index as dream-memory last wrote it: its files' identity, size and times, kept
+beside it in ``<index>.written``. An index whose files no longer match the record was changed by
+something else (or a write of ours was killed before recording it) and is built again
+(``location.SearchIndex.open``): a cache is cheaper to rebuild than to prove right.
 
 Closing the last connection to an index folds its write-ahead log into the database, which
 changes the files but not the content: a connection that closes an index matching the record
 records the result again, so a long-lived reader letting go of its connection does not make the
-next search check the whole index.
+next search build the whole index again.
 """
 
 from __future__ import annotations
@@ -29,14 +29,20 @@ def stamp(path: Path) -> str | None:
         return None
     try:
         wal = os.stat(f"{path}-wal")
-        log = f"{wal.st_size} {wal.st_mtime_ns}" if wal.st_size else "-"
+        log = f"{wal.st_ino} {wal.st_size} {wal.st_mtime_ns} {wal.st_ctime_ns}" if wal.st_size else "-"
     except OSError:
         log = "-"
     return f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {log}"
 
 
 def mark_path(path: Path) -> Path:
-    return path.with_name(f"{path.name}.checked")
+    return path.with_name(f"{path.name}.written")
+
+
+def trusted(path: Path) -> bool:
+    """True when the index files are as dream-memory last recorded them."""
+    seen = stamp(path)
+    return seen is not None and seen == recorded(path)
 
 
 def recorded(path: Path) -> str | None:
