@@ -132,14 +132,18 @@ def _password_value(hit: Hit) -> bool:
 # An environment variable's name (OPENAI_API_KEY): where a secret is, not the secret.
 ENV_NAME = re.compile(r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+")
 _UUID = re.compile(r"[0-9a-f]{8}-(?:[0-9a-f]{4}-){3}[0-9a-f]{12}", re.IGNORECASE)
+# At most 64 bits: longer is a key's length (an Ethereum private key is 0x and 64 hex digits).
+_HEX_NUMBER = re.compile(r"0x[0-9a-fA-F]{1,16}")
 _VERSION = re.compile(r"v?\d+(?:[.-]\d+)+(?:[.-]?[a-z]+\d*)?", re.IGNORECASE)
 
 
 def _token_value(hit: Hit) -> bool:
     """A value assigned to a key/token/secret name: is it credential-shaped?"""
     value = hit.value
-    if _placeholder(value) or value.startswith(("/", "~", "./", "0x")) or "://" in value or ENV_NAME.fullmatch(value):
+    if _placeholder(value) or value.startswith(("/", "~", "./")) or "://" in value or ENV_NAME.fullmatch(value):
         return False
+    if _HEX_NUMBER.fullmatch(value):
+        return False  # a number written in hex ("key = 0x1F"), not a key that happens to start with 0x
     if _VERSION.fullmatch(value) or not _has_alpha(value):
         return False
     if not _has_digit(value) and not _random_letters(value):
