@@ -464,15 +464,13 @@ def test_a_byte_flipped_in_the_index_file_is_never_trusted(make_store: Callable[
     by review): the next search answers from the files and builds the index again."""
     import random
 
-    root, cache = big_store(make_store), tmp_path / "cache"
-    search(root, cache, "x")
+    root, cache, index = built_index(make_store, tmp_path)
     rng = random.Random(7)
     for _ in range(10):
-        (index,) = indexes(cache)
-        data = bytearray(index.read_bytes())
+        data = bytearray(index.path.read_bytes())
         at = rng.randrange(4096, len(data))  # past the header page: what SQLite reads as content
         data[at] ^= 1 << rng.randrange(8)
-        with index.open("r+b") as f:
+        with index.path.open("r+b") as f:
             f.seek(at)
             f.write(data[at : at + 1])
         paths, stats = search(root, cache, "needle")
@@ -499,8 +497,6 @@ def test_a_long_lived_reader_lets_go_of_an_index_changed_in_place(
     """A long-lived reader's kept connection (``dream mcp``) is not reused once the file was
     written by another program: bytes written into the file leave SQLite's data_version as it
     was. Found by review."""
-    import os
-
     from dream_memory.adapters.search_index.location import KeptIndex
 
     _, _, index = built_index(make_store, tmp_path)
@@ -525,8 +521,6 @@ def test_a_reader_letting_go_of_the_index_keeps_it_recorded_as_written(
     writes it; when the reader lets go, closing folds the write-ahead log into the database, which
     changes its size and times but not its content. The record follows, so the next search does
     not build the whole index again (about 1.7 s at 10,000 files)."""
-    import os
-
     root, cache, index = built_index(make_store, tmp_path)
     held = index.open()
     assert held is not None
@@ -534,7 +528,7 @@ def test_a_reader_letting_go_of_the_index_keeps_it_recorded_as_written(
     assert search(root, cache, "needle")[1]["indexed"] >= 1  # written back beside the held reader
     assert os.path.getsize(f"{index.path}-wal") > 0
     held.close()  # the last connection: the log is folded in
-    assert mark.stamp(index.path) == mark.recorded(index.path)
+    assert mark.trusted(index.path)
     assert search(root, cache, "needle")[0] == plain(root, "needle")
 
 

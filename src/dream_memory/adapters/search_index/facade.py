@@ -126,7 +126,7 @@ class IndexCache:
         self.index = index
         self._kept = kept
         self._wrote = False
-        self._stamped = False  # wrote the index whole: record the files as its own
+        self._stamped = False  # wrote an index still as recorded: record it again once closed
         self._hit = False
         self._partition: _Partition | None = None
         self.min_files = min_files

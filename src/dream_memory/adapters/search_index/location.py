@@ -201,7 +201,7 @@ class SearchIndex:
                     os.unlink(entry.path)
 
 
-def load_index(db: sqlite3.Connection, store_real: str, path: Path | None = None) -> OpenIndex:
+def load_index(db: sqlite3.Connection, store_real: str, path: Path) -> OpenIndex:
     """The file table and index.md's recorded rows, read inside the transaction ``db`` is in."""
     if get_meta(db, "store") != store_real or get_meta(db, "version") != str(SCHEMA_VERSION):
         raise ValueError("index of another store or version")

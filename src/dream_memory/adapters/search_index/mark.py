@@ -54,11 +54,13 @@ def recorded(path: Path) -> str | None:
 
 def record(path: Path, seen: str | None = None) -> None:
     """Record the index files as they are now (or as ``seen`` was taken) as dream-memory's.
-    Best effort: without the record, the next open checks the index again."""
+    Best effort: without the record, the next open builds the index again."""
     seen = seen or stamp(path)
     if seen is None:
         return
-    # Named like an interrupted build's leftovers, so the same pruning removes it.
+    # Not fsutil.atomic_write: its two fsyncs would come with every search that writes the index,
+    # and a record lost in a power cut costs one rebuild. Named like an interrupted build's
+    # leftovers, so the same pruning removes it.
     tmp = path.with_name(f".{mark_path(path).name}.{secrets.token_hex(6)}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
