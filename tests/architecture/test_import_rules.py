@@ -43,6 +43,7 @@ CONFINED: dict[str, tuple[str, ...]] = {
     # The direct route to an OpenAI-compatible endpoint; the test kit's scripted server may use it.
     "httpx": ("dream_memory.adapters.openai_compat", "dream_memory.testing"),
     "tiktoken": ("dream_memory.adapters.tokens",),
+    "tiktoken_ext": ("dream_memory.adapters.tokens",),  # the encoding's special-token names
     "dulwich": ("dream_memory.adapters.git", "dream_memory.testing"),
     "detect_secrets": ("dream_memory.adapters.secrets",),
     "filelock": ("dream_memory.adapters",),

@@ -88,3 +88,42 @@ def test_without_the_tokenizer_files_the_byte_heuristic_is_used(tmp_path):
 def test_the_heuristic_never_says_zero_for_text():
     """Any non-empty text, even one byte, counts as at least one token, so budgets always move."""
     assert all(estimate_tokens(text) >= 1 for text in [" ", "\n", "x", "日"])
+
+
+def test_the_encoding_is_tiktokens_own_cl100k_base(monkeypatch):
+    """The encoding built from the bundled file is the one tiktoken builds from it: the same
+    pattern, ranks and special tokens, and the same counts on mixed text (so a tiktoken that
+    changes cl100k_base fails here, not silently in reports)."""
+    import tiktoken
+
+    from dream_memory.adapters.tokens import bundled_tokenizer_dir
+
+    folder = bundled_tokenizer_dir()
+    assert folder is not None
+    ours = load_tiktoken_counter(folder)
+    assert ours is not None
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(folder))
+    theirs = tiktoken.get_encoding("cl100k_base")
+    built = ours._encoding
+    assert (built._pat_str, built._special_tokens) == (theirs._pat_str, theirs._special_tokens)
+    assert built._mergeable_ranks == theirs._mergeable_ranks
+    samples = [
+        "The user prefers dark mode.",
+        "naïve café 日本語 🙂",
+        "x = 0x1F; print(f'{x!r}')\n\n\t- item",
+        "<|endoftext|>",
+    ]
+    for text in samples:
+        assert ours.count(text) == len(theirs.encode(text, disallowed_special=()))
+
+
+def test_a_tokenizer_file_that_is_not_cl100k_base_is_not_used(tmp_path):
+    """A truncated or altered file gives the byte heuristic's fallback (None here), never a
+    wrong encoding and never a download."""
+    from dream_memory.adapters.tokens import _CL100K_CACHE_KEY, bundled_tokenizer_dir
+
+    folder = bundled_tokenizer_dir()
+    assert folder is not None
+    data = (folder / _CL100K_CACHE_KEY).read_bytes()
+    (tmp_path / _CL100K_CACHE_KEY).write_bytes(data[: len(data) // 2])
+    assert load_tiktoken_counter(tmp_path) is None

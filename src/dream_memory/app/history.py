@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dream_memory.adapters import fsutil, workspace
-from dream_memory.adapters.git import GitStore
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.locks import current_holder
 from dream_memory.core import jsontext, layout
@@ -20,6 +19,8 @@ from dream_memory.core.state import DreamState
 from dream_memory.errors import InputError
 
 if TYPE_CHECKING:
+    # Only the status reads the repository: appending never loads git (dulwich costs ~65 ms a process).
+    from dream_memory.adapters.git import GitStore
     from dream_memory.app.runtime import Runtime
 
 
