@@ -532,6 +532,51 @@ def test_a_reader_letting_go_of_the_index_keeps_it_recorded_as_written(
     assert search(root, cache, "needle")[0] == plain(root, "needle")
 
 
+def test_a_kept_index_dropped_or_held_at_exit_stays_recorded(make_store: Callable[..., Path], tmp_path: Path) -> None:
+    """A long-lived reader that is dropped, or exits, while it keeps the index open (``dream
+    mcp`` ending while another process wrote the index) closes it as a reader letting go does:
+    the record follows, and the next search answers from the index instead of building it again.
+    Before, Python closed the connection itself and the index was rebuilt (1.7 s at 10,000 files)."""
+    import gc
+    import subprocess
+    import sys
+
+    from dream_memory.adapters.search_index.location import KeptIndex
+
+    root, cache, index = built_index(make_store, tmp_path)
+    kept = KeptIndex()
+    opened = index.open(kept)
+    assert opened is not None
+    kept.keep(opened, None)
+    (root / "entities" / "e003.md").write_text("# e3\n\n- a second needle\n")
+    assert search(root, cache, "needle")[1]["indexed"] >= 1  # written back beside the kept reader
+    del kept, opened
+    gc.collect()
+    assert mark.trusted(index.path)
+
+    holder = f"""
+import sys
+from pathlib import Path
+from dream_memory.adapters.search_index import SearchIndex
+from dream_memory.adapters.search_index.location import KeptIndex
+index = SearchIndex.for_store(Path({str(cache)!r}), {os.path.realpath(root)!r})
+kept = KeptIndex()
+kept.keep(index.open(kept), None)
+print("held", flush=True)
+sys.stdin.read()  # until the test has written the index; then exit holding it
+"""
+    child = subprocess.Popen([sys.executable, "-c", holder], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdin is not None
+    assert child.stdout.readline() == "held\n"
+    (root / "entities" / "e004.md").write_text("# e4\n\n- a third needle\n")
+    assert search(root, cache, "needle")[1]["indexed"] >= 1
+    child.stdin.close()
+    assert child.wait(timeout=60) == 0
+    assert mark.trusted(index.path)
+    found, stats = search(root, cache, "needle")
+    assert found == plain(root, "needle") and not stats.get("rebuilt")
+
+
 def test_an_sqlite_without_full_text_search_reads_the_files(make_store: Callable[..., Path], tmp_path: Path) -> None:
     """An index built by a Python whose SQLite has FTS5, read by one without it (a shared cache
     folder; simulated by renaming the modules): the files are read, the index is left alone."""

@@ -10,6 +10,7 @@ import os
 import stat
 import threading
 import time
+import weakref
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -232,7 +233,12 @@ class KeptIndex:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.opened: OpenIndex | None = None
+        # The kept connection, in a list the finalizer below shares: a reader that is dropped or
+        # still holds it at exit closes it through ``OpenIndex.close``, which records what
+        # closing the last connection leaves. Closed by Python instead, the folded-in log left
+        # the files unlike their record and the next search rebuilt the index.
+        self._held: list[OpenIndex] = []
+        weakref.finalize(self, _close_held, self._held)
         self.memo: object = None
         self._path: Path | None = None
         self._ident: tuple[int, int] | None = None
@@ -265,7 +271,7 @@ class KeptIndex:
     def hold(self, path: Path, st: os.stat_result, opened: OpenIndex, version: int) -> None:
         self.release()
         self._version = version
-        self.opened = opened
+        self._held.append(opened)
         self._path = path
         self._ident = (st.st_dev, st.st_ino)
 
@@ -284,13 +290,20 @@ class KeptIndex:
             return
         self.memo = memo
 
+    @property
+    def opened(self) -> OpenIndex | None:
+        return self._held[0] if self._held else None
+
     def release(self) -> None:
-        if self.opened is not None:
-            self.opened.close()
-        self.opened = None
+        _close_held(self._held)
         self.memo = None
         self._path = self._ident = self._version = None
         self.reused = False
+
+
+def _close_held(held: list[OpenIndex]) -> None:
+    while held:
+        held.pop().close()
 
 
 def _fsync(path: Path) -> None:
