@@ -140,6 +140,8 @@ def update(
         if purging:
             # index.md's rows leave their text in freed pages and the write-ahead log until
             # vacuumed and truncated (a search still reading holds the log until it closes).
+            # If either fails, False on purpose: the write then goes unrecorded, so the next
+            # search distrusts the index and builds it again, without those rows.
             db.execute("VACUUM")
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return True
