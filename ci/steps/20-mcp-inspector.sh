@@ -65,7 +65,11 @@ inspect() {
   local out="$1"
   shift
   local rc=0
-  timeout 120 "$INSPECTOR" --cli --format json \
+  # --connect-timeout: the Inspector gives a server 15 s to answer `initialize` by default, and
+  # dream-mcp spends ~1.5 CPU s starting (the MCP SDK's types alone ~0.9 s). At nice 5 beside
+  # four test workers and two other lanes it got less than a tenth of a core and missed the 15 s
+  # once (a fresh-clone run here); the outer `timeout 120` still bounds a server that hangs.
+  timeout 120 "$INSPECTOR" --cli --format json --connect-timeout 110000 \
     -e "DREAM_MEMORY_STORE=$STORE" -e "DREAM_MEMORY_EXCLUDE=secret" -e "HOME=$WORK" \
     "$SERVER" "$@" >"$out" 2>"$out.err" || rc=$?
   echo "$rc"
