@@ -127,3 +127,15 @@ def test_a_tokenizer_file_that_is_not_cl100k_base_is_not_used(tmp_path):
     data = (folder / _CL100K_CACHE_KEY).read_bytes()
     (tmp_path / _CL100K_CACHE_KEY).write_bytes(data[: len(data) // 2])
     assert load_tiktoken_counter(tmp_path) is None
+
+
+def test_a_tiktoken_that_refuses_the_encoding_gives_the_fallback(monkeypatch):
+    """A tiktoken that no longer takes this encoding (a renamed argument, a pattern it rejects)
+    means the byte heuristic, not a crash of every command that counts."""
+    import tiktoken
+
+    def refuse(*args, **kwargs):
+        raise ValueError("unsupported pattern")
+
+    monkeypatch.setattr(tiktoken, "Encoding", refuse)
+    assert load_tiktoken_counter() is None

@@ -129,19 +129,21 @@ def load_tiktoken_counter(cache_dir: Path | None = None) -> TiktokenCounter | No
     try:
         import tiktoken
         from tiktoken_ext import openai_public
-    except ImportError:
+
+        # The file is lines of "<token in base64> <rank>": split once into alternating fields.
+        fields = data.split()
+        ranks = dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))
+        special = {
+            openai_public.ENDOFTEXT: 100257,
+            openai_public.FIM_PREFIX: 100258,
+            openai_public.FIM_MIDDLE: 100259,
+            openai_public.FIM_SUFFIX: 100260,
+            openai_public.ENDOFPROMPT: 100276,
+        }
+        encoding = tiktoken.Encoding(ENCODING, pat_str=_CL100K_PATTERN, mergeable_ranks=ranks, special_tokens=special)
+    except Exception:
+        # A tiktoken without these names or that refuses the encoding: counting still works.
         return None
-    # The file is lines of "<token in base64> <rank>": split once into alternating fields.
-    fields = data.split()
-    ranks = dict(zip(map(binascii.a2b_base64, fields[0::2]), map(int, fields[1::2]), strict=True))
-    special = {
-        openai_public.ENDOFTEXT: 100257,
-        openai_public.FIM_PREFIX: 100258,
-        openai_public.FIM_MIDDLE: 100259,
-        openai_public.FIM_SUFFIX: 100260,
-        openai_public.ENDOFPROMPT: 100276,
-    }
-    encoding = tiktoken.Encoding(ENCODING, pat_str=_CL100K_PATTERN, mergeable_ranks=ranks, special_tokens=special)
     return TiktokenCounter(encoding)
 
 

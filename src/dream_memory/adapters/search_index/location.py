@@ -236,9 +236,11 @@ class KeptIndex:
         # The kept connection, in a list the finalizer below shares: a reader that is dropped or
         # still holds it at exit closes it through ``OpenIndex.close``, which records what
         # closing the last connection leaves. Closed by Python instead, the folded-in log left
-        # the files unlike their record and the next search rebuilt the index.
+        # the files unlike their record and the next search rebuilt the index. At exit a daemon
+        # thread (the resident reader's socket) may still be searching with it: the finalizer
+        # takes the lock first, and leaves the connection alone if it cannot.
         self._held: list[OpenIndex] = []
-        weakref.finalize(self, _close_held, self._held)
+        weakref.finalize(self, _close_unused, self._held, self.lock)
         self.memo: object = None
         self._path: Path | None = None
         self._ident: tuple[int, int] | None = None
@@ -304,6 +306,15 @@ class KeptIndex:
 def _close_held(held: list[OpenIndex]) -> None:
     while held:
         held.pop().close()
+
+
+def _close_unused(held: list[OpenIndex], lock: threading.Lock) -> None:
+    """``KeptIndex``'s finalizer: close the kept connection unless a search holds it."""
+    if lock.acquire(timeout=0.5):
+        try:
+            _close_held(held)
+        finally:
+            lock.release()
 
 
 def _fsync(path: Path) -> None:

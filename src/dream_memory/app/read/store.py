@@ -476,7 +476,9 @@ class ReadStore:
             self._private_ids = None
         if self.watch is not None and self.watch.active and self._tree.revision is None:
             # A long-lived reader keeps the index open between its searches (KeptIndex).
-            kept = _KEPT_INDEXES.setdefault(self.watch, KeptIndex())
+            kept = _KEPT_INDEXES.get(self.watch)
+            if kept is None:
+                kept = _KEPT_INDEXES[self.watch] = KeptIndex()
             cache = self.open_cache(self.cache_dir, self._tree, min_files=self.cache_min_files, kept=kept)
         else:
             cache = self.open_cache(self.cache_dir, self._tree, min_files=self.cache_min_files)
