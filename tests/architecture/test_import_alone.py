@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from arch_helpers import SRC, module_names
 
 # One interpreter, each of our modules imported with none of ours loaded before it: third-party
@@ -37,6 +38,7 @@ def _run(code: str, *args: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow  # a fresh interpreter for every module of the package
 def test_every_module_imports_alone() -> None:
     """Each module of src/dream_memory imports with none of the package loaded before it."""
     failed = json.loads(_run(EACH_ALONE, json.dumps(sorted(module_names()))))

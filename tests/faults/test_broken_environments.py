@@ -323,6 +323,7 @@ def test_a_read_only_workspace(open_tmp: Path) -> None:
 DEEP = '{"a": ' * 5000 + "1" + "}" * 5000
 
 
+@pytest.mark.slow  # every command as a real process, one after another
 def test_a_config_nested_thousands_of_levels_deep_is_a_usage_error(tmp_path: Path) -> None:
     """A config file 5,000 levels deep: every command that reads the config exits 2 naming the
     file, none with a RecursionError traceback."""

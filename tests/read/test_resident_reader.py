@@ -22,6 +22,8 @@ from read_helpers import FILES, read_env, rewrite_in_place, snapshot, write_stor
 from dream_memory.adapters import read_socket
 from dream_memory.app.read import resident
 
+pytestmark = pytest.mark.slow  # each test starts dream mcp as a process (about 1.5 CPU s before it answers)
+
 ONE_SHOT = [
     sys.executable,
     "-c",

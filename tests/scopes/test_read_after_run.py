@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import anyio
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from scope_helpers import RULES
@@ -25,6 +26,7 @@ def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([DREAM, *args], env=env, capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow  # a Dream run, then every read door, each as a real process
 def test_after_a_run_alices_canary_reaches_none_of_bobs_doors(tmp_path: Path) -> None:
     """Dream files each private fact in its own scope; then Bob's `dream context`, `dream search`
     (text, --json, --history), `dream section`, and an MCP server started for Bob never hold

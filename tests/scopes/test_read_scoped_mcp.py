@@ -16,6 +16,8 @@ from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from scope_helpers import ALICE_CANARIES, ALICE_USER, BOB_CANARIES, BOB_USER, holds_any, scoped_workspace
 
+pytestmark = pytest.mark.slow  # each test starts dream mcp as a process (about 1.5 CPU s before it answers)
+
 DREAM = str(Path(sys.executable).with_name("dream"))
 
 
