@@ -117,3 +117,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if {"fixtures_root", "fixture_sessions"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.fixtures)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--cpu-log",
+        metavar="PATH",
+        help="append one line per test to PATH: node id, CPU seconds of the test process, CPU seconds"
+        " of the child processes it waited for (where the suite's CPU goes: issue 16's CI budget)",
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> object:
+    """With ``--cpu-log``: each test's own CPU and its children's, from ``getrusage``. Children
+    count once reaped (a killed child too); grandchildren count when their parent reaped them."""
+    path = item.config.getoption("--cpu-log")
+    if not path:
+        yield
+        return
+    import resource
+
+    def cpu(who: int) -> float:
+        usage = resource.getrusage(who)
+        return usage.ru_utime + usage.ru_stime
+
+    own, children = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN)
+    yield
+    line = f"{item.nodeid}\t{cpu(resource.RUSAGE_SELF) - own:.3f}\t{cpu(resource.RUSAGE_CHILDREN) - children:.3f}\n"
+    with open(path, "a", encoding="utf-8") as log:  # one short append per test: xdist workers share it
+        log.write(line)
