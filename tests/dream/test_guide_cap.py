@@ -1,7 +1,13 @@
-"""prompts/dream.md is capped like nanobot's Dream prompt: 32,000 characters, with a note."""
+"""prompts/dream.md is capped like nanobot's Dream prompt: 32,000 characters, with a note; and
+it is read like the store: never through a link out of the workspace, never a pipe or a device."""
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
+import pytest
 from dream_helpers import Cli, make_workspace, sample_entries, use_server
 
 from dream_memory.testing.llm_server import ScriptedLLMServer
@@ -20,3 +26,38 @@ def test_a_40000_character_guide_is_cut_at_32000_with_a_note(isolated: Cli, offl
     assert system.startswith(guide[:32_000] + "\n... (truncated)")
     assert "TAIL-NEVER-SENT" not in system
     assert any("40000 characters; only the first 32000" in note for note in report["notes"])
+
+
+def test_a_guide_that_is_a_link_out_of_the_workspace_is_never_sent(
+    isolated: Cli, offline_server: ScriptedLLMServer, tmp_path: Path
+) -> None:
+    """A prompts/dream.md committed as a symbolic link to a file outside (a key file, say) in a
+    cloned repository: its text must not reach the model; the built-in guide is used, and the
+    report says why."""
+    outside = tmp_path / "credentials.txt"
+    outside.write_text("AWS_SECRET=OUTSIDE-KEY-never-sent\n", encoding="utf-8")
+    use_server(isolated, offline_server)
+    ws = make_workspace(isolated, sample_entries(1))
+    (ws / "prompts").mkdir(exist_ok=True)
+    (ws / "prompts" / "dream.md").symlink_to(outside)
+    code, report = isolated.run_json("run")
+    assert code == 0, report
+    assert all("OUTSIDE-KEY" not in json.dumps(r.messages) for r in offline_server.completion_requests())
+    assert any("leads outside the workspace" in note for note in report["notes"])
+    shown = isolated.run("prompt")
+    assert "OUTSIDE-KEY" not in shown.stdout and "leads outside the workspace" in shown.output
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_guide_that_is_a_pipe_or_a_device_is_not_read(isolated: Cli, kind: str) -> None:
+    """A FIFO would block the run forever and /dev/zero would fill its memory: neither is read."""
+    ws = make_workspace(isolated, sample_entries(1))
+    (ws / "prompts").mkdir(exist_ok=True)
+    guide = ws / "prompts" / "dream.md"
+    if kind == "fifo":
+        os.mkfifo(guide)
+    else:
+        guide.symlink_to("/dev/zero")
+    proc = isolated.subprocess("dream", "prompt", "-w", str(ws), timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "built-in" in proc.stdout + proc.stderr

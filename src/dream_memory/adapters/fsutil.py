@@ -126,7 +126,7 @@ def append_bytes(path: Path, data: bytes, *, site: str = "append") -> None:
     """Append with one write on an O_APPEND descriptor, then fsync."""
     path.parent.mkdir(parents=True, exist_ok=True)
     _before_write(site, path)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _default_mode())
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NOFOLLOW, _default_mode())
     try:
         view = memoryview(data)
         while view:
@@ -163,6 +163,19 @@ def rename(src: Path, dst: Path, *, site: str = "rename") -> None:
     fsync_dir(dst.parent)
 
 
+# The workspace's own files (history, cursors, locks) are opened without following a symbolic
+# link in their last component: a link committed in a cloned repository, or planted beside the
+# workspace, must not make Dream truncate, append to or read a file outside it.
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def read_own(path: Path) -> bytes:
+    """The bytes of one of the workspace's own files, never through a symbolic link (ELOOP)."""
+    fd = os.open(path, os.O_RDONLY | NOFOLLOW)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read()
+
+
 def read_text(path: Path) -> str | None:
     """The file's text as UTF-8 (undecodable bytes replaced), or None if missing."""
     try:
@@ -191,6 +204,8 @@ def describe_os_error(exc: OSError) -> str:
         return "it is a folder, where a file belongs"
     if exc.errno == errno.ENOTDIR:
         return "a file stands where a folder belongs"
+    if exc.errno == errno.ELOOP:
+        return "it is a symbolic link, and dream does not follow links to its own files"
     return exc.strerror or str(exc)
 
 
@@ -226,6 +241,8 @@ def _hint(exc: OSError, where: str) -> str | None:
         return f"remove the folder {where} (dream keeps a file there and creates it itself)"
     if code == errno.ENOTDIR:
         return f"move away the file that stands where {where} needs a folder"
+    if code == errno.ELOOP:
+        return f"replace the link {where} with a regular file (or remove it, if dream creates it)"
     return None
 
 

@@ -104,7 +104,7 @@ def current_holder(workspace: Path) -> LockHolder | None:
     """Who holds the Dream lock right now, or None when nobody does (a stale file is not a holder)."""
     path = lock_path(workspace)
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | fsutil.NOFOLLOW)
     except FileNotFoundError:
         return None
     except OSError as exc:
@@ -138,7 +138,7 @@ def dream_lock(workspace: Path, *, now: datetime) -> Iterator[LockHolder | None]
         path.parent.mkdir(parents=True, exist_ok=True)
         # 0o666 through the umask (like filelock): with DREAM_UMASK=0002 a process of the same
         # group under another uid (the agent beside Dream on a shared volume) can take it too.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | fsutil.NOFOLLOW, 0o666)
     except OSError as exc:
         raise fsutil.os_error(exc, "take the Dream lock", path) from exc
     try:
@@ -180,7 +180,7 @@ def dream_lock_shared(workspace: Path) -> Iterator[None]:
     """
     path = lock_path(workspace)
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY | fsutil.NOFOLLOW)
     except (FileNotFoundError, NotADirectoryError):
         yield None
         return

@@ -16,7 +16,7 @@ class GuideReport:
     source: str  # "built-in", or the workspace guide's path
     path: str  # "built-in", or the path of prompts/dream.md
     text: str
-    note: str | None = None  # the guide was cut to its size limit, and where
+    note: str | None = None  # the guide was cut to its size limit, or not used, and why
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "path": self.path, "text": self.text}
@@ -37,7 +37,7 @@ def guide(rt: Runtime) -> GuideReport:
 
     text, source = guide_in_use(rt.root)
     path = str(rt.root / layout.DREAM_GUIDE) if source != "built-in" else "built-in"
-    return GuideReport(source, path, text, guide_note(rt.root) if source != "built-in" else None)
+    return GuideReport(source, path, text, guide_note(rt.root))
 
 
 def init_guide(rt: Runtime) -> GuideInitReport:

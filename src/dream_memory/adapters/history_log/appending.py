@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.history_log.base import LogBase, _lines_of, _read_from
+from dream_memory.adapters.history_log.base import LogBase, _lines_of, _read_error, _read_from
 from dream_memory.core import layout
 from dream_memory.core.history import HistoryEntry, format_timestamp
 from dream_memory.errors import HistoryError, InputError
@@ -81,11 +81,11 @@ class Appending(LogBase):
         """
         self._foreign_recent = self._written_by_another_lately() or self._unrecorded_hold
         try:
-            data = self.path.read_bytes()
+            data = fsutil.read_own(self.path)
         except FileNotFoundError:
             data = b""
         except OSError as exc:
-            raise HistoryError(f"cannot read {layout.HISTORY}: {fsutil.describe_os_error(exc)}") from exc
+            raise _read_error(exc, self.path) from exc
         first = self._allocate_from(data, len(items))
         now = format_timestamp(self.clock.now())
         entries = [
@@ -165,7 +165,7 @@ class Appending(LogBase):
         wanted = {w.entry.cursor for w in written}
         since = min(w.offset for w in written)
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(self.path, os.O_RDONLY | fsutil.NOFOLLOW)
         except FileNotFoundError:
             return False, False
         replaced = False

@@ -41,7 +41,7 @@ from dream_memory.core.history import (
     split_physical_lines,
 )
 from dream_memory.core.ports import Clock
-from dream_memory.errors import HistoryError
+from dream_memory.errors import DreamError, HistoryError
 
 DEFAULT_LOCK_TIMEOUT = 10.0
 _LOCK_POLL_SECONDS = 0.005
@@ -262,7 +262,7 @@ class LogBase(abc.ABC):
         try:
             # Bytes, not text: no codec is looked up (a user who cannot read the interpreter's
             # encodings package got "unknown encoding: ascii" from read_text).
-            fields = self.left_path.read_bytes().split()
+            fields = fsutil.read_own(self.left_path).split()
             recorded = (int(fields[0]), int(fields[1]))
         except (OSError, ValueError, IndexError):
             recorded = None
@@ -280,7 +280,7 @@ class LogBase(abc.ABC):
             if state is None:
                 self.left_path.unlink(missing_ok=True)
                 return
-            fd = os.open(self.left_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+            fd = os.open(self.left_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | fsutil.NOFOLLOW, 0o666)
             try:
                 os.write(fd, b"%d %d\n" % state)
             finally:
@@ -302,11 +302,11 @@ class LogBase(abc.ABC):
 
     def _read_lines(self, path: Path) -> list[str]:
         try:
-            data = path.read_bytes()
+            data = fsutil.read_own(path)
         except FileNotFoundError:
             return []
         except OSError as exc:
-            raise HistoryError(f"cannot read {path}: {fsutil.describe_os_error(exc)}") from exc
+            raise _read_error(exc, path) from exc
         return split_physical_lines(data.decode("utf-8", errors="replace"))
 
     def scan(self, *, report: bool = True) -> HistoryScan:
@@ -351,11 +351,11 @@ class LogBase(abc.ABC):
 
     def _cursor_bound(self, path: Path) -> int:
         try:
-            return max_cursor_bound(path.read_bytes())
+            return max_cursor_bound(fsutil.read_own(path))
         except FileNotFoundError:
             return 0
         except OSError as exc:
-            raise HistoryError(f"cannot read {path}: {fsutil.describe_os_error(exc)}") from exc
+            raise _read_error(exc, path) from exc
 
     def _allocate_from(self, data: bytes | None = None, count: int = 1) -> int:
         """The next free cursor. Must be called under the lock.
@@ -392,7 +392,7 @@ class LogBase(abc.ABC):
     def _snapshot(self) -> Iterator[_Snapshot]:
         """history.jsonl read once, its old file kept open for ``_rewrite_locked``."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(self.path, os.O_RDONLY | fsutil.NOFOLLOW)
         except FileNotFoundError:
             yield _Snapshot(None, b"", 0)
             return
@@ -458,3 +458,11 @@ class LogBase(abc.ABC):
         if not fsutil.ends_with_newline(self.path):
             data = b"\n" + data
         fsutil.append_bytes(self.path, data, site="history.carry")
+
+
+def _read_error(exc: OSError, path: Path) -> DreamError:
+    """A history file that cannot be read. A symbolic link in its place is the workspace's to fix
+    (exit 2, with the fix); anything else is the history's error."""
+    if exc.errno == errno.ELOOP:
+        return fsutil.os_error(exc, "read", path)
+    return HistoryError(f"cannot read {path}: {fsutil.describe_os_error(exc)}")

@@ -4,10 +4,13 @@ sections, the batch's history in blocks that fit a prompt, and the skill and ent
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from dream_memory.adapters import fsutil, workspace
+from dream_memory.adapters import workspace
+from dream_memory.adapters.rooted import Beneath, OutsideRoot
 from dream_memory.adapters.staging import StagingWorkspace
 from dream_memory.app.dream.options import DreamContext
 from dream_memory.core import layout
@@ -32,26 +35,63 @@ GUIDE_MAX_CHARS = 32_000
 GUIDE_TRUNCATED = "\n... (truncated)"
 
 
+# The most a guide of GUIDE_MAX_CHARS characters can take in UTF-8, plus one byte to see more.
+_GUIDE_READ_BYTES = GUIDE_MAX_CHARS * 4 + 1
+
+
+@dataclass(frozen=True)
+class _Guide:
+    text: str | None  # the workspace guide as read (at most _GUIDE_READ_BYTES), None: none usable
+    problem: str | None  # why a guide that is there was not used
+    size: str = ""  # "N characters" (or "more than N bytes"), said when it is cut
+
+
+def _workspace_guide(root: Path) -> _Guide:
+    """prompts/dream.md, read the way the read side reads the store: only a regular file inside
+    the workspace (a symbolic link is followed only while it stays inside), opened without
+    blocking, and only as much as the guide may use. Why: its text goes to the model, so a link
+    committed in a cloned repository must not send a file from outside (a key file, say), and a
+    pipe or a device in its place must not hang or fill the memory of a run."""
+    rel = layout.DREAM_GUIDE
+    try:
+        with Beneath(root) as tree:
+            found = tree.resolve(rel)
+            if found is None:
+                return _Guide(None, None)
+            if not stat.S_ISREG(found[1].st_mode):
+                return _Guide(None, f"{rel} is not a regular file; the built-in guide was used")
+            head = tree.head(rel, _GUIDE_READ_BYTES)
+    except OutsideRoot:
+        return _Guide(None, f"{rel} leads outside the workspace (a symbolic link); the built-in guide was used")
+    if head is None:
+        return _Guide(None, None)
+    data, size = head
+    text = data.decode("utf-8", errors="replace").rstrip()
+    if len(text) <= GUIDE_MAX_CHARS:
+        return _Guide(text, None)
+    return _Guide(text, None, f"{len(text)} characters" if size <= len(data) else f"more than {len(data)} bytes")
+
+
 def guide_in_use(root: Path) -> tuple[str, str]:
     """(text, source): the workspace's prompts/dream.md when it has content, else the built-in
     guide. A workspace guide longer than GUIDE_MAX_CHARS is cut there (``guide_note`` says so)."""
-    custom = fsutil.read_text(root / layout.DREAM_GUIDE)
+    custom = _workspace_guide(root).text
     if custom is not None and custom.strip():
-        text = custom.rstrip()
-        if len(text) > GUIDE_MAX_CHARS:
-            return text[:GUIDE_MAX_CHARS] + GUIDE_TRUNCATED, layout.DREAM_GUIDE
+        if len(custom) > GUIDE_MAX_CHARS:
+            return custom[:GUIDE_MAX_CHARS] + GUIDE_TRUNCATED, layout.DREAM_GUIDE
         return custom, layout.DREAM_GUIDE
     return builtin_guide(), "built-in"
 
 
 def guide_note(root: Path) -> str | None:
-    """Why the workspace guide is not sent whole, or None."""
-    custom = fsutil.read_text(root / layout.DREAM_GUIDE)
-    size = len(custom.rstrip()) if custom is not None else 0
-    if size <= GUIDE_MAX_CHARS:
+    """Why the workspace guide is not sent whole, or not at all; None when it is (or there is none)."""
+    guide = _workspace_guide(root)
+    if guide.problem is not None:
+        return guide.problem
+    if not guide.size:
         return None
     return (
-        f"{layout.DREAM_GUIDE} has {size} characters; only the first {GUIDE_MAX_CHARS} are used "
+        f"{layout.DREAM_GUIDE} has {guide.size}; only the first {GUIDE_MAX_CHARS} characters are used "
         "(nanobot caps its Dream prompt the same way)"
     )
 

@@ -32,7 +32,14 @@ from dream_memory.adapters.locks import LockHolder, dream_lock, dream_lock_share
 from dream_memory.adapters.staging import StagingWorkspace
 from dream_memory.adapters.workspace import ensure_folder, init_workspace
 from dream_memory.app.dream.budget import BudgetExceeded, Interrupted, MeteredModel, usage_since
-from dream_memory.app.dream.landing import BatchContext, as_bytes, compact, content_failure, land_batch
+from dream_memory.app.dream.landing import (
+    BatchContext,
+    EditedMeanwhile,
+    as_bytes,
+    compact,
+    content_failure,
+    land_batch,
+)
 from dream_memory.app.dream.options import DreamContext
 from dream_memory.app.dream.origins import RunOrigins
 from dream_memory.app.dream.prompting import guide_note
@@ -364,7 +371,16 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
         record.outcome = "dry_run"
         record.files_changed = _diffs(staging)
     else:
-        run.state = land_batch(where, staging, run.state)
+        try:
+            run.state = land_batch(where, staging, run.state)
+        except EditedMeanwhile as exc:
+            # Not the content's fault: the model is not counted against (no set-aside), the
+            # cursor stays before the batch, and the report says why.
+            record.outcome, record.error = "failed", str(exc)
+            report.status = STATUS_FAILED
+            report.errors.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {exc}")
+            meter.stop()
+            return False
         report.cursor_after = batch.cursor_to
     report.entries_processed += record.entries
     meter.stop()

@@ -180,15 +180,15 @@ def prompt(action: str | None, as_json: bool, workspace: str | None, config_path
     if as_json:
         emit_json(report.to_json())
         return 0
-    if report.source == "built-in":
+    if report.source == "built-in" and report.note is None:
         note(
             f"Dream uses its built-in guide (no content in {rt.root / 'prompts' / 'dream.md'}; "
             "`dream prompt init` creates an editable copy)"
         )
-    else:
+    elif report.source != "built-in":
         note(f"Dream uses the workspace guide {report.path}")
-        if report.note is not None:
-            note(report.note)
+    if report.note is not None:
+        note(report.note)
     echo(report.text.rstrip("\n"))  # a workspace file: escapes shown, not sent
     return 0
 
