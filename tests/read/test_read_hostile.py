@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
@@ -218,3 +220,46 @@ def test_absolute_symlinks_inside_a_store_reached_through_a_symlink_are_followed
         assert outcome.code == 0 and "tests with pytest" in outcome.out, outcome
     outcome = cli("entity", "away", "--store", str(alias), env=env)
     assert outcome.refused(1) and TOKEN not in outcome.out
+
+
+def _committed(root: Path) -> Path:
+    env = {"PATH": os.environ["PATH"], "HOME": str(root), "GIT_CONFIG_NOSYSTEM": "1"}
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=U", "-c", "user.email=u@e", "commit", "-qm", "m"]):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True)
+    return root
+
+
+def test_why_and_blame_withhold_an_excluded_entity_under_every_spelling(make_store: Callable[..., Path]) -> None:
+    """`dream why`, `dream blame` and MCP's dream_why answer for committed lines: with payroll
+    excluded, its file is refused however the path is spelt (./, absolute), under another name
+    (a second index row's file, a hard link) and by `why --text`; other files are answered."""
+    root = _committed(_excluded_store(make_store))
+    spellings = ["entities/payroll.md", "./entities/payroll.md", str(root / "entities" / "payroll.md")]
+    spellings += ["sections/shared.md"]  # a hard link to it, and another entity's row
+    answers = _mcp(root, [("dream_why", {"path": p, "line": 3}) for p in [*spellings, "entities/notes.md"]], "payroll")
+    assert [is_error for is_error, _ in answers] == [True] * len(spellings) + [False], answers
+    assert all(TOKEN not in text for _, text in answers)
+    assert "nothing private" in answers[-1][1]
+    env = read_env(root, DREAM_MEMORY_EXCLUDE="payroll")
+    for path in spellings:
+        for args in (("why", f"{path}:3"), ("blame", path)):
+            outcome = cli(*args, "--workspace", str(root), env=env)
+            assert outcome.code == 2 and "excluded" in outcome.err and TOKEN not in outcome.out, (args, outcome)
+    text = cli("why", "--text", "salary", "--workspace", str(root), env=env)
+    assert TOKEN not in text.out, text
+    assert cli("why", "entities/notes.md:3", "--workspace", str(root), env=env).code == 0
+
+
+def test_an_exclude_names_an_entity_whatever_unicode_form_its_file_name_has(make_store: Callable[..., Path]) -> None:
+    """macOS writes file names in NFD; DREAM_MEMORY_EXCLUDE is typed in NFC (and any case):
+    the entity is withheld by entity, search and MCP either way."""
+    nfd = unicodedata.normalize("NFD", "café")
+    root = make_store({f"entities/{nfd}.md": f"# {nfd}\n\n- {TOKEN}\n"})
+    env = read_env(root, DREAM_MEMORY_EXCLUDE="CAFÉ")
+    for name in (nfd, "café"):
+        outcome = cli("entity", name, "--store", str(root), env=env)
+        assert outcome.code != 0 and TOKEN not in outcome.out, (name, outcome)
+    found = cli("search", TOKEN[:20], "--store", str(root), "--json", env=env)
+    assert found.code == 0 and json.loads(found.out)["results"] == [], found
+    answers = _mcp(root, [("dream_entity", {"name": nfd}), ("dream_search", {"query": TOKEN[:20]})], "CAFÉ")
+    assert all(TOKEN not in text for _, text in answers), answers

@@ -13,8 +13,17 @@ from __future__ import annotations
 
 import posixpath
 import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
+
+
+def name_key(name: str) -> str:
+    """How an entity name (or a path) is compared with DREAM_MEMORY_EXCLUDE: case-folded and in
+    Unicode normal form C, so `Café` typed in a terminal (NFC) also names the file macOS wrote as
+    `café.md` in NFD."""
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", name.strip()).casefold())
+
 
 # Header names accepted for each column (compared casefolded, after markup is stripped).
 ENTITY_HEADERS = frozenset({"entity", "entities", "name"})
@@ -298,7 +307,7 @@ def resolve(rows: Iterable[IndexRow], path: str, *, excluded: frozenset[str] = f
     best: tuple[int, IndexRow, str] | None = None
     ties: list[str] = []
     for row in rows:
-        if row.entity.casefold() in excluded:
+        if name_key(row.entity) in excluded:
             continue
         for root in row.repos:
             if not root_contains(root, target):
@@ -319,6 +328,6 @@ def filtered_index_text(text: str, table: IndexTable, excluded: frozenset[str]) 
     """index.md with the rows of excluded entities removed (for surfaces that show the table)."""
     if not excluded:
         return text
-    hidden = {row.line_no for row in table.rows if row.entity.casefold() in excluded}
+    hidden = {row.line_no for row in table.rows if name_key(row.entity) in excluded}
     lines = text.replace("\r\n", "\n").split("\n")
     return "\n".join(line for i, line in enumerate(lines, start=1) if i not in hidden)

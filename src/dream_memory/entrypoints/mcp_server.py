@@ -208,10 +208,7 @@ def register_why(server: MCPServer, workspace: Path, excludes: frozenset[str], w
         from dream_memory.app.why_scope import why_at_for
 
         with _tool_errors():
-            name = path.strip().removeprefix("entities/").removesuffix(".md").casefold()
-            if path.strip().startswith("entities/") and name in excludes:
-                raise InputError(f"the entity {name!r} is withheld by this server's configuration")
-            found = why_at_for(workspace, who(), path, line)
+            found = why_at_for(workspace, who(), path, line, excludes)
         return _result(found.to_text(), found.to_json())
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from dream_memory.app.read.results import SearchResult, SearchResultItem
 from dream_memory.app.read.text import DURABLE_NAMES, MAX_SEARCH_FILE_BYTES, history_text
 from dream_memory.core import layout
-from dream_memory.core.index_table import safe_relative
+from dream_memory.core.index_table import name_key, safe_relative
 from dream_memory.core.paths import serve_problem
 from dream_memory.core.ports import SearchCache, Source, StoreTree, TooLarge
 from dream_memory.core.search import (
@@ -238,7 +238,7 @@ def _files_of_rows(store: ReadStore, rows: list[tuple[str, str]], refused: dict[
         simple = plain(file) is not None
         rel = file if simple else _safe_relative(file) if file else None
         # Another scope's file is no source of this reader's at all: not even listed as skipped.
-        if rel and entity.casefold() not in store.excludes and store.scope.sees(rel):
+        if rel and name_key(entity) not in store.excludes and store.scope.sees(rel):
             problem = None if simple else _serve_problem(rel)
             if problem is None:
                 by_file.setdefault(rel, entity)

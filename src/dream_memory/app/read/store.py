@@ -55,6 +55,7 @@ from dream_memory.core.index_table import (
     IndexRow,
     IndexTable,
     filtered_index_text,
+    name_key,
     parse_index,
     resolve,
     safe_relative,
@@ -113,7 +114,7 @@ class ReadStore:
     last_search_stats: dict[str, int] = field(init=False, default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        self.excludes = frozenset(e.strip().casefold() for e in self.excludes if e.strip())
+        self.excludes = frozenset(name_key(e) for e in self.excludes if e.strip())
         if self.as_of is not None:
             if self.at is not None:
                 raise UsageError("give either --at or --as-of, not both", hint="--at names a commit, --as-of a date")
@@ -186,7 +187,7 @@ class ReadStore:
         return row if row is not None else self.index.find(name)
 
     def is_excluded_name(self, name: str) -> bool:
-        return name.strip().casefold() in self.excludes
+        return name_key(name) in self.excludes
 
     def excluded_files(self, rows: Iterable[tuple[str, str]] | None = None) -> set[str]:
         """Files of excluded entities (casefolded). With ``--at``, the rows of today's index count
@@ -198,10 +199,10 @@ class ReadStore:
             pairs += self._rows_of_today()
         files: set[str] = set()
         for entity, file in pairs:
-            if entity.casefold() in self.excludes:
+            if name_key(entity) in self.excludes:
                 rel = safe_relative(file) if file else None
                 if rel:
-                    files.add(rel.casefold())
+                    files.add(name_key(rel))
         return files
 
     def _rows_of_today(self) -> list[tuple[str, str]]:
@@ -228,7 +229,7 @@ class ReadStore:
                 rels = {
                     rel
                     for entity, file in [(r.entity, r.file) for r in self.index.rows]
-                    if entity.casefold() in self.excludes and file and (rel := safe_relative(file))
+                    if name_key(entity) in self.excludes and file and (rel := safe_relative(file))
                 }
                 rels.update(
                     rel for rel in self._tree.list_markdown(layout.ENTITIES_DIR) if self.is_excluded_path(rel, excluded)
@@ -273,12 +274,12 @@ class ReadStore:
         if not self.excludes:
             return False
         files = self.excluded_files() if excluded_files is None else excluded_files
-        if rel.casefold() in files:
+        if name_key(rel) in files:
             return True
         if rel.startswith(layout.ENTITIES_DIR + "/") and rel.endswith(".md"):
             stem = rel.rsplit("/", 1)[-1][:-3]
             under = rel[len(layout.ENTITIES_DIR) + 1 : -3]
-            return stem.casefold() in self.excludes or under.casefold() in self.excludes
+            return name_key(stem) in self.excludes or name_key(under) in self.excludes
         return False
 
     def entity_names(self) -> list[str]:
