@@ -361,3 +361,29 @@ def test_entity_purge_matches_the_name_in_any_case_everywhere(env: Env) -> None:
         if path.is_file() and ".git" not in path.relative_to(env.ws).parts:
             assert b"ledger-api" not in path.read_bytes().lower(), path
     assert env.git("fsck", "--strict").strip() == ""
+
+
+def test_a_last_history_line_without_a_newline_is_purged_too(env: Env) -> None:
+    """An agent (or a cut-short write) left the last line of history.jsonl unterminated: the
+    value is purged from it as well, and the report names its line and cursor."""
+    assert env.dream("init").exit_code == 0
+    assert env.dream("append", "first entry mentions zebra42").exit_code == 0
+    history = env.ws / "memory" / "history.jsonl"
+    with history.open("a", encoding="utf-8") as handle:
+        handle.write('{"cursor": 2, "timestamp": "2026-01-01 10:00", "content": "agent wrote zebra42 here"}')
+    code, report = env.dream_json("forget", "--purge", "zebra42")
+    assert code == 0, report
+    assert report["history"] == {"memory/history.jsonl": [1, 2]} and report["cursors"] == [1, 2]
+    assert "zebra42" not in history.read_text(encoding="utf-8")
+    assert history.read_text(encoding="utf-8").count("\n") == 1  # the last line is left as it was: unterminated
+
+
+def test_line_numbers_and_cursors_count_newlines_only(env: Env) -> None:
+    """An entry holding U+2028 (stored raw: JSON allows it) is one line, not two: the report's line
+    numbers and cursors are the file's."""
+    assert env.dream("init").exit_code == 0
+    assert env.dream("append", "vault is C:\\vault\\ok7").exit_code == 0
+    assert env.dream("append", "copied\u2028vault is C:\\vault\\ok7 again").exit_code == 0
+    code, report = env.dream_json("forget", "--purge", "C:\\vault\\ok7")
+    assert code == 0, report
+    assert report["history"] == {"memory/history.jsonl": [1, 2]} and report["cursors"] == [1, 2]

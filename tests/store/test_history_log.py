@@ -194,3 +194,24 @@ def test_a_full_disk_never_reports_a_stored_entry_as_failed(tmp_path: Path) -> N
     assert entry.cursor == 2 and log.scan().entries[-1] == entry
     assert warnings == ["memory/.cursor was not updated (no space left on the device); the entry is stored"]
     assert log.append("- next").cursor == 3
+
+
+def test_lines_that_are_not_utf8_move_byte_for_byte(tmp_path: Path) -> None:
+    """A line another program wrote in Latin-1, and an entry holding such a byte, keep their exact
+    bytes through a compaction (the foreign line stays, the entry moves to the archive) and a
+    rewrite beside them; the entry is still read (its byte shown as U+FFFD) and dreamt."""
+    workspace = build_workspace(tmp_path / "ws", history=[_entry(c) for c in range(1, 13)])
+    path = workspace / "memory/history.jsonl"
+    foreign = b'{"note": "caf\xe9 written by another tool"}'
+    latin = b'{"cursor": 13, "timestamp": "2026-04-03 00:02", "content": "r\xe9sum\xe9 of lizards"}'
+    tail = "".join(_entry(c).to_json_line() + "\n" for c in range(14, 21)).encode()
+    path.write_bytes(path.read_bytes() + foreign + b"\n" + latin + b"\n" + tail)
+    log = HistoryLog(workspace, clock=FrozenClock())
+    assert [e.content for e in log.entries_after(12)][0] == "r\ufffdsum\ufffd of lizards"
+    assert log.compact(dream_cursor=20, max_entries=5).archived == 15
+    archive = b"".join(p.read_bytes() for p in sorted((workspace / "memory/archive").glob("*.jsonl")))
+    assert latin + b"\n" in archive and b"\xef\xbf\xbd" not in archive
+    kept = path.read_bytes()
+    assert foreign + b"\n" in kept and b"\xef\xbf\xbd" not in kept
+    log.append("- one more")  # appends leave the other lines alone too
+    assert foreign + b"\n" in path.read_bytes()

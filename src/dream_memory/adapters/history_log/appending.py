@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.history_log.base import LogBase, _lines_of, _read_error, _read_from
+from dream_memory.adapters.history_log.base import LogBase, _lines_of, _read_error, _read_from, raw_bytes
 from dream_memory.core import layout
 from dream_memory.core.history import HistoryEntry, format_timestamp
 from dream_memory.errors import HistoryError, InputError
@@ -226,5 +226,5 @@ class Appending(LogBase):
                     continue
                 if not line.is_blank:
                     kept.append(line.raw)
-            self._rewrite_locked(snap, "".join(raw + "\n" for raw in kept).encode("utf-8"))
+            self._rewrite_locked(snap, raw_bytes(kept))
         return current

@@ -22,8 +22,8 @@ import fcntl
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import filelock
@@ -135,7 +135,23 @@ def _read_from(fd: int, pos: int) -> bytes:
 
 
 def _lines_of(data: bytes) -> list[ParsedLine]:
-    return list(parse_lines(split_physical_lines(data.decode("utf-8", errors="replace"))))
+    """The lines of history bytes, parsed. A line holding bytes that are not UTF-8 (another
+    program's, or a torn write) is parsed from its text with those bytes replaced, but keeps its
+    exact bytes in ``raw`` (as surrogate escapes): a compaction or a rewrite moves it byte for
+    byte (``raw_bytes``), never the replaced text."""
+    try:
+        return list(parse_lines(split_physical_lines(data.decode("utf-8"))))
+    except UnicodeDecodeError:
+        pass
+    lines = list(parse_lines(split_physical_lines(data.decode("utf-8", errors="replace"))))
+    # Newlines are ASCII and never part of an invalid sequence, so both decodings split alike.
+    exact = split_physical_lines(data.decode("utf-8", errors="surrogateescape"))
+    return [replace(line, raw=raw.rstrip("\n")) for line, raw in zip(lines, exact, strict=True)]
+
+
+def raw_bytes(raws: Iterable[str]) -> bytes:
+    """Lines as ``_lines_of`` keeps them (``raw``), written back one per line, byte for byte."""
+    return "".join(raw + "\n" for raw in raws).encode("utf-8", errors="surrogateescape")
 
 
 _F_SETLEASE = getattr(fcntl, "F_SETLEASE", None)
@@ -299,6 +315,16 @@ class LogBase(abc.ABC):
             if key not in self._reported.keys:
                 self._reported.keys.add(key)
                 self._on_problem(problem.describe(source))
+
+    def _read_raw_lines(self, path: Path) -> list[str]:
+        """A file's lines with their exact bytes (see ``_lines_of``), to compare with ``raw``."""
+        try:
+            data = fsutil.read_own(path)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise _read_error(exc, path) from exc
+        return split_physical_lines(data.decode("utf-8", errors="surrogateescape"))
 
     def _read_lines(self, path: Path) -> list[str]:
         try:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.history_log.base import _PENDING_ARCHIVE, CompactionResult, LogBase
+from dream_memory.adapters.history_log.base import _PENDING_ARCHIVE, CompactionResult, LogBase, raw_bytes
 from dream_memory.core import jsontext, layout
 from dream_memory.core.history import (
     plan_compaction,
@@ -39,7 +39,7 @@ class Compaction(LogBase):
         except (ValueError, KeyError, TypeError):
             pending, names = set(), []
         files = [self.archive_dir / n for n in names] if names else self.archive_files()
-        archived = {raw for path in files for raw in self._read_lines(path)}
+        archived = {raw for path in files for raw in self._read_raw_lines(path)}
         with self._snapshot() as snap:
             lines = snap.lines
             keep = [
@@ -49,7 +49,7 @@ class Compaction(LogBase):
                 and not (line.entries and line.raw in archived and all(e.cursor in pending for e in line.entries))
             ]
             if len(keep) != len(lines):
-                self._rewrite_locked(snap, "".join(raw + "\n" for raw in keep).encode("utf-8"))
+                self._rewrite_locked(snap, raw_bytes(keep))
         fsutil.remove(marker, site="archive.marker")
 
     def compact(self, *, dream_cursor: int, max_entries: int) -> CompactionResult:
@@ -85,10 +85,10 @@ class Compaction(LogBase):
                         path = self._archive_path(month)
                         # Never glue onto a line a killed compaction left unterminated.
                         prefix = "" if fsutil.ends_with_newline(path) else "\n"
-                        data = prefix + "".join(raw + "\n" for raw in plan.archive[month])
-                        fsutil.append_bytes(path, data.encode("utf-8"), site="archive.append")
+                        data = prefix.encode() + raw_bytes(plan.archive[month])
+                        fsutil.append_bytes(path, data, site="archive.append")
                         written.append(f"{layout.ARCHIVE_DIR}/{path.name}")
-                    self._rewrite_locked(snap, "".join(raw + "\n" for raw in plan.keep).encode("utf-8"))
+                    self._rewrite_locked(snap, raw_bytes(plan.keep))
                     fsutil.remove(marker, site="archive.marker")
             except OSError as exc:
                 raise HistoryError(f"compaction of {layout.HISTORY} failed: {fsutil.describe_os_error(exc)}") from exc

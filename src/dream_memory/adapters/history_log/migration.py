@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.history_log.base import LogBase, MigrationResult
+from dream_memory.adapters.history_log.base import LogBase, MigrationResult, raw_bytes
 from dream_memory.core import jsontext, layout
 from dream_memory.core.history import (
     HistoryEntry,
@@ -93,8 +93,8 @@ class Migration(LogBase):
             fsutil.atomic_write(self.marker_path, json.dumps(marker), site="migration.marker")
             if entries:
                 kept = [line.raw for line in lines if not line.is_blank]
-                body = "".join(raw + "\n" for raw in kept) + "".join(e.to_json_line() + "\n" for e in entries)
-                self._rewrite_locked(snap, body.encode("utf-8"))
+                body = raw_bytes(kept) + "".join(e.to_json_line() + "\n" for e in entries).encode("utf-8")
+                self._rewrite_locked(snap, body)
         return self._finish_migration(marker, resumed=False)
 
     def _resume_migration(self, marker: dict[str, object]) -> MigrationResult | None:

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dream_memory.adapters import fsutil
+from dream_memory.adapters.history_log.base import _read_from
 from dream_memory.adapters.history_log.log import HistoryLog
 from dream_memory.core import layout
-from dream_memory.core.forget import TextChange
+from dream_memory.core.forget import TextChange, split_lines
 from dream_memory.core.history import parse_line
 from dream_memory.errors import HistoryError
 
@@ -34,7 +35,7 @@ class HistoryPurge:
 
 
 def _cursors(text: str, lines: tuple[int, ...]) -> list[int]:
-    physical = text.splitlines()
+    physical = split_lines(text)
     found: list[int] = []
     for number in lines:
         if number <= len(physical):
@@ -51,6 +52,13 @@ def purge_history(log: HistoryLog, purge: LinePurge, *, dry_run: bool) -> Histor
             if not dry_run:
                 log._recover_locked()
             with log._snapshot() as snap:
+                if snap.fd is not None:
+                    # A snapshot holds complete lines only (an unterminated tail may be a write in
+                    # progress), but a value must not survive in a last line that has no newline
+                    # (cut short, or written by a program that never ends its lines): under the
+                    # lock, the purge takes the file to its end.
+                    tail = _read_from(snap.fd, snap.end)
+                    snap.data, snap.end = snap.data + tail, snap.end + len(tail)
                 text = snap.data.decode("utf-8", errors="surrogateescape")
                 change = purge(text)
                 if change.lines:
