@@ -7,12 +7,15 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.testing import FrozenClock, build_workspace
+
+Dream = Callable[..., subprocess.CompletedProcess[str]]
 
 pytestmark = pytest.mark.slow  # real processes end to end (scripts/test --fast leaves it out)
 
@@ -103,3 +106,34 @@ def test_eight_writers_and_a_compactor_lose_nothing_and_share_no_cursor(tmp_path
     assert log.read_counter() == max(cursors)
     assert not (workspace / "memory/archive/.pending.json").exists()
     assert sorted(p.name for p in (workspace / "memory").iterdir() if p.name.endswith(".tmp")) == []
+
+
+HOLDING_WRITER = r"""
+import json, sys, time
+with open(sys.argv[1], "a", buffering=1) as f:
+    print("open", flush=True)
+    for i in range(25):
+        f.write(json.dumps({"cursor": 1000 + i, "timestamp": "2026-12-01 10:00", "content": f"held-writer fact {i}"}) + "\n")
+        time.sleep(0.1)
+"""
+
+
+def test_a_writer_that_keeps_history_open_loses_nothing_to_a_compaction(tmp_path: Path, dream: Dream) -> None:
+    """An agent that opens history.jsonl once and keeps appending: a compaction would replace the
+    file under it, and what it wrote afterwards would land in the replaced file that nobody reads.
+    The run leaves the file alone this time and says so; the next run, after the writer closed
+    it, compacts. Every line the writer wrote is kept."""
+    ws = build_workspace(tmp_path / "ws", history=[f"fact {i} about otters" for i in range(1, 16)])
+    (ws / "dream.json").write_text('{"agents": {"defaults": {"dream": {"maxHistoryEntries": 10}}}}')
+    history = ws / "memory" / "history.jsonl"
+    writer = subprocess.Popen([sys.executable, "-c", HOLDING_WRITER, str(history)], stdout=subprocess.PIPE, text=True)
+    assert writer.stdout is not None and writer.stdout.readline() == "open\n"
+    ran = dream("run", "-w", str(ws), "--model", "offline", "--json")
+    assert writer.wait(timeout=60) == 0
+    report = json.loads(ran.stdout)
+    assert ran.returncode == 0, ran.stderr
+    assert any("compaction skipped" in note for note in report["notes"]), report["notes"]
+    again = json.loads(dream("run", "-w", str(ws), "--model", "offline", "--json").stdout)
+    assert again["compaction"] is not None and again["compaction"]["archived"] > 0
+    kept = b"".join(p.read_bytes() for p in [history, *sorted((ws / "memory" / "archive").glob("*.jsonl"))])
+    assert all(f'held-writer fact {i}"'.encode() in kept for i in range(25))

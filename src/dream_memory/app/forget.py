@@ -245,7 +245,9 @@ def _purge_files(
 def _purge_history(rt: Runtime, target: rules.Target, report: ForgetReport, *, dry_run: bool) -> None:
     from dream_memory.adapters.history_log.purge import purge_history
 
-    done = purge_history(rt.history, lambda text: rules.purge_jsonl(text, target), dry_run=dry_run)
+    history = rt.history
+    done = purge_history(history, lambda text: rules.purge_jsonl(text, target), dry_run=dry_run)
+    report.warnings += history.rewrite_notes
     report.history = done.files
     report.cursors = sorted(set(done.cursors))
 

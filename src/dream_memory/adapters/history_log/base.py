@@ -89,6 +89,7 @@ class CompactionResult:
     archived: int = 0
     archive_files: tuple[str, ...] = ()
     kept: int = 0
+    note: str | None = None  # why it did not run, or what it could not vouch for (for the report)
 
 
 @dataclass(frozen=True)
@@ -175,6 +176,23 @@ def _open_for_writing_elsewhere(fd: int) -> bool | None:
     return False
 
 
+# How long a compaction waits for a writer that has history.jsonl open to close it (an append
+# holds it for microseconds) before it leaves the file as it is for this run.
+WRITER_WAIT_SECONDS = 1.0
+
+
+def writers_gone(fd: int, wait: float = WRITER_WAIT_SECONDS) -> bool:
+    """False when some process still has the file behind ``fd`` open for writing after ``wait``
+    seconds; True when nobody has, or this system cannot tell (the rewrite's drain then covers
+    the writers it can see)."""
+    deadline = time.monotonic() + wait
+    while _open_for_writing_elsewhere(fd) is True:
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
 @dataclass
 class _Snapshot:
     """history.jsonl as one read saw it: its complete lines, and the old file kept open so that
@@ -214,6 +232,9 @@ class LogBase(abc.ABC):
         self.lock_timeout = lock_timeout
         self._on_problem = on_problem
         self._reported = _Reported()
+        # What a rewrite could not vouch for (a writer that kept the replaced file open): also
+        # given to the caller's report, not only to on_problem's log line.
+        self.rewrite_notes: list[str] = []
         self._lock_depth = 0
         self._lock_owner: int | None = None  # the thread holding the lock through this object
         # When a writer without the lock was last proven active (time.time_ns()): a line that
@@ -471,10 +492,12 @@ class LogBase(abc.ABC):
                 pending = pending[complete:]
             if now - started >= DRAIN_LIMIT_SECONDS:
                 self._carry(pending)
-                self._note(
+                message = (
                     f"a writer has kept the replaced {layout.HISTORY} open for more than {DRAIN_LIMIT_SECONDS:g} s; "
                     "what it writes there from now on cannot be seen (an appender must open the file for each append)"
                 )
+                self.rewrite_notes.append(message)
+                self._note(message)
                 return
             time.sleep(0.001)
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.history_log.base import _PENDING_ARCHIVE, CompactionResult, LogBase, raw_bytes
+from dream_memory.adapters.history_log.base import _PENDING_ARCHIVE, CompactionResult, LogBase, raw_bytes, writers_gone
 from dream_memory.core import jsontext, layout
 from dream_memory.core.history import (
     plan_compaction,
@@ -68,6 +68,14 @@ class Compaction(LogBase):
                     plan = plan_compaction(lines, dream_cursor=dream_cursor, max_entries=max_entries)
                     if not plan.changes_anything:
                         return CompactionResult(kept=total)
+                    if snap.fd is not None and not writers_gone(snap.fd):
+                        # Replacing the file under a writer that keeps it open would leave what it
+                        # writes later in the replaced file, which nobody reads: compaction can wait.
+                        return CompactionResult(
+                            kept=total,
+                            note=f"compaction skipped: another program keeps {layout.HISTORY} open for writing; "
+                            "the next run compacts it (nothing was moved)",
+                        )
                     months = sorted(plan.archive)
                     marker = self.archive_dir / _PENDING_ARCHIVE
                     fsutil.atomic_write(
@@ -96,4 +104,5 @@ class Compaction(LogBase):
                 archived=len(plan.archived_cursors),
                 archive_files=tuple(written),
                 kept=total - len(plan.archived_cursors),
+                note="; ".join(self.rewrite_notes) or None,
             )

@@ -439,6 +439,8 @@ def compact(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> Non
     # still pending).
     cursor = report.cursor_after
     result = ctx.history.compact(dream_cursor=cursor, max_entries=ctx.options.max_history_entries)
+    if result.note is not None:
+        report.notes.append(result.note)
     if not result.archived:
         return
     report.compaction = {"archived": result.archived, "archive_files": list(result.archive_files), "commit": None}
