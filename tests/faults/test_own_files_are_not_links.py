@@ -58,9 +58,7 @@ def test_a_linked_history_is_neither_appended_to_nor_read(tmp_path: Path, victim
     assert victim.read_text(encoding="utf-8") == PRECIOUS
 
 
-def test_a_linked_record_of_the_history_lock_is_not_written_through(
-    tmp_path: Path, victim: Path, dream: Dream
-) -> None:
+def test_a_linked_record_of_the_history_lock_is_not_written_through(tmp_path: Path, victim: Path, dream: Dream) -> None:
     """memory/.history.left is a hint only: a link in its place is left alone, and appends go on."""
     ws = build_workspace(tmp_path / "ws")
     assert dream("append", "-w", str(ws), "- one").returncode == 0

@@ -69,3 +69,26 @@ def test_another_purge_waits_for_the_interrupted_one(template: Path, tmp_path: P
     assert other.exit_code == 2 and "interrupted purge" in other.output
     assert env.dream("forget", "--purge", CANARY).exit_code == 0
     assert holders(env) == {}
+
+
+def test_an_interrupted_forget_is_shown_and_dream_waits_for_it(template: Path, tmp_path: Path) -> None:
+    """A purge killed half way: `dream status` and `dream doctor` say so, `dream run` refuses (exit
+    2) instead of committing the half-purged files as hand edits, and the same forget finishes it."""
+    env = Env(tmp_path)
+    shutil.copytree(template, env.ws, symlinks=True)
+    killed = env.process("forget", "--purge", CANARY, kill=("history.rewrite", 1))
+    assert killed.returncode != 0
+    assert (env.ws / "memory" / ".forget_journal.json").exists()
+    status = env.dream("status")
+    assert "forget" in status.stdout and "interrupted" in status.stdout, status.stdout
+    _, state = env.dream_json("status")
+    assert state["interrupted_forget"]["id"]
+    doctor = env.dream("doctor")
+    assert "interrupted" in doctor.output
+    head = env.git("rev-parse", "HEAD")
+    ran = env.dream("run", "--model", "offline")
+    assert ran.exit_code == 2 and "interrupted" in ran.output
+    assert env.git("rev-parse", "HEAD") == head  # nothing committed
+    assert env.dream("forget", "--purge", CANARY).exit_code == 0
+    assert env.dream_json("status")[1]["interrupted_forget"] is None
+    assert env.dream("run", "--model", "offline").exit_code == 0

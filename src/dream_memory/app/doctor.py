@@ -260,6 +260,14 @@ def _state_checks(root: Path, status: dict[str, Any]) -> list[Check]:
                 fix="dream status names them on stderr; they are never removed, fix or leave them",
             )
         )
+    if status.get("interrupted_forget"):
+        from dream_memory.app.history import FORGET_UNFINISHED_HINT, forget_unfinished_message
+
+        checks.append(
+            Check(
+                "forget", "problem", forget_unfinished_message(status["interrupted_forget"]), fix=FORGET_UNFINISHED_HINT
+            )
+        )
     if status["pending_migration"]:
         checks.append(
             Check(

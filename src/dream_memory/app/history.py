@@ -85,6 +85,9 @@ class WorkspaceStatus:
     set_aside: list[str]
     pending_migration: bool
     versioned: bool
+    # An interrupted `dream forget` (its journal: the purge's id and start, never the value);
+    # it must be run again to finish before Dream runs.
+    interrupted_forget: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -119,7 +122,31 @@ def workspace_status(
         set_aside=[f"{s.cursor_from}..{s.cursor_to}" for s in state.set_aside],
         pending_migration=history.legacy_pending(),
         versioned=git is not None,
+        interrupted_forget=interrupted_forget(root),
     )
+
+
+def interrupted_forget(root: Path) -> dict[str, Any] | None:
+    """The journal of a `dream forget` that was stopped before it finished, or None."""
+    from dream_memory.adapters import forgotten
+
+    journal = forgotten.read_journal(root)
+    if journal is None:
+        return None
+    return {"id": journal.get("id"), "started": journal.get("started")}
+
+
+def forget_unfinished_message(journal: dict[str, Any]) -> str:
+    return (
+        f"a dream forget ({journal.get('id') or 'unnamed'}, started {journal.get('started') or 'at an unknown time'}) "
+        "was interrupted before it finished"
+    )
+
+
+FORGET_UNFINISHED_HINT = (
+    "run that same dream forget again to finish it (the journal names it by hash only); until then its value may "
+    "still be in some files and in new entries"
+)
 
 
 # --- many entries at once (dream append --jsonl) ---------------------------------------------------

@@ -67,7 +67,7 @@ from dream_memory.core.ports import Redactor
 from dream_memory.core.state import DreamState
 from dream_memory.core.stop import signal_name
 from dream_memory.core.write_policy import pinned_problem
-from dream_memory.errors import BadReply, DreamError, ModelError
+from dream_memory.errors import BadReply, DreamError, ModelError, UsageError
 
 
 def run_dream(ctx: DreamContext) -> DreamReport:
@@ -167,10 +167,23 @@ def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
         report.notes.append(f"removed {len(stale)} temp file(s) a killed writer left: {names}{more}")
     if ctx.options.branch and git.checkout_branch(ctx.options.branch):
         report.notes.append(f"created branch {ctx.options.branch}")
+    _refuse_after_an_interrupted_forget(ctx.root)
     report.manual_edits_commit = commit_manual_edits(git)
     if (cut := guide_note(ctx.root)) is not None:
         report.notes.append(cut)
     return git
+
+
+def _refuse_after_an_interrupted_forget(root: Path) -> None:
+    """A purge stopped half way left some files without the value and others with it: a run now
+    would commit that state as hand edits and dream from entries still holding it."""
+    from dream_memory.app.history import FORGET_UNFINISHED_HINT, forget_unfinished_message, interrupted_forget
+
+    journal = interrupted_forget(root)
+    if journal is not None:
+        raise UsageError(
+            forget_unfinished_message(journal) + "; Dream runs after it is finished", hint=FORGET_UNFINISHED_HINT
+        )
 
 
 def _read_state(root: Path) -> DreamState:

@@ -183,6 +183,10 @@ def status(as_json: bool, workspace: str | None, config_path: str | None) -> int
         echo(f"set aside      {', '.join(result.set_aside)}")
     if result.pending_migration:
         echo("migration      memory/HISTORY.md will be migrated by the next writing command")
+    if result.interrupted_forget is not None:
+        from dream_memory.app.history import FORGET_UNFINISHED_HINT, forget_unfinished_message
+
+        echo(f"forget         {forget_unfinished_message(result.interrupted_forget)}: {FORGET_UNFINISHED_HINT}")
     if not result.versioned:
         echo("versioning     no repository yet (created by dream init or the first dream run)")
     return 0
