@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,29 @@ def test_a_guide_that_is_a_pipe_or_a_device_is_not_read(isolated: Cli, kind: str
     if kind == "fifo":
         os.mkfifo(guide)
     else:
-        guide.symlink_to("/dev/zero")
+        try:  # a character device made in the workspace itself: /dev/zero's numbers
+            os.mknod(guide, stat.S_IFCHR | 0o666, os.makedev(1, 5))
+        except PermissionError:
+            pytest.skip("making a device node needs root (CAP_MKNOD)")
     proc = isolated.subprocess("dream", "prompt", "-w", str(ws), timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert "built-in" in proc.stdout + proc.stderr
+
+
+def test_a_guide_that_links_to_a_file_elsewhere_in_the_workspace_is_never_sent(
+    isolated: Cli, offline_server: ScriptedLLMServer
+) -> None:
+    """Inside the workspace is not enough: a guide linked to .git/config (a remote URL holding a
+    token) is not read; only a link that stays in prompts/ is followed."""
+    use_server(isolated, offline_server)
+    ws = make_workspace(isolated, sample_entries(1))
+    assert isolated.run("init").exit_code == 0
+    (ws / ".git" / "config").open("a").write('[remote "o"]\n\turl = https://x:ghp_SECRETTOKEN123@example.invalid/r\n')
+    (ws / "prompts").mkdir(exist_ok=True)
+    (ws / "prompts" / "dream.md").symlink_to("../.git/config")
+    shown = isolated.run("prompt")
+    assert "ghp_SECRETTOKEN123" not in shown.output and "outside prompts/" in shown.output
+    (ws / "prompts" / "dream.md").unlink()
+    (ws / "prompts" / "mine.md").write_text("KEEP ONLY DECISIONS.\n", encoding="utf-8")
+    (ws / "prompts" / "dream.md").symlink_to("mine.md")
+    assert "KEEP ONLY DECISIONS." in isolated.run("prompt").stdout

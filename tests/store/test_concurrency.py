@@ -137,3 +137,34 @@ def test_a_writer_that_keeps_history_open_loses_nothing_to_a_compaction(tmp_path
     assert again["compaction"] is not None and again["compaction"]["archived"] > 0
     kept = b"".join(p.read_bytes() for p in [history, *sorted((ws / "memory" / "archive").glob("*.jsonl"))])
     assert all(f'held-writer fact {i}"'.encode() in kept for i in range(25))
+
+
+PROBING = r"""
+import os, sys, time
+from dream_memory.adapters.history_log.writers import writers_gone
+fd = os.open(sys.argv[1], os.O_RDONLY)
+end = time.monotonic() + 2.0
+while time.monotonic() < end:
+    writers_gone(fd, wait=0)
+print("alive", flush=True)
+"""
+
+OPENING = r"""
+import sys, time
+end = time.monotonic() + 2.5
+while time.monotonic() < end:
+    with open(sys.argv[1], "a") as f:
+        f.write("{}\n")
+"""
+
+
+def test_asking_whether_writers_hold_history_open_never_kills_the_asker(tmp_path: Path) -> None:
+    """The question is a kernel lease taken and given back at once; a writer opening the file in
+    between breaks it, and the kernel signals the asker (SIGIO by default, which ends a process).
+    Asked in a loop beside a writer that opens the file in a loop, the asker lives."""
+    path = tmp_path / "history.jsonl"
+    path.write_text("")
+    writer = subprocess.Popen([sys.executable, "-c", OPENING, str(path)])
+    asker = subprocess.run([sys.executable, "-c", PROBING, str(path)], capture_output=True, text=True, timeout=60)
+    writer.wait(timeout=60)
+    assert asker.returncode == 0 and asker.stdout == "alive\n", (asker.returncode, asker.stderr)

@@ -207,7 +207,7 @@ def test_lines_that_are_not_utf8_move_byte_for_byte(tmp_path: Path) -> None:
     tail = "".join(_entry(c).to_json_line() + "\n" for c in range(14, 21)).encode()
     path.write_bytes(path.read_bytes() + foreign + b"\n" + latin + b"\n" + tail)
     log = HistoryLog(workspace, clock=FrozenClock())
-    assert [e.content for e in log.entries_after(12)][0] == "r\ufffdsum\ufffd of lizards"
+    assert log.entries_after(12)[0].content == "r\ufffdsum\ufffd of lizards"
     assert log.compact(dream_cursor=20, max_entries=5).archived == 15
     archive = b"".join(p.read_bytes() for p in sorted((workspace / "memory/archive").glob("*.jsonl")))
     assert latin + b"\n" in archive and b"\xef\xbf\xbd" not in archive

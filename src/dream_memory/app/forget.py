@@ -141,10 +141,13 @@ def _run(rt: Runtime, git: GitStore | None, target: rules.Target, report: Forget
         journal = forgotten.read_journal(root)
         if journal is not None:
             if journal.get("id") != report.purge_id:
+                unreadable = not journal.get("id")
                 raise UsageError(
                     f"an interrupted purge ({journal.get('id') or 'unnamed'}, started {journal.get('started')}) "
                     "is unfinished; run that same dream forget again to finish it first",
-                    hint=f"the journal is {layout.FORGET_JOURNAL}; it names the purge by hash only",
+                    hint=f"{layout.FORGET_JOURNAL} cannot be read: remove it, then run the forget that was interrupted"
+                    if unreadable
+                    else f"the journal is {layout.FORGET_JOURNAL}; it names the purge by hash only",
                 )
             report.resumed = True
     if git is not None:
@@ -248,6 +251,11 @@ def _purge_history(rt: Runtime, target: rules.Target, report: ForgetReport, *, d
     history = rt.history
     done = purge_history(history, lambda text: rules.purge_jsonl(text, target), dry_run=dry_run)
     report.warnings += history.rewrite_notes
+    if done.in_unterminated_tail:
+        report.warnings.append(
+            f"the last line of {layout.HISTORY} has no newline (a write in progress, or a line cut short) and holds "
+            "the value: it was left as it is; run the same dream forget again once that line is complete"
+        )
     report.history = done.files
     report.cursors = sorted(set(done.cursors))
 

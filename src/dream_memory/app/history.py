@@ -127,11 +127,15 @@ def workspace_status(
 
 
 def interrupted_forget(root: Path) -> dict[str, Any] | None:
-    """The journal of a `dream forget` that was stopped before it finished, or None."""
+    """The journal of a `dream forget` that was stopped before it finished, or None (no journal,
+    or the forget that wrote it still holds the Dream lock: it is running, not interrupted)."""
     from dream_memory.adapters import forgotten
 
     journal = forgotten.read_journal(root)
     if journal is None:
+        return None
+    holder = current_holder(root)
+    if holder is not None and holder.pid is not None and holder.pid == journal.get("pid"):
         return None
     return {"id": journal.get("id"), "started": journal.get("started")}
 
@@ -144,8 +148,9 @@ def forget_unfinished_message(journal: dict[str, Any]) -> str:
 
 
 FORGET_UNFINISHED_HINT = (
-    "run that same dream forget again to finish it (the journal names it by hash only); until then its value may "
-    "still be in some files and in new entries"
+    "run that same dream forget again to finish it (the journal names it by hash only; if it cannot be read, "
+    f"remove {layout.FORGET_JOURNAL} and run the forget again); until then its value may still be in some files "
+    "and in new entries"
 )
 
 

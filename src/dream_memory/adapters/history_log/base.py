@@ -18,7 +18,6 @@ from __future__ import annotations
 import abc
 import contextlib
 import errno
-import fcntl
 import os
 import threading
 import time
@@ -29,6 +28,7 @@ from pathlib import Path
 import filelock
 
 from dream_memory.adapters import fsutil
+from dream_memory.adapters.history_log.writers import open_for_writing_elsewhere
 from dream_memory.core import layout
 from dream_memory.core.history import (
     HistoryEntry,
@@ -153,44 +153,6 @@ def _lines_of(data: bytes) -> list[ParsedLine]:
 def raw_bytes(raws: Iterable[str]) -> bytes:
     """Lines as ``_lines_of`` keeps them (``raw``), written back one per line, byte for byte."""
     return "".join(raw + "\n" for raw in raws).encode("utf-8", errors="surrogateescape")
-
-
-_F_SETLEASE = getattr(fcntl, "F_SETLEASE", None)
-
-
-def _open_for_writing_elsewhere(fd: int) -> bool | None:
-    """Whether some process has the file behind ``fd`` open for writing; None when this system
-    cannot tell (no kernel leases there).
-
-    Linux grants a read lease only on a file that nobody has open for writing; it is given back
-    at once. Asked only of a file already renamed away, which nobody can open by name any more.
-    """
-    if _F_SETLEASE is None:
-        return None
-    try:
-        fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_RDLCK)
-    except OSError as exc:
-        return True if exc.errno in (errno.EAGAIN, errno.EBUSY) else None
-    with contextlib.suppress(OSError):
-        fcntl.fcntl(fd, _F_SETLEASE, fcntl.F_UNLCK)
-    return False
-
-
-# How long a compaction waits for a writer that has history.jsonl open to close it (an append
-# holds it for microseconds) before it leaves the file as it is for this run.
-WRITER_WAIT_SECONDS = 1.0
-
-
-def writers_gone(fd: int, wait: float = WRITER_WAIT_SECONDS) -> bool:
-    """False when some process still has the file behind ``fd`` open for writing after ``wait``
-    seconds; True when nobody has, or this system cannot tell (the rewrite's drain then covers
-    the writers it can see)."""
-    deadline = time.monotonic() + wait
-    while _open_for_writing_elsewhere(fd) is True:
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 @dataclass
@@ -481,7 +443,7 @@ class LogBase(abc.ABC):
             if chunk:
                 pending += chunk
                 last_growth = now
-            busy = _open_for_writing_elsewhere(fd)
+            busy = open_for_writing_elsewhere(fd)
             if busy is False or (busy is None and now - last_growth >= _DRAIN_QUIET_SECONDS):
                 # A writer that closed just now may have written its last bytes after the read.
                 self._carry(pending + _read_from(fd, pos))

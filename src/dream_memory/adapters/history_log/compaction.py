@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.history_log.base import _PENDING_ARCHIVE, CompactionResult, LogBase, raw_bytes, writers_gone
+from dream_memory.adapters.history_log.base import _PENDING_ARCHIVE, CompactionResult, LogBase, raw_bytes
+from dream_memory.adapters.history_log.writers import writers_gone
 from dream_memory.core import jsontext, layout
 from dream_memory.core.history import (
     plan_compaction,
@@ -59,6 +60,7 @@ class Compaction(LogBase):
         The marker written first names what is moving, so a crash at any step is completed by
         the next writer (``_finish_pending_archive``) without loss or duplicate.
         """
+        self.rewrite_notes.clear()  # this compaction's, not an earlier rewrite's
         with self.lock():
             try:
                 self._recover_locked()

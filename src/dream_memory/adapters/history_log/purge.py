@@ -28,6 +28,8 @@ class HistoryPurge:
 
     files: dict[str, list[int]] = field(default_factory=dict)  # file -> 1-based lines changed
     cursors: list[int] = field(default_factory=list)  # entries whose content changed
+    # The value is in history.jsonl's last line, which has no newline (yet): left as it is.
+    in_unterminated_tail: bool = False
 
     @property
     def lines(self) -> int:
@@ -47,18 +49,19 @@ def purge_history(log: HistoryLog, purge: LinePurge, *, dry_run: bool) -> Histor
     """Rewrite (or, ``dry_run``, only find) the lines of history.jsonl and the archive that hold
     the value. ``purge`` turns a file's text into its purged text (``core.forget.purge_jsonl``)."""
     result = HistoryPurge()
+    log.rewrite_notes.clear()  # this purge's, not an earlier rewrite's
     with log.lock():
         try:
             if not dry_run:
                 log._recover_locked()
             with log._snapshot() as snap:
                 if snap.fd is not None:
-                    # A snapshot holds complete lines only (an unterminated tail may be a write in
-                    # progress), but a value must not survive in a last line that has no newline
-                    # (cut short, or written by a program that never ends its lines): under the
-                    # lock, the purge takes the file to its end.
+                    # A snapshot holds complete lines only: a last line without a newline may be a
+                    # writer's line half written (its rest would then land after a rewrite, cut
+                    # off from it). So it is never rewritten, and a value in it is reported.
                     tail = _read_from(snap.fd, snap.end)
-                    snap.data, snap.end = snap.data + tail, snap.end + len(tail)
+                    tail = tail[tail.rfind(b"\n") + 1 :]
+                    result.in_unterminated_tail = bool(purge(tail.decode("utf-8", errors="surrogateescape")).lines)
                 text = snap.data.decode("utf-8", errors="surrogateescape")
                 change = purge(text)
                 if change.lines:

@@ -179,7 +179,8 @@ def _onto_edits_made_meanwhile(
         # Edited after the batch read the file, or before it (the batch then read the edit, and
         # its commit would carry the person's lines as Dream's).
         committed = git.read_at(head, path) if head is not None else None
-        if now != read or (read != committed and not _same_but_line_ends(read, committed)):
+        edited_after = now != read and not _same_but_line_ends(now, read)
+        if edited_after or (read != committed and not _same_but_line_ends(read, committed)):
             meanwhile[path] = now
     if not meanwhile:
         return changes

@@ -35,6 +35,7 @@ GUIDE_MAX_CHARS = 32_000
 GUIDE_TRUNCATED = "\n... (truncated)"
 
 
+_GUIDE_FOLDER = layout.DREAM_GUIDE.rpartition("/")[0] + "/"
 # The most a guide of GUIDE_MAX_CHARS characters can take in UTF-8, plus one byte to see more.
 _GUIDE_READ_BYTES = GUIDE_MAX_CHARS * 4 + 1
 
@@ -58,6 +59,12 @@ def _workspace_guide(root: Path) -> _Guide:
             found = tree.resolve(rel)
             if found is None:
                 return _Guide(None, None)
+            if not found[0].startswith(_GUIDE_FOLDER):
+                # Inside the workspace is not enough: .git/config, history or another scope's
+                # files are there too.
+                return _Guide(
+                    None, f"{rel} is a link to {found[0]}, outside {_GUIDE_FOLDER}; the built-in guide was used"
+                )
             if not stat.S_ISREG(found[1].st_mode):
                 return _Guide(None, f"{rel} is not a regular file; the built-in guide was used")
             head = tree.head(rel, _GUIDE_READ_BYTES)

@@ -140,6 +140,7 @@ def _fail_run(ctx: DreamContext, report: DreamReport, exc: Exception) -> None:
 
 def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
     """Workspace, migration, crash recovery, branch and hand edits: before any batch."""
+    _refuse_after_an_interrupted_forget(ctx.root)  # before anything changes, dry runs included
     if ctx.options.dry_run:
         if ctx.history.legacy_pending():
             report.notes.append("memory/HISTORY.md is waiting to be migrated; a dry run does not migrate")
@@ -167,7 +168,6 @@ def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
         report.notes.append(f"removed {len(stale)} temp file(s) a killed writer left: {names}{more}")
     if ctx.options.branch and git.checkout_branch(ctx.options.branch):
         report.notes.append(f"created branch {ctx.options.branch}")
-    _refuse_after_an_interrupted_forget(ctx.root)
     report.manual_edits_commit = commit_manual_edits(git)
     if (cut := guide_note(ctx.root)) is not None:
         report.notes.append(cut)

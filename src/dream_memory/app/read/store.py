@@ -320,7 +320,7 @@ class ReadStore:
             )
         # An entity whose File is another scope's never resolves: a broader root answers instead.
         withheld = self.excludes | {
-            r.entity.casefold()
+            name_key(r.entity)
             for r in table.rows
             if r.file and (rel := safe_relative(r.file)) and not self.scope.sees(rel)
         }
