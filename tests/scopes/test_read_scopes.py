@@ -145,6 +145,18 @@ def test_entity_section_and_resolve_refuse_alices_files_to_bob(ws: Path, dream) 
     assert holds_any(everything(dream("section", "user", "-w", str(ws), *BOB)), ALICE_CANARIES) == []
 
 
+@pytest.mark.parametrize("name", ["Cafe\u0301-notes", "\u01f0-notes", "\u0130-notes"])
+def test_resolve_withholds_another_scopes_row_whatever_its_names_unicode_form(ws: Path, dream, name: str) -> None:
+    """Alice's row named in decomposed form (NFD), or with a letter whose case folding is not in
+    normal form: Bob's resolve still answers with the broader root and never names her entity."""
+    index = ws / "index.md"
+    index.write_text(index.read_text(encoding="utf-8").replace("| alice-notes |", f"| {name} |"), encoding="utf-8")
+    resolved = dream("resolve", "/home/u/team/alice/x", "-w", str(ws), *BOB, "--json")
+    assert resolved.returncode == 0, resolved.stderr
+    assert json.loads(resolved.stdout)["entity"] == "standup"
+    assert name not in resolved.stdout + resolved.stderr
+
+
 def test_alice_reads_her_own_files_by_every_door(ws: Path, dream) -> None:
     """Alice's scope: her private sections, the index row naming her file, the links to it."""
     assert ALICE_USER in dream("section", "private-user", "-w", str(ws), *ALICE).stdout
