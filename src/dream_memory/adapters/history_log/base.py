@@ -301,22 +301,16 @@ class LogBase(abc.ABC):
 
     def _read_raw_lines(self, path: Path) -> list[str]:
         """A file's lines with their exact bytes (see ``_lines_of``), to compare with ``raw``."""
-        try:
-            data = fsutil.read_own(path)
-        except FileNotFoundError:
-            return []
-        except OSError as exc:
-            raise _read_error(exc, path) from exc
-        return split_physical_lines(data.decode("utf-8", errors="surrogateescape"))
+        return self._read_lines(path, errors="surrogateescape")
 
-    def _read_lines(self, path: Path) -> list[str]:
+    def _read_lines(self, path: Path, *, errors: str = "replace") -> list[str]:
         try:
             data = fsutil.read_own(path)
         except FileNotFoundError:
             return []
         except OSError as exc:
             raise _read_error(exc, path) from exc
-        return split_physical_lines(data.decode("utf-8", errors="replace"))
+        return split_physical_lines(data.decode("utf-8", errors=errors))
 
     def scan(self, *, report: bool = True) -> HistoryScan:
         scan = HistoryScan(tuple(parse_lines(self._read_lines(self.path))))

@@ -373,11 +373,7 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
         run.state = content_failure(where, run.state, exc)
         return record.outcome != "failed"
     except ModelError as exc:
-        record.outcome, record.error = "failed", f"{exc.kind}: {exc}"
-        report.status = STATUS_FAILED
-        report.errors.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {exc.kind}: {exc.message}")
-        meter.stop()
-        return False
+        return _batch_failed(report, record, meter, f"{exc.kind}: {exc}", f"{exc.kind}: {exc.message}")
     meter.count()  # the commit message gives the batch's tokens
     _collect_staging_notes(staging, report)
     if ctx.options.dry_run:
@@ -389,15 +385,20 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
         except EditedMeanwhile as exc:
             # Not the content's fault: the model is not counted against (no set-aside), the
             # cursor stays before the batch, and the report says why.
-            record.outcome, record.error = "failed", str(exc)
-            report.status = STATUS_FAILED
-            report.errors.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {exc}")
-            meter.stop()
-            return False
+            return _batch_failed(report, record, meter, str(exc), str(exc))
         report.cursor_after = batch.cursor_to
     report.entries_processed += record.entries
     meter.stop()
     return True
+
+
+def _batch_failed(report: DreamReport, record: BatchRecord, meter: _Meter, error: str, reported: str) -> bool:
+    """A batch that did not land for a reason its content did not cause: the run stops there."""
+    record.outcome, record.error = "failed", error
+    report.status = STATUS_FAILED
+    report.errors.append(f"batch {record.cursor_from}..{record.cursor_to}: {reported}")
+    meter.stop()
+    return False
 
 
 def _collect_staging_notes(staging: StagingWorkspace, report: DreamReport) -> None:
