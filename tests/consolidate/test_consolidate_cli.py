@@ -482,3 +482,51 @@ def test_a_rejected_key_stops_the_run_and_archives_nothing(isolated: Cli) -> Non
     assert outcomes == ["failed", "not_attempted"]
     assert history(isolated.workspace) == []
     assert all(not s["raw_fallback"] for s in report["sessions"])
+
+
+@pytest.mark.parametrize("rewrite", ["provider_state", "crlf", "spacing"])
+def test_a_save_that_moves_or_re_serialises_lines_is_no_reset(isolated: Cli, rewrite: str) -> None:
+    """nanobot's own saves re-write the whole file: a provider_state line added after the
+    metadata moves every message down a line, and a save turns CRLF into LF or re-spaces the
+    JSON. None of this is a reset (/new): the next run continues after the last consolidated
+    message, found by what it holds, and never archives a message a second time."""
+    with ScriptedLLMServer(responder=echo_responder) as server:
+        use_server(isolated, server)
+        path = session(isolated, "cli:direct", turns(4))
+        assert isolated.consolidate("--all", "--force")[0] == 0
+        lines = path.read_text(encoding="utf-8").split("\n")[:-1]
+        lines += [json.dumps(m) for i in range(4, 6) for m in turn(i)]
+        if rewrite == "provider_state":
+            lines.insert(1, json.dumps({"_type": "provider_state", "kind": "responses", "payload": {"enc": "x"}}))
+            text = "\n".join(lines) + "\n"
+        elif rewrite == "crlf":
+            text = "\r\n".join(lines) + "\r\n"
+        else:
+            text = "\n".join(json.dumps(json.loads(line), indent=None, separators=(",", ":")) for line in lines) + "\n"
+        path.write_bytes(text.encode("utf-8"))
+        code, report = isolated.consolidate("--all", "--force")
+    assert code == 0, report
+    item = report["sessions"][0]
+    assert item["messages_archived"] == 4, item
+    assert any("re-written" in n for n in item["notes"]) and not any("reset" in n for n in item["notes"])
+    text = "\n".join(e["content"] for e in history(isolated.workspace))
+    assert [text.count(f"t{i}-user") for i in range(6)] == [1, 1, 1, 1, 1, 0], text  # the last turn waits
+
+
+def test_a_consolidated_line_deleted_by_hand_skips_no_later_message(isolated: Cli) -> None:
+    """With --update-sessions the file's own watermark is this consolidator's count: after a
+    consolidated message is deleted by hand it counts one too many, and following it skipped the
+    first message never archived. The run continues after the last consolidated message instead."""
+    with ScriptedLLMServer(responder=echo_responder) as server:
+        use_server(isolated, server)
+        path = session(isolated, "cli:direct", turns(4))
+        assert isolated.consolidate("--all", "--force", "--update-sessions")[0] == 0
+        lines = path.read_text(encoding="utf-8").split("\n")[:-1]
+        del lines[3]  # t1-user, consolidated already
+        lines += [json.dumps(m) for i in range(4, 6) for m in turn(i)]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        code, report = isolated.consolidate("--all", "--force", "--update-sessions")
+    assert code == 0, report
+    assert report["sessions"][0]["messages_archived"] == 4
+    text = "\n".join(e["content"] for e in history(isolated.workspace))
+    assert [text.count(f"t{i}-user") for i in range(6)] == [1, 1, 1, 1, 1, 0], text  # the last turn waits

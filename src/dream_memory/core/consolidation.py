@@ -246,6 +246,9 @@ class Progress:
     last_line: int = 0  # the last consolidated line (0: none), and its fingerprint, to notice
     last_sha: str = ""  # a file that was rewritten or reset under us
     updated: str = ""
+    # What the last consolidated line holds (SessionRecord.identity): finds it again after a
+    # save moved or re-wrote the lines (a provider_state line added, CRLF turned into LF).
+    last_id: str = ""
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -255,6 +258,7 @@ class Progress:
             "last_line": self.last_line,
             "last_sha": self.last_sha,
             "updated": self.updated,
+            "last_id": self.last_id,
         }
 
     @classmethod
@@ -269,6 +273,7 @@ class Progress:
                 last_line=int(data.get("last_line", 0)),
                 last_sha=str(data.get("last_sha", "")),
                 updated=str(data.get("updated", "")),
+                last_id=str(data.get("last_id", "")),
             )
         except (KeyError, TypeError, ValueError):
             return None
@@ -420,13 +425,24 @@ def resume_point(session: ParsedSession, progress: Progress | None) -> Resume:
         own = 0
     if progress is None:
         return Resume(session.index_after_messages(own or 0), first_seen=True, warning=warning)
+    moved: str | None = None
     if progress.last_line > 0:
         at = session.index_at_line(progress.last_line)
         record = session.records[at] if at < len(session.records) else None
         if record is None or record.line_no != progress.last_line or record.fingerprint != progress.last_sha:
-            return Resume(None, warning=warning)
-    index = session.index_at_line(progress.next_line)
-    if own is not None and own > session.messages_before(index):
+            found = _moved(session, progress)
+            if found is None:
+                return Resume(None, warning=warning)
+            index = found + 1
+            moved = (
+                f"the session file was re-written since the last consolidation (lines moved or re-serialised): "
+                f"the last consolidated message is now line {session.records[found].line_no}; continuing after it"
+            )
+    if moved is None:
+        index = session.index_at_line(progress.next_line)
+    # After a re-write moved the lines, the watermark this consolidator wrote (--update-sessions)
+    # counts the messages as they were: only one beyond it is the agent's own consolidation.
+    if own is not None and own > session.messages_before(index) and (moved is None or own > progress.messages):
         ahead = session.index_after_messages(own)
         if ahead > index:
             return Resume(
@@ -435,7 +451,20 @@ def resume_point(session: ParsedSession, progress: Progress | None) -> Resume:
                 f"({session.messages_before(index)}): those messages were consolidated elsewhere; following it",
                 warning=warning,
             )
-    return Resume(index, warning=warning)
+    return Resume(index, note=moved, warning=warning)
+
+
+def _moved(session: ParsedSession, progress: Progress) -> int | None:
+    """The record index of the last consolidated line in a file re-written since, found by what it
+    holds; None when it is not there (a reset) or cannot be told from another (then the caller
+    starts from the session's own watermark, as before). Of several lines holding the same, the
+    one with the recorded number of messages up to it."""
+    if not progress.last_id:
+        return None
+    same = [i for i, r in enumerate(session.records) if r.identity == progress.last_id]
+    if len(same) > 1:
+        same = [i for i in same if session.messages_before(i + 1) == progress.messages]
+    return same[0] if len(same) == 1 else None
 
 
 def progress_at(session: ParsedSession, key: str, end: int, updated: str) -> Progress:
@@ -452,4 +481,5 @@ def progress_at(session: ParsedSession, key: str, end: int, updated: str) -> Pro
         last_line=last.line_no,
         last_sha=last.fingerprint,
         updated=updated,
+        last_id=last.identity,
     )

@@ -91,6 +91,16 @@ class SessionRecord:
     def fingerprint(self) -> str:
         return line_fingerprint(self.raw)
 
+    @property
+    def identity(self) -> str:
+        """What the line holds, not how it is written: a save that re-serialises the line (other
+        line ends, spacing, key order) keeps it; an unreadable line is its raw text."""
+        if self.problem is not None:
+            return line_fingerprint(self.raw)
+        calls = "|".join(f"{c}" for c in self.tool_calls)
+        held = (self.role, self.content, self.timestamp, calls, self.tool_call_id, self.name, self.internal)
+        return line_fingerprint(repr(held))
+
 
 @dataclass(frozen=True)
 class SessionMeta:
