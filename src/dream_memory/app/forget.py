@@ -141,13 +141,11 @@ def _run(rt: Runtime, git: GitStore | None, target: rules.Target, report: Forget
         journal = forgotten.read_journal(root)
         if journal is not None:
             if journal.get("id") != report.purge_id:
-                unreadable = not journal.get("id")
+                from dream_memory.app.history import FORGET_UNFINISHED_HINT, forget_unfinished_message
+
                 raise UsageError(
-                    f"an interrupted purge ({journal.get('id') or 'unnamed'}, started {journal.get('started')}) "
-                    "is unfinished; run that same dream forget again to finish it first",
-                    hint=f"{layout.FORGET_JOURNAL} cannot be read: remove it, then run the forget that was interrupted"
-                    if unreadable
-                    else f"the journal is {layout.FORGET_JOURNAL}; it names the purge by hash only",
+                    forget_unfinished_message(journal) + "; it is finished before another value is purged",
+                    hint=FORGET_UNFINISHED_HINT,
                 )
             report.resumed = True
     if git is not None:

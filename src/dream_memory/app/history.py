@@ -142,8 +142,8 @@ def interrupted_forget(root: Path) -> dict[str, Any] | None:
 
 def forget_unfinished_message(journal: dict[str, Any]) -> str:
     return (
-        f"a dream forget ({journal.get('id') or 'unnamed'}, started {journal.get('started') or 'at an unknown time'}) "
-        "was interrupted before it finished"
+        f"an interrupted purge (dream forget {journal.get('id') or 'unnamed'}, started "
+        f"{journal.get('started') or 'at an unknown time'}) is unfinished"
     )
 
 

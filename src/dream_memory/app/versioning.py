@@ -217,10 +217,12 @@ def _line_endings_only(git: GitStore, rel: str) -> bool:
     on_disk = git.read_file(rel)  # as the commit would take it: never through a symlink
     if on_disk is None:
         return False
-    committed = git.read_at(head, rel)
-    if committed is None:
-        return False
-    return committed.replace(b"\r\n", b"\n") == on_disk.replace(b"\r\n", b"\n")
+    return same_but_line_ends(git.read_at(head, rel), on_disk)
+
+
+def same_but_line_ends(a: bytes | None, b: bytes | None) -> bool:
+    """Equal once CRLF is read as LF: an editor that rewrote the line ends made no hand edit."""
+    return a is not None and b is not None and a.replace(b"\r\n", b"\n") == b.replace(b"\r\n", b"\n")
 
 
 # --- log -------------------------------------------------------------------------------------------

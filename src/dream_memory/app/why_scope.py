@@ -9,7 +9,8 @@ session file (a fact learnt only from such entries loses its text the same way).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,12 +60,12 @@ def hide_other_scopes(found: LineWhy, who: ReaderScope) -> LineWhy:
 def why_for(rt: Runtime, who: ReaderScope, target: str | None, text: str | None) -> list[LineWhy]:
     """``dream why`` as ``who``: another scope's path and an excluded entity's file refused,
     ``--text`` over the files that are neither."""
-    excludes = rt.read_settings.excludes if rt.has_workspace() else frozenset()
-    if target is not None and text is None and rt.has_workspace():
-        path, _, number = target.rpartition(":")
-        if path and number.strip().isdigit():
-            _check_served(rt.root, check_visible(who, path, rt.root), excludes)
-    with _Withheld(rt.root if rt.has_workspace() else None, excludes) as withheld:
+    root = rt.root if rt.has_workspace() else None
+    with _withheld(root, rt.read_settings.excludes if root is not None else frozenset()) as withheld:
+        if target is not None and text is None and root is not None:
+            path, _, number = target.rpartition(":")
+            if path and number.strip().isdigit():
+                _refuse_withheld(check_visible(who, path, root), withheld)
         found = why(rt, target, text, visible=lambda rel: who.sees(rel) and not withheld(rel))
     return [hide_other_scopes(item, who) for item in found]
 
@@ -72,7 +73,8 @@ def why_for(rt: Runtime, who: ReaderScope, target: str | None, text: str | None)
 def blame_for(rt: Runtime, who: ReaderScope, path: str, rev: str = "HEAD") -> list[LineWhy]:
     """``dream blame`` as ``who``: another scope's file, or an excluded entity's, refused."""
     if rt.has_workspace():
-        _check_served(rt.root, check_visible(who, path, rt.root), rt.read_settings.excludes)
+        with _withheld(rt.root, rt.read_settings.excludes) as withheld:
+            _refuse_withheld(check_visible(who, path, rt.root), withheld)
     return [hide_other_scopes(line, who) for line in blame_of(rt, path, rev)]
 
 
@@ -80,43 +82,29 @@ def why_at_for(
     workspace: Path, who: ReaderScope, path: str, line: int, excludes: frozenset[str] = frozenset()
 ) -> LineWhy:
     """MCP ``dream_why`` as the server's scope, with its excludes."""
-    _check_served(workspace, check_visible(who, path, workspace), excludes)
+    with _withheld(workspace, excludes) as withheld:
+        _refuse_withheld(check_visible(who, path, workspace), withheld)
     return hide_other_scopes(why_at(workspace, path, line), who)
 
 
-class _Withheld:
-    """Whether a memory file belongs to an entity DREAM_MEMORY_EXCLUDE names: by its path (any
-    spelling ``check_path`` accepts, an index row naming it), or as the same file under another
-    name (a link). The read side's own rules (``ReadStore``), so `why` and `blame` withhold what
-    `entity`, `section` and `search` withhold."""
+@contextmanager
+def _withheld(root: Path | None, excludes: frozenset[str]) -> Iterator[Callable[[str], bool]]:
+    """Whether a memory file belongs to an entity DREAM_MEMORY_EXCLUDE names, by the read side's
+    own rule (``ReadStore.withholds``): `why` and `blame` withhold what `entity`, `section` and
+    `search` withhold."""
+    if root is None or not excludes:
+        yield lambda rel: False
+        return
+    from dream_memory.app.read.store import ReadStore
 
-    def __init__(self, root: Path | None, excludes: frozenset[str]) -> None:
-        from dream_memory.app.read.store import ReadStore
-
-        self.store = ReadStore(root, excludes=excludes) if root is not None and excludes else None
-
-    def __enter__(self) -> Callable[[str], bool]:
-        return self.withheld
-
-    def __exit__(self, *exc: object) -> None:
-        if self.store is not None:
-            self.store.close()
-
-    def withheld(self, rel: str) -> bool:
-        store = self.store
-        if store is None:
-            return False
-        if store.is_excluded_path(rel):
-            return True
-        ident = store.tree.identity(rel)
-        return ident is not None and ident in store.excluded_identities()
+    with ReadStore(root, excludes=excludes) as store:
+        yield store.withholds
 
 
-def _check_served(root: Path, rel: str, excludes: frozenset[str]) -> None:
+def _refuse_withheld(rel: str, withheld: Callable[[str], bool]) -> None:
     """Exit 2 when ``rel`` belongs to an excluded entity."""
-    with _Withheld(root, excludes) as withheld:
-        if withheld(rel):
-            raise UsageError(
-                f"{rel} belongs to an entity excluded by DREAM_MEMORY_EXCLUDE; it is not served",
-                hint="the exclusion is this reader's configuration (DREAM_MEMORY_EXCLUDE)",
-            )
+    if withheld(rel):
+        raise UsageError(
+            f"{rel} belongs to an entity excluded by DREAM_MEMORY_EXCLUDE; it is not served",
+            hint="the exclusion is this reader's configuration (DREAM_MEMORY_EXCLUDE)",
+        )

@@ -23,6 +23,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from dream_memory.core import layout
+from dream_memory.core.history import split_physical_lines
 from dream_memory.errors import InputError
 
 FORGOTTEN = "[forgotten]"
@@ -206,18 +207,13 @@ class TextChange:
     removed_lines: int = 0
 
 
-def split_lines(text: str, *, keepends: bool = False) -> list[str]:
-    """Lines as files count them: split at "\n" only. ``str.splitlines`` also splits at U+2028,
-    U+0085, form feeds and more, which JSON lines may hold raw: the line numbers and cursors a
-    purge reports would then be off."""
-    if not text:
-        return []
-    lines = text.split("\n")
-    last = lines.pop()
-    if keepends:
-        lines = [line + "\n" for line in lines]
-    if last:
-        lines.append(last)
+def _lines_with_ends(text: str) -> list[str]:
+    """Lines as files count them, each with its newline (the last may have none): split at "\n"
+    only. ``str.splitlines`` also splits at U+2028, U+0085, form feeds and more, which JSON lines
+    may hold raw: the line numbers and cursors a purge reports would then be off."""
+    lines = [line + "\n" for line in split_physical_lines(text)]
+    if lines and not text.endswith("\n"):
+        lines[-1] = lines[-1][:-1]
     return lines
 
 
@@ -228,7 +224,7 @@ def purge_markdown(text: str, target: Target, *, rel: str) -> TextChange:
     changed: list[int] = []
     total = removed = 0
     is_index = rel == layout.INDEX
-    for number, line in enumerate(split_lines(text, keepends=True), start=1):
+    for number, line in enumerate(_lines_with_ends(text), start=1):
         if is_index and _index_row_links(line, target):
             changed.append(number)
             removed += 1
@@ -245,7 +241,7 @@ def purge_jsonl(text: str, target: Target) -> TextChange:
     out: list[str] = []
     changed: list[int] = []
     total = 0
-    for number, line in enumerate(split_lines(text, keepends=True), start=1):
+    for number, line in enumerate(_lines_with_ends(text), start=1):
         body = line.rstrip("\n")
         new, n = replace_json_line(body, target.value, fold=target.fold)
         if n:
@@ -262,7 +258,11 @@ def purge_text_of(rel: str, text: str, target: Target) -> TextChange:
     if rel.endswith(".json"):
         new, n = replace_json_doc(text, target.value, fold=target.fold)
         lines = (
-            tuple(i for i, line in enumerate(split_lines(text), start=1) if _found(line, target.value, target.fold))
+            tuple(
+                i
+                for i, line in enumerate(split_physical_lines(text), start=1)
+                if _found(line, target.value, target.fold)
+            )
             if n
             else ()
         )

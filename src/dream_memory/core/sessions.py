@@ -97,8 +97,7 @@ class SessionRecord:
         line ends, spacing, key order) keeps it; an unreadable line is its raw text."""
         if self.problem is not None:
             return line_fingerprint(self.raw)
-        calls = "|".join(f"{c}" for c in self.tool_calls)
-        held = (self.role, self.content, self.timestamp, calls, self.tool_call_id, self.name, self.internal)
+        held = (self.role, self.content, self.timestamp, self.tool_calls, self.tool_call_id, self.name, self.internal)
         return line_fingerprint(repr(held))
 
 

@@ -147,7 +147,7 @@ def _lines_of(data: bytes) -> list[ParsedLine]:
     lines = list(parse_lines(split_physical_lines(data.decode("utf-8", errors="replace"))))
     # Newlines are ASCII and never part of an invalid sequence, so both decodings split alike.
     exact = split_physical_lines(data.decode("utf-8", errors="surrogateescape"))
-    return [replace(line, raw=raw.rstrip("\n")) for line, raw in zip(lines, exact, strict=True)]
+    return [replace(line, raw=raw) for line, raw in zip(lines, exact, strict=True)]
 
 
 def raw_bytes(raws: Iterable[str]) -> bytes:
@@ -194,8 +194,8 @@ class LogBase(abc.ABC):
         self.lock_timeout = lock_timeout
         self._on_problem = on_problem
         self._reported = _Reported()
-        # What a rewrite could not vouch for (a writer that kept the replaced file open): also
-        # given to the caller's report, not only to on_problem's log line.
+        # What a rewrite under the last hold of the lock could not vouch for (a writer that kept
+        # the replaced file open): also given to the caller's report, not only to on_problem.
         self.rewrite_notes: list[str] = []
         self._lock_depth = 0
         self._lock_owner: int | None = None  # the thread holding the lock through this object
@@ -236,6 +236,7 @@ class LogBase(abc.ABC):
         except OSError as exc:  # a read-only workspace, a folder where the lock file belongs
             raise fsutil.os_error(exc, "take the history lock", self.lock_path) from exc
         self._lock_depth, self._lock_owner = 1, threading.get_ident()
+        self.rewrite_notes.clear()  # each hold's own: the caller reads them once it is released
         try:
             self._check_left_as_recorded()
             yield

@@ -60,7 +60,6 @@ class Compaction(LogBase):
         The marker written first names what is moving, so a crash at any step is completed by
         the next writer (``_finish_pending_archive``) without loss or duplicate.
         """
-        self.rewrite_notes.clear()  # this compaction's, not an earlier rewrite's
         with self.lock():
             try:
                 self._recover_locked()

@@ -15,8 +15,8 @@ from dream_memory.adapters import fsutil
 from dream_memory.adapters.history_log.base import _read_from
 from dream_memory.adapters.history_log.log import HistoryLog
 from dream_memory.core import layout
-from dream_memory.core.forget import TextChange, split_lines
-from dream_memory.core.history import parse_line
+from dream_memory.core.forget import TextChange
+from dream_memory.core.history import parse_line, split_physical_lines
 from dream_memory.errors import HistoryError
 
 LinePurge = Callable[[str], TextChange]
@@ -37,7 +37,7 @@ class HistoryPurge:
 
 
 def _cursors(text: str, lines: tuple[int, ...]) -> list[int]:
-    physical = split_lines(text)
+    physical = split_physical_lines(text)
     found: list[int] = []
     for number in lines:
         if number <= len(physical):
@@ -49,7 +49,6 @@ def purge_history(log: HistoryLog, purge: LinePurge, *, dry_run: bool) -> Histor
     """Rewrite (or, ``dry_run``, only find) the lines of history.jsonl and the archive that hold
     the value. ``purge`` turns a file's text into its purged text (``core.forget.purge_jsonl``)."""
     result = HistoryPurge()
-    log.rewrite_notes.clear()  # this purge's, not an earlier rewrite's
     with log.lock():
         try:
             if not dry_run:

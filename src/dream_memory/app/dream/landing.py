@@ -23,7 +23,7 @@ from dream_memory.app.dream.origins import LazyOrigins, RunOrigins
 from dream_memory.app.dream.phases import ModelSaid
 from dream_memory.app.dream.provenance import attribute_batch, commit_body, save_note
 from dream_memory.app.dream.report import STATUS_FAILED, BatchRecord, DreamReport, scrub
-from dream_memory.app.versioning import MANUAL_SUBJECT, apply_commit, commit_disk_state
+from dream_memory.app.versioning import MANUAL_SUBJECT, apply_commit, commit_disk_state, same_but_line_ends
 from dream_memory.core import layout
 from dream_memory.core.guards import hold_reasons, net_removed
 from dream_memory.core.history import Batch
@@ -179,8 +179,8 @@ def _onto_edits_made_meanwhile(
         # Edited after the batch read the file, or before it (the batch then read the edit, and
         # its commit would carry the person's lines as Dream's).
         committed = git.read_at(head, path) if head is not None else None
-        edited_after = now != read and not _same_but_line_ends(now, read)
-        if edited_after or (read != committed and not _same_but_line_ends(read, committed)):
+        edited_after = now != read and not same_but_line_ends(now, read)
+        if edited_after or (read != committed and not same_but_line_ends(read, committed)):
             meanwhile[path] = now
     if not meanwhile:
         return changes
@@ -209,11 +209,6 @@ def _onto_edits_made_meanwhile(
         f"{', '.join(names)} changed on disk while the batch ran: {kept}, and the batch's change merged into it"
     )
     return moved
-
-
-def _same_but_line_ends(a: bytes | None, b: bytes | None) -> bool:
-    """An editor that rewrote CRLF as LF (or back) made no hand edit (as in commit_manual_edits)."""
-    return a is not None and b is not None and a.replace(b"\r\n", b"\n") == b.replace(b"\r\n", b"\n")
 
 
 def _utf8(data: bytes | None) -> str | None:

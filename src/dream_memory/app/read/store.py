@@ -282,6 +282,16 @@ class ReadStore:
             return name_key(stem) in self.excludes or name_key(under) in self.excludes
         return False
 
+    def withholds(self, rel: str) -> bool:
+        """True for a file of an excluded entity: by its path, or as the same file under another
+        name (a link, another row's File)."""
+        if not self.excludes:
+            return False
+        if self.is_excluded_path(rel):
+            return True
+        ident = self._tree.identity(rel)
+        return ident is not None and ident in self.excluded_identities()
+
     def entity_names(self) -> list[str]:
         """Known, visible entities: index rows first, then entity files without a row."""
         names = [n for n in self.index.names() if not self.is_excluded_name(n)]
