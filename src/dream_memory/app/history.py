@@ -74,7 +74,9 @@ class WorkspaceStatus:
     cursor: int  # the last cursor written
     dream_cursor: int  # the cursor Dream trusts (the committed one, app/cursor.py)
     cursor_check: dict[str, Any]  # how it compares with memory/.dream_cursor and why
-    pending: int  # entries after the dream cursor (archived ones above it too, after a --replay)
+    # entries after the dream cursor (archived ones above it too, after a --replay), and late
+    # entries below it not dreamt yet (core/late_entries.py)
+    pending: int
     entries: int
     malformed: int
     repaired: int
@@ -111,7 +113,7 @@ def workspace_status(
         cursor=max(counter or 0, scan.max_cursor),
         dream_cursor=dream_cursor,
         cursor_check=check.to_json(),
-        pending=len(history.entries_after(dream_cursor, scan)),
+        pending=len(history.pending(dream_cursor, state.late_dreamt, scan)),
         entries=len(scan.entries),
         malformed=scan.malformed,
         repaired=sum(1 for p in scan.problems if p.kind == "repaired"),

@@ -82,6 +82,8 @@ class DreamState:
     set_aside: tuple[SetAside, ...] = ()
     held: tuple[HeldBatch, ...] = ()
     changes: tuple[HeldChange, ...] = ()
+    # Late entries (core.late_entries) Dream has dreamt, by key: the cursor alone cannot say so.
+    late_dreamt: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def record_failure(self, cursor_from: int, cursor_to: int, error: str) -> DreamState:
@@ -112,6 +114,9 @@ class DreamState:
     def without_change(self, change_id: str) -> DreamState:
         return replace(self, changes=tuple(c for c in self.changes if c.id != change_id))
 
+    def with_late_dreamt(self, keys: tuple[str, ...]) -> DreamState:
+        return replace(self, late_dreamt=keys)
+
     def find_change(self, change_id: str) -> HeldChange | None:
         return next((c for c in self.changes if c.id == change_id), None)
 
@@ -129,6 +134,8 @@ class DreamState:
         }
         if self.changes:  # absent when empty: a state file from before held changes reads the same
             data["changes"] = [asdict(c) for c in self.changes]
+        if self.late_dreamt:  # absent when empty, as "changes"
+            data["late_dreamt"] = list(self.late_dreamt)
         return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
     @classmethod
@@ -143,6 +150,7 @@ class DreamState:
                 set_aside=tuple(SetAside(**s) for s in data.get("set_aside", [])),
                 held=tuple(HeldBatch(**{**h, "files": tuple(h.get("files", ()))}) for h in data.get("held", [])),
                 changes=tuple(HeldChange(**c) for c in data.get("changes", None) or []),
+                late_dreamt=tuple(str(k) for k in data.get("late_dreamt", None) or []),
             )
         except (ValueError, TypeError, AttributeError) as exc:
             # Never read as empty: the state holds the held batches (and the set-aside ranges),

@@ -21,7 +21,7 @@ import errno
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -40,6 +40,7 @@ from dream_memory.core.history import (
     parse_lines,
     split_physical_lines,
 )
+from dream_memory.core.late_entries import missed
 from dream_memory.core.ports import Clock
 from dream_memory.errors import DreamError, HistoryError
 
@@ -352,6 +353,13 @@ class LogBase(abc.ABC):
         if any(self._cursor_bound(path) > cursor for path in self.archive_files()):
             entries = self.archive_entries() + entries
         return _unique_in_cursor_order([e for e in entries if e.cursor > cursor])
+
+    def pending(self, cursor: int, dreamt_late: Collection[str], scan: HistoryScan | None = None) -> list[HistoryEntry]:
+        """What Dream has still to dream, in cursor order: the entries after ``cursor``, and the
+        late ones at or below it that ``dreamt_late`` (the state's record) does not hold
+        (core/late_entries.py)."""
+        scan = scan or self.scan()
+        return _unique_in_cursor_order(missed(scan.entries, cursor, dreamt_late) + self.entries_after(cursor, scan))
 
     def _cursor_bound(self, path: Path) -> int:
         try:

@@ -4,15 +4,15 @@ first so a crash at any step is completed by the next writer without loss or dup
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from pathlib import Path
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.history_log.base import _PENDING_ARCHIVE, CompactionResult, LogBase, raw_bytes
 from dream_memory.adapters.history_log.writers import writers_gone
 from dream_memory.core import jsontext, layout
-from dream_memory.core.history import (
-    plan_compaction,
-)
+from dream_memory.core.history import plan_compaction
+from dream_memory.core.late_entries import compaction_horizon
 from dream_memory.errors import HistoryError
 
 
@@ -53,10 +53,12 @@ class Compaction(LogBase):
                 self._rewrite_locked(snap, raw_bytes(keep))
         fsutil.remove(marker, site="archive.marker")
 
-    def compact(self, *, dream_cursor: int, max_entries: int) -> CompactionResult:
+    def compact(self, *, dream_cursor: int, max_entries: int, dreamt_late: Collection[str] = ()) -> CompactionResult:
         """Move the oldest consumed entries to memory/archive/ until at most ``max_entries`` stay.
 
-        Entries above ``dream_cursor`` never move; malformed and foreign lines never move.
+        Entries above ``dream_cursor`` never move; malformed and foreign lines never move; nor
+        does a late entry not yet dreamt (not in ``dreamt_late``), or any line from its cursor up
+        (core/late_entries.py: they are what shows it late).
         The marker written first names what is moving, so a crash at any step is completed by
         the next writer (``_finish_pending_archive``) without loss or duplicate.
         """
@@ -66,7 +68,8 @@ class Compaction(LogBase):
                 with self._snapshot() as snap:
                     lines = snap.lines
                     total = sum(len(line.entries) for line in lines)
-                    plan = plan_compaction(lines, dream_cursor=dream_cursor, max_entries=max_entries)
+                    horizon = compaction_horizon([e for line in lines for e in line.entries], dream_cursor, dreamt_late)
+                    plan = plan_compaction(lines, dream_cursor=horizon, max_entries=max_entries)
                     if not plan.changes_anything:
                         return CompactionResult(kept=total)
                     if snap.fd is not None and not writers_gone(snap.fd):

@@ -27,6 +27,7 @@ from dream_memory.app.versioning import MANUAL_SUBJECT, apply_commit, commit_dis
 from dream_memory.core import layout
 from dream_memory.core.guards import hold_reasons, net_removed
 from dream_memory.core.history import Batch
+from dream_memory.core.late_entries import still_late
 from dream_memory.core.merge import merge_texts
 from dream_memory.core.provenance import attribute
 from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldChange, SetAside
@@ -49,6 +50,8 @@ class BatchContext:
     record: BatchRecord
     report: DreamReport
     origins: RunOrigins = field(default_factory=RunOrigins)  # the run's blames, carried batch to batch
+    late: frozenset[str] = frozenset()  # keys of this batch's late entries (core/late_entries.py)
+    late_now: frozenset[str] = frozenset()  # keys of every late entry in history.jsonl
 
 
 def as_bytes(text: str | None) -> bytes | None:
@@ -94,8 +97,12 @@ def _subject_for(batch: Batch, changes: Sequence[FileChange]) -> str:
     return f"dream: {batch.cursor_from}..{batch.cursor_to}: {summary}{more}"
 
 
-def _bookkeeping(cursor: int, state: DreamState) -> dict[str, bytes | None]:
-    return {layout.DREAM_CURSOR: f"{cursor}\n".encode(), layout.DREAM_STATE: state.to_json().encode()}
+def _past_batch(where: BatchContext, state: DreamState) -> tuple[DreamState, dict[str, bytes | None]]:
+    """The state recording the batch's late entries as dreamt, and the cursor and state files
+    that say the batch is done. The cursor never goes back: a batch of late entries lies below it."""
+    state = state.with_late_dreamt(still_late(state.late_dreamt, where.late_now, where.late))
+    cursor = max(where.report.cursor_after, where.batch.cursor_to)
+    return state, {layout.DREAM_CURSOR: f"{cursor}\n".encode(), layout.DREAM_STATE: state.to_json().encode()}
 
 
 def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState) -> DreamState:
@@ -143,7 +150,8 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
         record.outcome = "committed"
         record.files_changed = diffs
         subject = _subject_for(batch, diffs) + (f" ({len(held)} held for review)" if held else "")
-    files.update(_bookkeeping(batch.cursor_to, state))
+    state, bookkeeping = _past_batch(where, state)
+    files.update(bookkeeping)
     files.update(_carried(ctx, git))
     scope = ctx.options.scope_named(batch.scope)
     message = _commit_message(
@@ -419,13 +427,14 @@ def content_failure(where: BatchContext, state: DreamState, exc: BadReply) -> Dr
     )
     record.outcome = "set_aside"
     report.set_aside.append({"cursor_from": batch.cursor_from, "cursor_to": batch.cursor_to, "reason": reason})
-    files = {**_bookkeeping(batch.cursor_to, state), **_carried(ctx, git)}
+    state, bookkeeping = _past_batch(where, state)
+    files = {**bookkeeping, **_carried(ctx, git)}
     subject = f"dream: set aside {batch.cursor_from}..{batch.cursor_to} after {failure.count} failed runs"
     message = _commit_message(subject, batch, [], record, ctx.model.name, scope=ctx.options.scope_named(batch.scope))
     record.commit = apply_commit(git, files, message)
     if record.commit:
         report.commits.append(record.commit)
-    report.cursor_after = batch.cursor_to
+    report.cursor_after = max(report.cursor_after, batch.cursor_to)
     report.entries_processed += record.entries
     return state
 
@@ -434,7 +443,11 @@ def compact(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> Non
     # What this run's commits left (never a file moved ahead of them: that would archive entries
     # still pending).
     cursor = report.cursor_after
-    result = ctx.history.compact(dream_cursor=cursor, max_entries=ctx.options.max_history_entries)
+    # The state as this run's last commit (or failure) left it: which late entries are dreamt.
+    dreamt_late = DreamState.from_json(fsutil.read_text(ctx.root / layout.DREAM_STATE)).late_dreamt
+    result = ctx.history.compact(
+        dream_cursor=cursor, max_entries=ctx.options.max_history_entries, dreamt_late=dreamt_late
+    )
     if result.note is not None:
         report.notes.append(result.note)
     if not result.archived:

@@ -63,6 +63,7 @@ from dream_memory.app.progress import BatchEnded, RunStarted, emitter
 from dream_memory.app.versioning import commit_manual_edits, recover
 from dream_memory.core import layout
 from dream_memory.core.history import Batch, HistoryEntry, plan_batches
+from dream_memory.core.late_entries import entry_key, late_keys, missed
 from dream_memory.core.ports import Redactor
 from dream_memory.core.state import DreamState
 from dream_memory.core.stop import signal_name
@@ -203,12 +204,13 @@ class _Run:
     protocols: Protocols
     shared_staging: StagingWorkspace | None
     origins: RunOrigins = field(default_factory=RunOrigins)  # git blames, carried from batch to batch
+    late_now: frozenset[str] = frozenset()  # keys of the late entries in history.jsonl (core/late_entries.py)
 
 
 def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, report: DreamReport) -> None:
     state = _read_state(ctx.root)
     report.notes.extend(state.warnings)
-    batches = _plan(ctx, git, report)
+    batches, late_now = _plan(ctx, git, report, state)
     if ctx.progress is not None:  # now the number of batches is known: the bar gets its total
         limit = ctx.options.max_batches
         total = len(batches) if limit is None else min(len(batches), limit)
@@ -218,7 +220,7 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
         return
     report.status = STATUS_DRY_RUN if ctx.options.dry_run else STATUS_OK
     shared_staging = _new_staging(ctx) if ctx.options.dry_run else None
-    run = _Run(ctx, git, model, report, state, Protocols(ctx.options.edit_protocol), shared_staging)
+    run = _Run(ctx, git, model, report, state, Protocols(ctx.options.edit_protocol), shared_staging, late_now=late_now)
     for number, batch in enumerate(batches):
         if _stop_before(run, number, batches) or not _one_batch(run, batch):
             break
@@ -230,17 +232,30 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
         report.status = STATUS_HELD
 
 
-def _plan(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> list[Batch]:
-    """The batches of the entries after the committed cursor."""
+def _plan(
+    ctx: DreamContext, git: GitStore | None, report: DreamReport, state: DreamState
+) -> tuple[list[Batch], frozenset[str]]:
+    """The batches of the entries after the committed cursor, led by the late entries below it
+    that no batch has dreamt yet; and the keys of every late entry in history.jsonl."""
     cursor = _trusted_cursor(ctx, git, report)
     report.cursor_before = report.cursor_after = cursor
-    return plan_batches(
-        ctx.history.entries_after(cursor),
+    scan = ctx.history.scan()
+    behind = missed(scan.entries, cursor, state.late_dreamt)
+    if behind:
+        report.notes.append(
+            f"{len(behind)} entr{'y' if len(behind) == 1 else 'ies'} at or below the cursor not dreamt yet "
+            f"({', '.join(str(e.cursor) for e in behind[:10])}{', ...' if len(behind) > 10 else ''}): written after "
+            "Dream had passed their cursor (a writer without the lock, or a cursor shared across a batch's end); "
+            "dreamt in this run"
+        )
+    batches = plan_batches(
+        ctx.history.pending(cursor, state.late_dreamt, scan),
         max_entries=ctx.options.batch_size,
         max_tokens=ctx.options.batch_tokens,
         count_tokens=ctx.counter.count,
         scope_of=ctx.options.scopes.scope_of if ctx.options.scopes.configured else None,
     )
+    return batches, late_keys(scan.entries)
 
 
 def _stop_before(run: _Run, number: int, batches: Sequence[Batch]) -> bool:
@@ -351,7 +366,9 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
     record = BatchRecord(batch.cursor_from, batch.cursor_to, len(batch.entries), scope=batch.scope)
     report.batches.append(record)
     meter = _Meter(run.model, record, ctx.redactor)
-    where = BatchContext(ctx, run.git, batch, record, report, run.origins)
+    # Keyed by the entries as written (the guarded batch may hold redacted text).
+    late = frozenset(entry_key(e) for e in planned.entries) & run.late_now
+    where = BatchContext(ctx, run.git, batch, record, report, run.origins, late=late, late_now=run.late_now)
     try:
         dream_batch(ctx, run.model, batch, staging, record, protocols=run.protocols)
     except Interrupted as exc:
@@ -386,7 +403,7 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
             # Not the content's fault: the model is not counted against (no set-aside), the
             # cursor stays before the batch, and the report says why.
             return _batch_failed(report, record, meter, str(exc), str(exc))
-        report.cursor_after = batch.cursor_to
+        report.cursor_after = max(report.cursor_after, batch.cursor_to)
     report.entries_processed += record.entries
     meter.stop()
     return True
