@@ -392,3 +392,59 @@ def test_line_numbers_and_cursors_count_newlines_only(env: Env) -> None:
     code, report = env.dream_json("forget", "--purge", "C:\\vault\\ok7")
     assert code == 0, report
     assert report["history"] == {"memory/history.jsonl": [1, 2]} and report["cursors"] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "part_of"),
+    [
+        ("--entity", "Cursor", "'.cursor'"),  # every history line's "cursor" key
+        ("--purge", "time", "'timestamp'"),
+        ("--entity", "soul", "'SOUL.md'"),  # a rename of the agent's soul file
+        ("--entity", "Dream", "'.dream_cursor'"),  # Dream's own files, commits and author
+    ],
+)
+def test_a_value_inside_dream_memorys_own_names_is_refused_with_exit_2(
+    env: Env, option: str, value: str, part_of: str
+) -> None:
+    """Forgetting the editor `Cursor` used to turn every history line's "cursor" key into
+    "[forgotten]" (Dream then skipped them all as foreign), `soul` renamed SOUL.md in every
+    commit, `dream` made Dream's commits read as hand edits. Now it is refused before anything
+    changes, naming the name it is part of."""
+    dreamt_workspace(env, batches=1)
+    before = tree_bytes(env.ws)
+    result = env.dream("forget", option, value)
+    assert result.exit_code == 2, result.output
+    assert f"is part of dream-memory's own name {part_of}" in result.output
+    assert tree_bytes(env.ws) == before
+
+
+def test_a_history_lines_cursor_time_and_session_key_keep_their_values(env: Env) -> None:
+    """A value that is also in a session key, a timestamp or a cursor (`Telegram`, a PIN such as
+    `2026`) is replaced in the text only. Rewriting the session key moved Alice's private entry
+    out of her scope, where Bob's search found it; a rewritten timestamp or cursor made the line
+    unreadable. The report says what was left, and why."""
+    assert env.dream("init").exit_code == 0
+    (env.ws / "dream.json").write_text(
+        json.dumps({"agents": {"defaults": {"scopes": {"telegram:*": "user:{id}"}}}}), encoding="utf-8"
+    )
+    assert env.dream("append", "--session-key", "telegram:alice", "Alice: my locker code is heron-4471").exit_code == 0
+    assert env.dream("append", "--session-key", "telegram:bob", "Bob: I use Telegram; PIN 2026").exit_code == 0
+    assert env.dream("run", "--model", "offline").exit_code == 0
+    lines_before = (env.ws / "memory" / "history.jsonl").read_text(encoding="utf-8").splitlines()
+
+    for value in ("Telegram", "2026"):
+        option = "--entity" if value == "Telegram" else "--purge"
+        result = env.dream("forget", option, value)
+        assert result.exit_code == 0, result.output
+        assert "still hold it in a cursor, a timestamp, a session key" in result.output
+
+    entries = [json.loads(line) for line in (env.ws / "memory" / "history.jsonl").read_text().splitlines()]
+    old = [json.loads(line) for line in lines_before]
+    assert [(e["cursor"], e["timestamp"], e["session_key"]) for e in entries] == [
+        (e["cursor"], e["timestamp"], e["session_key"]) for e in old
+    ]
+    assert entries[1]["content"] == "Bob: I use [forgotten]; PIN [forgotten]"
+    code, status = env.dream_json("status")
+    assert (code, status["malformed"]) == (0, 0)
+    bob = env.dream("search", "--history", "--session-key", "telegram:bob", "locker")
+    assert "heron" not in bob.output

@@ -247,8 +247,22 @@ def _purge_history(rt: Runtime, target: rules.Target, report: ForgetReport, *, d
     from dream_memory.adapters.history_log.purge import purge_history
 
     history = rt.history
-    done = purge_history(history, lambda text: rules.purge_jsonl(text, target), dry_run=dry_run)
+    kept = 0
+
+    def purge(text: str) -> rules.TextChange:
+        nonlocal kept
+        change = rules.purge_jsonl(text, target)
+        kept += sum(1 for line in change.text.split("\n") if target.holds(line.encode("utf-8", "surrogateescape")))
+        return change
+
+    done = purge_history(history, purge, dry_run=dry_run)
     report.warnings += history.rewrite_notes
+    if kept:
+        report.warnings.append(
+            f"{kept} history line(s) still hold it in a cursor, a timestamp, a session key or a JSON key: those say "
+            "where, when and for whom an entry was written (a rewritten session key would move it into another "
+            "scope), so they were left as they are"
+        )
     if done.in_unterminated_tail:
         report.warnings.append(
             f"the last line of {layout.HISTORY} has no newline (a write in progress, or a line cut short) and holds "

@@ -33,6 +33,28 @@ MAX_VALUE_LENGTH = 4000
 
 Kind = Literal["value", "entity"]
 
+# A history line's own fields: where the entry sits, when it was written, whose it is. A value
+# found there is left (and said so): a rewritten cursor or time makes the line unreadable, and a
+# rewritten session key moves the entry into another scope (another person's memory).
+PROTECTED_FIELDS = frozenset({"cursor", "timestamp", "session_key"})
+
+# dream-memory's own names: its files and folders, the fields of its JSON files, its commits'
+# subjects, trailers and author. A value inside one of them would rename SOUL.md, turn every
+# "cursor" key into "[forgotten]" or make Dream's commits read as hand edits, so it is refused.
+_OWN_PATHS = (
+    layout.SOUL, layout.USER, layout.MEMORY, layout.HISTORY, layout.LEGACY_HISTORY, layout.ARCHIVE_DIR,
+    layout.CURSOR, layout.DREAM_CURSOR, layout.DREAM_STATE, layout.DREAM_HELD_DIR, layout.DREAM_JOURNAL,
+    layout.CONSOLIDATION, layout.CONSOLIDATION_LOCK, layout.HISTORY_LOCK, layout.HISTORY_LEFT, layout.DREAM_LOCK,
+    layout.MIGRATION_MARKER, layout.DREAM_GUIDE, layout.SKILLS_DIR, layout.SESSIONS_DIR, layout.INDEX,
+    layout.ENTITIES_DIR, layout.SECTIONS_DIR, layout.OBSERVATIONS, layout.SCOPES_DIR, layout.WORKSPACE_CONFIG,
+    layout.FORGOTTEN_RECORD, layout.FORGET_JOURNAL, ".gitignore", "SKILL.md",
+)  # fmt: skip
+_OWN_WORDS = (
+    *PROTECTED_FIELDS, "content", "dream-memory", "dream:", "memory: init", "memory: manual edits",
+    "Dream-Range", "Dream-Model", "Dream-Tokens", "Dream-Scope", "Dream-Held", "[REDACTED:",
+)  # fmt: skip
+OWN_NAMES = tuple(dict.fromkeys(part for path in _OWN_PATHS for part in path.split("/"))) + _OWN_WORDS
+
 
 @dataclass(frozen=True)
 class Target:
@@ -79,6 +101,13 @@ def check_value(value: str, kind: Kind) -> str:
         raise InputError(f"{what} is longer than {MAX_VALUE_LENGTH} characters")
     if value in FORGOTTEN:
         raise InputError(f"{what} is part of the marker {FORGOTTEN} that replaces purged values")
+    own = next((name for name in OWN_NAMES if value.casefold() in name.casefold()), None)
+    if own is not None:
+        raise InputError(
+            f"{what} {value!r} is part of dream-memory's own name {own!r} (a file, a field of its JSON files, or its "
+            "commits' subjects and author): purging it would break the workspace, not only remove the value",
+            hint="give a longer text that holds it (the whole name, the sentence), or edit the lines by hand",
+        )
     return value
 
 
@@ -115,7 +144,9 @@ def replace_text(text: str, value: str, *, fold: bool = False) -> tuple[str, int
     return text, count
 
 
-def _in_strings(obj: Any, value: str, fold: bool = False) -> tuple[Any, int]:
+def _in_strings(obj: Any, value: str, fold: bool = False, protected: frozenset[str] = frozenset()) -> tuple[Any, int]:
+    """``obj`` with the value replaced inside its string values. Keys are the file's format,
+    never changed; nor are the values of the ``protected`` keys of the outermost object."""
     if isinstance(obj, str):
         if fold:
             new, n = re.compile(re.escape(value), re.IGNORECASE).subn(FORGOTTEN, obj)
@@ -133,10 +164,9 @@ def _in_strings(obj: Any, value: str, fold: bool = False) -> tuple[Any, int]:
         total = 0
         result: dict[str, Any] = {}
         for key, item in obj.items():
-            new_key, n = _in_strings(key, value, fold)
-            new, m = _in_strings(item, value, fold)
-            result[new_key] = new
-            total += n + m
+            new, n = (item, 0) if key in protected else _in_strings(item, value, fold)
+            result[key] = new
+            total += n
         return result, total
     return obj, 0
 
@@ -144,9 +174,12 @@ def _in_strings(obj: Any, value: str, fold: bool = False) -> tuple[Any, int]:
 _DECODER = json.JSONDecoder()
 
 
-def replace_json_line(raw: str, value: str, *, fold: bool = False) -> tuple[str, int]:
-    """One line of a JSONL file with the value replaced inside its strings; a line that holds
-    it but does not parse as JSON (torn, foreign) is changed as text."""
+def replace_json_line(
+    raw: str, value: str, *, fold: bool = False, protected: frozenset[str] = frozenset()
+) -> tuple[str, int]:
+    """One line of a JSONL file with the value replaced inside its string values (keys and the
+    ``protected`` fields stay as they are); a line that holds it but does not parse as JSON
+    (torn) is changed as text."""
     if not _found(raw, value, fold):
         return raw, 0
     objects: list[Any] = []
@@ -164,14 +197,12 @@ def replace_json_line(raw: str, value: str, *, fold: bool = False) -> tuple[str,
     total = 0
     parts: list[str] = []
     for obj in objects:
-        new, n = _in_strings(obj, value, fold)
+        new, n = _in_strings(obj, value, fold, protected)
         total += n
         parts.append(json.dumps(new, ensure_ascii=False) if n else json.dumps(obj, ensure_ascii=False))
-    if not total:  # the value is there only outside strings (a number, say): as text
-        return replace_text(raw, value, fold=fold)
-    line = "".join(parts) + raw[len(text) :]
-    line, rest = replace_text(line, value, fold=fold)  # an escape variant json.dumps does not write back
-    return line, total + rest
+    if not total:  # only in keys, numbers or protected fields: the line stays as written
+        return raw, 0
+    return "".join(parts) + raw[len(text) :], total
 
 
 def replace_json_doc(text: str, value: str, *, fold: bool = False) -> tuple[str, int]:
@@ -183,12 +214,10 @@ def replace_json_doc(text: str, value: str, *, fold: bool = False) -> tuple[str,
     except (ValueError, RecursionError):
         return replace_text(text, value, fold=fold)
     new, total = _in_strings(obj, value, fold)
-    if not total:
-        return replace_text(text, value, fold=fold)
+    if not total:  # only in keys or numbers: the file stays as written
+        return text, 0
     indent = 2 if "\n" in text.strip() else None
-    out = json.dumps(new, ensure_ascii=False, indent=indent) + ("\n" if text.endswith("\n") else "")
-    out, rest = replace_text(out, value, fold=fold)
-    return out, total + rest
+    return json.dumps(new, ensure_ascii=False, indent=indent) + ("\n" if text.endswith("\n") else ""), total
 
 
 def _index_row_links(line: str, target: Target) -> bool:
@@ -243,7 +272,7 @@ def purge_jsonl(text: str, target: Target) -> TextChange:
     total = 0
     for number, line in enumerate(_lines_with_ends(text), start=1):
         body = line.rstrip("\n")
-        new, n = replace_json_line(body, target.value, fold=target.fold)
+        new, n = replace_json_line(body, target.value, fold=target.fold, protected=PROTECTED_FIELDS)
         if n:
             changed.append(number)
             total += n
