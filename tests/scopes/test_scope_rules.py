@@ -96,3 +96,25 @@ def test_writes_go_only_to_the_scope_the_entries_came_from() -> None:
     assert to_other is not None and "another scope" in to_other
     from_shared = scopes.write_problem(SHARED, "scopes/user/bob/USER.md")
     assert from_shared is not None and "private scope" in from_shared
+
+
+def test_a_long_value_still_makes_a_scope_name_one_of_its_own() -> None:
+    """A scope name longer than 200 characters is no scope at all: the entries of a session key
+    that long (or of 22 CJK characters, 9 characters each once encoded) had their facts go
+    nowhere. Each value is bounded with a digest of the whole, so two long keys stay two scopes."""
+    rules = ScopeRules.parse({"*": "user:{key}"})
+    keys = ["telegram:" + "x" * 230, "telegram:" + "x" * 229 + "y", "telegram:" + "数" * 40]
+    names = [rules.scope_of(k) for k in keys]
+    assert len(set(names)) == 3
+    for name in names:
+        assert scopes.scope_name_problem(name) is None
+        assert scopes.scope_of_path(scopes.scope_files(name)[0]) == name
+    repeated = ScopeRules.parse({"*": "{key}:{key}:{key}:{key}"})
+    assert scopes.scope_name_problem(repeated.scope_of("x:" + "y" * 60)) is None
+
+
+def test_a_value_that_reads_shared_is_a_persons_scope_not_the_shared_files() -> None:
+    rules = ScopeRules.parse({"mail:*": "{id}"})
+    assert rules.scope_of("mail:Shared") != SHARED
+    assert scopes.scope_name_problem(rules.scope_of("mail:Shared")) is None
+    assert rules.scope_of("mail:Shared") != rules.scope_of("mail:%73hared")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from importlib import resources
 from pathlib import Path
 
@@ -120,6 +120,19 @@ def skill_files(root: Path) -> list[tuple[str, str | None]]:
     if not folder.is_dir():
         return []
     return [(skill.parent.name, fsutil.read_text(skill)) for skill in sorted(folder.glob("*/SKILL.md"))]
+
+
+def private_scope_files(root: Path) -> Iterator[str]:
+    """The private scopes' files present below ``scopes/`` (workspace-relative), lazily."""
+    from dream_memory.core.scopes import scope_of_path
+
+    base = root / layout.SCOPES_DIR
+    if not base.is_dir() or base.is_symlink():
+        return
+    for path in sorted(base.rglob("*.md")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_file() and scope_of_path(rel) not in (None, "shared"):
+            yield rel
 
 
 def entity_names(root: Path) -> list[str]:

@@ -26,6 +26,7 @@ Pure: no filesystem, no environment. Problems are phrases a config error or a mo
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -123,10 +124,40 @@ class ScopeRules:
         return SHARED
 
 
+# A filled-in value longer than this keeps its head and a digest of the whole value: a scope name
+# past _MAX_NAME is no scope at all, and its entries' facts had nowhere to go (each was reported
+# "already in memory"). 22 CJK characters are 198 once encoded.
+_MAX_VALUE = 64
+
+
 def _fill(template: str, key: str) -> str:
     channel, _, ident = key.partition(":")
     values = {"key": key, "channel": channel, "id": ident}
-    return _PLACEHOLDER.sub(lambda m: encode_value(values[m.group(1)]), template)
+    name = _PLACEHOLDER.sub(lambda m: _bounded(values[m.group(1)]), template)
+    if name == SHARED and template != SHARED:
+        # A value that reads "shared" ({id} of "mail:Shared") is a person, not the shared files.
+        return "%73" + name[1:]
+    if len(name) > _MAX_NAME:  # a template that repeats its placeholders: the whole name bounded
+        return "%6B%65%79-" + _digest(key)  # "key" escaped
+    return name
+
+
+def _bounded(value: str) -> str:
+    """The encoded value, or its head and a digest of it joined by ``%2D%2D``: an escaped "--",
+    which ``encode_value`` never writes (it escapes no safe character), so no other value's
+    name can be the same. The same trick names the whole-name and ``shared`` cases in ``_fill``."""
+    encoded = encode_value(value)
+    if len(encoded) <= _MAX_VALUE:
+        return encoded
+    head = encoded[: _MAX_VALUE - 30]
+    cut = head.rfind("%")
+    if cut >= len(head) - 2:  # never cut inside a %XX escape
+        head = head[:cut]
+    return f"{head}%2D%2D{_digest(value)}"
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
 
 # --- where a scope's lines live ---------------------------------------------------------------

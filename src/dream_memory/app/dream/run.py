@@ -30,7 +30,7 @@ from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import FileChange, GitStore, unified_diff
 from dream_memory.adapters.locks import LockHolder, dream_lock, dream_lock_shared
 from dream_memory.adapters.staging import StagingWorkspace
-from dream_memory.adapters.workspace import ensure_folder, init_workspace
+from dream_memory.adapters.workspace import ensure_folder, init_workspace, private_scope_files
 from dream_memory.app.dream.budget import BudgetExceeded, Interrupted, MeteredModel, usage_since
 from dream_memory.app.dream.landing import (
     BatchContext,
@@ -142,6 +142,7 @@ def _fail_run(ctx: DreamContext, report: DreamReport, exc: Exception) -> None:
 def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
     """Workspace, migration, crash recovery, branch and hand edits: before any batch."""
     _refuse_after_an_interrupted_forget(ctx.root)  # before anything changes, dry runs included
+    _refuse_private_scopes_without_rules(ctx)
     if ctx.options.dry_run:
         if ctx.history.legacy_pending():
             report.notes.append("memory/HISTORY.md is waiting to be migrated; a dry run does not migrate")
@@ -184,6 +185,22 @@ def _refuse_after_an_interrupted_forget(root: Path) -> None:
     if journal is not None:
         raise UsageError(
             forget_unfinished_message(journal) + "; Dream runs after it is finished", hint=FORGET_UNFINISHED_HINT
+        )
+
+
+def _refuse_private_scopes_without_rules(ctx: DreamContext) -> None:
+    """A workspace that keeps private scopes, run without its scope rules (a scheduled job that
+    lost DREAM_CONFIG, a config file not found): every entry would be shared, and private ones
+    would be filed into the files every reader is served."""
+    if ctx.options.scopes.configured:
+        return
+    kept = next(private_scope_files(ctx.root), None)
+    if kept is not None:
+        raise UsageError(
+            f"this workspace keeps private scopes ({kept}), but no scope rules are configured: dreaming now would "
+            "file private entries into the shared files every reader is served",
+            hint="give the config that holds agents.defaults.scopes (--config, DREAM_CONFIG, <workspace>/dream.json); "
+            "to stop using scopes, move the scopes/ folder out of the workspace first",
         )
 
 

@@ -1,0 +1,50 @@
+"""Write-side scope edges an adversarial review found leaking or losing an entry: a run without
+the rules in a workspace that keeps private scopes, and a session key too long for a scope name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from write_scope_helpers import ALICE, ALICE_DIR, ALICE_TEA, git, memory_files_holding, scoped_cli
+
+from dream_memory.core.history import HistoryEntry
+
+
+def test_a_run_without_the_rules_in_a_workspace_with_private_scopes_is_exit_2(tmp_path: Path) -> None:
+    """The scheduled job lost DREAM_CONFIG: every entry would be shared, and Alice's next private
+    entry would land in the shared MEMORY.md every reader is served. The run refuses, naming a
+    private file and where the rules are looked for, and commits nothing."""
+    dream = scoped_cli(tmp_path)
+    dream.configure()
+    assert dream.run("run", "--model", "offline").exit_code == 0
+    assert memory_files_holding(dream.workspace, ALICE_TEA) == [f"{ALICE_DIR}USER.md"]
+    head = git(dream.workspace, "rev-parse", "HEAD")
+    assert (
+        dream.run("append", "--session-key", ALICE, "- [durable] Decision: my door code is heron-4471").exit_code == 0
+    )
+
+    del dream.env["DREAM_CONFIG"]
+    result = dream.run("run", "--model", "offline")
+    assert result.exit_code == 2, result.output
+    assert "keeps private scopes (scopes/user/" in result.output
+    assert "no scope rules are configured" in result.output
+    assert git(dream.workspace, "rev-parse", "HEAD") == head
+    assert memory_files_holding(dream.workspace, "heron-4471") == []
+
+    dream.configure()  # the rules found again: Alice's entry goes to her own files
+    assert dream.run("run", "--model", "offline").exit_code == 0
+    assert memory_files_holding(dream.workspace, "heron-4471") == [f"{ALICE_DIR}MEMORY.md"]
+
+
+def test_an_entry_with_a_session_key_too_long_for_a_scope_name_lands_in_its_scope(tmp_path: Path) -> None:
+    """Its facts used to have nowhere to go: the batch ended `nothing_new` ("every fact is already
+    in memory"), the cursor passed it, and the fact was in no file."""
+    key = "telegram:" + "x" * 230
+    entry = HistoryEntry(1, "2026-04-03 09:00", "- [durable] User's locker code is heron-4471", key)
+    dream = scoped_cli(tmp_path, history=[entry])
+    dream.configure()
+    code, report = dream.run_json("run", "--model", "offline", "--json")
+    assert code == 0, report
+    assert [b["outcome"] for b in report["batches"]] == ["committed"]
+    (holder,) = memory_files_holding(dream.workspace, "heron-4471")
+    assert holder.startswith("scopes/user/xxxx") and holder.endswith("/USER.md")
