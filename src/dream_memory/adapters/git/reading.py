@@ -6,7 +6,9 @@ commit naming ``../x`` or ``.git/hooks/...`` is an ``UnsafeTree`` error, never a
 
 from __future__ import annotations
 
+import itertools
 import stat
+import sys
 from collections.abc import Iterable, Iterator
 
 from dulwich.objects import Blob, Commit, ShaFile, Tree
@@ -323,13 +325,14 @@ class Reading(GitBase):
             if sha is None:
                 raise UnknownRevision("there are no commits yet")
             count = text[5:]
-            if count and not count.isdigit():
+            # ASCII digits only: str.isdigit() takes "²" (which int() refuses) and "١" (which it reads as 1).
+            if count and not (count.isascii() and count.isdigit()):
                 raise UnknownRevision(f"{rev!r} is not a commit: HEAD~N takes a number of steps")
             steps = int(count) if count else (1 if upper.startswith("HEAD~") else 0)
             chain = self.first_parent_chain(sha)
-            for _ in range(steps):
-                next(chain, None)
-            found = next(chain, None)
+            # Stops at the first commit: HEAD~99999999999999999999 used to spin for ever (holding
+            # the Dream lock, under dream restore).
+            found = next(itertools.islice(chain, min(steps, sys.maxsize), None), None)
             if found is None:
                 oldest = "the oldest commit of this shallow clone" if self.is_shallow else "the first commit"
                 raise UnknownRevision(f"{rev!r} goes past {oldest}")
