@@ -1,29 +1,54 @@
-"""A memory file rewritten with other line ends only is no hand edit."""
+"""A memory file an editor rewrote with other line ends (CRLF) is a hand edit like any other: its
+own `memory: manual edits` commit, never a part of Dream's. Riding inside Dream's commit, the
+rewrite made every line of the file Dream's for blame and the write policy, so a later batch
+replaced a line a person wrote without holding it for review (found by an adversarial review).
+Blame reads a line as the same line whatever its line end, so that commit takes no line from
+whoever wrote it."""
 
 from __future__ import annotations
 
-from dream_helpers import Cli, git, make_workspace, sample_entries, use_server
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
 
-from dream_memory.testing.llm_server import ScriptedLLMServer
+from dream_helpers import git
+
+from dream_memory.testing import build_workspace
+
+Dream = Callable[..., subprocess.CompletedProcess[str]]
+
+USER = "# User\n\n## Profile\n\n- User lives in Lyon\n\n## Preferences\n\n- Name: Ada\n"
 
 
-def test_a_crlf_only_rewrite_is_not_committed_as_manual_edits(isolated: Cli, offline_server: ScriptedLLMServer) -> None:
-    """USER.md and SOUL.md rewritten with CRLF line ends and nothing else: the run makes no
-    `memory: manual edits` commit (a real edit of another file still gets one)."""
-    use_server(isolated, offline_server)
-    make_workspace(isolated, sample_entries(2))
-    isolated.run("init")
-    for name in ("USER.md", "SOUL.md"):
-        path = isolated.workspace / name
-        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
-    code, report = isolated.run_json("run")
-    assert code == 0, report
-    assert report["manual_edits_commit"] is None
-    assert "memory: manual edits" not in git(isolated.workspace, "log", "--format=%s").splitlines()
+def _run(dream: Dream, ws: Path, entry: str) -> dict[str, object]:
+    assert dream("append", "-w", str(ws), entry).returncode == 0
+    proc = dream("run", "-w", str(ws), "--model", "offline", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert isinstance(report, dict)
+    return report
 
-    memory = isolated.workspace / "memory/MEMORY.md"
-    memory.write_text(memory.read_text() + "\nA real hand edit.\n")
-    code, report = isolated.run_json("run")
-    assert report["manual_edits_commit"] is not None
-    files = git(isolated.workspace, "show", "--name-only", "--format=", report["manual_edits_commit"]).split()
-    assert files == ["memory/MEMORY.md"]
+
+def test_a_crlf_rewrite_is_committed_as_a_hand_edit_and_the_persons_lines_stay_held(
+    dream: Dream, tmp_path: Path
+) -> None:
+    ws = build_workspace(tmp_path / "ws", files={"USER.md": USER})
+    _run(dream, ws, "- [durable] User prefers dark mode")
+    user = ws / "USER.md"
+    user.write_bytes(user.read_bytes().replace(b"\n", b"\r\n"))
+
+    report = _run(dream, ws, "- [durable] User prefers tabs")
+    sha = report["manual_edits_commit"]
+    assert isinstance(sha, str)
+    assert git(ws, "show", "--name-only", "--format=%s", sha).split() == ["memory:", "manual", "edits", "USER.md"]
+    dream_commit = git(ws, "log", "-1", "--format=%H", "--grep=^dream:").strip()
+    assert git(ws, "show", "--numstat", "--format=", dream_commit).split()[:2] == ["1", "0"]  # its own line only
+
+    blame = dream("blame", "-w", str(ws), "USER.md", "--json")
+    lines = {row["text"].rstrip("\r"): row for row in json.loads(blame.stdout)}
+    assert lines["- User lives in Lyon"]["kind"] != "dream"
+
+    held = _run(dream, ws, "- [correction] User lives in Porto (was Lyon)")
+    assert held["held"], held
+    assert b"- User lives in Lyon\r\n" in user.read_bytes()

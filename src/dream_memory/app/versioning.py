@@ -201,28 +201,13 @@ def commit_manual_edits(git: GitStore) -> str | None:
     """Commit hand edits of memory files as their own commit, so Dream's commits hold only Dream's
     changes. Dream's own bookkeeping files are not hand edits and are left for Dream's commit."""
     initial = ensure_versioned(git)
-    dirty = [p for p in git.dirty() if not layout.is_dream_owned(p) and not _line_endings_only(git, p)]
+    # A file an editor only rewrote with other line ends is committed too: riding in Dream's
+    # commit, the rewrite made every line of it Dream's for the write policy.
+    dirty = [p for p in git.dirty() if not layout.is_dream_owned(p)]
     if not dirty:
         return initial
     body = "\n".join(f"- {p}" for p in dirty)
     return commit_disk_state(git, dirty, f"{MANUAL_SUBJECT}\n\nEdited outside Dream:\n{body}")
-
-
-def _line_endings_only(git: GitStore, rel: str) -> bool:
-    """The file differs from HEAD only in CRLF against LF line ends (rewritten by an editor or an
-    agent on another platform): no hand edit of its content, so no `memory: manual edits`."""
-    head = git.head()
-    if head is None:
-        return False
-    on_disk = git.read_file(rel)  # as the commit would take it: never through a symlink
-    if on_disk is None:
-        return False
-    return same_but_line_ends(git.read_at(head, rel), on_disk)
-
-
-def same_but_line_ends(a: bytes | None, b: bytes | None) -> bool:
-    """Equal once CRLF is read as LF: an editor that rewrote the line ends made no hand edit."""
-    return a is not None and b is not None and a.replace(b"\r\n", b"\n") == b.replace(b"\r\n", b"\n")
 
 
 # --- log -------------------------------------------------------------------------------------------

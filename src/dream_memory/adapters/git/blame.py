@@ -86,10 +86,19 @@ def _common_tail(old: Sequence[bytes], new: Sequence[bytes], limit: int) -> int:
 
 
 def matching_blocks(old: list[bytes], new: list[bytes]) -> list[Block]:
-    """The lines the diff from ``old`` to ``new`` keeps, as blocks in order."""
+    """The lines the diff from ``old`` to ``new`` keeps, as blocks in order. A line is the same
+    line whatever its line end (``git blame`` would credit an editor's CRLF rewrite with every
+    line, and the write policy would then take a person's lines for Dream's)."""
+    old, new = _without_cr(old), _without_cr(new)
     blocks: list[Block] = []
     _match(old, new, (0, len(old)), (0, len(new)), blocks)
     return blocks
+
+
+def _without_cr(lines: list[bytes]) -> list[bytes]:
+    if not any(line.endswith(b"\r") for line in lines):
+        return lines
+    return [line[:-1] if line.endswith(b"\r") else line for line in lines]
 
 
 def _match(

@@ -23,7 +23,7 @@ from dream_memory.app.dream.origins import LazyOrigins, RunOrigins
 from dream_memory.app.dream.phases import ModelSaid
 from dream_memory.app.dream.provenance import attribute_batch, commit_body, save_note
 from dream_memory.app.dream.report import STATUS_FAILED, BatchRecord, DreamReport, scrub
-from dream_memory.app.versioning import MANUAL_SUBJECT, apply_commit, commit_disk_state, same_but_line_ends
+from dream_memory.app.versioning import MANUAL_SUBJECT, apply_commit, commit_disk_state
 from dream_memory.core import layout
 from dream_memory.core.guards import hold_reasons, net_removed
 from dream_memory.core.history import Batch
@@ -187,8 +187,9 @@ def _onto_edits_made_meanwhile(
         # Edited after the batch read the file, or before it (the batch then read the edit, and
         # its commit would carry the person's lines as Dream's).
         committed = git.read_at(head, path) if head is not None else None
-        edited_after = now != read and not same_but_line_ends(now, read)
-        if edited_after or (read != committed and not same_but_line_ends(read, committed)):
+        # Line ends count too: a CRLF rewrite riding in Dream's commit made every line Dream's
+        # (blame), so a later batch could remove a person's line without holding it.
+        if now != read or read != committed:
             meanwhile[path] = now
     if not meanwhile:
         return changes
