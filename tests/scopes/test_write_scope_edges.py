@@ -48,3 +48,20 @@ def test_an_entry_with_a_session_key_too_long_for_a_scope_name_lands_in_its_scop
     assert [b["outcome"] for b in report["batches"]] == ["committed"]
     (holder,) = memory_files_holding(dream.workspace, "heron-4471")
     assert holder.startswith("scopes/user/xxxx") and holder.endswith("/USER.md")
+
+
+def test_a_private_reader_without_the_rules_is_exit_2_not_served_everyones_history(tmp_path: Path) -> None:
+    """Without rules every entry counts as shared: `--scope user:bob` was served Alice's undreamt
+    entries in `dream context`, `dream search --history` and the MCP server's context."""
+    dream = scoped_cli(tmp_path)
+    dream.configure()
+    assert dream.run("context", "--scope", "user:bob").exit_code == 0
+    assert ALICE_TEA not in dream.run("context", "--scope", "user:bob").output  # the rules found: hidden
+    del dream.env["DREAM_CONFIG"]
+    for args in (("context", "--scope", "user:bob"), ("search", "--history", "--scope", "user:bob", "oolong")):
+        result = dream.run(*args)
+        assert result.exit_code == 2, result.output
+        assert "no scope rules are configured" in result.output
+        assert ALICE_TEA not in result.output
+    dream.env["DREAM_MEMORY_SCOPE"] = "user:bob"
+    assert dream.run("context").exit_code == 2

@@ -145,7 +145,17 @@ def caller_scope(
         assert loaded is not None
         return ReaderScope(loaded.scope_of(session_key), loaded, session_key)
     if scope is not None:
-        return ReaderScope(check_scope_name(scope, where=where_scope), loaded)
+        name = check_scope_name(scope, where=where_scope)
+        if need_rules and name != SHARED and (loaded is None or not loaded.configured):
+            # Without rules every entry counts as shared: a private reader would be served every
+            # person's history (the config not found, say), so it is refused instead.
+            raise UsageError(
+                f"{where_scope} names the private scope {name!r}, but no scope rules are configured, so history "
+                "entries cannot be told apart by person",
+                hint="give the config that holds agents.defaults.scopes (--config, DREAM_CONFIG, "
+                "<workspace>/dream.json)",
+            )
+        return ReaderScope(name, loaded)
     return ReaderScope(SHARED, loaded)
 
 
