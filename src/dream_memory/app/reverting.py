@@ -22,6 +22,7 @@ from dream_memory.app.restore_plan import (
     joint_range,
     line_range,
     plan_reverts,
+    undone_in_history,
 )
 from dream_memory.app.versioning import MANUAL_SUBJECT, apply_commit, commit_disk_state, recover, store_errors
 from dream_memory.core import layout
@@ -106,6 +107,11 @@ def restore_commit(
     if ".." in rev:
         commits, passed = batches_in_range(git, in_range)
         skipped = [f"skipped {info.sha[:10]} ({info.subject}): {why}" for info, why in passed]
+    elif (undone := undone_in_history(git, commits[0].sha).get(commits[0].sha)) is not None:
+        # Restored before (or a restore killed after its commit): its lines are already gone,
+        # and a second three-way merge of the same undo is a conflict whose --force deleted the
+        # lines a person wrote since.
+        commits, skipped = [], [f"{commits[0].sha[:10]} ({commits[0].subject}) is already undone by {undone[:10]}"]
     what = _what(in_range)
     if not commits:
         return RestoreResult(
