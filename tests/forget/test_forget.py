@@ -448,3 +448,20 @@ def test_a_history_lines_cursor_time_and_session_key_keep_their_values(env: Env)
     assert (code, status["malformed"]) == (0, 0)
     bob = env.dream("search", "--history", "--session-key", "telegram:bob", "locker")
     assert "heron" not in bob.output
+
+
+def test_a_forgotten_entity_is_kept_out_in_any_case(env: Env) -> None:
+    """The purge matched `zephyrcorp` in any case, the guard only as spelt: `ZephyrCorp` in a new
+    entry came back into USER.md and into the commits. Now the guard folds case for an entity."""
+    assert env.dream("init").exit_code == 0
+    (env.ws / "entities").mkdir()
+    (env.ws / "entities" / "zephyrcorp.md").write_text("# zephyrcorp\n")
+    assert env.dream("append", "- [durable] User consults for zephyrcorp").exit_code == 0
+    assert env.dream("run", "--model", "offline").exit_code == 0
+    assert env.dream("forget", "--entity", "zephyrcorp").exit_code == 0
+    for spelling in ("ZephyrCorp", "ZEPHYRCORP"):
+        assert env.dream("append", f"- [durable] User signed a contract with {spelling}").exit_code == 0
+    result = env.dream("run", "--model", "offline")
+    assert result.exit_code == 0, result.output
+    assert "zephyrcorp" not in (env.ws / "USER.md").read_text().casefold()
+    assert "zephyrcorp" not in env.git("log", "-p", "--all").casefold()

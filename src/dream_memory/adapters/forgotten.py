@@ -45,6 +45,12 @@ def _digest(key: bytes, value: str) -> str:
 _RK_MOD = (1 << 31) - 1  # small ints: the sliding loop runs in Python
 
 
+def fold(text: str) -> str:
+    """Lower case, one character for one (a character whose lower case is longer stays): what a
+    forgotten entity's name is matched by, so positions in the folded text are the text's."""
+    return "".join(low if len(low := ch.lower()) == 1 else ch for ch in text)
+
+
 def _rk_base(key: bytes) -> int:
     return int.from_bytes(hashlib.blake2b(b"rolling", key=key, digest_size=8).digest(), "big") % _RK_MOD or 257
 
@@ -137,6 +143,11 @@ class PurgedValues:
     key: bytes
     by_length: dict[int, frozenset[str]]
     rolling: dict[int, frozenset[int]]  # per length: the rolling hashes (a length missing: none recorded)
+    # Forgotten entities' names, matched in any case (``fold``): recorded by the digest of their
+    # folded form. Before, only the exact spelling was refused, and `ZephyrCorp` came back after
+    # `zephyrcorp` was forgotten.
+    folded: dict[int, frozenset[str]] = field(default_factory=dict)
+    folded_rolling: dict[int, frozenset[int]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, record: Record | None) -> PurgedValues | None:
@@ -144,31 +155,48 @@ class PurgedValues:
             return None
         lengths: dict[int, set[str]] = {}
         rolling: dict[int, set[int]] = {}
+        folded: dict[int, set[str]] = {}
+        folded_rolling: dict[int, set[int]] = {}
         unfiltered: set[int] = set()
         for purge in record.purges:
             length, digest, rk = purge.get("length"), purge.get("digest"), purge.get("rolling")
+            if isinstance(length, int) and length > 0 and isinstance(purge.get("folded"), str):
+                folded.setdefault(length, set()).add(purge["folded"])
+                folded_rolling.setdefault(length, set()).add(int(purge.get("folded_rolling", 0)))
             if isinstance(length, int) and length > 0 and isinstance(digest, str):
                 lengths.setdefault(length, set()).add(digest)
                 if isinstance(rk, int):
                     rolling.setdefault(length, set()).add(rk)
                 else:
                     unfiltered.add(length)
-        if not lengths:
+        if not lengths and not folded:
             return None
         return cls(
             record.key,
             {n: frozenset(d) for n, d in lengths.items()},
             {n: frozenset(r) for n, r in rolling.items() if n not in unfiltered},
+            {n: frozenset(d) for n, d in folded.items()},
+            {n: frozenset(r) for n, r in folded_rolling.items()},
         )
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """Where purged values occur in ``text`` (non-overlapping, in order)."""
         found: list[tuple[int, int]] = []
         for length, digests in self.by_length.items():
-            starts = self._candidates(text, length) if length in self.rolling else range(len(text) - length + 1)
+            starts = (
+                self._candidates(text, length, self.rolling[length])
+                if length in self.rolling
+                else range(len(text) - length + 1)
+            )
             for start in starts:
                 if _digest(self.key, text[start : start + length]) in digests:
                     found.append((start, start + length))
+        if self.folded:
+            low = fold(text)
+            for length, digests in self.folded.items():
+                for start in self._candidates(low, length, self.folded_rolling[length]):
+                    if _digest(self.key, low[start : start + length]) in digests:
+                        found.append((start, start + length))
         found.sort()
         merged: list[tuple[int, int]] = []
         for start, end in found:
@@ -178,11 +206,10 @@ class PurgedValues:
                 merged.append((start, end))
         return merged
 
-    def _candidates(self, text: str, length: int) -> list[int]:
+    def _candidates(self, text: str, length: int, wanted: frozenset[int]) -> list[int]:
         """Window starts whose rolling hash is a purged value's."""
         if len(text) < length:
             return []
-        wanted = self.rolling[length]
         base = _rk_base(self.key)
         top = pow(base, length - 1, _RK_MOD)
         codes = [ord(ch) for ch in text]

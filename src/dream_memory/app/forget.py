@@ -172,6 +172,15 @@ def _run(rt: Runtime, git: GitStore | None, target: rules.Target, report: Forget
                     "digest": digest,
                     "rolling": record.rolling(target.value),
                     "length": len(target.value),
+                    # An entity's name is matched in any case, by the purge and by the guard.
+                    **(
+                        {
+                            "folded": record.digest(forgotten.fold(target.value)),
+                            "folded_rolling": record.rolling(forgotten.fold(target.value)),
+                        }
+                        if target.fold
+                        else {}
+                    ),
                     "at": rt.clock.now().isoformat(timespec="seconds"),
                     "files": len(report.files) + len(report.removed),
                     "history_entries": len(report.cursors),
