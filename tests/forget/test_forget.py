@@ -4,10 +4,15 @@ commit, tag, reflog and object; git's own CLI is the judge (docs/forget.md)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from forget_helpers import CANARY, Env, dreamt_workspace, holders, tree_bytes
+
+from dream_memory.testing.faults import fault_hook
 
 
 @pytest.fixture
@@ -465,3 +470,31 @@ def test_a_forgotten_entity_is_kept_out_in_any_case(env: Env) -> None:
     assert result.exit_code == 0, result.output
     assert "zephyrcorp" not in (env.ws / "USER.md").read_text().casefold()
     assert "zephyrcorp" not in env.git("log", "-p", "--all").casefold()
+
+
+def test_an_append_made_while_the_purge_runs_is_guarded_already(env: Env) -> None:
+    """`dream append` takes no Dream lock, so an agent can append while a purge rewrites the
+    files and the commits. The guard's record used to be saved last: such an entry kept the value
+    in history.jsonl although forget reported success. It is saved before the purge starts now."""
+    dreamt_workspace(env, batches=1)
+    appended: list[subprocess.CompletedProcess[str]] = []
+
+    def append_meanwhile(site: str, path: str) -> None:
+        if site == "forget.write" and not appended:
+            code = "import sys; sys.argv[0] = 'dream'; from dream_memory.entrypoints.cli import main; main()"
+            appended.append(
+                subprocess.run(
+                    [sys.executable, "-c", code, "append", f"- [durable] The new locker code is {CANARY}"],
+                    env={**os.environ, **env.env},
+                    capture_output=True,
+                    text=True,
+                    timeout=60,
+                )
+            )
+
+    with fault_hook(append_meanwhile):
+        result = env.dream("forget", "--purge", CANARY)
+    assert result.exit_code == 0, result.output
+    assert appended and appended[0].returncode == 0, appended
+    assert CANARY not in (env.ws / "memory/history.jsonl").read_text()
+    assert "[REDACTED:forgotten]" in (env.ws / "memory/history.jsonl").read_text()

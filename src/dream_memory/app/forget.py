@@ -10,12 +10,14 @@ hash, never by its value):
 3. the search index (a cache outside the store: removed, built again by the next search);
 4. git: every commit rewritten, refs and reflogs moved, the index brought in step;
 5. git: unreachable objects pruned, loose and packed;
-6. the audit record (``memory/.forgotten.json``) gets the purge, the journal goes.
+6. the audit record (``memory/.forgotten.json``, which the guard reads from the start of the purge,
+   step 0) gets the purge's counts, the journal goes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from dream_memory.core import forget as rules
@@ -23,6 +25,7 @@ from dream_memory.core import layout
 from dream_memory.errors import RepositoryStateError, UsageError
 
 if TYPE_CHECKING:
+    from dream_memory.adapters import forgotten as forgotten_mod
     from dream_memory.adapters.git import GitStore
     from dream_memory.adapters.rooted import RootedDir
     from dream_memory.app.runtime import Runtime
@@ -155,6 +158,9 @@ def _run(rt: Runtime, git: GitStore | None, target: rules.Target, report: Forget
         forgotten.write_journal(
             root, {"id": report.purge_id, "kind": target.kind, "started": started, **locks.this_process()}
         )
+        # The guard first: an append made while the purge rewrites files and commits (it takes
+        # no Dream lock) is redacted already. Saved last, it let the value back into history.
+        _guard(root, target, report.purge_id)
     _purge_files(rt, git, target, report, dry_run=dry_run)
     _purge_history(rt, target, report, dry_run=dry_run)
     _purge_search_index(rt, report, dry_run=dry_run)
@@ -162,34 +168,46 @@ def _run(rt: Runtime, git: GitStore | None, target: rules.Target, report: Forget
     if git is not None and git.head() is not None:
         _purge_git(git, target, report, dry_run=dry_run)
     if not dry_run:
-        assert report.purge_id is not None
         record = forgotten.load_or_create(root)
-        if not record.has(report.purge_id):
-            record.purges.append(
-                {
-                    "id": report.purge_id,
-                    "kind": target.kind,
-                    "digest": digest,
-                    "rolling": record.rolling(target.value),
-                    "length": len(target.value),
-                    # An entity's name is matched in any case, by the purge and by the guard.
-                    **(
-                        {
-                            "folded": record.digest(forgotten.fold(target.value)),
-                            "folded_rolling": record.rolling(forgotten.fold(target.value)),
-                        }
-                        if target.fold
-                        else {}
-                    ),
-                    "at": rt.clock.now().isoformat(timespec="seconds"),
-                    "files": len(report.files) + len(report.removed),
-                    "history_entries": len(report.cursors),
-                    "commits_rewritten": report.commits_rewritten,
-                    "refs": sorted(report.refs),
-                }
-            )
-            forgotten.save(root, record)
+        entry = _guard(root, target, report.purge_id, record)
+        entry.update(
+            {
+                "at": rt.clock.now().isoformat(timespec="seconds"),
+                "files": len(report.files) + len(report.removed),
+                "history_entries": len(report.cursors),
+                "commits_rewritten": report.commits_rewritten,
+                "refs": sorted(report.refs),
+            }
+        )
+        forgotten.save(root, record)
         forgotten.remove_journal(root)
+
+
+def _guard(
+    root: Path, target: rules.Target, purge_id: str | None, record: forgotten_mod.Record | None = None
+) -> dict[str, Any]:
+    """The purge's entry in the audit record (added and saved when missing): what the guard
+    compares later writes against (keyed hashes, never the value)."""
+    from dream_memory.adapters import forgotten
+
+    assert purge_id is not None
+    record = record if record is not None else forgotten.load_or_create(root)
+    found = next((p for p in record.purges if p.get("id") == purge_id), None)
+    if found is not None:
+        return found
+    entry: dict[str, Any] = {
+        "id": purge_id,
+        "kind": target.kind,
+        "digest": record.digest(target.value),
+        "rolling": record.rolling(target.value),
+        "length": len(target.value),
+    }
+    if target.fold:  # an entity's name is matched in any case, by the purge and by the guard
+        entry["folded"] = record.digest(forgotten.fold(target.value))
+        entry["folded_rolling"] = record.rolling(forgotten.fold(target.value))
+    record.purges.append(entry)
+    forgotten.save(root, record)
+    return entry
 
 
 def _check_repository(git: GitStore, *, resumed: bool, dry_run: bool) -> None:
