@@ -59,3 +59,23 @@ def test_the_same_change_asked_for_again_is_not_held_twice(isolated: Cli) -> Non
     code, listed = isolated.run_json("review", "--json")
     assert code == 0 and [c["id"] for c in listed["changes"]] == [held_id], listed
     assert git(ws, "status", "--porcelain") == ""
+
+
+def test_restoring_the_restore_brings_the_held_change_back(isolated: Cli) -> None:
+    """A restore can be restored in turn, which brings the batch back: its held change too, which
+    used to stay discarded while the batch's lines returned. Accepting it then works."""
+    ws, held_id = _held_once(isolated)
+    batch = git(ws, "log", "-1", "--format=%H").strip()
+    assert isolated.run("restore", batch).exit_code == 0
+    revert = git(ws, "log", "-1", "--format=%H").strip()
+
+    back = isolated.run("restore", revert)
+    assert back.exit_code == 0, back.output
+    assert f"the held change(s) {held_id} that the undone restore discarded wait for review again" in back.stdout
+    assert (ws / "memory" / ".dream_held" / held_id / "change.json").is_file()
+    assert git(ws, "status", "--porcelain") == ""
+    code, listed = isolated.run_json("review", "--json")
+    assert code == 0 and [c["id"] for c in listed["changes"]] == [held_id], listed
+    accepted = isolated.run("review", "accept", held_id)
+    assert accepted.exit_code == 0, accepted.output
+    assert "EET" in (ws / "USER.md").read_text(encoding="utf-8")

@@ -138,13 +138,9 @@ def restore_commit(
     notes = [*skipped, *replay_plan.notes]
     if replay_plan.write:
         changes[layout.DREAM_CURSOR] = f"{cursor_after}\n".encode()
-    discarded = _discard_held(git, commits, changes)
-    if discarded:
-        notes.append(
-            f"discarded the held change(s) {', '.join(discarded)} of the undone batch (`dream review` no longer "
-            "lists them; they stay in git history)"
-        )
-    if not plan.touched and span is None and not discarded:
+    held_notes, discarded = _settle_held(git, commits, changes)
+    notes += held_notes
+    if not plan.touched and span is None and not held_notes:
         raise UsageError(f"{what} ({commits[0].subject}) changed no memory file; there is nothing to restore")
     _refuse_losing_gitignore_block(commits[0], changes)
     forced_lines = plan.forced_lines()
@@ -201,6 +197,27 @@ def restore_commit(
     )
 
 
+def _settle_held(
+    git: GitStore, commits: list[CommitInfo], changes: dict[str, bytes | None]
+) -> tuple[list[str], list[str]]:
+    """The held changes a restore takes away (an undone batch's) or brings back (an undone
+    restore's), added to ``changes``; a note for each kind, and the ids discarded."""
+    notes: list[str] = []
+    discarded = _discard_held(git, commits, changes)
+    if discarded:
+        notes.append(
+            f"discarded the held change(s) {', '.join(discarded)} of the undone batch (`dream review` no longer "
+            "lists them; they stay in git history)"
+        )
+    back = _bring_back_held(git, commits, changes)
+    if back:
+        notes.append(
+            f"the held change(s) {', '.join(back)} that the undone restore discarded wait for review again "
+            "(dream review)"
+        )
+    return notes, discarded
+
+
 def _discard_held(git: GitStore, commits: list[CommitInfo], changes: dict[str, bytes | None]) -> list[str]:
     """Add to ``changes`` the removal of every held change the commits made that still waits
     (its folder, and its entry in .dream_state.json); returns their ids."""
@@ -222,6 +239,43 @@ def _discard_held(git: GitStore, commits: list[CommitInfo], changes: dict[str, b
     if discarded:
         changes[layout.DREAM_STATE] = state.to_json().encode()
     return discarded
+
+
+def _bring_back_held(git: GitStore, commits: list[CommitInfo], changes: dict[str, bytes | None]) -> list[str]:
+    """Undoing a restore brings back the held changes it discarded with its batch (their folder
+    as the restore's parent had it, and their entry in .dream_state.json), unless settled since;
+    returns their ids. Before, the batch's lines came back and the change waiting on them did not."""
+    prefix = layout.DREAM_HELD_DIR + "/"
+    data = git.read_file(layout.DREAM_STATE)
+    state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
+    back: list[str] = []
+    for info in commits:
+        if not info.subject.startswith("dream: revert") or info.parent is None:
+            continue
+        gone = {
+            path[len(prefix) :].partition("/")[0]
+            for path in git.changed_paths(info.parent, info.sha)
+            if path.startswith(prefix) and git.read_at(info.sha, path) is None
+        }
+        before_data = git.read_at(info.parent, layout.DREAM_STATE)
+        before = DreamState.from_json(None if before_data is None else before_data.decode("utf-8", errors="replace"))
+        for held_id in sorted(gone):
+            change, batch = before.find_change(held_id), before.find_held(held_id)
+            if state.find_change(held_id) or state.find_held(held_id) or git.fs.walk_files(f"{prefix}{held_id}"):
+                continue  # waiting again, or a folder of that name exists: never written over
+            if change is not None:
+                state = state.add_changes((change,))
+            elif batch is not None:
+                state = state.add_held(batch)
+            else:
+                continue
+            for path in git.changed_paths(info.parent, info.sha):
+                if path.startswith(f"{prefix}{held_id}/"):
+                    changes[path] = git.read_at(info.parent, path)
+            back.append(held_id)
+    if back:
+        changes[layout.DREAM_STATE] = state.to_json().encode()
+    return back
 
 
 def rev_range(commits: list[CommitInfo]) -> str:
