@@ -307,3 +307,54 @@ def test_a_mistyped_write_policy_key_is_warned_about_and_a_bad_action_refused(is
     config.write_text(json.dumps(bad), encoding="utf-8")
     refused = isolated.run("status", "--config", str(config))
     assert refused.exit_code == 2 and "agents.defaults.dream.writePolicy.manual" in refused.stderr
+
+
+def _legacy_batch(ws: Path, line: str) -> None:
+    """A whole batch held by an earlier version (held.json and its state entry), adding ``line``."""
+    folder = ws / "memory" / ".dream_held" / "7-9"
+    folder.mkdir(parents=True)
+    user = (ws / "USER.md").read_text(encoding="utf-8")
+    files = [{"path": "USER.md", "before": user, "after": user + line + "\n"}]
+    meta = {"id": "7-9", "cursor_from": 7, "cursor_to": 9, "reason": "would remove 12 of 20 lines", "files": files}
+    (folder / "held.json").write_text(json.dumps(meta), encoding="utf-8")
+    state_path = ws / "memory" / ".dream_state.json"
+    state = json.loads(state_path.read_text(encoding="utf-8"))
+    state["held"] = [
+        {k: meta[k] for k in ("id", "cursor_from", "cursor_to", "reason")} | {"created": "t", "files": ["USER.md"]}
+    ]
+    state_path.write_text(json.dumps(state), encoding="utf-8")
+    git(ws, "add", "-A")
+    git(ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "dream: held 7..9 (from an old version)")
+
+
+def test_accept_all_keeps_an_old_held_batch_beside_a_held_change_of_the_same_file(isolated: Cli) -> None:
+    """The old batch's file was written first, then the change's commit wrote the file as it was
+    before the batch: `accepted 7-9; accepted 1-1.1`, exit 0, and the batch's line gone."""
+    ws = _hand_written(isolated)
+    with ScriptedLLMServer(responder=_model(ADD_AND_REWRITE)) as server:
+        use_server(isolated, server)
+        _, report = isolated.run_json("run")
+    held_id = report["held"][0]["id"]
+    _legacy_batch(ws, "- from the old batch")
+    code, done = isolated.run_json("review", "accept", "--all", "--json")
+    assert code == 0, done
+    assert sorted(d["id"] for d in done["accepted"]) == sorted(["7-9", held_id])
+    text = (ws / "USER.md").read_text(encoding="utf-8")
+    assert "- from the old batch" in text
+    assert HAND_LINE not in text  # the held rewrite of the hand line landed too
+    assert isolated.run_json("review", "--json")[1]["count"] == 0
+
+
+def test_a_forced_accept_says_what_it_wrote_over(isolated: Cli) -> None:
+    """`restore --apply-held ID --force` takes the change's side of a line edited since; the text
+    output said only `accepted ...`, and what it replaced was named in --json alone."""
+    ws = _hand_written(isolated)
+    with ScriptedLLMServer(responder=_model(ADD_AND_REWRITE)) as server:
+        use_server(isolated, server)
+        _, report = isolated.run_json("run")
+    held_id = report["held"][0]["id"]
+    user = ws / "USER.md"
+    user.write_text(user.read_text(encoding="utf-8").replace(HAND_LINE, "- Drinks green tea"), encoding="utf-8")
+    result = isolated.run("restore", "--apply-held", held_id, "--force")
+    assert result.exit_code == 0, result.output
+    assert "--force replaced later work in USER.md (it is still in git history)" in result.output

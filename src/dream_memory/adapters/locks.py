@@ -148,7 +148,9 @@ def dream_lock(workspace: Path, *, now: datetime) -> Iterator[LockHolder | None]
             holder = _parse_holder(_read_holder(fd))
             raise LockBusy(
                 f"the workspace is locked by another Dream run ({holder.describe() if holder else 'holder unknown'})",
-                hint="nothing was done; the next scheduled run will pick the work up",
+                # Not only `dream run` meets it: review, restore and forget must be run again by hand.
+                hint="nothing was done; run it again once that run ends (`dream status` names the holder); "
+                "a scheduled Dream run picks its work up at its next time by itself",
             ) from None
         try:
             previous = os.pread(fd, _HOLDER_READ_BYTES, 0).decode("utf-8", errors="replace")

@@ -231,6 +231,16 @@ def accept(git: GitStore, ids: Sequence[str], *, every: bool = False, force: boo
     git.check_can_commit()
     state = _state(git)
     chosen = _chosen(state, ids, every)
+    batches = [h for h in chosen if state.find_held(h) is not None]
+    if batches and len(batches) < len(chosen):
+        # Whole batches held by an earlier version write their files as they were held: the held
+        # changes are merged after them, against what they wrote (merged before, a change's
+        # commit wrote its file as it was before the batch, and the batch's lines were lost).
+        first = accept(git, batches, force=force)
+        then = accept(git, [h for h in chosen if h not in batches], force=force)
+        done_all = [*first["accepted"], *then["accepted"]]
+        forced_all = sorted({*first["forced_over"], *then["forced_over"]})
+        return {"accepted": done_all, "forced_over": forced_all, "message": _summary("accepted", done_all, forced_all)}
     texts: dict[str, str | None] = {}
     groups: dict[str, tuple[str, str | None, str]] = {}
     plan: list[tuple[Record, str | None, str | None]] = []  # the record, its file before and after
@@ -268,7 +278,8 @@ def accept(git: GitStore, ids: Sequence[str], *, every: bool = False, force: boo
         missing = _accept_note(git, record, commit, before, text) if commit is not None else None
         if missing:
             done[-1]["note"] = missing
-    return {"accepted": done, "forced_over": sorted(set(forced or [])), "message": _summary("accepted", done)}
+    forced_over = sorted(set(forced or []))
+    return {"accepted": done, "forced_over": forced_over, "message": _summary("accepted", done, forced_over)}
 
 
 def _accept_note(git: GitStore, record: Record, commit: str, before: str | None, after: str | None) -> str | None:
@@ -317,10 +328,13 @@ def _where(item: HeldChange) -> str:
     return f"{_one_line(item.path)} line {lines}" if item.first_line else _one_line(item.path)
 
 
-def _summary(verb: str, done: list[dict[str, Any]]) -> str:
+def _summary(verb: str, done: list[dict[str, Any]], forced_over: Sequence[str] = ()) -> str:
     if not done:
         return f"nothing {verb}"
-    return "; ".join(f"{verb} {d['id']} in commit {(d['commit'] or '(none)')[:10]}" for d in done)
+    said = "; ".join(f"{verb} {d['id']} in commit {(d['commit'] or '(none)')[:10]}" for d in done)
+    if forced_over:  # --force wrote over later work there: say where (it is in git history still)
+        said += f"; --force replaced later work in {', '.join(forced_over)} (it is still in git history)"
+    return said
 
 
 # --- the service (every face calls this) ----------------------------------------------------------
