@@ -222,18 +222,15 @@ def test_a_crafted_held_change_record_writes_nothing_outside_memory(isolated: Cl
         assert crafted.exit_code == 2 and "is not a held batch id" in crafted.output
 
 
-def test_a_whole_batch_held_by_an_earlier_version_is_listed_and_settled(isolated: Cli) -> None:
-    """Migration: a held.json batch record and its state entry from before per-change holds are
-    listed by `dream review` (type batch) and accepted through it, as --apply-held did."""
-    ws = _hand_written(isolated)
-    assert isolated.run("run", "--model", "offline").exit_code == 0
+def _legacy_batch(ws: Path, line: str) -> None:
+    """A whole batch held by an earlier version (held.json and its state entry), adding ``line``."""
     folder = ws / "memory" / ".dream_held" / "7-9"
     folder.mkdir(parents=True)
     user = (ws / "USER.md").read_text(encoding="utf-8")
-    files = [{"path": "USER.md", "before": user, "after": user + "- from the old batch\n"}]
+    files = [{"path": "USER.md", "before": user, "after": user + line + "\n"}]
     meta = {"id": "7-9", "cursor_from": 7, "cursor_to": 9, "reason": "would remove 12 of 20 lines", "files": files}
     (folder / "held.json").write_text(json.dumps(meta), encoding="utf-8")
-    (folder / "changes.diff").write_text("+- from the old batch\n", encoding="utf-8")
+    (folder / "changes.diff").write_text(f"+{line}\n", encoding="utf-8")
     state_path = ws / "memory" / ".dream_state.json"
     state = json.loads(state_path.read_text(encoding="utf-8"))
     state["held"] = [
@@ -242,6 +239,14 @@ def test_a_whole_batch_held_by_an_earlier_version_is_listed_and_settled(isolated
     state_path.write_text(json.dumps(state), encoding="utf-8")
     git(ws, "add", "-A")
     git(ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "dream: held 7..9 (from an old version)")
+
+
+def test_a_whole_batch_held_by_an_earlier_version_is_listed_and_settled(isolated: Cli) -> None:
+    """Migration: a held.json batch record and its state entry from before per-change holds are
+    listed by `dream review` (type batch) and accepted through it, as --apply-held did."""
+    ws = _hand_written(isolated)
+    assert isolated.run("run", "--model", "offline").exit_code == 0
+    _legacy_batch(ws, "- from the old batch")
     code, listed = isolated.run_json("review", "--json")
     assert code == 0 and [b["id"] for b in listed["batches"]] == ["7-9"] and listed["count"] == 1
     assert isolated.run("review", "show", "7-9").exit_code == 0
@@ -307,24 +312,6 @@ def test_a_mistyped_write_policy_key_is_warned_about_and_a_bad_action_refused(is
     config.write_text(json.dumps(bad), encoding="utf-8")
     refused = isolated.run("status", "--config", str(config))
     assert refused.exit_code == 2 and "agents.defaults.dream.writePolicy.manual" in refused.stderr
-
-
-def _legacy_batch(ws: Path, line: str) -> None:
-    """A whole batch held by an earlier version (held.json and its state entry), adding ``line``."""
-    folder = ws / "memory" / ".dream_held" / "7-9"
-    folder.mkdir(parents=True)
-    user = (ws / "USER.md").read_text(encoding="utf-8")
-    files = [{"path": "USER.md", "before": user, "after": user + line + "\n"}]
-    meta = {"id": "7-9", "cursor_from": 7, "cursor_to": 9, "reason": "would remove 12 of 20 lines", "files": files}
-    (folder / "held.json").write_text(json.dumps(meta), encoding="utf-8")
-    state_path = ws / "memory" / ".dream_state.json"
-    state = json.loads(state_path.read_text(encoding="utf-8"))
-    state["held"] = [
-        {k: meta[k] for k in ("id", "cursor_from", "cursor_to", "reason")} | {"created": "t", "files": ["USER.md"]}
-    ]
-    state_path.write_text(json.dumps(state), encoding="utf-8")
-    git(ws, "add", "-A")
-    git(ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "dream: held 7..9 (from an old version)")
 
 
 def test_accept_all_keeps_an_old_held_batch_beside_a_held_change_of_the_same_file(isolated: Cli) -> None:
