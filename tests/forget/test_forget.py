@@ -498,3 +498,38 @@ def test_an_append_made_while_the_purge_runs_is_guarded_already(env: Env) -> Non
     assert appended and appended[0].returncode == 0, appended
     assert CANARY not in (env.ws / "memory/history.jsonl").read_text()
     assert "[REDACTED:forgotten]" in (env.ws / "memory/history.jsonl").read_text()
+
+
+def test_the_legacy_history_and_its_migration_backup_lose_the_value(env: Env) -> None:
+    """memory/HISTORY.md (nanobot's old format, migrated by the next run) and the HISTORY.md.bak a
+    migration leaves were never purged: "nothing held it", and the next run's migration put the
+    value into history.jsonl under the guard's nose."""
+    assert env.dream("init").exit_code == 0
+    legacy = env.ws / "memory" / "HISTORY.md"
+    legacy.write_text(f"[2026-01-05 10:00] alarm PIN is {CANARY}\n", encoding="utf-8")
+    result = env.dream("forget", "--purge", CANARY)
+    assert result.exit_code == 0 and "memory/HISTORY.md: line 1" in result.output, result.output
+    assert env.dream("run", "--model", "offline").exit_code == 0
+    assert holders(env) == {}
+
+    legacy.write_text(f"[2026-01-06 10:00] the gate code is {CANARY}-2\n", encoding="utf-8")
+    assert env.dream("run", "--model", "offline").exit_code == 0  # migrated: HISTORY.md.bak keeps it
+    assert any(p.name.startswith("HISTORY.md.bak") for p in (env.ws / "memory").iterdir())
+    assert env.dream("forget", "--purge", f"{CANARY}-2").exit_code == 0
+    assert not any(f"{CANARY}-2" in p.read_text() for p in (env.ws / "memory").iterdir() if p.is_file())
+
+
+def test_a_value_a_writer_escaped_otherwise_than_python_is_found_in_history(env: Env) -> None:
+    """Upper-case `\\u00EB` and `\\/` (what other JSON writers produce) hid the value from the
+    purge: history.jsonl kept it, and the report never named it."""
+    assert env.dream("init").exit_code == 0
+    line = (
+        '{"cursor":1,"timestamp":"2026-04-03 10:00","content":"- [durable] therapist Zo\\u00EBl M\\u00FCller, '
+        'https:\\/\\/x.io\\/s3cr3t-tok"}\n'
+    )
+    (env.ws / "memory" / "history.jsonl").write_text(line, encoding="utf-8")
+    for value in ("Zoël Müller", "https://x.io/s3cr3t-tok"):
+        result = env.dream("forget", "--purge", value)
+        assert result.exit_code == 0 and "history entries rewritten" in result.output, result.output
+    content = json.loads((env.ws / "memory" / "history.jsonl").read_text(encoding="utf-8"))["content"]
+    assert content == "- [durable] therapist [forgotten], [forgotten]"

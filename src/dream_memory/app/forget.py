@@ -101,8 +101,14 @@ def _target(request: ForgetRequest) -> rules.Target:
 
 
 def _disk_scope(rel: str) -> bool:
-    """The workspace files the purge rewrites on disk besides the history files."""
-    return layout.is_tracked(rel) or rel == layout.CONSOLIDATION
+    """The workspace files the purge rewrites on disk besides the history files: the legacy
+    HISTORY.md and its migration backups too (left, they fed the value back into history.jsonl at
+    the next run's migration, and kept it on disk)."""
+    return (
+        layout.is_tracked(rel)
+        or rel == layout.CONSOLIDATION
+        or layout.matches_any(rel, (layout.LEGACY_HISTORY, f"{layout.LEGACY_HISTORY}.bak*"))
+    )
 
 
 def _git_scope(rel: str) -> bool:

@@ -79,10 +79,11 @@ class Target:
 
     def holds(self, data: bytes) -> bool:
         """True when the bytes hold the value in any of its forms."""
-        if not self.fold:
-            return any(form.encode("utf-8") in data for form in _forms(self.value))
-        text = data.decode("utf-8", errors="surrogateescape")
-        return any(p.search(text) for p in _patterns(self.value, True))
+        if not self.fold and any(form.encode("utf-8") in data for form in _forms(self.value)):
+            return True
+        if not self.fold and b"\\" not in data:
+            return False
+        return _found(data.decode("utf-8", errors="surrogateescape"), self.value, self.fold)
 
 
 def check_value(value: str, kind: Kind) -> str:
@@ -117,15 +118,32 @@ def _forms(value: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(forms))
 
 
+_JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\/")
+
+
+def _json_unescaped(text: str) -> str:
+    """``text`` with JSON's ``\\uXXXX`` (either case of hex) and ``\\/`` escapes read: a writer
+    that escapes otherwise than Python (``\\u00EB``, ``https:\\/\\/``) hid the value from a
+    search of the forms ``_forms`` knows."""
+    if "\\" not in text:
+        return text
+    return _JSON_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)) if m.group(1) else "/", text)
+
+
 def _patterns(value: str, fold: bool) -> tuple[re.Pattern[str], ...]:
     flags = re.IGNORECASE if fold else 0
     return tuple(re.compile(re.escape(form), flags) for form in _forms(value))
 
 
 def _found(text: str, value: str, fold: bool) -> bool:
-    if not fold:
-        return any(form in text for form in _forms(value))
-    return any(p.search(text) for p in _patterns(value, True))
+    for seen in dict.fromkeys((text, _json_unescaped(text))):
+        if (
+            any(form in seen for form in _forms(value))
+            if not fold
+            else any(p.search(seen) for p in _patterns(value, True))
+        ):
+            return True
+    return False
 
 
 def replace_text(text: str, value: str, *, fold: bool = False) -> tuple[str, int]:
