@@ -65,3 +65,21 @@ def test_a_private_reader_without_the_rules_is_exit_2_not_served_everyones_histo
         assert ALICE_TEA not in result.output
     dream.env["DREAM_MEMORY_SCOPE"] = "user:bob"
     assert dream.run("context").exit_code == 2
+
+
+def test_a_dry_runs_batches_each_list_only_the_files_they_change(tmp_path: Path) -> None:
+    """A dry run's batches share one staging copy: each batch's files_changed listed the earlier
+    batches' files too (Bob's batch named Alice's USER.md)."""
+    dream = scoped_cli(tmp_path)
+    dream.configure()
+    code, report = dream.run_json("run", "--model", "offline", "--dry-run", "--json")
+    assert code == 0, report
+    assert len(report["batches"]) >= 3  # Alice, Bob, the group, taking turns
+    for batch in report["batches"]:
+        paths = [change["path"] for change in batch["files_changed"]]
+        scope = batch["scope"] or "shared"
+        if scope == "shared":
+            assert not any(p.startswith("scopes/") for p in paths), batch
+        else:
+            assert all(p.startswith("scopes/" + scope.replace(":", "/") + "/") for p in paths), batch
+    assert all(batch["files_changed"] for batch in report["batches"]), report["batches"]

@@ -378,6 +378,7 @@ def _progress(ctx: DreamContext, record: BatchRecord) -> None:
 def _dream_and_land(run: _Run, planned: Batch) -> bool:
     ctx, report = run.ctx, run.report
     staging = run.shared_staging or _new_staging(ctx)
+    staged_before = staging.snapshot()  # a dry run's staging copy holds the earlier batches' edits
     batch = _guarded(ctx, planned, report)
     staging.scope = batch.scope  # the tools read and write only what this batch's scope may
     record = BatchRecord(batch.cursor_from, batch.cursor_to, len(batch.entries), scope=batch.scope)
@@ -412,7 +413,7 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
     _collect_staging_notes(staging, report)
     if ctx.options.dry_run:
         record.outcome = "dry_run"
-        record.files_changed = _diffs(staging)
+        record.files_changed = _diffs(staging, staged_before)
     else:
         try:
             run.state = land_batch(where, staging, run.state)
@@ -446,8 +447,17 @@ def _collect_staging_notes(staging: StagingWorkspace, report: DreamReport) -> No
             report.notes.append(note)
 
 
-def _diffs(staging: StagingWorkspace) -> list[FileChange]:
-    return [unified_diff(p, as_bytes(b), as_bytes(a)) for p, (b, a) in staging.changes().items()]
+def _diffs(staging: StagingWorkspace, since: dict[str, str] | None = None) -> list[FileChange]:
+    """What the staging copy changed: against the disk, or (``since``: a snapshot taken before a
+    dry run's batch) what that batch alone changed, not the earlier batches' edits too."""
+    if since is None:
+        return [unified_diff(p, as_bytes(b), as_bytes(a)) for p, (b, a) in staging.changes().items()]
+    found: list[FileChange] = []
+    for path, (disk, after) in staging.changes().items():
+        before = since.get(path, disk)
+        if before != after:
+            found.append(unified_diff(path, as_bytes(before), as_bytes(after)))
+    return found
 
 
 def _new_staging(ctx: DreamContext) -> StagingWorkspace:
