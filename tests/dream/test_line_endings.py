@@ -52,3 +52,17 @@ def test_a_crlf_rewrite_is_committed_as_a_hand_edit_and_the_persons_lines_stay_h
     held = _run(dream, ws, "- [correction] User lives in Porto (was Lyon)")
     assert held["held"], held
     assert b"- User lives in Lyon\r\n" in user.read_bytes()
+
+
+def test_why_shows_a_crlf_line_without_its_carriage_return(dream: Dream, tmp_path: Path) -> None:
+    """`dream why` printed a literal `\\x0d` at the end of every CRLF line; blame's text does not."""
+    ws = build_workspace(tmp_path / "ws", files={"USER.md": USER})
+    user = ws / "USER.md"
+    _run(dream, ws, "- [durable] User prefers dark mode")
+    user.write_bytes(user.read_bytes().replace(b"\n", b"\r\n"))
+    _run(dream, ws, "- [durable] User prefers tabs")
+    shown = dream("why", "-w", str(ws), "USER.md:5")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[0] == "USER.md:5  - User lives in Lyon"
+    exact = json.loads(dream("why", "-w", str(ws), "USER.md:5", "--json").stdout)
+    assert exact["text"] == "- User lives in Lyon\r"

@@ -99,7 +99,9 @@ class LineWhy:
     def to_text(self) -> str:
         """The human view (``dream why``, MCP ``dream_why``): entry contents cut at 400 characters."""
         out = [
-            f"{self.path}:{self.line}  {self.text}",
+            # A CRLF line's "\r" is shown as blame's text output shows it: not at all (a literal
+            # \x0d otherwise, through the terminal guard); --json keeps the exact text.
+            f"{self.path}:{self.line}  {self.text.removesuffix(chr(13))}",
             f"commit  {self.commit[:10]}  {self.subject}",
             f"when    {self.time}",
             f"kind    {self.kind}  (author {self.author})",
