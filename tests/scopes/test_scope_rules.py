@@ -118,3 +118,9 @@ def test_a_value_that_reads_shared_is_a_persons_scope_not_the_shared_files() -> 
     assert rules.scope_of("mail:Shared") != SHARED
     assert scopes.scope_name_problem(rules.scope_of("mail:Shared")) is None
     assert rules.scope_of("mail:Shared") != rules.scope_of("mail:%73hared")
+
+
+def test_a_colon_inside_a_folder_name_is_no_scopes_file() -> None:
+    assert scopes.scope_of_path("scopes/user/alice/USER.md") == "user:alice"
+    assert scopes.scope_of_path("scopes/user:alice/USER.md") is None
+    assert scopes.write_problem("user:alice", "scopes/user:alice/USER.md") is not None

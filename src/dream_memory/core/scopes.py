@@ -185,7 +185,9 @@ def scope_of_path(path: str) -> str | None:
     if path != SCOPES_DIR and not path.startswith(SCOPES_DIR + "/"):
         return SHARED
     parts = path.split("/")[1:]
-    if len(parts) < 2 or parts[-1] not in SCOPE_FILES:
+    # A ":" inside a folder name would read scopes/user:alice/USER.md as Alice's file, which her
+    # readers never open (and Windows cannot name).
+    if len(parts) < 2 or parts[-1] not in SCOPE_FILES or any(":" in part for part in parts[:-1]):
         return None
     name = ":".join(parts[:-1])
     return name if scope_name_problem(name) is None and name != SHARED else None
