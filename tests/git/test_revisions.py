@@ -33,3 +33,20 @@ def test_a_bad_head_n_is_exit_2_at_once(tmp_path: Path, dream: Dream, command: s
     assert result.returncode == 2, result.stderr
     assert said in result.stderr
     assert "damaged" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--limit", "5", "HEAD"), "--limit sets how many versions"),
+        (("--apply-held", "1-1.1", "--replay"), "--replay moves the cursor back"),
+    ],
+)
+def test_a_restore_option_that_would_be_ignored_is_exit_2(
+    tmp_path: Path, dream: Dream, args: tuple[str, ...], said: str
+) -> None:
+    ws = build_workspace(tmp_path / "ws", history=["- [durable] User likes green tea"])
+    assert dream("run", "-w", str(ws), "--model", "offline").returncode == 0
+    result = dream("restore", "-w", str(ws), *args)
+    assert result.returncode == 2, result.stderr
+    assert said in result.stderr

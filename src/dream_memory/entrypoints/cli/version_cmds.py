@@ -146,6 +146,11 @@ def restore(
     chosen = [x for x in (rev, apply_held, discard_held) if x]
     if len(chosen) > 1:
         raise UsageError("give either a commit, --apply-held ID or --discard-held ID, not several")
+    # Options that would be ignored are refused, so nobody believes they took effect.
+    if chosen and limit is not None:
+        raise UsageError("--limit sets how many versions `dream restore` lists; it goes without a commit or an ID")
+    if (apply_held or discard_held) and replay:
+        raise UsageError("--replay moves the cursor back before a restored commit; it goes with a commit, not an ID")
     if apply_held or discard_held:
         return _settle_held(apply_held, discard_held, force, as_json, workspace, config_path)
     if rev is not None:
