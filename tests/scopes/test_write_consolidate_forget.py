@@ -90,3 +90,28 @@ def test_forget_entity_reaches_its_mentions_in_a_scope_file(tmp_path: Path) -> N
     assert result.exit_code == 0, result.stdout
     assert "zephyrine" not in (dream.workspace / ALICE_DIR / "MEMORY.md").read_text(encoding="utf-8").casefold()
     assert "zephyrine" not in git(dream.workspace, "log", "-p", "--all").casefold()
+
+
+def test_a_session_without_a_key_is_not_consolidated_while_scope_rules_are_set(tmp_path: Path) -> None:
+    """An older nanobot's file, `telegram_111222333.jsonl` with no key in its metadata: its key was
+    guessed from the name (`telegram_111222333`), no `telegram:*` rule matched it, and Alice's
+    private chat was dreamt into the shared MEMORY.md. Now the session fails, saying what to add;
+    without scope rules it is consolidated as before."""
+    dream = scoped_cli(tmp_path, history=[])
+    dream.configure()
+    path = write_session(dream.workspace, ALICE, _chat([f"I prefer {ALICE_TEA} tea"]))
+    lines = path.read_text(encoding="utf-8").splitlines()
+    meta = json.loads(lines[0])
+    del meta["key"]
+    path.unlink()
+    keyless = path.with_name("telegram_111222333.jsonl")
+    keyless.write_text("\n".join([json.dumps(meta), *lines[1:]]) + "\n", encoding="utf-8")
+
+    result = dream.run("consolidate", "--all", "--force", "--model", "offline")
+    assert result.exit_code != 0
+    assert "has no session key in its metadata line, and scope rules are configured" in result.output
+    assert read_history(dream.workspace) == []
+
+    dream.configure(rules=None)
+    assert dream.run("consolidate", "--all", "--force", "--model", "offline").exit_code == 0
+    assert [e["session_key"] for e in read_history(dream.workspace)] == ["telegram_111222333"]

@@ -262,6 +262,7 @@ class Runtime:
             update_sessions=update_sessions,
             context_window=context_window,
             max_tokens=max_tokens,
+            scopes=self.settings.scope_rules,
         )
         return ConsolidateContext(
             root=self.root,

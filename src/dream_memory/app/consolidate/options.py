@@ -14,6 +14,7 @@ from dream_memory.core.consolidation import (
     Budget,
 )
 from dream_memory.core.ports import ChatModel, Clock, NoRedaction, Redactor, TokenCounter
+from dream_memory.core.scopes import ScopeRules
 from dream_memory.core.stop import StopFlag
 from dream_memory.settings import defaults
 
@@ -30,6 +31,9 @@ class ConsolidateOptions:
     # How long to wait before reading a session again whose consolidated part no longer matches:
     # an agent rewriting the file is done by then; a file still different was reset.
     reread_delay: float = 0.2
+    # The workspace's scope rules: a session whose key is only a guess from its file name cannot
+    # be filed under anyone's scope, so it is not consolidated while rules are configured.
+    scopes: ScopeRules = field(default_factory=ScopeRules)
 
 
 @dataclass

@@ -46,7 +46,7 @@ from dream_memory.core.sessions import (
     short_timestamp,
 )
 from dream_memory.core.stop import signal_name
-from dream_memory.errors import DreamError, ModelError
+from dream_memory.errors import DreamError, InputError, ModelError
 
 
 def _session_key(parsed_key: str | None, path: Path) -> str:
@@ -184,6 +184,14 @@ def _consolidate(session: _Session) -> None:
     parsed = snapshot.parsed
     key = _session_key(parsed.meta.key, session.path)
     result.key = key
+    if parsed.meta.key is None and not is_in_nanobot_store(session.path) and ctx.options.scopes.configured:
+        # The name cannot be turned back into the key (":" and "_" both became "_"): filed under
+        # the guess, a private chat's summary went to the shared files every reader is served.
+        raise InputError(
+            f"{rel} has no session key in its metadata line, and scope rules are configured: its file name cannot "
+            "say whose conversation it is, so it is not consolidated",
+            hint='add "key": "<channel>:<id>" to its first line ({"_type": "metadata", ...}), then run again',
+        )
     start = resume.index or 0
     records = parsed.records
     for record in records[start:]:
