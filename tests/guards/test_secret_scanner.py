@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -290,3 +292,31 @@ def test_the_keyword_detector_skipped_on_lines_without_quotes_finds_nothing_ther
             assert not found, line
         found_quoted += bool(found)
     assert found_quoted >= len(assigned) // 2, "the detector still finds quoted keyword values"
+
+
+_FRESH_SCAN = """
+import sys
+if sys.argv[1] == "requests-first":
+    import requests
+from dream_memory.adapters.secrets import SecretScanner
+clean, counts = SecretScanner().redact('x = "c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA8xZq"')
+print(clean)
+print("requests loaded by the scan:", "requests" in sys.modules)
+import requests
+print("real requests after:", callable(getattr(requests, "get", None)) and hasattr(requests, "Session"))
+"""
+
+
+@pytest.mark.parametrize("order", ["scan-first", "requests-first"])
+def test_detect_secrets_finds_its_kinds_without_loading_requests(order: str) -> None:
+    """Layer 3 (a detect-secrets-only kind, a high-entropy base64 string) is caught in a fresh
+    process without importing requests, which cost a writing command a quarter of a CPU second;
+    an ``import requests`` afterwards (or before) gets the real package."""
+    done = subprocess.run(
+        [sys.executable, "-c", _FRESH_SCAN, order], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == 'x = "[REDACTED:base64_high_entropy_string]"'
+    assert lines[1] == f"requests loaded by the scan: {order == 'requests-first'}"
+    assert lines[2] == "real requests after: True"

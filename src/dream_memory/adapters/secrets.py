@@ -27,6 +27,8 @@ applies them (the marking, the widening, the allowlist) and runs layer 3.
 from __future__ import annotations
 
 import re
+import sys
+import types
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
@@ -47,10 +49,50 @@ def _kind_of(secret_type: str) -> str:
 
 @cache
 def _plugins() -> tuple[Any, ...]:
+    classes: list[Any] = list(_detector_classes().values())
+    return tuple(cls() for cls in classes if cls.__name__ not in _SKIPPED_DETECTORS)
+
+
+def _detector_classes() -> dict[Any, Any]:
+    """detect-secrets' detectors, loaded without ``requests`` when that works: its modules import
+    requests only to verify a secret online, which we never ask of them, and requests with urllib3
+    were 0.25 of the 0.4 CPU s that loading detect-secrets cost every command that writes. Its
+    modules get a stand-in (``_RequestsStandIn``) while they load; it leaves ``sys.modules`` at
+    once, so any later ``import requests`` (litellm's, a user's) gets the real package. A version
+    that imports more of requests than its top-level name fails the quick way and is loaded the
+    ordinary way."""
+    if "requests" not in sys.modules:
+        loaded = set(sys.modules)
+        stand_in = _RequestsStandIn("requests")
+        sys.modules["requests"] = stand_in
+        try:
+            from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+            return dict(get_mapping_from_secret_type_to_class())
+        except ImportError:
+            for name in set(sys.modules) - loaded:  # half-loaded modules holding the stand-in
+                del sys.modules[name]
+        finally:
+            if sys.modules.get("requests") is stand_in:
+                del sys.modules["requests"]
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    classes: list[Any] = list(get_mapping_from_secret_type_to_class().values())
-    return tuple(cls() for cls in classes if cls.__name__ not in _SKIPPED_DETECTORS)
+    return dict(get_mapping_from_secret_type_to_class())
+
+
+class _RequestsNotLoaded(Exception):
+    """Every name of the ``requests`` stand-in: usable in an ``except`` clause or an annotation,
+    as detect-secrets' modules use them at import; called, it says why it cannot work."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("detect-secrets was loaded without requests: dream-memory never verifies a secret online")
+
+
+class _RequestsStandIn(types.ModuleType):
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self if name == "exceptions" else _RequestsNotLoaded
 
 
 _QUOTES = ("'", '"', "`")
