@@ -5,7 +5,8 @@ Each turn it:
 1. appends the user's message to its session file (sessions/<key>.jsonl, nanobot's format),
 2. puts `dream context` (SOUL.md, USER.md, MEMORY.md, always-on skills, recent history) at the top
    of its system prompt,
-3. answers with any litellm model, appends the answer to the session,
+3. answers with any litellm model (an OpenAI-compatible server given by --api-base is called over
+   plain HTTP, as dream-memory does), appends the answer to the session,
 4. consolidates the session into memory/history.jsonl once it grows past its token budget.
 
 Dream itself is left to the schedule (`dream-run` from cron, a GitHub Action or a CronJob): the
@@ -38,6 +39,8 @@ import argparse
 import json
 import os
 import sys
+import urllib.error
+import urllib.request
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -92,8 +95,10 @@ def answer(model: str, messages: list[dict[str, Any]], api_base: str | None, api
         # No chat model: a stand-in reply, so the memory side (sessions, consolidation, Dream,
         # the context block) can be tried without a key.
         return "OK. (offline: there is no chat model; your message is in the session)"
+    if api_base and model.startswith("openai/"):
+        return _answer_over_http(model, messages, api_base, api_key)
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    import litellm  # imported here: only turns that talk to a model pay for it
+    import litellm  # imported here: only turns that talk to a provider pay for it (seconds)
 
     litellm.suppress_debug_info = True
     try:
@@ -104,6 +109,34 @@ def answer(model: str, messages: list[dict[str, Any]], api_base: str | None, api
         first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise ModelFailed(f"model {model} failed: {first_line}") from exc
     return str(response.choices[0].message.content or "")
+
+
+def _answer_over_http(model: str, messages: list[dict[str, Any]], api_base: str, api_key: str | None) -> str:
+    """One chat completion from an OpenAI-compatible server (llama.cpp, vLLM, Ollama, ...), with
+    the standard library: a local model's turn does not wait for litellm's import."""
+    body = json.dumps({"model": model.removeprefix("openai/"), "messages": messages}).encode("utf-8")
+    request = urllib.request.Request(
+        api_base.rstrip("/") + "/chat/completions",
+        data=body,
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {api_key or 'no-key'}"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=600) as response:
+            reply = json.loads(response.read())
+        return str(reply["choices"][0]["message"].get("content") or "")
+    except urllib.error.HTTPError as exc:
+        raise ModelFailed(f"model {model} failed: HTTP {exc.code}: {_error_text(exc)}") from exc
+    except (OSError, ValueError, LookupError, TypeError, AttributeError) as exc:
+        raise ModelFailed(f"model {model} failed: {exc}") from exc
+
+
+def _error_text(exc: urllib.error.HTTPError) -> str:
+    """The server's own words: OpenAI's ``{"error": {"message": ...}}``, else the body's first line."""
+    body = exc.read().decode("utf-8", "replace").strip()
+    try:
+        return str(json.loads(body)["error"]["message"]).strip().splitlines()[0]
+    except (ValueError, LookupError, TypeError, IndexError):
+        return (body.splitlines() or [str(exc.reason)])[0]
 
 
 def turn(ws: Workspace, session: Session, text: str, args: argparse.Namespace) -> str:

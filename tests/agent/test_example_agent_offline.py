@@ -117,3 +117,18 @@ def test_a_model_that_refuses_is_one_line_and_exit_1(tmp_path: Path, server: str
     assert "Traceback" not in failed.stderr
     lines = failed.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("agent: error: model openai/x failed:"), failed.stderr
+
+
+@pytest.mark.slow  # the example agent as a real process against a real server
+def test_a_local_server_is_talked_to_without_litellm(tmp_path: Path, server: str) -> None:
+    """``openai/NAME`` with ``--api-base`` (llama.cpp, vLLM, Ollama, the scripted server) is one
+    HTTP request from the standard library, as dream-memory's own model calls are: the turn is
+    answered in a process where litellm cannot even be imported (its import costs seconds)."""
+    without_litellm = (
+        "import runpy, sys; sys.modules['litellm'] = None; sys.argv = sys.argv[1:]; "
+        "runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
+    argv = [sys.executable, "-c", without_litellm, *AGENT[1:], "--workspace", str(tmp_path / "ws")]
+    talk = run([*argv, "--model", "openai/scripted", "--api-base", server, "--message", TURNS[0]], clean_env(tmp_path))
+    assert talk.returncode == 0, talk.stderr
+    assert talk.stdout.splitlines() == ["Noted."]
