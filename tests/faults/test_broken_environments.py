@@ -14,13 +14,12 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from faults_helpers import dream, report_of
+from faults_helpers import dream, dream_each, report_of
 
 from dream_memory.core.history import MAX_CURSOR
 from dream_memory.testing import build_workspace, clean_env, write_session
@@ -140,8 +139,7 @@ def test_every_command_on_a_really_full_disk_fails_cleanly(tmp_path: Path) -> No
         assert dream(env, "append", "- [durable] one more fact").returncode == 0
         fill(disk)
         failed = []
-        for command in COMMANDS:
-            done = dream(env, *command)
+        for command, done in zip(COMMANDS, dream_each(env, COMMANDS), strict=True):
             line = assert_clean_failure(done, command, codes=(0, 1, 2))
             if done.returncode and command[0] not in LOOKUPS:
                 failed.append(command[0])
@@ -166,8 +164,7 @@ def test_a_folder_where_a_lock_file_belongs(tmp_path: Path, lock: str) -> None:
     (ws / lock).mkdir()
     needs_lock = {"init", "run"} if lock.endswith("dream.lock") else {"init", "append", "consolidate", "run"}
     failed = []
-    for command in COMMANDS:
-        done = dream(env, *command)
+    for command, done in zip(COMMANDS, dream_each(env, COMMANDS), strict=True):
         line = assert_clean_failure(done, command, codes=(0, 1, 2))
         if done.returncode and command[0] in needs_lock:
             failed.append(command[0])
@@ -181,74 +178,12 @@ def test_a_folder_where_a_lock_file_belongs(tmp_path: Path, lock: str) -> None:
 
 # --- a non-root user -----------------------------------------------------------------------------
 
-# Runs `dream` commands as another user, each in its own process: one interpreter imports
-# everything a command may load lazily while still root (the interpreter itself may live where
-# that user cannot read), then forks a child per command, which drops to the uid and runs the
-# command as `dream` would, exit code and all. Forking from one warmed interpreter, rather than
-# starting one per command, spares 13 imports of the whole CLI per test.
-AS_USER = r"""
-import importlib, json, os, sys, tempfile
-for name in '''dream_memory.entrypoints.cli dream_memory.app.runtime dream_memory.settings
-dream_memory.settings.loading dream_memory.app.dream dream_memory.app.consolidate dream_memory.app.versioning
-dream_memory.app.held dream_memory.app.read dream_memory.app.context dream_memory.app.history
-dream_memory.app.deletion_window dream_memory.adapters.git dream_memory.adapters.history_log
-dream_memory.adapters.locks dream_memory.adapters.staging dream_memory.adapters.offline
-dream_memory.adapters.tokens dream_memory.adapters.secrets dream_memory.adapters.sessions
-dream_memory.adapters.workspace dream_memory.adapters.clock dream_memory.adapters.search_index
-dream_memory.core.schedule dream_memory.entrypoints.cli.dream_cmds dream_memory.entrypoints.cli.history_cmds
-dream_memory.entrypoints.cli.version_cmds dream_memory.entrypoints.cli.read_cmds
-dream_memory.entrypoints.cli.consolidate_cmd dream_memory.entrypoints.cli.agent_cmds
-dream_memory.entrypoints.cli.deploy_cmds detect_secrets.filters.heuristic sqlite3 tempfile email.message
-importlib.metadata uuid shutil difflib'''.split():
-    importlib.import_module(name)
-from dream_memory.adapters.secrets import SecretScanner
-from dream_memory.adapters.tokens import default_counter
-SecretScanner().redact("warm the detectors: password = hunter22")
-default_counter().count("warm the tokenizer")
-from dream_memory.entrypoints.cli import main
-uid = int(sys.argv[1])
-results = []
-for args in json.loads(sys.argv[2]):
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            # The child ends as a `dream` process does: SystemExit or a traceback, then exit.
-            os.dup2(out.fileno(), 1)
-            os.dup2(err.fileno(), 2)
-            os.setgroups([])
-            os.setgid(uid)
-            os.setuid(uid)
-            sys.argv = ["dream", *args]
-            main()
-            sys.exit(0)
-        _, status = os.waitpid(pid, 0)
-        texts = []
-        for stream in (out, err):
-            stream.seek(0)
-            texts.append(stream.read().decode("utf-8", "replace"))
-        results.append({"returncode": os.waitstatus_to_exitcode(status), "stdout": texts[0], "stderr": texts[1]})
-print(json.dumps(results))
-"""
 NOBODY = 65534
 
 
 def as_nobody(env: dict[str, str], commands: list[list[str]]) -> list[subprocess.CompletedProcess[str]]:
     """Each of ``commands`` run in turn as a `dream` process of user nobody, with its outcome."""
-    done = subprocess.run(
-        [sys.executable, "-c", AS_USER, str(NOBODY), json.dumps(commands)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120 * len(commands),
-        cwd="/",
-    )
-    assert done.returncode == 0 and done.stdout.strip(), done.stderr[-2000:]
-    return [
-        subprocess.CompletedProcess(["dream", *args], r["returncode"], r["stdout"], r["stderr"])
-        for args, r in zip(commands, json.loads(done.stdout), strict=True)
-    ]
+    return dream_each(env, commands, uid=NOBODY)
 
 
 @pytest.fixture
@@ -330,8 +265,8 @@ def test_a_config_nested_thousands_of_levels_deep_is_a_usage_error(tmp_path: Pat
     _ws, env = workspace_with_history(tmp_path)
     config = tmp_path / "deep.json"
     config.write_text(DEEP, encoding="utf-8")
-    for command in COMMANDS:
-        done = dream(env, *command, "--config", str(config))
+    commands = [[*command, "--config", str(config)] for command in COMMANDS]
+    for command, done in zip(COMMANDS, dream_each(env, commands), strict=True):
         line = assert_clean_failure(done, command, codes=(0, 1, 2))
         # the read side and `dream log` (issue 21: versions need no setting) read no config
         if command[0] not in ("search", "section", "log", *LOOKUPS):
@@ -349,8 +284,7 @@ def test_a_workspace_json_file_nested_thousands_of_levels_deep(tmp_path: Path, r
     message (progress), never a RecursionError traceback."""
     ws, env = workspace_with_history(tmp_path)
     (ws / rel).write_text(DEEP, encoding="utf-8")
-    for command in COMMANDS:
-        done = dream(env, *command)
+    for command, done in zip(COMMANDS, dream_each(env, COMMANDS), strict=True):
         assert_clean_failure(done, command, codes=(0, 1, 2))
 
 
