@@ -304,6 +304,8 @@ print(clean)
 print("requests loaded by the scan:", "requests" in sys.modules)
 import requests
 print("real requests after:", callable(getattr(requests, "get", None)) and hasattr(requests, "Session"))
+from detect_secrets.plugins import base
+print("detect-secrets' requests after:", base.requests.get is requests.get)
 """
 
 
@@ -311,7 +313,8 @@ print("real requests after:", callable(getattr(requests, "get", None)) and hasat
 def test_detect_secrets_finds_its_kinds_without_loading_requests(order: str) -> None:
     """Layer 3 (a detect-secrets-only kind, a high-entropy base64 string) is caught in a fresh
     process without importing requests, which cost a writing command a quarter of a CPU second;
-    an ``import requests`` afterwards (or before) gets the real package."""
+    an ``import requests`` afterwards (or before) gets the real package, and so does detect-secrets
+    itself from then on (its online checks would work, were they ever asked for)."""
     done = subprocess.run(
         [sys.executable, "-c", _FRESH_SCAN, order], capture_output=True, text=True, timeout=120, check=False
     )
@@ -320,3 +323,4 @@ def test_detect_secrets_finds_its_kinds_without_loading_requests(order: str) -> 
     assert lines[0] == 'x = "[REDACTED:base64_high_entropy_string]"'
     assert lines[1] == f"requests loaded by the scan: {order == 'requests-first'}"
     assert lines[2] == "real requests after: True"
+    assert lines[3] == "detect-secrets' requests after: True"

@@ -58,9 +58,9 @@ def _detector_classes() -> dict[Any, Any]:
     requests only to verify a secret online, which we never ask of them, and requests with urllib3
     were 0.25 of the 0.4 CPU s that loading detect-secrets cost every command that writes. Its
     modules get a stand-in (``_RequestsStandIn``) while they load; it leaves ``sys.modules`` at
-    once, so any later ``import requests`` (litellm's, a user's) gets the real package. A version
-    that imports more of requests than its top-level name fails the quick way and is loaded the
-    ordinary way."""
+    once, so any later ``import requests`` (litellm's, a user's) gets the real package, and so do
+    detect-secrets' modules through the stand-in from then on. A version that imports more of
+    requests than its top-level name fails the quick way and is loaded the ordinary way."""
     if "requests" not in sys.modules:
         loaded = set(sys.modules)
         stand_in = _RequestsStandIn("requests")
@@ -75,24 +75,31 @@ def _detector_classes() -> dict[Any, Any]:
         finally:
             if sys.modules.get("requests") is stand_in:
                 del sys.modules["requests"]
+            stand_in.loading = False
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
     return dict(get_mapping_from_secret_type_to_class())
 
 
-class _RequestsNotLoaded(Exception):
-    """Every name of the ``requests`` stand-in: usable in an ``except`` clause or an annotation,
-    as detect-secrets' modules use them at import; called, it says why it cannot work."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise RuntimeError("detect-secrets was loaded without requests: dream-memory never verifies a secret online")
+class _NotLoaded(Exception):
+    """Any name of ``requests`` while detect-secrets loads: fit for an annotation or an ``except``
+    clause, as its modules use those names at import."""
 
 
 class _RequestsStandIn(types.ModuleType):
+    """``requests`` to detect-secrets' modules: placeholders while they load, the real package
+    (imported then, on first use) afterwards."""
+
+    loading = True
+
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        return self if name == "exceptions" else _RequestsNotLoaded
+        if self.loading:
+            return self if name == "exceptions" else _NotLoaded
+        import requests  # the real package, only if detect-secrets ever uses it
+
+        return getattr(requests, name)
 
 
 _QUOTES = ("'", '"', "`")
