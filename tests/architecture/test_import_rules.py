@@ -46,6 +46,8 @@ CONFINED: dict[str, tuple[str, ...]] = {
     "tiktoken_ext": ("dream_memory.adapters.tokens",),  # the encoding's special-token names
     "dulwich": ("dream_memory.adapters.git", "dream_memory.testing"),
     "detect_secrets": ("dream_memory.adapters.secrets",),
+    # Only for detect-secrets' modules, should they ever use it after loading without it.
+    "requests": ("dream_memory.adapters.secrets",),
     "filelock": ("dream_memory.adapters",),
     "sqlite3": ("dream_memory.adapters.search_index",),
     # libc's inotify calls (standard library, but a foreign-function door): the store watcher only.
