@@ -135,7 +135,7 @@ def _error_text(exc: urllib.error.HTTPError) -> str:
     body = exc.read().decode("utf-8", "replace").strip()
     try:
         return str(json.loads(body)["error"]["message"]).strip().splitlines()[0]
-    except (ValueError, LookupError, TypeError, IndexError):
+    except (ValueError, LookupError, TypeError):  # not OpenAI's shape, or an empty message
         return (body.splitlines() or [str(exc.reason)])[0]
 
 

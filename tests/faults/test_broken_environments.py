@@ -181,11 +181,6 @@ def test_a_folder_where_a_lock_file_belongs(tmp_path: Path, lock: str) -> None:
 NOBODY = 65534
 
 
-def as_nobody(env: dict[str, str], commands: list[list[str]]) -> list[subprocess.CompletedProcess[str]]:
-    """Each of ``commands`` run in turn as a `dream` process of user nobody, with its outcome."""
-    return dream_each(env, commands, uid=NOBODY)
-
-
 @pytest.fixture
 def open_tmp() -> Iterator[Path]:
     """A temp folder every user can reach (pytest's own lies below a folder only root may enter)."""
@@ -219,7 +214,7 @@ def test_a_memory_file_the_user_cannot_read(open_tmp: Path) -> None:
     memory.chmod(0)
     head = (ws / ".git" / "HEAD").read_text()
     failed = {}
-    for command, done in zip(COMMANDS, as_nobody(env, COMMANDS), strict=True):
+    for command, done in zip(COMMANDS, dream_each(env, COMMANDS, uid=NOBODY), strict=True):
         line = assert_clean_failure(done, command, codes=(0, 1, 2))
         if done.returncode and command[0] not in LOOKUPS:
             failed[command[0]] = line
@@ -241,7 +236,7 @@ def test_a_read_only_workspace(open_tmp: Path) -> None:
         for name in files:
             os.chmod(os.path.join(folder, name), 0o644)
     failed = {}
-    for command, done in zip(COMMANDS, as_nobody(env, COMMANDS), strict=True):
+    for command, done in zip(COMMANDS, dream_each(env, COMMANDS, uid=NOBODY), strict=True):
         line = assert_clean_failure(done, command, codes=(0, 1, 2))
         if done.returncode:
             failed[command[0]] = (done.returncode, line, done.stderr)
