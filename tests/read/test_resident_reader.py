@@ -67,6 +67,8 @@ class Server:
         while read_socket.ask(str(self.folder), {"v": 0}, 1.0) is None:  # answers (declines) once it listens
             if self.proc.poll() is not None:
                 raise AssertionError(f"dream mcp ended: {self.proc.stderr.read()!r}")  # type: ignore[union-attr]
+            # Not a busy loop: asking ~80,000 times took the CPU the starting server needed (2 cores).
+            time.sleep(0.01)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
