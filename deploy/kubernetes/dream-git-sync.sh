@@ -15,7 +15,11 @@
 #   DREAM_GIT_BRANCH      branch to clone and build on (default: main)
 #   DREAM_PUSH_BRANCH     branch to push to (default: DREAM_GIT_BRANCH). When it differs, it is a
 #                         review branch rebuilt from DREAM_GIT_BRANCH on every run
-#                         (`dream-run --branch`) and force-pushed: open a pull request from it.
+#                         (`dream-run --branch`) and force-pushed with a lease: open a pull request
+#                         from it. Only commits dream-run made are ever replaced: when the remote's
+#                         branch holds any other commit (a reviewer's fixup, a `dream review`
+#                         accept) that DREAM_GIT_BRANCH lacks, nothing is overwritten and the run
+#                         exits 2 naming the branch, before Dream starts or after the rejected push.
 #   DREAM_GIT_DIR         where the clone lives (default: /workspace/repo)
 #   DREAM_WORKSPACE       the Dream workspace inside the clone (default: DREAM_GIT_DIR)
 #   DREAM_GIT_ATTEMPTS    run+push attempts in a row when the remote moves (default: 3)
@@ -26,8 +30,10 @@
 #                         helper, never dream-run (the model-driven process), never a file or URL.
 #   DREAM_RUN             the Dream command (default: dream-run); extra arguments after `run` are
 #                         passed to it
-# Exit codes: those of dream-run (0, 1, 2, 75); 1 when every push attempt was rejected; 143 when
-# stopped by SIGTERM (what was committed before is pushed first).
+# Exit codes: those of dream-run (0, 1, 2, 75); 1 when every push attempt was rejected (or the
+# remote could not be read); 2 when the review branch holds commits not made by Dream; 143 when
+# stopped by SIGTERM (the step under way, a chunk or a push, is finished or abandoned, what was
+# committed is pushed, and no further chunk starts).
 set -euo pipefail
 
 GIT_DIR_PATH="${DREAM_GIT_DIR:-/workspace/repo}"
@@ -50,6 +56,7 @@ git_() {
   # The token, when set, is in the environment of this git process only, read by the helper at
   # the moment git asks for it.
   if [ -n "$token" ]; then
+    # shellcheck disable=SC2016  # ${GIT_TOKEN} is for the helper's shell, not this one
     GIT_TOKEN="$token" git -c credential.helper= \
       -c 'credential.helper=!f() { test "$1" = get && echo username=x-access-token && echo "password=${GIT_TOKEN}"; }; f' \
       "$@"
@@ -73,6 +80,75 @@ cmd_clone() {
 dream_pid=""
 stopping=0
 pushed_head=""
+# Review-branch mode: the remote's PUSH_BRANCH as last fetched or pushed (empty: absent). Every
+# push is a compare-and-swap on it (--force-with-lease), so nothing pushed since is overwritten.
+review_sha=""
+
+# fetch_review: the remote's PUSH_BRANCH into origin/PUSH_BRANCH and review_sha; 1 on failure.
+fetch_review() {
+  local line
+  line="$(git_ ls-remote origin "refs/heads/$PUSH_BRANCH")" || return 1
+  if [ -z "$line" ]; then
+    review_sha=""
+    git update-ref -d "refs/remotes/origin/$PUSH_BRANCH" 2>/dev/null || true
+    return 0
+  fi
+  git_ fetch --quiet origin "+refs/heads/$PUSH_BRANCH:refs/remotes/origin/$PUSH_BRANCH" || return 1
+  review_sha="$(git rev-parse "refs/remotes/origin/$PUSH_BRANCH")"
+}
+
+# review_foreign: the commits of the remote's PUSH_BRANCH that rebuilding it would lose besides
+# what dream-run itself commits (one parent and: subject "dream: " with a Dream-Range trailer,
+# "dream: compact history (...)" or "memory: init"), one "<sha> <subject>" a line. A person's
+# commit is foreign, `dream review` and `dream revert` commits included. Nothing when the branch
+# is absent, merged into BRANCH, or its changes are all in BRANCH already (a squash or rebase merge).
+review_foreign() {
+  [ -n "$review_sha" ] || return 0
+  local base="refs/remotes/origin/$BRANCH" log sha parents range subject foreign="" tree
+  git merge-base --is-ancestor "$review_sha" "$base" && return 0
+  if ! log="$(git log --format='%H%x1f%P%x1f%(trailers:key=Dream-Range,valueonly,separator=%x2C)%x1f%s' \
+    "$base..$review_sha")"; then
+    printf '%s\n' "${review_sha:0:7} (its commits cannot be listed)"
+    return 0
+  fi
+  while IFS=$'\x1f' read -r sha parents range subject; do
+    [ -n "$sha" ] || continue
+    if [ "$parents" = "${parents%% *}" ]; then
+      case "$subject" in
+        "dream: apply held "* | "dream: discard held "* | "dream: reject held "* | "dream: revert "*) ;;
+        "dream: compact history ("* | "memory: init") continue ;;
+        "dream: "*) [ -z "$range" ] || continue ;;
+      esac
+    fi
+    foreign+="$(git rev-parse --short "$sha") $subject"$'\n'
+  done <<<"$log"
+  [ -n "$foreign" ] || return 0
+  # Merged in another shape: merging the branch into BRANCH would change nothing.
+  if tree="$(git merge-tree --write-tree "$base" "$review_sha" 2>/dev/null)" &&
+    [ "${tree%%$'\n'*}" = "$(git rev-parse "$base^{tree}")" ]; then
+    return 0
+  fi
+  printf '%s' "$foreign"
+}
+
+# guard_review: fetch the review branch; 0 when this job may replace it, 2 (said why) when it holds
+# someone else's commits, 1 when the remote cannot be read.
+guard_review() {
+  local foreign n
+  if ! fetch_review; then
+    say "cannot read $PUSH_BRANCH from the remote"
+    return 1
+  fi
+  foreign="$(review_foreign)"
+  [ -n "$foreign" ] || return 0
+  n="$(printf '%s\n' "$foreign" | wc -l)"
+  say "the remote's $PUSH_BRANCH holds $n commit(s) not made by Dream and not in $BRANCH (a reviewer's?):"
+  printf '%s\n' "$foreign" | sed 's/^/    /' >&2
+  say "not overwriting them: nothing is pushed, exit 2. To let Dream rebuild $PUSH_BRANCH from" \
+    "$BRANCH again, merge the pull request from $PUSH_BRANCH into $BRANCH (any merge style), or" \
+    "delete the branch to drop them (git push origin --delete $PUSH_BRANCH)"
+  return 2
+}
 
 # push: 0 pushed (or nothing to push), 1 rejected.
 push() {
@@ -80,8 +156,14 @@ push() {
   head="$(git rev-parse HEAD)"
   [ "$head" = "$pushed_head" ] && return 0
   if [ "$PUSH_BRANCH" != "$BRANCH" ]; then
-    # A review branch belongs to this job: it is replaced by the rebuilt one.
-    git_ push --quiet --force origin "HEAD:refs/heads/$PUSH_BRANCH" || return 1
+    # A review branch is replaced by the rebuilt one, but only if it is still what this run last
+    # fetched or pushed (absent: must still be absent).
+    if ! git_ push --quiet --force-with-lease="refs/heads/$PUSH_BRANCH:$review_sha" origin \
+      "HEAD:refs/heads/$PUSH_BRANCH"; then
+      say "push to $PUSH_BRANCH rejected: it is no longer at ${review_sha:-(absent)} (someone pushed to it?); not overwriting it"
+      return 1
+    fi
+    review_sha="$head"
   else
     git_ push --quiet origin "HEAD:refs/heads/$BRANCH" || return 1
   fi
@@ -101,6 +183,8 @@ run_chunk() {
   set +e
   "$DREAM_RUN" "$@" &
   dream_pid=$!
+  # A SIGTERM that came between the fork and here found no pid to pass on.
+  [ "$stopping" = 1 ] && kill -TERM "$dream_pid" 2>/dev/null
   wait "$dream_pid"
   chunk_rc=$?
   # A trapped SIGTERM ends `wait` early: wait for Dream itself to be gone.
@@ -112,7 +196,7 @@ run_chunk() {
 cmd_run() {
   cd "$GIT_DIR_PATH"
   export DREAM_WORKSPACE="${DREAM_WORKSPACE:-$GIT_DIR_PATH}"
-  local attempt=1 before chunk=0 extra=()
+  local attempt=1 before chunk=0 extra=() rc
   trap on_term TERM INT
   if [ "$PUSH_BRANCH" != "$BRANCH" ]; then
     extra=(--branch "$PUSH_BRANCH")
@@ -125,8 +209,20 @@ cmd_run() {
     fi
     pushed_head="$(git rev-parse HEAD)"
   }
+  if [ "$PUSH_BRANCH" != "$BRANCH" ]; then
+    # Before Dream runs (and costs anything): is the review branch still this job's to replace?
+    rc=0
+    guard_review || rc=$?
+    [ "$rc" = 0 ] || return "$rc"
+  fi
   start_over
   while :; do
+    if [ "$stopping" = 1 ]; then
+      # SIGTERM came during a push, a fetch or a reset: start no further chunk.
+      say "stopped (SIGTERM) before chunk $((chunk + 1)); pushing what was committed"
+      push || say "the push was rejected; the next run redoes these batches"
+      return 143
+    fi
     chunk=$((chunk + 1))
     before="$(git rev-parse HEAD)"
     say "attempt $attempt/$ATTEMPTS, chunk $chunk: $DREAM_RUN --max-batches $PUSH_EVERY ${extra[*]} $* on $(git rev-parse --short HEAD)"
@@ -153,6 +249,12 @@ cmd_run() {
     if push; then
       attempt=1
       continue
+    fi
+    if [ "$PUSH_BRANCH" != "$BRANCH" ]; then
+      # Rejected by the lease: whose commits moved the review branch?
+      rc=0
+      guard_review || rc=$?
+      [ "$rc" = 0 ] || return "$rc"
     fi
     if [ "$attempt" -ge "$ATTEMPTS" ]; then
       say "giving up after $ATTEMPTS attempts; the next scheduled run will try again"
