@@ -11,7 +11,11 @@ the open review branch instead of starting over from the checkout: that branch's
 rebased onto the checked-out default branch first, so Dream reads the branch's cursor and state
 (no batch is dreamt, or paid for, twice; a held batch stays held) and the new commits land on top.
 A branch that is merged (or has nothing left once rebased) is simply not continued; a rebase that
-conflicts falls back to rebuilding from the default branch. The summary then describes the whole
+conflicts falls back to rebuilding from the default branch, but only when that loses nothing but
+Dream's own commits: a branch holding anyone else's commit (a reviewer's fixup, a `dream review`
+accept) that the default branch lacks is never replaced. The step then exits 2 before Dream runs,
+naming the branch and those commits, with ``update-pr`` false (deploy/kubernetes/dream-git-sync.sh
+keeps the same rule for its review branch). The summary then describes the whole
 review branch (its commits and every held change waiting in memory/.dream_held/), so the pull
 request body stays true even after a run that had nothing new.
 
@@ -44,6 +48,10 @@ COMMITTER = {"GIT_COMMITTER_NAME": "dream-memory", "GIT_COMMITTER_EMAIL": "dream
 
 class ActionInputError(Exception):
     """An input the action cannot use; reported as exit 2 like the CLI's usage errors."""
+
+
+class ForeignCommitsError(ActionInputError):
+    """The review branch cannot be continued and rebuilding it would drop commits Dream did not make."""
 
 
 def build_argv(command: str, workspace: str, model: str, args: str, bindir: str | os.PathLike[str]) -> list[str]:
@@ -107,8 +115,12 @@ def continue_from(workspace: str, branch: str) -> Branch:
             _git(repo, "checkout", "-q", current or base)
             _git(repo, "branch", "-q", "-D", temp)
             detail = (done.stdout + done.stderr).strip().splitlines()
+            why = f"{detail[-1] if detail else 'git ' + step[0]} failed"
+            foreign = foreign_commits(repo, base, tip)
+            if foreign:
+                raise ForeignCommitsError(refusal(branch, why, foreign))
             note = (
-                f"{branch} does not rebase onto the checkout ({detail[-1] if detail else 'git ' + step[0]} failed): "
+                f"{branch} does not rebase onto the checkout ({why}): "
                 "Dream rebuilds the branch from the checkout instead"
             )
             return Branch(repo, branch, base, False, note, True)
@@ -125,6 +137,58 @@ def continue_from(workspace: str, branch: str) -> Branch:
     ahead = _git(repo, "rev-list", "--count", f"{base}..{rebased}").stdout.strip()
     note = f"continuing from {branch} ({ahead} commit(s) on top of the checkout): Dream starts at its cursor"
     return Branch(repo, branch, base, True, note, False)
+
+
+# `dream review` and `dream revert` commits: made by a person's command, so not Dream's to replace.
+PERSON_SUBJECTS = ("dream: apply held ", "dream: discard held ", "dream: reject held ", "dream: revert ")
+
+
+def is_dreams_own(parents: str, subject: str, trailer: str) -> bool:
+    """A commit dream-run makes, which a rebuild redoes: one parent and a `dream: ...` subject with a
+    Dream-Range trailer, `dream: compact history (...)` or `memory: init` (dream-git-sync.sh's rule)."""
+    if len(parents.split()) != 1 or subject.startswith(PERSON_SUBJECTS):
+        return False
+    if subject.startswith("dream: compact history (") or subject == "memory: init":
+        return True
+    return subject.startswith("dream: ") and bool(trailer.strip())
+
+
+def foreign_commits(repo: Path, base: str, tip: str) -> list[str]:
+    """The commits of the review branch (``tip``) that a rebuild from ``base`` would lose besides
+    Dream's own, one "<short sha> <subject>" each, oldest first; none when the branch's changes are
+    all in ``base`` already (merged in another shape: a squash or rebase merge)."""
+    fmt = "%H%x1f%P%x1f%(trailers:key=Dream-Range,valueonly,separator=%x2C)%x1f%s%x1e"
+    log = _git(repo, "log", "--reverse", f"--format={fmt}", f"{base}..{tip}")
+    if log.returncode != 0:
+        return [f"{tip[:7]} (its commits cannot be listed: {log.stderr.strip()})"]
+    foreign = []
+    for record in log.stdout.split("\x1e"):
+        fields = record.strip("\n").split("\x1f")
+        if len(fields) != 4:
+            continue
+        sha, parents, trailer, subject = fields
+        if not is_dreams_own(parents, subject, trailer):
+            foreign.append(f"{sha[:7]} {subject}")
+    if foreign:
+        # Merging the branch into the base would change nothing: its changes are all there.
+        merged = _git(repo, "merge-tree", "--write-tree", base, tip)
+        base_tree = _git(repo, "rev-parse", f"{base}^{{tree}}").stdout.strip()
+        if merged.returncode == 0 and merged.stdout.split("\n", 1)[0].strip() == base_tree:
+            return []
+    return foreign
+
+
+def refusal(branch: str, why: str, foreign: list[str]) -> str:
+    listed = "".join(f"\n    {line}" for line in foreign)
+    return (
+        f"{branch} does not rebase onto the checkout ({why}), and rebuilding it would drop "
+        f"{len(foreign)} commit(s) on it that Dream did not make and the checkout lacks (a reviewer's?):"
+        f"{listed}\n"
+        f"Not replacing {branch}: Dream did not run and nothing is pushed (update-pr is false). Merge the "
+        f"pull request from {branch} (resolving the conflict), or rebase {branch} onto the default branch "
+        f"yourself, or delete the branch to drop them (git push origin --delete {branch}); the next run "
+        "then continues or rebuilds it."
+    )
 
 
 def pending_holds(workspace: str) -> list[dict[str, Any]]:
@@ -423,7 +487,12 @@ def main(env: Mapping[str, str] | None = None) -> int:
             branch = continue_from(env.get("DREAM_ACTION_WORKSPACE", ".") or ".", continue_branch)
         except ActionInputError as exc:
             print(f"dream-action: error: {exc}", file=sys.stderr)
-            _append(env.get("GITHUB_OUTPUT"), "status=usage_error\nexit-code=2\nchanged=false\ncommits=[]\n")
+            failed = "status=usage_error\nexit-code=2\nchanged=false\ncommits=[]\n"
+            # Whatever went wrong, the review branch is not to be replaced by this checkout.
+            _append(env.get("GITHUB_OUTPUT"), failed + "continued=false\nupdate-pr=false\n")
+            if isinstance(exc, ForeignCommitsError):
+                text = f"### dream {command}: refused (exit 2)\n\n```text\n{exc}\n```\n"
+                _append(env.get("GITHUB_STEP_SUMMARY"), text)
             return 2
         print(f"dream-action: {branch.note}", file=sys.stderr, flush=True)
     print("dream-action: " + " ".join(shlex.quote(a) for a in argv), file=sys.stderr, flush=True)
