@@ -163,8 +163,8 @@ def test_without_watches_every_search_stats_every_file(
 
 
 def test_a_hard_linked_file_edited_under_its_other_name_is_seen(root: Path, tmp_path: Path, watch: StoreWatch) -> None:
-    """No event reaches the store's folder for an edit through another name: such files are
-    stat'ed by every search."""
+    """No event reaches the store's folder for an edit through another name: each listed file is
+    also watched itself (an inode watch, which every name of the file shares), so the edit is seen."""
     cache = tmp_path / "cache"
     other = tmp_path / "elsewhere.md"
     os.link(root / "entities" / "e020.md", other)

@@ -10,13 +10,19 @@ is seen as the per-file ``lstat`` would see it (same size, same second included:
 not depend on what changed), and a change after the drain is seen by the next search. A folder is
 watched before it is listed, so no change falls between the two.
 
+Each listed file is also watched itself, before it is looked at: a change made under another
+name (a hard link elsewhere, made before or after the watch started) raises no event in the
+store's folder, only on the file's inode, which every name shares; making such a link changes the
+link count, an ``IN_ATTRIB`` on that inode too. A name an event named is watched again before its
+``lstat`` (it may hold another inode now). A file whose own watch the kernel refuses for that
+file alone (no read permission, say) is ``lstat``ed every search instead.
+
 Whatever the events cannot vouch for is listed again with one ``lstat`` per file, never answered
 from memory: a queue overflow (``IN_Q_OVERFLOW``), an event on a folder itself or on a subfolder
 (created, removed, renamed, replaced, its mode changed), the watched folder replaced (its inode
-differs), a watch the kernel refused (``ENOSPC`` past ``max_user_watches``: the watch stops for
-good), a symlinked file (its target's folder is not watched), and no inotify at all (not Linux).
-A file with more than one hard link is ``lstat``ed every search (an edit under its other name
-raises no event here).
+differs), a watch the kernel refused (``ENOSPC`` past ``max_user_watches``, ``ENOMEM``: the watch
+stops for good), a symlinked file (its target's folder is not watched), and no inotify at all
+(not Linux).
 
 Not seen by inotify, and so not by this watcher: writes through a shared memory mapping (``mmap``)
 and changes made on another machine of a network file system. One-shot ``dream search`` never
@@ -25,6 +31,7 @@ uses it.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import struct
@@ -50,6 +57,7 @@ IN_UNMOUNT = 0x00002000
 IN_Q_OVERFLOW = 0x00004000
 IN_IGNORED = 0x00008000
 IN_ONLYDIR = 0x01000000
+IN_DONT_FOLLOW = 0x02000000
 IN_ISDIR = 0x40000000
 WATCH_MASK = (
     IN_MODIFY
@@ -63,6 +71,11 @@ WATCH_MASK = (
     | IN_MOVE_SELF
     | IN_ONLYDIR
 )
+# A file's own watch: its inode changed, under whichever name (IN_ATTRIB includes the link count).
+# IN_DONT_FOLLOW: a symlink swapped in is watched itself, never its target.
+FILE_MASK = IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_DONT_FOLLOW
+# Refusals of one file's watch that say the watch cannot go on at all (past max_user_watches).
+_FATAL_WATCH_ERRORS = frozenset({errno.ENOSPC, errno.ENOMEM})
 # Events that say nothing about one file's name: the folder's whole listing is redone.
 _FOLDER_EVENTS = IN_ISDIR | IN_DELETE_SELF | IN_MOVE_SELF | IN_UNMOUNT | IN_IGNORED
 _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len (then the name)
@@ -153,7 +166,8 @@ class _Folder:
         self.dirs: dict[str, int] = {}  # folder (store-relative, no trailing slash) -> descriptor
         self.wds: set[int] = set()
         self.dirty: set[str] = set()
-        self.linked: set[str] = set()  # files with other hard links: lstat'ed every search
+        self.file_wds: dict[str, int] = {}  # file -> its own watch (shared by its hard links)
+        self.unwatched: set[str] = set()  # files whose own watch was refused: lstat'ed every search
         self.valid = True
 
     def close(self) -> None:
@@ -178,6 +192,7 @@ class StoreWatch:
         self._inotify: Inotify | None = inotify()
         self._folders: dict[str, _Folder] = {}
         self._wds: dict[int, tuple[_Folder, str]] = {}  # watch -> (its folder's listing, prefix)
+        self._files: dict[int, list[tuple[_Folder, str]]] = {}  # a file's own watch -> its names
         self._lock = threading.Lock()
         self.full_listings = 0
         self.generation = 0
@@ -195,6 +210,7 @@ class StoreWatch:
             folder.close()
         self._folders.clear()
         self._wds.clear()
+        self._files.clear()
         if self._inotify is not None:
             self._inotify.close()
             self._inotify = None
@@ -251,21 +267,75 @@ class StoreWatch:
                 continue
             watched = self._wds.get(wd)
             if watched is None:
-                continue  # a folder no listing holds any more (moved out, listed again)
+                self._file_event(wd, mask)
+                continue
             state, prefix = watched
             if not name or mask & _FOLDER_EVENTS:
                 state.valid = False
             elif name.endswith(b".md") and not name.startswith(b"."):
                 state.dirty.add(prefix + os.fsdecode(name))
 
+    def _file_event(self, wd: int, mask: int) -> None:
+        """An event on a file's own watch (or on a folder no listing holds any more: moved out,
+        listed again, which names nothing here): each name of that file is looked at again."""
+        names = self._files.get(wd)
+        if names is None:
+            return
+        for state, rel in names:
+            state.dirty.add(rel)
+        if mask & IN_IGNORED:  # the watch is gone (the file deleted): the next look watches anew
+            for state, rel in names:
+                state.file_wds.pop(rel, None)
+            del self._files[wd]
+
+    def _watch_file(self, state: _Folder, fd: int, rel: str) -> None:
+        """Watch the file ``rel`` (in the folder open as ``fd``) itself, before it is looked at:
+        a change after this raises an event whatever name it is made under. A refusal for this
+        file alone leaves it to the lstat of every search; ``ENOSPC``/``ENOMEM`` are raised (the
+        watch stops), ``ENOENT`` means it is gone (its folder's event says so)."""
+        assert self._inotify is not None
+        try:
+            wd = self._inotify.add_watch(f"/proc/self/fd/{fd}/{rel.rpartition('/')[2]}", FILE_MASK)
+        except OSError as e:
+            if e.errno in _FATAL_WATCH_ERRORS:
+                raise
+            self._unmap_file(state, rel)
+            if e.errno != errno.ENOENT:
+                state.unwatched.add(rel)
+            return
+        state.unwatched.discard(rel)
+        if state.file_wds.get(rel) != wd:
+            self._unmap_file(state, rel)
+            state.file_wds[rel] = wd
+            self._files.setdefault(wd, []).append((state, rel))
+
+    def _unmap_file(self, state: _Folder, rel: str) -> None:
+        wd = state.file_wds.pop(rel, -1)
+        names = self._files.get(wd)
+        if names is None:
+            return
+        names[:] = [(s, r) for s, r in names if s is not state or r != rel]
+        if not names:
+            del self._files[wd]
+
+    def _forget(self, state: _Folder) -> None:
+        """Drop a listing no search will use again: its folders' and files' watches (the kernel
+        keeps the watches; a listing made again gets the same ones back) and its descriptors."""
+        for wd in state.wds:
+            self._wds.pop(wd, None)
+        for rel in list(state.file_wds):
+            self._unmap_file(state, rel)
+        state.close()
+
     def _invalidate_all(self) -> None:
         for state in self._folders.values():
             state.valid = False
 
     def _refresh(self, state: _Folder) -> None:
-        """lstat again the names events named (and the hard-linked files); a name that became a
-        link, a folder or anything unexpected makes the folder be listed again."""
-        names = state.dirty | state.linked
+        """lstat again the names events named (and the files without a watch of their own), each
+        watched again first; a name that became a link, a folder or anything unexpected makes
+        the folder be listed again."""
+        names = state.dirty | state.unwatched
         if state.dirty:
             self.generation += 1  # an event named a file: whatever it did, listings may differ
         state.dirty = set()
@@ -277,6 +347,7 @@ class StoreWatch:
                 state.valid = False
                 return
             try:
+                self._watch_file(state, fd, rel)  # before the look: a later change raises an event
                 st = os.lstat(name, dir_fd=fd)
             except FileNotFoundError:
                 st = None
@@ -290,17 +361,14 @@ class StoreWatch:
                 st = None  # a FIFO or a device: the listing skips it too
             if st is None:
                 changed = state.stats.pop(rel, None) is not None or changed
-                state.linked.discard(rel)
+                state.unwatched.discard(rel)
+                self._unmap_file(state, rel)
                 continue
             changed = changed or rel not in state.stats
             old = state.stats.get(rel)
             if old is None or _stat_differs(old, st):
-                self.generation += 1  # a hard-linked file, edited under its other name
+                self.generation += 1  # a file without a watch of its own, changed
             state.stats[rel] = st
-            if st.st_nlink > 1:
-                state.linked.add(rel)
-            else:
-                state.linked.discard(rel)
         if changed:
             state.found = sorted(state.stats)
 
@@ -312,9 +380,7 @@ class StoreWatch:
         answered but not kept (the link's target is not watched)."""
         old = self._folders.pop(folder, None)
         if old is not None:
-            for wd in old.wds:
-                self._wds.pop(wd, None)
-            old.close()
+            self._forget(old)
         state = _Folder(ident)
         inotify = self._inotify
         assert inotify is not None
@@ -324,7 +390,21 @@ class StoreWatch:
             state.dirs[prefix[:-1]] = os.dup(fd)
             state.wds.add(wd)
             self._wds[wd] = (state, prefix)
+            # Its files' own watches, before the listing looks at them (the folder's watch, already
+            # there, tells of a file added since). d_type spares an lstat: a subfolder gets its
+            # folder watch when it is listed, a symlinked file makes the listing not kept.
+            try:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        name = entry.name
+                        if name.endswith(".md") and not name.startswith(".") and entry.is_file(follow_symlinks=False):
+                            self._watch_file(state, fd, prefix + name)
+            except OSError as e:
+                if e.errno in _FATAL_WATCH_ERRORS:
+                    raise
+                unread.append(prefix)  # (EACCES, say) its files are not watched: not kept
 
+        unread: list[str] = []
         self.full_listings += 1
         try:
             found, links = tree.list_markdown_watched(folder, state.stats, watch)
@@ -333,15 +413,12 @@ class StoreWatch:
             state.close()
             self._stop()
             return None
-        if links:
+        if links or unread:
             # Answered from this listing, kept for no other search.
-            for wd in state.wds:
-                self._wds.pop(wd, None)
-            state.close()
+            self._forget(state)
             state.found = found
             state.valid = False
             return state
         state.found = found
-        state.linked = {rel for rel, st in state.stats.items() if st.st_nlink > 1}
         self._folders[folder] = state
         return state

@@ -314,7 +314,9 @@ def _purge_search_index(rt: Runtime, report: ForgetReport, *, dry_run: bool) -> 
     settings = rt.read_settings
     cache = search_cache_dir(settings.env)
     if cache is not None:
-        report.search_index = remove_search_indexes(cache, (rt.root, settings.store), dry_run=dry_run)
+        report.search_index = remove_search_indexes(
+            cache, (rt.root, settings.store), dry_run=dry_run, warnings=report.warnings
+        )
 
 
 def _note_sessions(rt: Runtime, target: rules.Target, report: ForgetReport) -> None:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
-from dream_memory.adapters.search_index import mark
+from dream_memory.adapters.search_index import mark, trust
 from dream_memory.adapters.search_index.files import IndexedText, IndexRows, StatKey, stat_key
 from dream_memory.adapters.search_index.location import KeptIndex, SearchIndex
 from dream_memory.adapters.search_index.match import OpenIndex
@@ -158,7 +158,9 @@ class IndexCache:
             self._read_ns = time.time_ns()
             return self._from_index(self.opened, query, memo)
         big_enough = len(sources) >= self.min_files
-        self._use = big_enough and not self.index.busy
+        self._use = big_enough and not self.index.busy and self.index.refused is None
+        if big_enough and self.index.refused is not None:
+            trust.warn(self.index.refused)  # said only where an index would have been used
         if self.opened is not None and not self._use:
             self.opened.close()
             self.opened = None

@@ -1,5 +1,6 @@
 """Where one store's search index lives (a file under the user's cache folder, never in the
-store), and how it is opened, built, removed and pruned.
+store), and how it is opened, built, removed and pruned; a folder that is not the user's own
+private one (``trust``) is none of these, unless it is the user's own to make private again.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dream_memory.adapters.search_index import mark
+from dream_memory.adapters.search_index import mark, trust
 from dream_memory.adapters.search_index.files import (
     SCHEMA_VERSION,
     FileTable,
@@ -60,6 +61,19 @@ class SearchIndex:
         self.store_real = store_real
         self.busy = False
         self.unsupported = False
+        self._refused: str | None = None
+        self._checked = False
+
+    @property
+    def refused(self) -> str | None:
+        """Why the index's folder is not trusted, or None. Looked at once per search: only the
+        user or root can make a trusted folder untrusted. A folder of the user's own that others
+        may write is first made private, its index files removed (``trust.secure``): they are
+        built again rather than every search reading the files until the user runs chmod."""
+        if not self._checked:
+            self._refused = trust.secure(str(self.path.parent))
+            self._checked = True
+        return self._refused
 
     @classmethod
     def for_store(cls, cache_root: Path, store_real: str) -> SearchIndex | None:
@@ -127,7 +141,10 @@ class SearchIndex:
             return None
 
     def _present(self) -> os.stat_result | None:
-        """The index file's stat, when it is a regular file."""
+        """The index file's stat, when it is a regular file in a trusted folder (another user's
+        index answers nothing here, nor is it removed)."""
+        if self.refused is not None:
+            return None
         try:
             st = os.lstat(self.path)
         except OSError:
@@ -140,9 +157,13 @@ class SearchIndex:
         import secrets
         import sqlite3
 
+        if self.refused is not None:
+            return False
         tmp = self.path.with_name(f".{self.path.name}.{secrets.token_hex(6)}.tmp")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._refused = trust.make_private(str(self.path.parent))
+            if self._refused is not None:
+                return False  # another user made the folder first: nothing of ours goes there
             os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))  # 0600 before SQLite opens it
             db = sqlite3.connect(tmp, isolation_level=None)
             try:
@@ -171,6 +192,8 @@ class SearchIndex:
         mark.record(self.path)
 
     def remove(self) -> None:
+        if self.refused is not None:
+            return  # not ours to clean
         mark.forget(self.path)
         for suffix in ("", "-wal", "-shm", "-journal"):
             with contextlib.suppress(OSError):

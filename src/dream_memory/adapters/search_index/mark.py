@@ -7,6 +7,9 @@ Closing the last connection to an index folds its write-ahead log into the datab
 changes the files but not the content: a connection that closes an index matching the record
 records the result again, so a long-lived reader letting go of its connection does not make the
 next search build the whole index again.
+
+A file of the index that is not the user's own, or that others may write, has no stamp: it is
+never trusted (``trust``), whatever its record says.
 """
 
 from __future__ import annotations
@@ -17,21 +20,32 @@ import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dream_memory.adapters.search_index.trust import owned_private
+
 if TYPE_CHECKING:
     import sqlite3
 
+# A record is one line of six numbers (under 200 bytes); more is not a record of ours.
+_RECORD_BYTES = 1000
+
 
 def stamp(path: Path) -> str | None:
-    """The index files as they are now (an empty write-ahead log and none are the same)."""
+    """The index files as they are now (an empty write-ahead log and none are the same); None
+    when the index is not the user's own (another user's, or writable by others)."""
     try:
         st = os.stat(path)
     except OSError:
         return None
     try:
         wal = os.stat(f"{path}-wal")
-        log = f"{wal.st_ino} {wal.st_size} {wal.st_mtime_ns} {wal.st_ctime_ns}" if wal.st_size else "-"
     except OSError:
         log = "-"
+    else:
+        if not owned_private(wal):
+            return None
+        log = f"{wal.st_ino} {wal.st_size} {wal.st_mtime_ns} {wal.st_ctime_ns}" if wal.st_size else "-"
+    if not owned_private(st):
+        return None
     return f"{st.st_dev} {st.st_ino} {st.st_size} {st.st_mtime_ns} {st.st_ctime_ns} {log}"
 
 
@@ -46,10 +60,19 @@ def trusted(path: Path) -> bool:
 
 
 def recorded(path: Path) -> str | None:
+    """The record, when it is the user's own file (another user's would vouch for their index)."""
     try:
-        return mark_path(path).read_text()
+        fd = os.open(mark_path(path), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not owned_private(os.fstat(fd)):
+            return None
+        return os.read(fd, _RECORD_BYTES).decode()
     except (OSError, UnicodeDecodeError):
         return None
+    finally:
+        os.close(fd)
 
 
 def record(path: Path, seen: str | None = None) -> None:
