@@ -18,6 +18,7 @@ Every write goes through ``fsutil`` (temp + fsync + rename), at the sites ``cons
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -31,7 +32,8 @@ from dream_memory.adapters import fsutil
 from dream_memory.core import jsontext, layout
 from dream_memory.core.consolidation import EntryOrigin, Pending, Progress
 from dream_memory.core.history import max_cursor_bound
-from dream_memory.core.sessions import ParsedSession, keys_to_write, parse_session, with_progress
+from dream_memory.core.sessions import ParsedSession, keys_to_write, parse_session, session_text, with_progress
+from dream_memory.core.surrogates import json_dumps_utf8
 from dream_memory.errors import InputError, LockBusy, WorkspaceError
 
 CONSOLIDATION_LOCK = layout.CONSOLIDATION_LOCK
@@ -76,7 +78,18 @@ def read_session(path: Path) -> SessionSnapshot:
         raise InputError(f"{path} is a folder, not a session file") from None
     except OSError as exc:
         raise WorkspaceError(f"cannot read session file {path}: {fsutil.describe_os_error(exc)}") from exc
-    return SessionSnapshot(path, signature, parse_session(data.decode("utf-8", errors="replace")))
+    return SessionSnapshot(path, signature, parse_session(session_text(data)))
+
+
+def consolidated_prefix(parsed: ParsedSession, messages: int) -> str | None:
+    """What a session's first ``messages`` messages hold (their ``identity``, so a save that only
+    re-serialises them keeps it); None when it holds fewer."""
+    if messages > parsed.message_count:
+        return None
+    digest = hashlib.sha256()
+    for record in parsed.records[: parsed.index_after_messages(messages)]:
+        digest.update(record.identity.encode("ascii"))
+    return digest.hexdigest()[:16]
 
 
 # --- memory/.consolidation.json --------------------------------------------------------------------
@@ -98,7 +111,9 @@ class ConsolidationState:
         }
         if self.origins:
             data["entries"] = {str(cursor): self.origins[cursor].to_json() for cursor in sorted(self.origins)}
-        return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+        # A pending entry may quote a lone surrogate (an emoji cut in half in a session, a byte
+        # of an unreadable line): UTF-8 cannot encode it, its escape round-trips unchanged.
+        return json_dumps_utf8(data, indent=1) + "\n"
 
 
 class ConsolidationStore:
@@ -275,7 +290,7 @@ def is_in_nanobot_store(path: Path) -> bool:
 
 @dataclass(frozen=True)
 class MetadataUpdate:
-    status: str  # "written" | "unchanged" | "skipped"
+    status: str  # "written" | "unchanged" | "skipped" | "replaced"
     detail: str = ""
 
 
@@ -287,7 +302,9 @@ def session_lock_path(path: Path) -> Path:
     return path.with_name(path.name + ".lock")
 
 
-def update_last_consolidated(path: Path, value: int, *, timeout: float = SESSION_LOCK_TIMEOUT) -> MetadataUpdate:
+def update_last_consolidated(
+    path: Path, value: int, *, prefix: str | None = None, timeout: float = SESSION_LOCK_TIMEOUT
+) -> MetadataUpdate:
     """Write the consolidated-message count ``value`` into the session file's metadata line, under
     the field(s) the agent reads (``keys_to_write``: nanobot 0.3.5 reads ``last_archived``).
 
@@ -295,7 +312,10 @@ def update_last_consolidated(path: Path, value: int, *, timeout: float = SESSION
     other byte and line stays as it was. Done under ``session_lock_path``. The file is replaced
     atomically; it is re-read if it changed between the read and the write (a writer that does
     not honour the lock), so a message appended meanwhile is never dropped. A value that would
-    move the watermark backwards is not written.
+    move the watermark backwards is not written. ``prefix`` (``consolidated_prefix`` of the
+    session as consolidated): the value is written only while the file's first ``value`` messages
+    are still those; a session reset meanwhile (a new file, other messages) is left alone, status
+    ``replaced``, or its first messages would count as consolidated and never reach history.
     """
     lock_path = session_lock_path(path)
     lock = filelock.FileLock(str(lock_path), timeout=timeout)
@@ -307,7 +327,7 @@ def update_last_consolidated(path: Path, value: int, *, timeout: float = SESSION
         return MetadataUpdate("skipped", f"cannot take {lock_path.name}: {fsutil.describe_os_error(exc)}")
     try:
         for _ in range(5):
-            update = _try_update(path, value)
+            update = _try_update(path, value, prefix)
             if update is not None:
                 return update
         return MetadataUpdate("skipped", "the file kept changing while it was updated (a writer ignores the lock)")
@@ -315,7 +335,7 @@ def update_last_consolidated(path: Path, value: int, *, timeout: float = SESSION
         lock.release()
 
 
-def _try_update(path: Path, value: int) -> MetadataUpdate | None:
+def _try_update(path: Path, value: int, prefix: str | None) -> MetadataUpdate | None:
     """One read and write of the metadata line; None when the file changed in between (so the
     caller reads it again)."""
     try:
@@ -333,6 +353,11 @@ def _try_update(path: Path, value: int) -> MetadataUpdate | None:
     current = _current_value(line)
     if current is None:
         return MetadataUpdate("skipped", "the first line is not a metadata line")
+    if prefix is not None and consolidated_prefix(parse_session(session_text(data)), value) != prefix:
+        return MetadataUpdate(
+            "replaced",
+            f"the file no longer holds the {value} message(s) consolidated (the session was reset or replaced)",
+        )
     keys = keys_to_write(line, nanobot_store=is_in_nanobot_store(path))
     if current >= value and all(_key_value(line, k) == current for k in keys):
         return MetadataUpdate("unchanged", f"{' and '.join(keys)} already {current}")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from dream_memory.core.surrogates import json_dumps_utf8
 from dream_memory.errors import InputError
 
 TIMESTAMP_FORMAT = "%Y-%m-%d %H:%M"
@@ -38,15 +39,9 @@ class HistoryEntry:
         obj: dict[str, object] = {"cursor": self.cursor, "timestamp": self.timestamp, "content": self.content}
         if self.session_key is not None:
             obj["session_key"] = self.session_key
-        line = json.dumps(obj, ensure_ascii=False)
-        if _LONE_SURROGATE.search(line):
-            # Undecodable bytes (a non-UTF-8 argv, say) arrive as lone surrogates, which UTF-8
-            # cannot encode; escaped, they still round-trip through json.loads unchanged.
-            line = json.dumps(obj, ensure_ascii=True)
-        return line
-
-
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+        # Undecodable bytes (a non-UTF-8 argv, say) arrive as lone surrogates, which UTF-8
+        # cannot encode; escaped, they still round-trip through json.loads unchanged.
+        return json_dumps_utf8(obj)
 
 
 @dataclass(frozen=True)

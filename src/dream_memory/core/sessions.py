@@ -157,8 +157,29 @@ class ParsedSession:
         return len(self.records)
 
 
+# Bytes that are not UTF-8 are kept in a line's text as these lone surrogates (surrogateescape),
+# so an unreadable line can be archived with its original bytes recoverable.
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def session_text(data: bytes) -> str:
+    """A session file's bytes as text; ``.encode("utf-8", "surrogateescape")`` gives them back."""
+    return data.decode("utf-8", errors="surrogateescape")
+
+
+def readable(raw: str) -> str:
+    """A line as it reads, bytes that are not UTF-8 as U+FFFD: what a message holds, and what
+    fingerprints hash (so they match those recorded when files were read that way)."""
+    if raw.isascii() or not _ESCAPED_BYTE.search(raw):
+        return raw
+    try:
+        return raw.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate that no byte became: not from a file
+        return raw
+
+
 def line_fingerprint(raw: str) -> str:
-    return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return hashlib.sha256(readable(raw).encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def _text(content: Any) -> str:
@@ -245,7 +266,7 @@ def is_private_line(raw: str) -> bool:
 
 
 def parse_record(raw: str, line_no: int) -> SessionRecord:
-    text = raw.rstrip("\r")
+    text = readable(raw).rstrip("\r")
     try:
         obj = json.loads(text)
     except (ValueError, RecursionError) as exc:
@@ -306,7 +327,7 @@ def parse_session(text: str) -> ParsedSession:
         if not raw.strip():
             continue
         if meta.line_no is None and not records:
-            found = _metadata(raw, line_no)
+            found = _metadata(readable(raw), line_no)
             if found is not None:
                 meta = found
                 continue

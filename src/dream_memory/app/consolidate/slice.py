@@ -12,6 +12,7 @@ from dream_memory.adapters.sessions import (
     ConsolidationState,
     ConsolidationStore,
     SessionSnapshot,
+    consolidated_prefix,
     history_cursor_bound,
     is_in_nanobot_store,
     progress_key,
@@ -40,6 +41,7 @@ from dream_memory.core.consolidation import (
     resume_point,
 )
 from dream_memory.core.sessions import (
+    ParsedSession,
     key_from_file_name,
     record_tokens,
     safe_cuts,
@@ -205,7 +207,7 @@ def _consolidate(session: _Session) -> None:
     plan = decision.plan
     if plan is None:
         # Only a position valid for the file as it is now (never a stale one after a reset).
-        _update_session_file(ctx, parsed.messages_before(start), session.path, result)
+        _update_session_file(session, parsed, parsed.messages_before(start))
         return
     chosen = records[plan.start : plan.end]
     result.lines = (chosen[0].line_no, chosen[-1].line_no)
@@ -221,7 +223,7 @@ def _consolidate(session: _Session) -> None:
     _land(session, key, entries, progress, parsed.messages_before(plan.start) + 1)
     result.outcome = OUTCOME_CONSOLIDATED
     result.last_consolidated = progress.messages
-    _update_session_file(ctx, progress.messages, session.path, result)
+    _update_session_file(session, parsed, progress.messages)
 
 
 def _land(
@@ -273,17 +275,22 @@ def _land(
         raise
 
 
-def _update_session_file(ctx: ConsolidateContext, messages: int, path: Path, result: SessionReport) -> None:
+def _update_session_file(session: _Session, parsed: ParsedSession, messages: int) -> None:
     """--update-sessions. A failure here is reported but fails nothing: the slice is archived and
     the progress recorded; the next run writes the value again."""
+    ctx, result = session.ctx, session.result
     if not ctx.options.update_sessions or ctx.options.dry_run or messages <= 0:
         return
     try:
-        update = update_last_consolidated(path, messages)
+        # The model call may take minutes; the count is only true of the file as it was read.
+        update = update_last_consolidated(session.path, messages, prefix=consolidated_prefix(parsed, messages))
     except DreamError as exc:
         result.session_file = f"failed: {exc.message}"
         result.notes.append(f"last_consolidated was not written back: {exc.message}")
         return
     result.session_file = f"{update.status}: {update.detail}" if update.detail else update.status
-    if update.status == "skipped":
+    if update.status in ("skipped", "replaced"):
         result.notes.append(f"last_consolidated was not written back: {update.detail}")
+    if update.status == "replaced":
+        # The next run sees the reset and consolidates the new session from its own watermark.
+        session.report.warnings.append(f"{session.rel}: last_consolidated was not written back: {update.detail}")

@@ -49,6 +49,7 @@ from dream_memory.core.prompts import (
     SEARCH_MARK,
     numbered_facts,
 )
+from dream_memory.core.surrogates import replace_lone_surrogates
 from dream_memory.core.write_policy import pinned_section_in
 from dream_memory.errors import BadReply
 
@@ -248,6 +249,11 @@ class OfflineModel:
         self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] | None = None, purpose: str = ""
     ) -> ChatReply:
         prompt = _user_text(messages)
+        if CONSOLIDATION_MARKER not in prompt:
+            # Memory files are UTF-8: half an emoji (a lone surrogate) kept in history made every
+            # edit quoting it refused, the batch failed on every run. A remote model is sent
+            # U+FFFD for it (adapters/llm.py); so is this one. A summary keeps it, escaped.
+            prompt = replace_lone_surrogates(prompt)
         if tools:
             reply = self._phase2(messages, prompt)
         elif CONSOLIDATION_MARKER in prompt:
