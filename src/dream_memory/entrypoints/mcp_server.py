@@ -29,6 +29,7 @@ from pydantic import Field
 from dream_memory import __version__
 from dream_memory.app.read import ReaderScope, ReadStore, StoreWatch, as_reader_scope, hint_for
 from dream_memory.core.search import MAX_QUERY_CHARS, MAX_RESULTS_LIMIT
+from dream_memory.core.surrogates import escape_lone_surrogates
 from dream_memory.errors import EXIT_USAGE, DreamError, InputError
 
 if TYPE_CHECKING:
@@ -106,8 +107,26 @@ AsOfArg = Annotated[
 ReaderFactory = Callable[..., ReadStore]
 
 
+# Undecodable bytes (a non-UTF-8 `dream append` argument, kept by surrogateescape) reach history
+# entries, and so `dream_why`, search and the context block, as lone surrogates. The SDK's
+# serializer cannot encode them as UTF-8 and fails to send the reply at all, so they go out as the
+# visible escape the CLI's text shows (``\udcff``); everything else is sent as is.
+_text = escape_lone_surrogates
+
+
+def _wire(value: Any) -> Any:
+    """A reply's structured content with every lone surrogate escaped (``_text``)."""
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, dict):
+        return {_wire(k): _wire(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_wire(v) for v in value]
+    return value
+
+
 def _result(text: str, data: dict[str, Any]) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+    return CallToolResult(content=[TextContent(type="text", text=_text(text))], structured_content=_wire(data))
 
 
 @contextlib.contextmanager
@@ -116,7 +135,7 @@ def _tool_errors() -> Iterator[None]:
     try:
         yield
     except DreamError as exc:
-        raise ToolError(str(exc)) from exc
+        raise ToolError(_text(str(exc))) from exc
 
 
 @contextlib.contextmanager
@@ -124,7 +143,7 @@ def _resource_errors() -> Iterator[None]:
     try:
         yield
     except DreamError as exc:
-        raise ResourceError(str(exc)) from exc
+        raise ResourceError(_text(str(exc))) from exc
 
 
 @contextlib.contextmanager
@@ -135,7 +154,7 @@ def _prompt_errors() -> Iterator[None]:
         yield
     except DreamError as exc:
         code = INVALID_PARAMS if exc.exit_code == EXIT_USAGE else INTERNAL_ERROR
-        raise MCPError(code, str(exc)) from exc
+        raise MCPError(code, _text(str(exc))) from exc
 
 
 # --- tools -----------------------------------------------------------------------------------------
@@ -225,7 +244,7 @@ def register_resources(server: MCPServer, reader: ReaderFactory) -> None:
     )
     def index() -> str:
         with _resource_errors(), reader() as store:
-            return store.index_page(hint=lambda n: "dream_search or dream_resolve to find an entity").text
+            return _text(store.index_page(hint=lambda n: "dream_search or dream_resolve to find an entity").text)
 
     @server.resource(
         "memory://entities/{name}",
@@ -236,7 +255,7 @@ def register_resources(server: MCPServer, reader: ReaderFactory) -> None:
     )
     def entity(name: str) -> str:
         with _resource_errors(), reader() as store:
-            return store.entity(name, hint=hint_for("mcp", "entity")).text
+            return _text(store.entity(name, hint=hint_for("mcp", "entity")).text)
 
     @server.resource(
         "memory://sections/{name}",
@@ -247,7 +266,7 @@ def register_resources(server: MCPServer, reader: ReaderFactory) -> None:
     )
     def section(name: str) -> str:
         with _resource_errors(), reader() as store:
-            return store.section(name, hint=hint_for("mcp", "section")).text
+            return _text(store.section(name, hint=hint_for("mcp", "section")).text)
 
 
 # --- extension point: issue 10 ---------------------------------------------------------------------
@@ -261,7 +280,7 @@ def register_context(server: MCPServer, runtime: Callable[[], Runtime], who: Rea
     from dream_memory.app.context import ContextRequest, context
 
     def block(budget: int | None, path: str | None) -> str:
-        return context(runtime(), ContextRequest(budget=budget, work_path=path, scope=who)).text
+        return _text(context(runtime(), ContextRequest(budget=budget, work_path=path, scope=who)).text)
 
     @server.resource(
         "memory://context",

@@ -11,6 +11,7 @@ from dream_memory.core.chat import Usage
 from dream_memory.core.consolidation import (
     Budget,
 )
+from dream_memory.errors import DreamError
 
 STATUS_OK = "ok"
 STATUS_NOTHING = "nothing_to_do"
@@ -86,6 +87,7 @@ class ConsolidateReport:
     duration_s: float = 0.0
     stopped_by: int | None = None  # the signal that stopped the run (status interrupted, exit 128 + it)
     notes: list[str] = field(default_factory=list)
+    failed_exit: int = 1  # 2 when the workspace must be fixed first (permissions, a folder in the way)
 
     @property
     def exit_code(self) -> int:
@@ -127,3 +129,31 @@ def status_of(report: ConsolidateReport) -> str:
     if OUTCOME_CONSOLIDATED in outcomes or report.recovered:
         return STATUS_OK
     return STATUS_NOTHING
+
+
+def record_failure(report: ConsolidateReport, exc: BaseException) -> None:
+    """``exc`` ended the run (a lock or state file it cannot write, templates it cannot create):
+    status failed, the error and its hint in ``errors``, the error's exit code. Sessions that
+    landed before it stay listed."""
+    if isinstance(exc, DreamError):
+        report.errors.append(f"{exc.message} ({exc.hint})" if exc.hint else exc.message)
+        report.failed_exit = exc.exit_code
+    elif isinstance(exc, OSError):
+        from dream_memory.adapters.fsutil import os_error
+
+        error = os_error(exc, "use")
+        report.errors.append(f"{error.message} ({error.hint})" if error.hint else error.message)
+        report.failed_exit = error.exit_code
+    else:
+        report.errors.append("the input is nested too deeply to be read")
+        report.failed_exit = 2
+    report.status = STATUS_FAILED
+
+
+def unstarted_report(workspace: str, model: str | None, budget: int | None, exc: BaseException) -> ConsolidateReport:
+    """The report of a run that could not start (config, model, templates it cannot create): a
+    scheduler reading stdout still gets a report naming the error, as for `dream run`."""
+    known = Budget(budget, "--budget") if budget is not None else Budget(0, "unknown: the run did not start")
+    report = ConsolidateReport(workspace=workspace, model=model or "", budget=known)
+    record_failure(report, exc)
+    return report

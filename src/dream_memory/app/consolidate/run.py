@@ -43,15 +43,17 @@ from dream_memory.app.consolidate.report import (
     OUTCOME_FAILED,
     OUTCOME_INTERRUPTED,
     OUTCOME_NOT_ATTEMPTED,
+    STATUS_FAILED,
     STATUS_LOCKED,
     ConsolidateReport,
     SessionReport,
+    record_failure,
     status_of,
 )
 from dream_memory.app.consolidate.slice import one_session
 from dream_memory.app.consolidate.stopping import StoppableModel
 from dream_memory.app.progress import SessionEnded, emitter
-from dream_memory.errors import LockBusy
+from dream_memory.errors import DreamError, LockBusy
 
 
 def consolidate_sessions(ctx: ConsolidateContext, paths: Sequence[Path]) -> ConsolidateReport:
@@ -62,17 +64,21 @@ def consolidate_sessions(ctx: ConsolidateContext, paths: Sequence[Path]) -> Cons
     ctx = replace(ctx, model=StoppableModel(ctx.model, ctx.stop), progress=emitter(ctx.progress, ctx.redactor))
     started = ctx.clock.monotonic()
     store = ConsolidationStore(ctx.root)
-    if opts.dry_run:
-        _dry_run(ctx, store, paths, report)
-    else:
-        try:
+    try:
+        if opts.dry_run:
+            _dry_run(ctx, store, paths, report)
+        else:
             with consolidation_lock(ctx.root):
                 _locked_run(ctx, store, paths, report)
-        except LockBusy as exc:
-            report.status = STATUS_LOCKED
-            report.errors.append(exc.message)
+    except LockBusy as exc:
+        report.status = STATUS_LOCKED
+        report.errors.append(exc.message)
+    except (DreamError, OSError) as exc:
+        # A lock or state file that cannot be read or written (a read-only folder, a full disk):
+        # the run ends here and its report still says so, listing what landed before.
+        record_failure(report, exc)
     report.duration_s = ctx.clock.monotonic() - started
-    if report.status != STATUS_LOCKED:
+    if report.status not in (STATUS_LOCKED, STATUS_FAILED):
         report.status = status_of(report)
     return report
 

@@ -5,7 +5,6 @@ read side is ``app.provenance``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +14,7 @@ from dream_memory.app.dream.report import NO_FACT_ASKED, BatchRecord
 from dream_memory.core.facts import Fact, parse_facts
 from dream_memory.core.history import HistoryEntry
 from dream_memory.core.provenance import BODY_FACT, BODY_FACTS, BODY_REMOVED, NOTE_VERSION, attribute
+from dream_memory.core.surrogates import json_dumps_utf8
 
 _BODY_LIMIT = 40  # facts or removals listed in a commit body; the note holds them all
 
@@ -84,8 +84,15 @@ def save_note(git: GitStore, record: BatchRecord, entries: Sequence[HistoryEntry
     if record.commit is None or not record.found:
         return
     payload = note_payload(record, entries, model, created)
-    data = (json.dumps(payload, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+    data = _note_bytes(payload)
     write_note(git, record.commit, data, f"dream: provenance of {record.commit[:10]}")
+
+
+def _note_bytes(payload: dict[str, Any]) -> bytes:
+    """A note as UTF-8, readable text. A lone surrogate (a history entry appended from non-UTF-8
+    bytes) cannot be encoded as UTF-8 and would fail the batch after its commit; escaped, it
+    reads back through json.loads as the same text."""
+    return (json_dumps_utf8(payload, indent=1) + "\n").encode("utf-8")
 
 
 def held_facts(rendered: Sequence[str]) -> list[Fact]:
@@ -132,5 +139,5 @@ def save_accept_note(
         "removed": [r.to_json() for r in attribution.removed],
         "entries": [],  # the cited entries are in history.jsonl or the archive; the batch's note has copies
     }
-    data = (json.dumps(payload, ensure_ascii=False, indent=1) + "\n").encode("utf-8")
+    data = _note_bytes(payload)
     write_note(git, commit, data, f"dream: provenance of {commit[:10]}")

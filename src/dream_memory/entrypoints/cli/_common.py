@@ -155,9 +155,17 @@ def runtime(
     return rt
 
 
+def json_text(value: Any) -> str:
+    """The one rendering of every JSON face (reports, ``--json``, ``--report FILE``): exact (every
+    string as it is) and always valid UTF-8. A lone surrogate (undecodable bytes of an argument or
+    a file, kept by surrogateescape) is written as its ``\\udcXX`` escape, which UTF-8 can carry
+    and any JSON reader turns back into the same string; nothing a terminal acts on is left raw."""
+    return json_for_terminal(value)
+
+
 def emit_json(value: Any) -> None:
-    """JSON on stdout: exact (every string as it is), with nothing a terminal would act on."""
-    click.echo(json_for_terminal(value))
+    """JSON on stdout (``json_text``)."""
+    click.echo(json_text(value))
 
 
 def echo(text: str = "", *, nl: bool = True) -> None:

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
 
-from dream_memory.entrypoints.cli._common import command, json_option, runtime, workspace_options
+from dream_memory.entrypoints.cli._common import command, emit_json, json_option, runtime, workspace_options
 from dream_memory.entrypoints.cli.progress import progress_options, renderer
 
 
@@ -99,9 +98,12 @@ def consolidate(
     SIGINT / SIGTERM (a second signal stops at once; the next run finishes the slice).
     """
     from dream_memory.app import outcome
+    from dream_memory.app.consolidate.report import unstarted_report
     from dream_memory.app.dream.stopping import exit_at_once, stop_on_signals
     from dream_memory.app.runs import ConsolidateRequest
     from dream_memory.app.runs import consolidate as run_consolidate
+    from dream_memory.errors import DreamError
+    from dream_memory.settings import load_read_settings
 
     request = ConsolidateRequest(
         model=model,
@@ -116,12 +118,20 @@ def consolidate(
     render = renderer(quiet, verbose, log_format)
     # Held until the command returns (click closes it): the report is printed even after a signal.
     stop = click.get_current_context().with_resource(stop_on_signals(line=render.signal_line))
-    rt = runtime(workspace, config_path)
-    rt.log = render.log
-    result = run_consolidate(rt, request, stop=stop, progress=render)
+    try:
+        rt = runtime(workspace, config_path)
+        rt.log = render.log
+        result = run_consolidate(rt, request, stop=stop, progress=render)
+    except (DreamError, OSError, RecursionError) as exc:
+        # Stopped before it could start (config, model, templates it cannot create on a full
+        # disk or a read-only folder): the report is printed all the same, status failed with the
+        # error; the error itself then ends the command with its own exit code, as for `dream run`.
+        root = load_read_settings(workspace).workspace
+        emit_json(unstarted_report(str(root), model, budget, exc).to_json())
+        raise
     report = result.to_json()
     del as_json  # the report is JSON either way (docs/reference/commands.md)
-    click.echo(json.dumps(report, indent=2, ensure_ascii=False))
+    emit_json(report)
     render.note(_summary(report))
     code = outcome.exit_code(result)
     if stop.requested:

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from dream_memory.entrypoints.cli._common import command, echo, emit_json, json_option, note, runtime, workspace_options
+from dream_memory.entrypoints.cli._common import (
+    command,
+    echo,
+    emit_json,
+    json_option,
+    json_text,
+    note,
+    runtime,
+    workspace_options,
+)
 from dream_memory.entrypoints.cli.progress import progress_options, renderer
 
 if TYPE_CHECKING:
@@ -138,10 +146,10 @@ def run(
         # reading stdout still gets a report saying so; the error itself ends the command as usual.
         if _json_out(as_json):
             root = load_read_settings(workspace).workspace
-            click.echo(json.dumps(unstarted_report(root, model, exc).to_json(), indent=2, ensure_ascii=False))
+            emit_json(unstarted_report(root, model, exc).to_json())
         raise
     code = outcome.exit_code(report)
-    text = json.dumps(report.to_json(), indent=2, ensure_ascii=False)
+    text = json_text(report.to_json())  # stdout and --report FILE: the same valid UTF-8
     if _json_out(as_json):
         click.echo(text)  # first: whatever happens to the report file, stdout has the report
         render.note(_summary(report.to_json()))
@@ -221,7 +229,7 @@ def demo(model: str | None, keep: bool, as_json: bool, workspace: str | None, co
         emit_json({"workspace": kept, "report": report, "latest": done.latest.to_json()})
         note(_summary(report))
     else:
-        click.echo(json.dumps(report, indent=2, ensure_ascii=False))
+        emit_json(report)
         note(_summary(report))
         click.echo("")
         click.echo("$ dream log")
