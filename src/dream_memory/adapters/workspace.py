@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -10,7 +12,7 @@ from pathlib import Path
 
 from dream_memory.adapters import fsutil
 from dream_memory.core import layout
-from dream_memory.errors import NoWorkspace, WorkspaceError
+from dream_memory.errors import NoWorkspace
 
 TEMPLATE_FILES: tuple[str, ...] = (layout.SOUL, layout.USER, layout.MEMORY, layout.PROMPTS_README)
 
@@ -50,17 +52,35 @@ def init_workspace(root: Path, *, guide_notes: bool = True) -> list[str]:
             hint="give --workspace (or DREAM_WORKSPACE) a folder path: a new one, or an existing workspace",
         )
     created: list[str] = []
+    path = root
     try:
         for folder in ("memory", layout.SKILLS_DIR, *(("prompts",) if guide_notes else ())):
-            (root / folder).mkdir(parents=True, exist_ok=True)
+            path = root / folder
+            _make_folder(path)
         for rel in TEMPLATE_FILES if guide_notes else layout.DURABLE_FILES:
             path = root / rel
             if not path.exists():
                 fsutil.atomic_write(path, template_text(rel), site="template")
                 created.append(rel)
     except OSError as exc:
-        raise WorkspaceError(f"cannot create workspace {root}: {fsutil.describe_os_error(exc)}") from exc
+        # The one table decides the exit code: no permission, a read-only filesystem or a file in
+        # the way is exit 2 (fix the workspace first), a full disk exit 1 (running again may work).
+        # A folder's own error names the part of its path that failed; a template's names the
+        # temp file it was writing, so the template is named instead.
+        where = exc.filename if isinstance(exc, NotADirectoryError) and exc.filename else path
+        raise fsutil.os_error(exc, f"create workspace {root}:", where) from exc
     return created
+
+
+def _make_folder(path: Path) -> None:
+    """``path`` as a folder, with its parents. A file in the way (there, or where one of its
+    parents belongs) is reported as the ENOTDIR it is, naming that file, so the hint says which
+    file to move away; mkdir itself says a bare EEXIST, or names the folder it was asked for."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        blocker = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), path)
+        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(blocker)) from exc
 
 
 def is_workspace(root: Path) -> bool:

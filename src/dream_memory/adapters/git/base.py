@@ -21,6 +21,7 @@ from dulwich.repo import Repo
 from dream_memory.adapters.rooted import RootedDir
 from dream_memory.core import layout
 from dream_memory.core.ports import Clock
+from dream_memory.core.surrogates import escape_lone_surrogates
 from dream_memory.core.versions import parse_identity
 from dream_memory.errors import DreamError, VersionStoreError
 
@@ -85,6 +86,14 @@ def git_iter_errors(func: Callable[P, Iterator[R]]) -> Callable[P, Iterator[R]]:
 
 def oid(sha: str | bytes) -> ObjectID:
     return ObjectID(sha.encode("ascii") if isinstance(sha, str) else sha)
+
+
+def message_bytes(text: str) -> bytes:
+    """A commit, note or reflog message as UTF-8, always encodable. Strict UTF-8 fails on a lone
+    surrogate in a model's fact or an entry's text after the memory edits were made, losing the
+    batch's commit; each one is written as its visible escape (``\\udcff``), the way the JSON
+    faces show it, so the commit lands and nothing of the message is dropped."""
+    return escape_lone_surrogates(text).encode("utf-8")
 
 
 def local_branches(repo: Repo) -> dict[bytes, bytes]:

@@ -20,7 +20,7 @@ from dulwich.objects import Commit, ObjectID, ShaFile, Tree
 from dulwich.refs import Ref
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.git.base import git_errors, oid
+from dream_memory.adapters.git.base import git_errors, message_bytes, oid
 from dream_memory.adapters.git.store import GitStore
 from dream_memory.errors import VersionStoreError
 
@@ -124,7 +124,7 @@ def write_note(store: GitStore, sha: str, content: bytes, message: str, ref: str
     when, offset = store._signature()
     commit.author_time = commit.commit_time = when
     commit.author_timezone = commit.commit_timezone = offset
-    commit.message = (message.rstrip("\n") + "\n").encode("utf-8")
+    commit.message = message_bytes(message.rstrip("\n") + "\n")
     collected.add_object(commit)
     # One durable write of the note's objects (blob, trees, commit) before the ref names them,
     # as a batch's commit is written: one group of fsyncs instead of one fsync after another.

@@ -21,7 +21,7 @@ from dulwich.refs import Ref
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import packing
-from dream_memory.adapters.git.base import DAMAGE, EXEC_MODE, FILE_MODE, git_errors, oid
+from dream_memory.adapters.git.base import DAMAGE, EXEC_MODE, FILE_MODE, git_errors, message_bytes, oid
 from dream_memory.adapters.git.worktree import Worktree, together
 from dream_memory.errors import VersionStoreError
 
@@ -174,7 +174,7 @@ class Writing(Worktree):
         when, offset = self._signature()
         commit.author_time = commit.commit_time = when
         commit.author_timezone = commit.commit_timezone = offset
-        commit.message = (message.rstrip("\n") + "\n").encode("utf-8")
+        commit.message = message_bytes(message.rstrip("\n") + "\n")
         add(commit)
         # Durable before the ref (or anything else) can point at them.
         sha = commit.id.decode("ascii")
@@ -189,7 +189,7 @@ class Writing(Worktree):
         """Point the checked-out branch (or a detached HEAD) at ``new`` if it still is at ``base``."""
         chain, _ = self.repo.refs.follow(Ref(b"HEAD"))
         ref = chain[-1] if chain else Ref(b"HEAD")
-        message = b"commit: " + subject.encode("utf-8")
+        message = message_bytes("commit: " + subject)
         when, offset = self._signature()
         fsutil.checkpoint("git.ref", Path(self.repo.controldir()) / ref.decode("utf-8", "replace"))
         try:
