@@ -5,7 +5,11 @@
 #     change, holdSoulChanges) is held: the hold record reaches the remote's dream/memory and the
 #     pull request's body lists it; (2) nothing new: 0 model requests; (3) the agent pushed entry
 #     3: only that batch is dreamt, on top of the branch; (4) after the reviewer merged, nothing
-#     new: 0 model requests and the branch is deleted (the pull request closed);
+#     new: 0 model requests and the branch is deleted (the pull request closed). The workflow's
+#     own step pushes dream/memory with a lease against the tip its checkout saw (its absence in
+#     run 1), and deletes it in run 4; create-pull-request then finds the branch equal to the
+#     checkout and pushes nothing (tests/deploy/test_review_pr_lease.py proves the refusal when a
+#     reviewer pushed meanwhile);
 #   - docs/examples/dream-direct.yml on a schedule event: Dream's commit reaches the default branch.
 # Schedule events are given as GitHub sends them, with no repository.default_branch (act would
 # otherwise invent "master"). Model requests are counted at the scripted server. The pinned
@@ -146,6 +150,8 @@ for sha in $(git --git-dir "$remote" log --format='%H %s' main..dream/memory -- 
   noted=$((noted + 1))
 done
 [ "$noted" -gt 0 ] || die "run 1: no Dream commit on dream/memory changed a memory file"
+grep -q "dream/memory is at .*(leased against its absence)" "$work/pr1.log" \
+  || die "run 1: the workflow did not push dream/memory with a lease against its absence"
 record "- dream-pr.yml run 1 (schedule): $made model requests, ${secs} s; batch 1 committed, batch 2 held as \`$held_id\`: the hold record and cursor 2 are on the remote's dream/memory, the open pull request's body lists the hold and shows sources for all $sourced added line(s), the $noted Dream commit(s) that changed memory have their notes on the remote, the step summary says \"held for review | 1\""
 
 act_schedule pr2 dream.yml
@@ -166,6 +172,10 @@ act_schedule pr3 dream.yml
 [ "$(branch_file memory/.dream_cursor)" = 3 ] || die "run 3: dream/memory's cursor is not 3"
 ahead=$(git --git-dir "$remote" rev-list --count main..dream/memory)
 [ "$ahead" -eq 3 ] || die "run 3: dream/memory is $ahead commits ahead of main; expected 3 (batch 1, the hold, batch 3)"
+grep -q "dream/memory is at .*(leased against [0-9a-f]\{40\})" "$work/pr3.log" \
+  || die "run 3: the workflow did not push the rebased dream/memory with a lease against the tip its checkout saw"
+grep -q "create-pull-request (stand-in): not-updated pull request" "$work/pr3.log" \
+  || die "run 3: create-pull-request did not find dream/memory already pushed"
 record "- run 3 (the agent pushed entry 3 to main): $made model requests, for that entry only (${secs} s); dream/memory = main + 3 commits, cursor 3"
 
 # The reviewer merges the pull request (a merge commit; the branch is left, as without auto-delete).
@@ -176,6 +186,8 @@ g -C "$agent" push -q origin HEAD:refs/heads/main
 act_schedule pr4 dream.yml
 [ "$made" -eq 0 ] || die "run 4 (merged, nothing new) made $made model requests; expected 0"
 git --git-dir "$remote" rev-parse -q --verify refs/heads/dream/memory >/dev/null && die "run 4: dream/memory is still on the remote after the merge"
+grep -q "dream/memory deleted: nothing on it beyond main (leased against" "$work/pr4.log" \
+  || die "run 4: dream/memory was not deleted by the workflow's leased step"
 record "- run 4 (after the merge, nothing new): **0 model requests**, dream/memory deleted from the remote (${secs} s)"
 
 # ---- dream-direct.yml on a schedule event --------------------------------------------------------

@@ -205,20 +205,45 @@ def test_examples_least_privilege_and_pinned(name: str) -> None:
 
 
 def test_pr_example_opens_one_pr_from_a_fixed_branch() -> None:
-    """One PR from dream/memory; Dream continues from that branch (all branches fetched); the PR
-    step runs whenever the checkout may replace the branch (after a failed Dream step too, never
-    after a rebuild that failed), so holds, cursors and committed batches all reach the branch."""
+    """One PR from dream/memory; Dream continues from that branch (all branches fetched). The
+    workflow pushes the branch itself, leased against the tip its checkout saw, whenever the
+    checkout may replace it (after a failed Dream step too, never after a rebuild that failed), so
+    holds, cursors and committed batches all reach it; create-pull-request, whose own lease is
+    against a fetch of its own (tests/deploy/test_review_pr_lease.py), runs only after that push
+    succeeded, when the branch already equals the checkout. A rejected push (the branch moved)
+    skips every later step but none before."""
     flow = yaml.safe_load(read("docs/examples/dream-pr.yml"))
     steps = flow["jobs"]["dream"]["steps"]
     checkout_step = steps[0]
     assert checkout_step["with"]["fetch-depth"] == 0
     dream = next(s for s in steps if s.get("id") == "dream")
     assert dream["with"]["continue-from"] == "dream/memory"
-    pr = next(s for s in steps if "create-pull-request" in s.get("uses", ""))
-    assert pr["if"] == "${{ !cancelled() && steps.dream.outputs.update-pr == 'true' }}"
+    listed = [(s.get("id") or s.get("name") or s["uses"].split("@")[0], s.get("if")) for s in steps]
+    ran = "${{ !cancelled() && steps.branch.outcome == 'success' }}"
+    assert listed == [
+        ("actions/checkout", None),
+        ("Fetch the provenance notes", None),
+        ("dream", None),
+        ("branch", "${{ !cancelled() && steps.dream.outputs.update-pr == 'true' }}"),
+        (
+            "peter-evans/create-pull-request",
+            "${{ !cancelled() && steps.branch.outcome == 'success' && steps.branch.outputs.pushed == 'true' }}",
+        ),
+        ("review", ran),
+        ("peter-evans/create-pull-request", "${{ !cancelled() && steps.review.outcome == 'success' }}"),
+        ("Push the provenance notes", ran),
+    ]
+    lease = steps[3]
+    assert lease["name"] == "Push dream/memory with a lease"
+    assert lease["env"] == {"GITHUB_TOKEN": "${{ github.token }}", "BRANCH": "dream/memory"}
+    assert '"--force-with-lease=refs/heads/$BRANCH:$start"' in lease["run"]
+    assert 'echo "pushed=true" >> "$GITHUB_OUTPUT"' in lease["run"]
+    assert "--force " not in lease["run"] and " -f " not in lease["run"]
+    pr = steps[4]
     assert pr["with"]["branch"] == "dream/memory"
     assert pr["with"]["delete-branch"] is True
     assert pr["with"]["body-path"] == "${{ steps.dream.outputs.summary }}"
+    assert steps[6]["with"]["branch"] == "dream/review"
     assert flow["concurrency"]["cancel-in-progress"] is False
 
 

@@ -59,7 +59,9 @@ def workflow_step(tree: Path, env: dict[str, str], name: str, flow: str = "dream
 
 def scheduled_run(tmp: Path, remote: Path, env: dict[str, str], name: str) -> tuple[dict, dict[str, str], str]:
     """One run of dream-pr.yml: checkout (all branches), fetching the provenance notes, the Dream
-    step, create-pull-request, pushing the provenance notes."""
+    step, pushing dream/memory with a lease, create-pull-request (only after that push), pushing
+    the provenance notes. A pull request whose branch the lease step deleted is closed, as GitHub
+    closes it."""
     tree = tmp / name
     git(tmp, "clone", "-q", "--no-single-branch", str(remote), str(tree))  # fetch-depth: 0
     workflow_step(tree, env, "Fetch the provenance notes")
@@ -80,23 +82,36 @@ def scheduled_run(tmp: Path, remote: Path, env: dict[str, str], name: str) -> tu
     assert proc.returncode == 0, proc.stderr
     outputs = dict(line.split("=", 1) for line in (runner / "output").read_text().splitlines())
     assert outputs["update-pr"] == "true"
-    cpr = subprocess.run(
-        [sys.executable, str(CPR)],
-        env={
-            **env,
-            "INPUT_BRANCH": "dream/memory",
-            "INPUT_BASE": "main",
-            "INPUT_TITLE": "dream: memory updates",
-            "INPUT_BODY_PATH": outputs["summary"],
-            "INPUT_DELETE_BRANCH": "true",
-            "FAKE_GITHUB_PULLS": str(tmp / "pulls.json"),
-        },
-        cwd=tree,
-        capture_output=True,
-        text=True,
-        check=False,
+    lease_output = runner / "lease-output"
+    lease_output.touch()
+    lease_env = {"BRANCH": "dream/memory", "GITHUB_OUTPUT": str(lease_output)}
+    workflow_step(
+        tree, {**env, **lease_env, "GITHUB_STEP_SUMMARY": str(runner / "summary.md")}, "Push dream/memory with a lease"
     )
-    assert cpr.returncode == 0, cpr.stderr
+    if "pushed=true" in lease_output.read_text().splitlines():  # the workflow's `if:` on create-pull-request
+        cpr = subprocess.run(
+            [sys.executable, str(CPR)],
+            env={
+                **env,
+                "INPUT_BRANCH": "dream/memory",
+                "INPUT_BASE": "main",
+                "INPUT_TITLE": "dream: memory updates",
+                "INPUT_BODY_PATH": outputs["summary"],
+                "INPUT_DELETE_BRANCH": "true",
+                "FAKE_GITHUB_PULLS": str(tmp / "pulls.json"),
+            },
+            cwd=tree,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert cpr.returncode == 0, cpr.stderr
+    elif "dream/memory" not in remote_branches(remote) and (tmp / "pulls.json").exists():
+        store = json.loads((tmp / "pulls.json").read_text())
+        for pull in store["pulls"]:
+            if pull["head"] == "dream/memory" and pull["state"] == "open":
+                pull["state"] = "closed"
+        (tmp / "pulls.json").write_text(json.dumps(store))
     workflow_step(tree, env, "Push the provenance notes")
     return json.loads(proc.stdout), outputs, proc.stderr
 
