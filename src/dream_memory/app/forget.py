@@ -285,7 +285,8 @@ def _purge_history(rt: Runtime, target: rules.Target, report: ForgetReport, *, d
     def purge(text: str) -> rules.TextChange:
         nonlocal kept
         change = rules.purge_jsonl(text, target)
-        kept += sum(1 for line in change.text.split("\n") if target.holds(line.encode("utf-8", "surrogateescape")))
+        # Compared as text: a line may hold half an emoji, which no UTF-8 error handler encodes.
+        kept += sum(1 for line in change.text.split("\n") if target.holds_text(line))
         return change
 
     done = purge_history(history, purge, dry_run=dry_run)

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 from dream_memory.core import layout
 from dream_memory.core.history import split_physical_lines
+from dream_memory.core.surrogates import json_dumps_utf8
 from dream_memory.errors import InputError
 
 FORGOTTEN = "[forgotten]"
@@ -78,12 +79,20 @@ class Target:
         return self.kind == "entity"
 
     def holds(self, data: bytes) -> bool:
-        """True when the bytes hold the value in any of its forms."""
-        if not self.fold and any(form.encode("utf-8") in data for form in _forms(self.value)):
-            return True
-        if not self.fold and b"\\" not in data:
-            return False
-        return _found(data.decode("utf-8", errors="surrogateescape"), self.value, self.fold)
+        """True when the bytes hold the value in any of its forms (read as ``holds_text`` reads
+        them: bytes that are not UTF-8 as ``surrogateescape`` keeps them)."""
+        if not self.fold:
+            raw = _raw_forms(self.value)
+            if any(form in data for form in raw):
+                return True
+            if b"\\" not in data and len(raw) == len(_forms(self.value)):
+                return False
+        return self.holds_text(data.decode("utf-8", errors="surrogateescape"))
+
+    def holds_text(self, text: str) -> bool:
+        """True when the text holds the value in any of its forms. Text, not bytes: a line may
+        hold half an emoji (a lone high surrogate), which no UTF-8 error handler encodes."""
+        return _found(text, self.value, self.fold)
 
 
 def check_value(value: str, kind: Kind) -> str:
@@ -116,6 +125,18 @@ def _forms(value: str) -> tuple[str, ...]:
     """The value as text, and as JSON writes it inside a string (escaped, ASCII or not)."""
     forms = [value, json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1]]
     return tuple(dict.fromkeys(forms))
+
+
+def _raw_forms(value: str) -> tuple[bytes, ...]:
+    """The forms as bytes on disk (undecodable bytes as ``surrogateescape`` read them); a form
+    holding a surrogate no bytes stand for (half an emoji) is matched as text only."""
+    raw: list[bytes] = []
+    for form in _forms(value):
+        try:
+            raw.append(form.encode("utf-8", errors="surrogateescape"))
+        except UnicodeEncodeError:
+            continue
+    return tuple(raw)
 
 
 _JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|\\/")
@@ -217,7 +238,9 @@ def replace_json_line(
     for obj in objects:
         new, n = _in_strings(obj, value, fold, protected)
         total += n
-        parts.append(json.dumps(new, ensure_ascii=False) if n else json.dumps(obj, ensure_ascii=False))
+        # Escaped when it holds a lone surrogate (undecodable bytes, half an emoji): the line stays
+        # UTF-8 and reads back as the same strings, as history.jsonl writes it.
+        parts.append(json_dumps_utf8(new if n else obj))
     if not total:  # only in keys, numbers or protected fields: the line stays as written
         return raw, 0
     return "".join(parts) + raw[len(text) :], total
@@ -235,7 +258,7 @@ def replace_json_doc(text: str, value: str, *, fold: bool = False) -> tuple[str,
     if not total:  # only in keys or numbers: the file stays as written
         return text, 0
     indent = 2 if "\n" in text.strip() else None
-    return json.dumps(new, ensure_ascii=False, indent=indent) + ("\n" if text.endswith("\n") else ""), total
+    return json_dumps_utf8(new, indent=indent) + ("\n" if text.endswith("\n") else ""), total
 
 
 def _index_row_links(line: str, target: Target) -> bool:
@@ -329,7 +352,8 @@ def purge_bytes(rel: str, data: bytes, target: Target) -> bytes | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         flags = re.IGNORECASE if target.fold else 0
-        return re.sub(re.escape(target.value.encode("utf-8")), FORGOTTEN.encode("utf-8"), data, flags=flags)
+        raw = _raw_forms(target.value)[:1] or (target.value.encode("utf-8", errors="surrogatepass"),)
+        return re.sub(re.escape(raw[0]), FORGOTTEN.encode("utf-8"), data, flags=flags)
     change = purge_text_of(rel, text, target)
     if not change.replaced and not change.removed_lines:
         return data

@@ -8,11 +8,11 @@ an empty state written back would lose. Writing is canonical.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dream_memory.core import jsontext
+from dream_memory.core.surrogates import json_dumps_utf8
 from dream_memory.errors import WorkspaceUnusable
 
 
@@ -136,7 +136,8 @@ class DreamState:
             data["changes"] = [asdict(c) for c in self.changes]
         if self.late_dreamt:  # absent when empty, as "changes"
             data["late_dreamt"] = list(self.late_dreamt)
-        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+        # A failure or a reason may quote a lone surrogate (core.surrogates): escaped, never lost.
+        return json_dumps_utf8(data, indent=2) + "\n"
 
     @classmethod
     def from_json(cls, text: str | None) -> DreamState:

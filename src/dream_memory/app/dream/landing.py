@@ -31,6 +31,7 @@ from dream_memory.core.late_entries import still_late
 from dream_memory.core.merge import merge_texts
 from dream_memory.core.provenance import attribute
 from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldChange, SetAside
+from dream_memory.core.surrogates import json_dumps_utf8
 from dream_memory.core.write_policy import Hunk, plan_file
 from dream_memory.errors import BadReply, DreamError
 
@@ -395,7 +396,8 @@ def _held_files(item: HeldChange, meta: dict[str, Any]) -> dict[str, bytes | Non
     folder = f"{layout.DREAM_HELD_DIR}/{item.id}"
     diff = unified_diff(item.path, as_bytes(meta["base"]), as_bytes(meta["theirs"])).diff
     return {
-        f"{folder}/change.json": (json.dumps(meta, indent=2, ensure_ascii=False) + "\n").encode(),
+        # The facts may hold half an emoji (a lone surrogate): escaped, so the record is UTF-8.
+        f"{folder}/change.json": (json_dumps_utf8(meta, indent=2) + "\n").encode(),
         f"{folder}/changes.diff": diff.encode(),
     }
 
