@@ -57,23 +57,8 @@ class Cli:
 
 def use_server(cli_env: Cli, server: ScriptedLLMServer, *, retries: int = 2) -> Path:
     """Write a config whose default model is a preset pointing at ``server``; returns its path."""
-    config = {
-        "agents": {"defaults": {"model": "scripted"}},
-        "modelPresets": {
-            "scripted": {
-                "model": "openai/scripted-model",
-                "apiBase": server.base_url,
-                "apiKeyEnv": "SCRIPTED_API_KEY",
-                "maxRetries": retries,
-                "retryBaseSeconds": 0.01,
-                "timeout": 5,
-            }
-        },
-    }
     path = cli_env.home / "dream.json"
-    path.write_text(json.dumps(config), encoding="utf-8")
-    cli_env.env["DREAM_CONFIG"] = str(path)
-    cli_env.env["SCRIPTED_API_KEY"] = "test-key-not-secret"
+    cli_env.env |= server.write_config(path, retries=retries)
     return path
 
 

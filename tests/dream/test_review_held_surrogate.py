@@ -44,13 +44,7 @@ def test_a_held_change_whose_fact_holds_half_an_emoji_is_held_listed_and_accepte
         "edit_file", path="USER.md", old_text="- likes tea in the morning\n", new_text="- likes coffee in the morning\n"
     )
     with ScriptedLLMServer([Reply(FACT), Reply(None, [edit]), Reply("done")] * 3) as server:
-        preset = {"model": "openai/scripted-model", "apiBase": server.base_url, "apiKeyEnv": "SCRIPTED_API_KEY"}
-        preset |= {"maxRetries": 1, "retryBaseSeconds": 0.01, "timeout": 5}
-        config = tmp_path / "dream.json"
-        config.write_text(
-            json.dumps({"agents": {"defaults": {"model": "scripted"}}, "modelPresets": {"scripted": preset}})
-        )
-        env |= {"DREAM_CONFIG": str(config), "SCRIPTED_API_KEY": "test-key-not-secret"}
+        env |= server.write_config(tmp_path / "dream.json")
         ran = _dream(env, "run", "--json")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     report = json.loads(ran.stdout)
@@ -89,13 +83,7 @@ def test_a_content_failure_quoting_half_an_emoji_is_counted_and_set_aside(tmp_pa
     assert _dream(env, "init").returncode == 0
     assert _dream(env, "append", "- [durable] User likes rockets").returncode == 0
     with ScriptedLLMServer([Reply("[ENTITY] name: likes rockets \ud83d")] * 6) as server:
-        preset = {"model": "openai/scripted-model", "apiBase": server.base_url, "apiKeyEnv": "SCRIPTED_API_KEY"}
-        preset |= {"maxRetries": 1, "retryBaseSeconds": 0.01, "timeout": 5}
-        config = tmp_path / "dream.json"
-        config.write_text(
-            json.dumps({"agents": {"defaults": {"model": "scripted"}}, "modelPresets": {"scripted": preset}})
-        )
-        env |= {"DREAM_CONFIG": str(config), "SCRIPTED_API_KEY": "test-key-not-secret"}
+        env |= server.write_config(tmp_path / "dream.json")
         runs = [_dream(env, "run", "--json") for _ in range(3)]
     for run in runs:
         assert "internal error" not in run.stdout + run.stderr, run.stderr

@@ -64,13 +64,7 @@ def test_a_fact_holding_half_an_emoji_leaves_the_run_report_valid_utf8(tmp_path:
     _ws, env = workspace(tmp_path)
     assert dream_bytes(env, "append", "- [durable] User likes the rocket emoji").returncode == 0
     with ScriptedLLMServer([Reply("[USER] User likes the rocket emoji \ud83d"), Reply("done")]) as server:
-        config = tmp_path / "dream.json"
-        preset = {"model": "openai/scripted-model", "apiBase": server.base_url, "apiKeyEnv": "SCRIPTED_API_KEY"}
-        preset |= {"maxRetries": 1, "retryBaseSeconds": 0.01, "timeout": 5}
-        config.write_text(
-            json.dumps({"agents": {"defaults": {"model": "scripted"}}, "modelPresets": {"scripted": preset}})
-        )
-        env |= {"DREAM_CONFIG": str(config), "SCRIPTED_API_KEY": "test-key-not-secret"}
+        env |= server.write_config(tmp_path / "dream.json")
         out = tmp_path / "report.json"
         done = dream_bytes(env, "run", "--report", str(out))
     run = report(done)

@@ -48,13 +48,7 @@ def run_with_model(tmp_path: Path, appended: str | bytes, replies: list[Reply]) 
     assert dream(env, "init").returncode == 0
     assert dream(env, "append", appended).returncode == 0
     with ScriptedLLMServer(replies) as server:
-        config = tmp_path / "dream.json"
-        preset = {"model": "openai/scripted-model", "apiBase": server.base_url, "apiKeyEnv": "SCRIPTED_API_KEY"}
-        preset |= {"maxRetries": 1, "retryBaseSeconds": 0.01, "timeout": 5}
-        config.write_text(
-            json.dumps({"agents": {"defaults": {"model": "scripted"}}, "modelPresets": {"scripted": preset}})
-        )
-        env |= {"DREAM_CONFIG": str(config), "SCRIPTED_API_KEY": "test-key-not-secret"}
+        env |= server.write_config(tmp_path / "dream.json")
         done = dream(env, "run")
     return ws, json.loads(done.stdout.decode("utf-8")), done.returncode
 

@@ -211,6 +211,22 @@ class ScriptedLLMServer:
         host = f"[{self._host}]" if ":" in self._host else self._host
         return f"http://{host}:{self.port}/v1"
 
+    def write_config(self, path: Path, *, retries: int = 1, timeout: float = 5) -> dict[str, str]:
+        """Write a dream config at ``path`` whose default model is a preset pointing at this
+        server (quick retries, a short timeout); returns the environment that selects it
+        (``DREAM_CONFIG`` and the preset's API key variable), to merge into a process's env."""
+        preset = {
+            "model": "openai/scripted-model",
+            "apiBase": self.base_url,
+            "apiKeyEnv": "SCRIPTED_API_KEY",
+            "maxRetries": retries,
+            "retryBaseSeconds": 0.01,
+            "timeout": timeout,
+        }
+        config = {"agents": {"defaults": {"model": "scripted"}}, "modelPresets": {"scripted": preset}}
+        path.write_text(json.dumps(config), encoding="utf-8")
+        return {"DREAM_CONFIG": str(path), "SCRIPTED_API_KEY": "test-key-not-secret"}
+
     # the script and the record
 
     def add(self, *steps: Step) -> None:
