@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dream_memory.core import jsontext
+from dream_memory.core.surrogates import has_lone_surrogate
 from dream_memory.errors import ConfigError
 from dream_memory.settings.schema import Config
 
@@ -86,4 +87,32 @@ def load_config_file(path: Path) -> Config:
         ) from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a JSON object at the top level")
+    where = _lone_surrogate_at(data)
+    if where is not None:
+        # A "\ud83d" escape is valid JSON but half a character: as a git author, a path or a
+        # header it failed later, at the first write, as an internal error or a "damaged" repository.
+        raise ConfigError(
+            f"config file {path}: {where} holds half of a character (a lone UTF-16 surrogate escape)",
+            hint="write the whole character (both halves of a \\uD83D\\uDE80 pair, or the character itself)",
+        )
     return parse_config(data, str(path))
+
+
+def _lone_surrogate_at(value: Any, where: str = "") -> str | None:
+    """The dotted key of the first string (value or key) holding a lone surrogate, or None."""
+    if isinstance(value, str):
+        return (where or "the top level") if has_lone_surrogate(value) else None
+    items: list[tuple[str, Any]] = []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            at = f"{where}.{key}" if where else key
+            if has_lone_surrogate(key):
+                return at
+            items.append((at, item))
+    elif isinstance(value, list):
+        items = [(f"{where}[{i}]", item) for i, item in enumerate(value)]
+    for at, item in items:
+        found = _lone_surrogate_at(item, at)
+        if found is not None:
+            return found
+    return None
