@@ -57,7 +57,8 @@ def git_errors(func: Callable[P, R]) -> Callable[P, R]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         try:
             return func(*args, **kwargs)
-        except DreamError:
+        except (DreamError, UnicodeEncodeError):
+            # Encoding is our side's doing, never a sign of a damaged object: not "run git fsck".
             raise
         except DAMAGE as exc:
             store = args[0]
@@ -74,7 +75,8 @@ def git_iter_errors(func: Callable[P, Iterator[R]]) -> Callable[P, Iterator[R]]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> Iterator[R]:
         try:
             yield from func(*args, **kwargs)
-        except DreamError:
+        except (DreamError, UnicodeEncodeError):
+            # Encoding is our side's doing, never a sign of a damaged object: not "run git fsck".
             raise
         except DAMAGE as exc:
             store = args[0]
@@ -86,6 +88,16 @@ def git_iter_errors(func: Callable[P, Iterator[R]]) -> Callable[P, Iterator[R]]:
 
 def oid(sha: str | bytes) -> ObjectID:
     return ObjectID(sha.encode("ascii") if isinstance(sha, str) else sha)
+
+
+def name_bytes(text: str) -> bytes:
+    """A path or a ref name as git keeps it (bytes): bytes that were not UTF-8 (an argument kept
+    by surrogateescape) as they were, so a look-up finds what ``_rel`` decoded; half an emoji,
+    which no bytes stand for, as bytes no name holds, so it is simply not found."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
 
 
 def message_bytes(text: str) -> bytes:
@@ -130,7 +142,7 @@ class GitBase:
         return not self.created
 
     def repo_path(self, rel: str) -> bytes:
-        return (f"{self.prefix}/{rel}" if self.prefix else rel).encode("utf-8")
+        return name_bytes(f"{self.prefix}/{rel}" if self.prefix else rel)
 
     def _rel(self, repo_path: bytes) -> str | None:
         text = repo_path.decode("utf-8", errors="surrogateescape")

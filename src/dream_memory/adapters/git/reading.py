@@ -21,6 +21,7 @@ from dream_memory.adapters.git.base import (
     git_errors,
     git_iter_errors,
     local_branches,
+    name_bytes,
     oid,
 )
 from dream_memory.core.paths import describe, entry_name_problem, path_problem
@@ -98,7 +99,7 @@ class Reading(GitBase):
         current: bytes = tree_id
         for part in self.prefix.split("/"):
             tree = self._tree(current)
-            key = part.encode("utf-8")
+            key = name_bytes(part)
             if key not in tree:
                 return None
             mode, sub = tree[key]
@@ -337,7 +338,7 @@ class Reading(GitBase):
                 oldest = "the oldest commit of this shallow clone" if self.is_shallow else "the first commit"
                 raise UnknownRevision(f"{rev!r} goes past {oldest}")
             return found.id.decode("ascii")
-        branch = local_branches(self.repo).get(text.encode("utf-8"))
+        branch = local_branches(self.repo).get(name_bytes(text))
         if branch:
             return branch.decode("ascii")
         lowered = text.lower()
