@@ -118,3 +118,19 @@ def holders(env: Env) -> dict[str, int]:
 def tree_bytes(root: Path) -> dict[str, bytes]:
     """Every file under ``root`` (.git included) with its bytes."""
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def indexed_store(env: Env, cache: Path) -> list[Path]:
+    """A store large enough for `dream search` to keep an index, built by a search; its files."""
+    dreamt_workspace(env, batches=1)
+    entities = env.ws / "entities"
+    entities.mkdir(exist_ok=True)
+    for i in range(520):
+        entities.joinpath(f"thing{i}.md").write_text(f"# thing{i}\n\nPlain note {i}.\n")
+    entities.joinpath("locker.md").write_text(f"# locker\n\nThe code is {CANARY}.\n")
+    env.git("add", "-A")
+    env.git("commit", "-qm", "many entities")
+    assert CANARY in env.dream("search", "locker").output
+    indexes = list(cache.rglob("*.sqlite"))
+    assert indexes and any(b"7f3q9" in p.read_bytes() for p in indexes)  # words, folded
+    return indexes

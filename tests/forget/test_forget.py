@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from forget_helpers import CANARY, Env, dreamt_workspace, holders, tree_bytes
+from forget_helpers import CANARY, Env, dreamt_workspace, holders, indexed_store, tree_bytes
 
 from dream_memory.testing.faults import fault_hook
 
@@ -247,17 +247,7 @@ def test_notes_and_commit_ids_named_in_messages_follow_the_rewrite(env: Env) -> 
 def test_the_search_index_holding_the_value_is_removed(env: Env, tmp_path: Path) -> None:
     """A store large enough for `dream search` to keep an index in the cache folder: the index
     holds the canary before the purge and is gone after it; the next search answers without it."""
-    dreamt_workspace(env, batches=1)
-    entities = env.ws / "entities"
-    entities.mkdir(exist_ok=True)
-    for i in range(520):
-        entities.joinpath(f"thing{i}.md").write_text(f"# thing{i}\n\nPlain note {i}.\n")
-    entities.joinpath("locker.md").write_text(f"# locker\n\nThe code is {CANARY}.\n")
-    env.git("add", "-A")
-    env.git("commit", "-qm", "many entities")
-    assert CANARY in env.dream("search", "locker").output
-    indexes = list((tmp_path / "cache").rglob("*.sqlite"))
-    assert indexes and any(b"7f3q9" in p.read_bytes() for p in indexes)  # words, folded
+    indexes = indexed_store(env, tmp_path / "cache")
     code, report = env.dream_json("forget", "--purge", CANARY)
     assert code == 0 and report["search_index_removed"]
     assert not any(p.exists() for p in indexes)

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from forget_helpers import CANARY, Env, dreamt_workspace
+from forget_helpers import CANARY, Env, indexed_store
 
 NOBODY = 65534
 
@@ -21,22 +21,6 @@ NOBODY = 65534
 @pytest.fixture
 def env(tmp_path: Path) -> Env:
     return Env(tmp_path)
-
-
-def indexed(env: Env, cache: Path) -> list[Path]:
-    """A store large enough for `dream search` to keep an index, built by a search; its files."""
-    dreamt_workspace(env, batches=1)
-    entities = env.ws / "entities"
-    entities.mkdir(exist_ok=True)
-    for i in range(520):
-        entities.joinpath(f"thing{i}.md").write_text(f"# thing{i}\n\nPlain note {i}.\n")
-    entities.joinpath("locker.md").write_text(f"# locker\n\nThe code is {CANARY}.\n")
-    env.git("add", "-A")
-    env.git("commit", "-qm", "many entities")
-    assert CANARY in env.dream("search", "locker").output
-    indexes = list(cache.rglob("*.sqlite"))
-    assert indexes and any(b"7f3q9" in p.read_bytes() for p in indexes)  # words, folded
-    return indexes
 
 
 def forget(env: Env, *extra: str) -> tuple[dict[str, object], str]:
@@ -48,7 +32,7 @@ def forget(env: Env, *extra: str) -> tuple[dict[str, object], str]:
 @pytest.mark.parametrize("how", ["open-parent", "another-user"])
 def test_an_index_in_a_folder_not_trusted_is_left_named_and_never_served(env: Env, tmp_path: Path, how: str) -> None:
     cache = tmp_path / "cache"
-    indexes = indexed(env, cache)
+    indexes = indexed_store(env, cache)
     if how == "open-parent":
         cache.chmod(0o777)  # XDG_CACHE_HOME writable by all, no sticky bit: not the product's to repair
         why = f"{cache} may be written by other users (mode 0777)"
@@ -73,7 +57,7 @@ def test_an_index_in_a_folder_not_trusted_is_left_named_and_never_served(env: En
 
 def test_a_folder_of_ours_too_open_is_made_private_and_emptied_but_not_in_a_dry_run(env: Env, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
-    indexes = indexed(env, cache)
+    indexes = indexed_store(env, cache)
     folder = cache / "dream-memory"
     folder.chmod(0o777)
 

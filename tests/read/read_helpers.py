@@ -84,6 +84,13 @@ def plain(root: Path, query: str) -> list[str]:
         return [f"{h.path}:{h.hit_count}" for h in r.search(query, max_results=50).results]
 
 
+def same_as_plain(root: Path, cache: Path, watch: StoreWatch, query: str) -> list[str]:
+    """The watched search's answer, asserted equal to a plain scan's."""
+    got, _ = watched(root, cache, watch, query)
+    assert got == plain(root, query)
+    return got
+
+
 def rewrite_in_place(path: Path, old: bytes, new: bytes) -> bytes:
     """Replace ``old`` with ``new`` (same length) in ``path`` through the open file, then put the
     mtime back: the size and the mtime say nothing changed, only an inotify event tells. Returns

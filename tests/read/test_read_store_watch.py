@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from read_helpers import plain, rewrite_in_place, watched
+from read_helpers import plain, rewrite_in_place, same_as_plain, watched
 
 from dream_memory.adapters.store_watch import IN_Q_OVERFLOW, Inotify, LibcInotify, StoreWatch, open_inotify
 from dream_memory.app.read import ReadStore
@@ -21,12 +21,6 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's"),
     pytest.mark.usefixtures("no_racy_window"),
 ]
-
-
-def same_as_plain(root: Path, cache: Path, watch: StoreWatch, query: str) -> list[str]:
-    got, _ = watched(root, cache, watch, query)
-    assert got == plain(root, query)
-    return got
 
 
 def test_a_watched_search_lists_once_then_answers_from_the_events(

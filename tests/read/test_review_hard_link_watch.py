@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from read_helpers import plain, rewrite_in_place, watched
+from read_helpers import rewrite_in_place, same_as_plain
 from test_resident_reader import Server, client, one_shot
 
 from dream_memory.adapters.store_watch import IN_ONLYDIR, LibcInotify, StoreWatch
@@ -22,12 +22,6 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's"),
     pytest.mark.usefixtures("no_racy_window"),
 ]
-
-
-def same_as_plain(root: Path, cache: Path, watch: StoreWatch, query: str) -> list[str]:
-    got, _ = watched(root, cache, watch, query)
-    assert got == plain(root, query)
-    return got
 
 
 @pytest.mark.parametrize("where", ["outside", "inside"])
