@@ -66,6 +66,16 @@ def plant(cache_root: Path, store: Path) -> None:
     index.mark_written()
 
 
+def planted(tmp_path: Path) -> tuple[Path, Path, dict[str, str]]:
+    """A store big enough to be indexed, with an index planted in its cache folder (that answers
+    e001.md for "zebra"): the store, XDG_CACHE_HOME and the env of a search."""
+    store = big_store(tmp_path / "store")
+    cache_home = tmp_path / "xdg"
+    cache_home.mkdir()
+    plant(cache_home / "dream-memory", store)
+    return store, cache_home, read_env(store, XDG_CACHE_HOME=str(cache_home))
+
+
 def search(env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*DREAM, "search", "zebra", *extra], env=env, capture_output=True, text=True, check=False)
 
@@ -90,11 +100,7 @@ def test_a_folder_of_ours_others_may_write_is_made_private_and_its_index_built_a
     made it under umask 002: whatever is in it may be someone else's, so the index in it never
     answers; but a refusal would make every search read the files until the user ran chmod. The
     search makes it 0700 and builds the index again from the files. Needs no second user."""
-    store = big_store(tmp_path / "store")
-    cache_home = tmp_path / "xdg"
-    cache_home.mkdir()
-    plant(cache_home / "dream-memory", store)
-    env = read_env(store, XDG_CACHE_HOME=str(cache_home))
+    store, cache_home, env = planted(tmp_path)
     assert "entities/e001.md" in search(env).stdout  # the planted index answers while trusted
     (cache_home / folder).chmod(mode)
     plain = search(env, "--no-cache")
@@ -115,11 +121,7 @@ def test_a_cache_folder_below_a_folder_others_may_write_is_not_served(tmp_path: 
     """XDG_CACHE_HOME writable by everyone without the sticky bit: whoever may write it can swap
     the cache folder for one of their own, so the index is not used, and the folder above is not
     the product's to repair (nothing in the cache is changed). Needs no second user."""
-    store = big_store(tmp_path / "store")
-    cache_home = tmp_path / "xdg"
-    cache_home.mkdir()
-    plant(cache_home / "dream-memory", store)
-    env = read_env(store, XDG_CACHE_HOME=str(cache_home))
+    _store, cache_home, env = planted(tmp_path)
     assert "entities/e001.md" in search(env).stdout  # the planted index answers while trusted
     cache_home.chmod(0o777)
     assert_not_served(env, cache_home, f"{cache_home} may be written by other users (mode 0777)")
@@ -221,11 +223,7 @@ def test_an_index_file_of_another_user_in_a_private_folder_is_not_trusted(tmp_pa
     user's file: it is not trusted, and built again from the files."""
     if os.geteuid() != 0:
         pytest.skip("giving a file to another user needs root")
-    store = big_store(tmp_path / "store")
-    cache_home = tmp_path / "xdg"
-    cache_home.mkdir()
-    plant(cache_home / "dream-memory", store)
-    env = read_env(store, XDG_CACHE_HOME=str(cache_home))
+    store, cache_home, env = planted(tmp_path)
     folder = cache_home / "dream-memory" / "search-v3"
     (index,) = folder.glob("*.sqlite")
     index_of = SearchIndex.for_store(cache_home / "dream-memory", os.path.realpath(store))
@@ -249,11 +247,7 @@ def test_a_served_search_does_not_serve_an_index_others_may_write(tmp_path: Path
     """Through a running `dream mcp`: the client's cache folder is the one looked at."""
     from test_resident_reader import Server, client
 
-    store = big_store(tmp_path / "store")
-    cache_home = tmp_path / "xdg"
-    cache_home.mkdir()
-    plant(cache_home / "dream-memory", store)
-    env = read_env(store, XDG_CACHE_HOME=str(cache_home))
+    store, cache_home, env = planted(tmp_path)
     server = Server(store, env)
     try:
         (run, how) = client(["zebra"], env, tmp_path)

@@ -14,7 +14,6 @@ lives here too.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
@@ -260,9 +259,7 @@ def files_below(fs: RootedDir, tops: Iterable[str], scope: Callable[[str], bool]
     return sorted(set(found))
 
 
-def remove_search_indexes(
-    cache: Path, stores: Iterable[Path], *, dry_run: bool, warnings: list[str] | None = None
-) -> bool:
+def remove_search_indexes(cache: Path, stores: Iterable[Path], *, dry_run: bool, warnings: list[str]) -> bool:
     """Remove the search index of each store (True when there was one). Removed whole: SQLite's
     free pages would keep the old text; the next search builds it again.
 
@@ -270,7 +267,7 @@ def remove_search_indexes(
     own that others may write is made private and emptied (what a search does to it; a dry run
     only looks), one of another user's is never deleted in. An index left there is never served
     to the user's searches either, so the forgotten text cannot come back from it; it is named in
-    ``warnings`` (on stderr when none are given), since it may still hold the text."""
+    ``warnings``, since it may still hold the text."""
     from dream_memory.adapters.search_index import trust
     from dream_memory.adapters.search_index.location import SearchIndex
 
@@ -283,11 +280,10 @@ def remove_search_indexes(
         problem = trust.unfixable_problem(str(index.path.parent)) if dry_run else index.refused
         if problem is not None:
             if there:
-                _skipped(
+                warnings.append(
                     f"the search index {index.path} {'would not be' if dry_run else 'was not'} removed: {problem}; "
                     "no search of yours uses it, "
-                    "but it may still hold the text: remove it (or have the folder's owner remove it)",
-                    warnings,
+                    "but it may still hold the text: remove it (or have the folder's owner remove it)"
                 )
             continue
         if there:
@@ -295,19 +291,6 @@ def remove_search_indexes(
             if not dry_run:
                 index.remove()
     return found
-
-
-def _skipped(warning: str, warnings: list[str] | None) -> None:
-    if warnings is not None:
-        warnings.append(warning)
-        return
-    import sys
-
-    from dream_memory.core.terminal import for_terminal
-
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write(f"dream: warning: {for_terminal(warning)}\n")
-        sys.stderr.flush()
 
 
 def files_holding(folder: Path, holds: Callable[[bytes], bool]) -> list[str]:

@@ -30,7 +30,7 @@ import tenacity
 
 from dream_memory.adapters.model_errors import classify, retry_after
 from dream_memory.core.chat import ChatReply, Message, ToolCall, ToolSpec, Usage
-from dream_memory.core.surrogates import replace_lone_surrogates
+from dream_memory.core.surrogates import in_strings, replace_lone_surrogates
 from dream_memory.errors import ModelError
 
 if TYPE_CHECKING:
@@ -154,7 +154,10 @@ class ChatCompletionsModel(abc.ABC):
         r = self._resolved
         request: dict[str, Any] = {
             "model": r.name,
-            "messages": [_encodable(dict(m)) for m in messages],
+            # JSON may escape half an emoji (a UTF-16 client cut it), and history keeps it so; a
+            # request body must be UTF-8, and failing there stopped every run as a bad request.
+            # U+FFFD goes out instead: only what is sent changes.
+            "messages": [in_strings(dict(m), replace_lone_surrogates) for m in messages],
             "temperature": r.temperature,
             "max_tokens": r.max_tokens,
             "timeout": r.timeout,
@@ -327,19 +330,6 @@ class LiteLLMChatModel(ChatCompletionsModel):
             return float(prompt_cost) + float(completion_cost)
         except Exception:  # litellm raises for a model it has no price for
             return None
-
-
-def _encodable(value: Any) -> Any:
-    """``value`` with each lone surrogate in its strings as U+FFFD. JSON may escape half an emoji
-    (a UTF-16 client cut it), and history keeps it so; a request body must be UTF-8, which cannot
-    hold it, and failing there stopped every run as a bad request. Only what is sent changes."""
-    if isinstance(value, str):
-        return replace_lone_surrogates(value)
-    if isinstance(value, dict):
-        return {key: _encodable(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_encodable(item) for item in value]
-    return value
 
 
 def _tool_fields(tools: Sequence[ToolSpec] | None) -> dict[str, Any]:

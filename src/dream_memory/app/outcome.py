@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Final, Protocol
 
-from dream_memory.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, DreamError
+from dream_memory.errors import EXIT_FAILED, EXIT_LOCKED, EXIT_OK, DreamError, InputError
 
 
 class Status(StrEnum):
@@ -100,6 +100,19 @@ def exit_code(outcome: HasStatus | DreamError | None) -> int:
     if status == Status.INTERRUPTED:  # the signal's own code: 143 for SIGTERM, 130 for SIGINT
         return exit_for_signal(getattr(outcome, "stopped_by", None) or SIGINT)
     return EXIT_FOR_STATUS[Status(status)]
+
+
+def as_error(exc: DreamError | OSError | RecursionError) -> DreamError:
+    """What ended a command, as the package's error (message, hint, the exit code of the one
+    table): the CLI's last line and the failed report of a run that could not go on say the same."""
+    if isinstance(exc, DreamError):
+        return exc
+    if isinstance(exc, OSError):
+        return os_error(exc)
+    return InputError(
+        "the input is nested too deeply to be read (JSON thousands of levels deep?)",
+        hint="check the config file and the workspace's JSON files (memory/.dream_state.json, ...)",
+    )
 
 
 def os_error(exc: OSError) -> DreamError:

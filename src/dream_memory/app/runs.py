@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dream_memory.app.models import ModelChoice, choose_model
-from dream_memory.app.outcome import Status
+from dream_memory.app.outcome import Status, as_error
 from dream_memory.app.progress import Progress, ProgressEvent, RunEnded, RunStarted
 from dream_memory.errors import DreamError, InputError, LockBusy
 from dream_memory.settings import defaults
@@ -70,19 +70,13 @@ def stopped_report(rt: Runtime, model: str, status: str, error: DreamError) -> D
     return report
 
 
-def unstarted_report(workspace: Path, model: str | None, exc: BaseException) -> DreamReport:
+def unstarted_report(workspace: Path, model: str | None, exc: DreamError | OSError | RecursionError) -> DreamReport:
     """The report of a run that could not start (config, model, the workspace's permissions):
     the CLI prints it on stdout before the error ends the command."""
-    from dream_memory.adapters import fsutil
     from dream_memory.app.dream import DreamReport
 
     report = DreamReport(workspace=str(workspace), model=model or "", status=Status.FAILED)
-    if isinstance(exc, DreamError):
-        report.errors.append(exc.message)
-    elif isinstance(exc, OSError):
-        report.errors.append(fsutil.os_error(exc, "use").message)
-    else:
-        report.errors.append("the input is nested too deeply to be read")
+    report.errors.append(as_error(exc).message)
     return report
 
 

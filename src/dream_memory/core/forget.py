@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from dream_memory.core import layout
 from dream_memory.core.history import split_physical_lines
-from dream_memory.core.surrogates import json_dumps_utf8
+from dream_memory.core.surrogates import json_dumps_utf8, to_bytes
 from dream_memory.errors import InputError
 
 FORGOTTEN = "[forgotten]"
@@ -352,8 +352,7 @@ def purge_bytes(rel: str, data: bytes, target: Target) -> bytes | None:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         flags = re.IGNORECASE if target.fold else 0
-        raw = _raw_forms(target.value)[:1] or (target.value.encode("utf-8", errors="surrogatepass"),)
-        return re.sub(re.escape(raw[0]), FORGOTTEN.encode("utf-8"), data, flags=flags)
+        return re.sub(re.escape(to_bytes(target.value)), FORGOTTEN.encode("utf-8"), data, flags=flags)
     change = purge_text_of(rel, text, target)
     if not change.replaced and not change.removed_lines:
         return data

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -27,6 +28,28 @@ def escape_lone_surrogates(text: str) -> str:
 def replace_lone_surrogates(text: str) -> str:
     """Each lone surrogate as U+FFFD: only for what a model is sent, never for what is kept."""
     return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def in_strings(value: Any, change: Callable[[str], str]) -> Any:
+    """``value`` (JSON-shaped: dicts, lists, strings) with ``change`` applied to every string in
+    it, keys included: for a message or a reply about to be sent whole."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, dict):
+        return {in_strings(key, change): in_strings(item, change) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [in_strings(item, change) for item in value]
+    return value
+
+
+def to_bytes(text: str) -> bytes:
+    """``text`` as bytes for a look-up among names or bytes on disk: bytes that were not UTF-8
+    (kept by ``surrogateescape``) come back as they were; half an emoji, which no bytes stand for,
+    becomes bytes no UTF-8 text holds, so it is simply not found."""
+    try:
+        return text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass")
 
 
 def json_dumps_utf8(value: Any, **kwargs: Any) -> str:

@@ -34,6 +34,9 @@ def for_terminal(text: str) -> str:
 
 
 def json_for_terminal(value: Any, *, indent: int | None = 2) -> str:
-    """``json.dumps`` of ``value`` (UTF-8 kept readable) with nothing a terminal acts on."""
+    """``json.dumps`` of ``value`` (UTF-8 kept readable) with nothing a terminal acts on, and
+    always valid UTF-8: every report, ``--json`` and ``--report FILE`` is rendered here. A lone
+    surrogate (undecodable bytes of an argument or a file) becomes its ``\\udcXX`` escape, which
+    any JSON reader turns back into the same string."""
     text = json.dumps(value, indent=indent, ensure_ascii=False, default=str)
     return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)

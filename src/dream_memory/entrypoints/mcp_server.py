@@ -29,7 +29,7 @@ from pydantic import Field
 from dream_memory import __version__
 from dream_memory.app.read import ReaderScope, ReadStore, StoreWatch, as_reader_scope, hint_for
 from dream_memory.core.search import MAX_QUERY_CHARS, MAX_RESULTS_LIMIT
-from dream_memory.core.surrogates import escape_lone_surrogates
+from dream_memory.core.surrogates import escape_lone_surrogates, in_strings
 from dream_memory.errors import EXIT_USAGE, DreamError, InputError
 
 if TYPE_CHECKING:
@@ -114,19 +114,10 @@ ReaderFactory = Callable[..., ReadStore]
 _text = escape_lone_surrogates
 
 
-def _wire(value: Any) -> Any:
-    """A reply's structured content with every lone surrogate escaped (``_text``)."""
-    if isinstance(value, str):
-        return _text(value)
-    if isinstance(value, dict):
-        return {_wire(k): _wire(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_wire(v) for v in value]
-    return value
-
-
 def _result(text: str, data: dict[str, Any]) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=_text(text))], structured_content=_wire(data))
+    return CallToolResult(
+        content=[TextContent(type="text", text=_text(text))], structured_content=in_strings(data, _text)
+    )
 
 
 @contextlib.contextmanager

@@ -21,7 +21,7 @@ from dulwich.repo import Repo
 from dream_memory.adapters.rooted import RootedDir
 from dream_memory.core import layout
 from dream_memory.core.ports import Clock
-from dream_memory.core.surrogates import escape_lone_surrogates
+from dream_memory.core.surrogates import escape_lone_surrogates, to_bytes
 from dream_memory.core.versions import parse_identity
 from dream_memory.errors import DreamError, VersionStoreError
 
@@ -90,14 +90,8 @@ def oid(sha: str | bytes) -> ObjectID:
     return ObjectID(sha.encode("ascii") if isinstance(sha, str) else sha)
 
 
-def name_bytes(text: str) -> bytes:
-    """A path or a ref name as git keeps it (bytes): bytes that were not UTF-8 (an argument kept
-    by surrogateescape) as they were, so a look-up finds what ``_rel`` decoded; half an emoji,
-    which no bytes stand for, as bytes no name holds, so it is simply not found."""
-    try:
-        return text.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogatepass")
+# A path or a ref name as git keeps it (bytes), as ``_rel`` decodes it back (surrogateescape).
+name_bytes = to_bytes
 
 
 def message_bytes(text: str) -> bytes:

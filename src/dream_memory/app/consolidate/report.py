@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dream_memory import __version__
+from dream_memory.app.outcome import as_error
 from dream_memory.core.chat import Usage
 from dream_memory.core.consolidation import (
     Budget,
@@ -131,26 +132,19 @@ def status_of(report: ConsolidateReport) -> str:
     return STATUS_NOTHING
 
 
-def record_failure(report: ConsolidateReport, exc: BaseException) -> None:
+def record_failure(report: ConsolidateReport, exc: DreamError | OSError | RecursionError) -> None:
     """``exc`` ended the run (a lock or state file it cannot write, templates it cannot create):
     status failed, the error and its hint in ``errors``, the error's exit code. Sessions that
     landed before it stay listed."""
-    if isinstance(exc, DreamError):
-        report.errors.append(f"{exc.message} ({exc.hint})" if exc.hint else exc.message)
-        report.failed_exit = exc.exit_code
-    elif isinstance(exc, OSError):
-        from dream_memory.adapters.fsutil import os_error
-
-        error = os_error(exc, "use")
-        report.errors.append(f"{error.message} ({error.hint})" if error.hint else error.message)
-        report.failed_exit = error.exit_code
-    else:
-        report.errors.append("the input is nested too deeply to be read")
-        report.failed_exit = 2
+    error = as_error(exc)
+    report.errors.append(f"{error.message} ({error.hint})" if error.hint else error.message)
+    report.failed_exit = error.exit_code
     report.status = STATUS_FAILED
 
 
-def unstarted_report(workspace: str, model: str | None, budget: int | None, exc: BaseException) -> ConsolidateReport:
+def unstarted_report(
+    workspace: str, model: str | None, budget: int | None, exc: DreamError | OSError | RecursionError
+) -> ConsolidateReport:
     """The report of a run that could not start (config, model, templates it cannot create): a
     scheduler reading stdout still gets a report naming the error, as for `dream run`."""
     known = Budget(budget, "--budget") if budget is not None else Budget(0, "unknown: the run did not start")

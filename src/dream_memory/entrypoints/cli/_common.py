@@ -93,12 +93,9 @@ class DreamCommand(click.Command):
             # The adapters wrap what they expect; this is the net under the rest.
             error = outcome.os_error(exc)
             _fail(str(error), error.exit_code)
-        except RecursionError:
-            _fail(
-                "the input is nested too deeply to be read (JSON thousands of levels deep?)",
-                2,
-                hint="check the config file and the workspace's JSON files (memory/.dream_state.json, ...)",
-            )
+        except RecursionError as exc:
+            error = outcome.as_error(exc)
+            _fail(error.message, error.exit_code, hint=error.hint)
         code = result if isinstance(result, int) else outcome.exit_code(result)
         if code != 0:
             raise click.exceptions.Exit(code)
@@ -155,17 +152,9 @@ def runtime(
     return rt
 
 
-def json_text(value: Any) -> str:
-    """The one rendering of every JSON face (reports, ``--json``, ``--report FILE``): exact (every
-    string as it is) and always valid UTF-8. A lone surrogate (undecodable bytes of an argument or
-    a file, kept by surrogateescape) is written as its ``\\udcXX`` escape, which UTF-8 can carry
-    and any JSON reader turns back into the same string; nothing a terminal acts on is left raw."""
-    return json_for_terminal(value)
-
-
 def emit_json(value: Any) -> None:
-    """JSON on stdout (``json_text``)."""
-    click.echo(json_text(value))
+    """JSON on stdout through ``json_for_terminal``, the one rendering of every JSON face."""
+    click.echo(json_for_terminal(value))
 
 
 def echo(text: str = "", *, nl: bool = True) -> None:

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from dream_memory.core.terminal import json_for_terminal
 from dream_memory.entrypoints.cli._common import (
     command,
     echo,
     emit_json,
     json_option,
-    json_text,
     note,
     runtime,
     workspace_options,
@@ -149,7 +149,7 @@ def run(
             emit_json(unstarted_report(root, model, exc).to_json())
         raise
     code = outcome.exit_code(report)
-    text = json_text(report.to_json())  # stdout and --report FILE: the same valid UTF-8
+    text = json_for_terminal(report.to_json())  # stdout and --report FILE: the same valid UTF-8
     if _json_out(as_json):
         click.echo(text)  # first: whatever happens to the report file, stdout has the report
         render.note(_summary(report.to_json()))
