@@ -27,16 +27,49 @@ def sample_root() -> Path:
     return Path(str(resources.files("dream_memory") / "data" / "sample"))
 
 
+def sample_workspace(prefix: str) -> Path:
+    """A copy of the sample, with any missing template filled in, as ``workspace`` inside a new
+    folder of the system's temporary folder (named after ``prefix``), left for the caller to
+    keep. A copy that fails (a full disk, an unwritable temporary folder) is removed again and
+    reported as the one OSError error of ``fsutil``: a half-copied sample is of no use to anyone."""
+    try:
+        parent = Path(tempfile.mkdtemp(prefix=prefix))
+    except OSError as exc:
+        raise fsutil.os_error(exc, "make a folder for the sample workspace in", tempfile.gettempdir()) from exc
+    target = parent / "workspace"
+    try:
+        copy_sample(target)
+    except BaseException:
+        shutil.rmtree(parent, ignore_errors=True)
+        raise
+    return target
+
+
 def copy_sample(target: Path) -> Path:
     """Copy the sample to ``target`` (which must not exist) and fill in any missing template."""
-    shutil.copytree(sample_root(), target, dirs_exist_ok=False)
+    _copy_tree(sample_root(), target)
     init_workspace(target)
     return target
 
 
-def temporary_folder(prefix: str) -> Path:
-    """A new empty folder of the system's temporary folder, left for the caller to keep."""
-    return Path(tempfile.mkdtemp(prefix=prefix))
+def _copy_tree(source: Path, target: Path) -> None:
+    """``copytree``, raising the first copy's own OSError: ``copytree`` gathers the errors of its
+    files into one ``shutil.Error`` whose text is a list of tuples and whose errno is gone, so a
+    full disk (exit 1) could not be told from a read-only one (exit 2)."""
+    failures: list[OSError] = []
+
+    def copy(src: str, dst: str) -> object:
+        try:
+            return shutil.copy2(src, dst)
+        except OSError as exc:
+            failures.append(exc)
+            raise
+
+    try:
+        shutil.copytree(source, target, copy_function=copy)
+    except OSError as exc:
+        cause = failures[0] if isinstance(exc, shutil.Error) and failures else exc
+        raise fsutil.os_error(cause, "copy the sample workspace to", target) from exc
 
 
 def init_workspace(root: Path, *, guide_notes: bool = True) -> list[str]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dream_memory.adapters.workspace import copy_sample, temporary_folder
+from dream_memory.adapters.workspace import sample_workspace
 
 if TYPE_CHECKING:
     from dream_memory.app.dream import DreamReport
@@ -42,8 +42,7 @@ def demo(request: DemoRequest, *, log: Callable[[str], None] | None = None) -> D
     from dream_memory.app.runtime import Runtime
     from dream_memory.settings import OFFLINE_MODEL
 
-    target = temporary_folder("dream-demo-") / "workspace"
-    copy_sample(target)
+    target = sample_workspace("dream-demo-")
     rt = Runtime.load(target, request.config, request.env, log=log)
     resolved = rt.settings.model(request.model)
     name = resolved.name if resolved is not None else OFFLINE_MODEL
