@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
+import dulwich
 from dulwich.errors import ApplyDeltaError, ChecksumMismatch, ObjectFormatException
 from dulwich.file import GitFile
 from dulwich.objects import ObjectID
@@ -47,6 +48,24 @@ DAMAGE: tuple[type[BaseException], ...] = (
     KeyError,
     EOFError,
 )
+# DAMAGE's plain Python errors are damage only when dulwich raised them while reading an object:
+# the same ValueError or KeyError from our own code is a bug, never "run git fsck".
+_DULWICH_OWN = (ObjectFormatException, ChecksumMismatch, ApplyDeltaError)
+_DULWICH_DIR = os.path.dirname(dulwich.__file__) + os.sep
+
+
+def is_damage(exc: BaseException) -> bool:
+    """True when ``exc`` (one of DAMAGE) says the repository holds an object that cannot be read:
+    dulwich's own errors always; the plain Python ones when raised in dulwich's code (the
+    innermost frame of the traceback is one of its modules, or a C function it called)."""
+    if isinstance(exc, _DULWICH_OWN):
+        return True
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code.co_filename.startswith(_DULWICH_DIR)
 
 
 def git_errors(func: Callable[P, R]) -> Callable[P, R]:
@@ -61,6 +80,8 @@ def git_errors(func: Callable[P, R]) -> Callable[P, R]:
             # Encoding is our side's doing, never a sign of a damaged object: not "run git fsck".
             raise
         except DAMAGE as exc:
+            if not is_damage(exc):
+                raise
             store = args[0]
             assert isinstance(store, GitBase)
             raise store._damaged(exc) from exc
@@ -79,6 +100,8 @@ def git_iter_errors(func: Callable[P, Iterator[R]]) -> Callable[P, Iterator[R]]:
             # Encoding is our side's doing, never a sign of a damaged object: not "run git fsck".
             raise
         except DAMAGE as exc:
+            if not is_damage(exc):
+                raise
             store = args[0]
             assert isinstance(store, GitBase)
             raise store._damaged(exc) from exc

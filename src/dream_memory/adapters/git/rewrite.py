@@ -28,7 +28,7 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.git.base import DAMAGE, oid
+from dream_memory.adapters.git.base import DAMAGE, is_damage, oid
 from dream_memory.adapters.git.prune import GITLINK, SHA_ID, pseudo_files, reflog_files, reflogs
 from dream_memory.errors import VersionStoreError
 
@@ -115,6 +115,8 @@ class Rewriter:
             for sha in self.tips():
                 self.map_object(sha)
         except DAMAGE as exc:
+            if not is_damage(exc):
+                raise
             raise VersionStoreError(
                 f"the git repository at {self.repo.path} has an object that cannot be read ({exc}); "
                 "nothing was changed",
