@@ -133,6 +133,9 @@ class RefusingInotify:
     def add_watch(self, path: str, mask: int) -> int:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), path)
 
+    def rm_watch(self, wd: int) -> None:
+        self.real.rm_watch(wd)
+
     def read(self) -> bytes:
         return self.real.read()
 

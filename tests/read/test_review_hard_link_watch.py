@@ -72,6 +72,9 @@ class FileRefusingInotify:
             raise OSError(errno.EACCES, os.strerror(errno.EACCES), path)
         return self.real.add_watch(path, mask)
 
+    def rm_watch(self, wd: int) -> None:
+        self.real.rm_watch(wd)
+
     def read(self) -> bytes:
         return self.real.read()
 

@@ -83,9 +83,11 @@ _READ_BYTES = 64 * 1024
 
 
 class Inotify(Protocol):
-    """The three calls a watcher needs (``LibcInotify``; a test passes one that fails)."""
+    """The calls a watcher needs (``LibcInotify``; a test passes one that fails)."""
 
     def add_watch(self, path: str, mask: int) -> int: ...
+
+    def rm_watch(self, wd: int) -> None: ...
 
     def read(self) -> bytes: ...
 
@@ -104,6 +106,9 @@ class LibcInotify:
         self._add = libc.inotify_add_watch
         self._add.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_uint32)
         self._add.restype = ctypes.c_int
+        self._rm = libc.inotify_rm_watch
+        self._rm.argtypes = (ctypes.c_int, ctypes.c_int)
+        self._rm.restype = ctypes.c_int
         self._errno = ctypes.get_errno
         init = libc.inotify_init1
         init.argtypes = (ctypes.c_int,)
@@ -123,6 +128,10 @@ class LibcInotify:
             err = self._errno()
             raise OSError(err, os.strerror(err), path)
         return wd
+
+    def rm_watch(self, wd: int) -> None:
+        # EINVAL: the kernel dropped it already (its inode deleted), which is all that was asked.
+        self._rm(self.fd, wd)
 
     def read(self) -> bytes:
         try:
@@ -193,6 +202,10 @@ class StoreWatch:
         self._folders: dict[str, _Folder] = {}
         self._wds: dict[int, tuple[_Folder, str]] = {}  # watch -> (its folder's listing, prefix)
         self._files: dict[int, list[tuple[_Folder, str]]] = {}  # a file's own watch -> its names
+        # Watches no listing holds any more, checked once a look is over (``_release``): a file or
+        # folder moved out of the store keeps its inode, and the kernel its watch, for as long as
+        # the server runs; past ``max_user_watches`` every search would lstat every file.
+        self._dropped: set[int] = set()
         self._lock = threading.Lock()
         self.full_listings = 0
         self.generation = 0
@@ -211,6 +224,7 @@ class StoreWatch:
         self._folders.clear()
         self._wds.clear()
         self._files.clear()
+        self._dropped.clear()
         if self._inotify is not None:
             self._inotify.close()
             self._inotify = None
@@ -230,12 +244,17 @@ class StoreWatch:
                 self._refresh(state)
             if ident is None:
                 self.generation += 1  # (a folder gone is rare: nothing is vouched for)
+                gone = self._folders.pop(folder, None)
+                if gone is not None:  # (moved out of the store, its watches would stay behind)
+                    self._forget(gone)
+                    self._release()
                 return []  # missing: the full listing would find nothing either
             if state is None or not state.valid or state.ident != ident:
                 self.generation += 1
                 state = self._list(tree, folder, ident)
                 if state is None:
                     return tree.list_markdown(folder, stats)
+            self._release()
             if stats is not None:
                 stats.update(state.stats)
             return list(state.found)
@@ -317,12 +336,23 @@ class StoreWatch:
         names[:] = [(s, r) for s, r in names if s is not state or r != rel]
         if not names:
             del self._files[wd]
+            self._dropped.add(wd)
+
+    def _release(self) -> None:
+        """Remove from the kernel the watches dropped during this look that no listing took up
+        again (a listing made again gets the same watch back for the same inode)."""
+        assert self._inotify is not None
+        for wd in self._dropped:
+            if wd not in self._files and wd not in self._wds:
+                self._inotify.rm_watch(wd)
+        self._dropped.clear()
 
     def _forget(self, state: _Folder) -> None:
-        """Drop a listing no search will use again: its folders' and files' watches (the kernel
-        keeps the watches; a listing made again gets the same ones back) and its descriptors."""
+        """Drop a listing no search will use again: its folders' and files' watches (removed from
+        the kernel by ``_release`` unless a new listing takes them up) and its descriptors."""
         for wd in state.wds:
             self._wds.pop(wd, None)
+            self._dropped.add(wd)
         for rel in list(state.file_wds):
             self._unmap_file(state, rel)
         state.close()
