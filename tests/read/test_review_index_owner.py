@@ -147,7 +147,7 @@ def test_a_folder_swapped_for_a_symlink_before_the_repair_is_not_followed(
     folder = str(root / "search-v3")
     looked = trust._Survey(None, [(str(root), f"{root} may be written by other users (mode 0777)")])
     monkeypatch.setattr(trust, "_survey", lambda _folder: looked)
-    problem = trust.secure(folder)
+    problem = trust.secure(folder).problem
     assert problem is not None and "could not be made private" in problem
     assert target.stat().st_mode & 0o777 == 0o777
     assert (target / "search-v3" / "keep.sqlite").exists()

@@ -286,6 +286,7 @@ def remove_search_indexes(cache: Path, stores: Iterable[Path], *, dry_run: bool,
                     "but it may still hold the text: remove it (or have the folder's owner remove it)"
                 )
             continue
+        warnings.extend(index.warnings)  # (its folder made private: the index files in it went too)
         if there:
             found = True
             if not dry_run:

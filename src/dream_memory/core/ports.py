@@ -138,6 +138,11 @@ class SearchCache(Protocol):
     # Filled by ``StoreTree.list_markdown`` (None: no index, no stats needed).
     stats: dict[str, os.stat_result] | None
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """What the user should hear of the index after this search (it was not used, and why)."""
+        ...
+
     def rows(self) -> list[tuple[str, str]] | None:
         """index.md's (entity, file) rows as recorded, while index.md is unchanged since."""
         ...

@@ -15,6 +15,7 @@ Layout of this module: tools, then resources, then ``register_context`` (the mar
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -152,6 +153,8 @@ def _prompt_errors() -> Iterator[None]:
 
 
 def register_tools(server: MCPServer, reader: ReaderFactory) -> None:
+    warned: set[str] = set()
+
     # Parameter names are the wire names (docs/reference/read-side.md, MCP: maxResults), hence camelCase.
     @server.tool(name="dream_resolve", title="Resolve a path to its memory entity", annotations=READ_ONLY)
     def dream_resolve(path: PathArg) -> CallToolResult:
@@ -194,6 +197,10 @@ def register_tools(server: MCPServer, reader: ReaderFactory) -> None:
         """
         with _tool_errors(), reader(watched=True) as store:
             found = store.search(query, max_results=maxResults)
+        for warning in set(found.warnings) - warned:  # the server's log (stderr), once each
+            warned.add(warning)
+            with contextlib.suppress(OSError, ValueError):
+                print(f"dream: warning: {warning}", file=sys.stderr, flush=True)
         text = found.to_text() or f"No source in memory matches {query!r}.\n"
         return _result(text, found.to_json())
 

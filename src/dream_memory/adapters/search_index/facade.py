@@ -53,6 +53,7 @@ class NoSearchCache:
     """Every source is read from the store, and nothing is recorded."""
 
     stats: dict[str, os.stat_result] | None = None
+    warnings: tuple[str, ...] = ()
 
     def rows(self) -> list[tuple[str, str]] | None:
         return None
@@ -143,6 +144,10 @@ class IndexCache:
         self._keep: set[str] = set()
         self._fresh: list[IndexedText] = []
 
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(self.index.warnings)
+
     def rows(self) -> list[tuple[str, str]] | None:
         self._rows_read_ns = time.time_ns()
         self._recorded = self.opened.rows_for(self._index_key) if self.opened is not None else None
@@ -160,7 +165,7 @@ class IndexCache:
         big_enough = len(sources) >= self.min_files
         self._use = big_enough and not self.index.busy and self.index.refused is None
         if big_enough and self.index.refused is not None:
-            trust.warn(self.index.refused)  # said only where an index would have been used
+            self.index.warnings.append(trust.not_used(self.index.refused))  # only where one would be used
         if self.opened is not None and not self._use:
             self.opened.close()
             self.opened = None

@@ -63,6 +63,7 @@ class SearchIndex:
         self.unsupported = False
         self._refused: str | None = None
         self._checked = False
+        self.warnings: list[str] = []  # what the user should hear of this index (a folder repaired)
 
     @property
     def refused(self) -> str | None:
@@ -71,7 +72,10 @@ class SearchIndex:
         may write is first made private, its index files removed (``trust.secure``): they are
         built again rather than every search reading the files until the user runs chmod."""
         if not self._checked:
-            self._refused = trust.secure(str(self.path.parent))
+            secured = trust.secure(str(self.path.parent))
+            self._refused = secured.problem
+            if secured.repaired is not None:
+                self.warnings.append(secured.repaired)
             self._checked = True
         return self._refused
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import sys
 from typing import NamedTuple
 
 # The index's folder and its parent: made by dream-memory, so the user's own and private.
@@ -34,7 +33,14 @@ _PRIVATE = 0o700
 # Opened without following a last-component symlink: a folder swapped for one after it was
 # looked at fails (ELOOP, ENOTDIR) instead of having its target changed.
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_warned: set[str] = set()
+
+
+class Secured(NamedTuple):
+    """What ``secure`` found: why the folder is still not trusted (None: it is), and what it
+    repaired, as a warning for the user (None: nothing)."""
+
+    problem: str | None
+    repaired: str | None = None
 
 
 class _Survey(NamedTuple):
@@ -99,25 +105,24 @@ def _problem(path: str, st: os.stat_result, uid: int, *, made: bool) -> str | No
     return None
 
 
-def secure(folder: str) -> str | None:
+def secure(folder: str) -> Secured:
     """``folder_problem`` of the index folder ``folder``, after repairing what is the user's own:
     the cache root and ``folder`` made ``0700`` and the index files in them removed (the module
     docstring says why). Done only when nothing else is wrong with the path."""
     survey = _survey(folder)
     if survey.problem is not None or not survey.loose:
-        return survey.problem
+        return Secured(survey.problem)
     root = os.path.dirname(folder)
     why = "; ".join(reason for _, reason in survey.loose)
     try:
         _tighten(root, os.path.basename(folder), every_version=any(path == root for path, _ in survey.loose))
     except OSError as exc:
-        return f"{why}, and could not be made private ({exc.strerror})"
-    _say(
-        f"repaired {why}",
-        f"dream: warning: {why}: made private (0700); the search index files in it were removed"
-        " (anyone could have changed them) and are built again from the files\n",
+        return Secured(f"{why}, and could not be made private ({exc.strerror})")
+    repaired = (
+        f"{why}: made private (0700); the search index files in it were removed"
+        " (anyone could have changed them) and are built again from the files"
     )
-    return folder_problem(folder)
+    return Secured(folder_problem(folder), repaired)
 
 
 def _tighten(root: str, index_folder: str, *, every_version: bool) -> None:
@@ -184,20 +189,10 @@ def make_private(folder: str) -> str | None:
     return folder_problem(folder)
 
 
-def warn(problem: str) -> None:
-    """Say once per process, on stderr, that the index is not used and why (a long-lived server
-    searches many times; its stderr is the MCP client's log)."""
-    _say(
-        problem,
-        f"dream: warning: search index not used: {problem}; searching the files instead"
-        " (remove or fix that folder, or point XDG_CACHE_HOME at a folder of your own)\n",
+def not_used(problem: str) -> str:
+    """The warning of a search that would have used an index in an untrusted folder (the face
+    that ran the search says it: stderr of the command, or of the client a server answered)."""
+    return (
+        f"search index not used: {problem}; searching the files instead"
+        " (remove or fix that folder, or point XDG_CACHE_HOME at a folder of your own)"
     )
-
-
-def _say(key: str, text: str) -> None:
-    if key in _warned:
-        return
-    _warned.add(key)
-    with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write(text)
-        sys.stderr.flush()

@@ -145,6 +145,9 @@ class SearchResult(NamedTuple):
     skipped: tuple[str, ...] = ()  # "path: reason" for files that could not be searched
     revision: str | None = None
     history: bool = False
+    # What the user should hear of the search index (not in the JSON: about the machine, not
+    # the memory); the faces say them on stderr or in their log.
+    warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -75,6 +75,7 @@ def run_search(store: ReadStore, cache: SearchCache, q: Query, limit: int, *, hi
         skipped=tuple(skipped),
         revision=store.revision,
         history=history,
+        warnings=cache.warnings,
     )
 
 

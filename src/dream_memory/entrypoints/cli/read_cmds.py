@@ -387,6 +387,8 @@ def search(
             result = reader.search(query, max_results=limit, history=history)
         finally:
             report_problems(reader, say)
+    for warning in result.warnings:
+        say(f"dream: warning: {warning}")
     for skipped in result.skipped:
         say(f"dream: skipped {skipped}")
     if as_json:
