@@ -13,6 +13,7 @@ from dream_memory.adapters import fsutil, workspace
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.locks import current_holder
 from dream_memory.core import jsontext, layout
+from dream_memory.core.bounded import split_lines
 from dream_memory.core.history import HistoryEntry, format_timestamp, parse_timestamp
 from dream_memory.core.ports import NoRedaction, Redactor
 from dream_memory.core.state import DreamState
@@ -210,7 +211,7 @@ def parse_jsonl(text: str) -> list[NewEntry]:
     """The entries of a JSON-lines text, every line checked before any is stored: InputError
     (exit 2) naming the first bad line (1-based) and its problem. Blank lines are skipped."""
     entries: list[NewEntry] = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
         where = f"line {line_no} of the input"

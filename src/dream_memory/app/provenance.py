@@ -30,6 +30,7 @@ from dream_memory.adapters.git.notes import NOTES_REF, read_note
 from dream_memory.adapters.workspace import archive_paths
 from dream_memory.app.why_paths import check_committed, check_path, disk_lines, unsaved
 from dream_memory.core import layout
+from dream_memory.core.bounded import split_lines
 from dream_memory.core.facts import Fact
 from dream_memory.core.history import HistoryEntry, parse_lines, split_physical_lines
 from dream_memory.core.provenance import BODY_FACT, KIND_DREAM, KIND_INIT, KIND_MANUAL, key_words
@@ -140,7 +141,7 @@ def _source_lines(entry: SourceEntry) -> list[str]:
     content = (entry.content or "").strip()
     if content:
         shown = content if len(content) <= _CONTENT_SHOWN else content[: _CONTENT_SHOWN - 3] + "..."
-        lines += [f"        | {line}" for line in shown.splitlines()]
+        lines += [f"        | {line}" for line in split_lines(shown)]
     return lines
 
 
@@ -248,7 +249,7 @@ def _body_facts(message: str) -> list[dict[str, Any]]:
     from dream_memory.core.facts import parse_facts
 
     found: list[dict[str, Any]] = []
-    for line in message.splitlines():
+    for line in split_lines(message):
         match = BODY_FACT.match(line)
         if match is None:
             continue
@@ -294,7 +295,7 @@ def _explain(resolver: _Resolver, path: str, origin: LineOrigin) -> LineWhy:
     else:
         message = resolver.git.info(origin.commit, with_files=False).message
         model = next(
-            (ln.partition(":")[2].strip() for ln in message.splitlines() if ln.startswith("Dream-Model:")), None
+            (ln.partition(":")[2].strip() for ln in split_lines(message) if ln.startswith("Dream-Model:")), None
         )
         listed = _body_facts(message)
         facts, recorded = _match_facts(origin.text, listed), bool(listed)

@@ -15,6 +15,7 @@ from dream_memory.app.provenance import LineWhy, blame_file, workspace_git
 from dream_memory.app.read.scoping import OTHER_SCOPE_ENTRY, ReaderScope
 from dream_memory.app.why_scope import hide_other_scopes
 from dream_memory.core import layout
+from dream_memory.core.bounded import split_lines
 from dream_memory.core.provenance import KIND_DREAM
 from dream_memory.errors import NotFound
 
@@ -62,7 +63,7 @@ def learned(why: LineWhy | None) -> str | None:
 
 def annotate(git: GitStore | None, root: Path, rel: str, text: str, who: ReaderScope | None = None) -> str:
     """``text`` with "(learned from ... on ...)" after each Dream line that has sources."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     out: list[str] = []
     for line, why in zip(lines, line_sources(git, root, rel, lines, who), strict=True):
         note = learned(why)
@@ -78,7 +79,7 @@ def page_sources(
     git, root = workspace_git(rt)
     try:
         text = fsutil.read_text(root / rel) or ""
-        lines = text.splitlines()[first_line - 1 : last_line] if last_line >= first_line else []
+        lines = split_lines(text)[first_line - 1 : last_line] if last_line >= first_line else []
         found = line_sources(git, root, rel, lines, who)
     finally:
         if git is not None:

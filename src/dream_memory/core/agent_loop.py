@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from dream_memory.core import jsontext, policy
+from dream_memory.core.bounded import split_lines
 from dream_memory.core.chat import Message, ToolCall, ToolSpec, Usage, check_reply
 from dream_memory.core.dialects import read_text_calls
 from dream_memory.core.edits import EditBlock, minimal_edit, parse_edit_blocks, whole_file_problem
@@ -280,7 +281,7 @@ def run_text_loop(
                 continue
             result.tool_calls += 1
             result.count("whole" if block.whole else "text")
-            copied = [line for line in block.replace.splitlines() if line.strip() and line.strip() in refuse]
+            copied = [line for line in split_lines(block.replace) if line.strip() and line.strip() in refuse]
             if copied:
                 outcome = ToolOutcome(False, f"{copied[0].strip()!r} is the prompt's example: write the facts instead")
             else:

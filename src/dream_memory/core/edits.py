@@ -13,6 +13,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
+from dream_memory.core.bounded import split_lines
 from dream_memory.errors import EditRejected
 
 _CLOSEST_LINES = 3
@@ -48,8 +49,8 @@ def occurrences(text: str, needle: str) -> int:
 
 def closest_lines(text: str, needle: str, n: int = _CLOSEST_LINES) -> list[tuple[int, str]]:
     """The file lines most similar to the first line of ``needle``, with their numbers."""
-    wanted = next((ln for ln in needle.splitlines() if ln.strip()), needle).strip()
-    lines = text.splitlines()
+    wanted = next((ln for ln in split_lines(needle) if ln.strip()), needle).strip()
+    lines = split_lines(text)
     scored: list[tuple[float, int, str]] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -134,7 +135,7 @@ def _line_matches(text: str, old_text: str, level: str) -> list[int]:
     needle = [_key(line, level) for line in _needle_lines(old_text)]
     if not needle or not any(needle):
         return []
-    hay = [_key(line, level) for line in text.splitlines()]
+    hay = [_key(line, level) for line in split_lines(text)]
     return [i for i in range(len(hay) - len(needle) + 1) if hay[i : i + len(needle)] == needle]
 
 
@@ -252,8 +253,8 @@ def whole_file_blocks(text: str) -> list[EditBlock]:
 def whole_file_problem(current: str, new: str) -> str | None:
     """Why a whole-file answer may not replace ``current``: it must keep the file's lines (a
     model shown only part of a file, or one that rewrites freely, would delete memory)."""
-    old_lines = [ln.strip() for ln in current.splitlines() if ln.strip()]
-    kept = {ln.strip() for ln in new.splitlines()}
+    old_lines = [ln.strip() for ln in split_lines(current) if ln.strip()]
+    kept = {ln.strip() for ln in split_lines(new)}
     missing = [ln for ln in old_lines if ln not in kept]
     if old_lines and len(missing) > max(1, len(old_lines) // 10):
         return (
@@ -278,7 +279,7 @@ def parse_edit_blocks(  # noqa: C901 -- one scan of the reply: path line, SEARCH
     """
     blocks: list[EditBlock] = []
     problems: list[str] = []
-    lines = text.splitlines()
+    lines = split_lines(text)
     path = default_path
     candidate: str | None = None
     index = 0

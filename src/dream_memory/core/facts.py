@@ -31,6 +31,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 
 from dream_memory.core import scopes
+from dream_memory.core.bounded import split_lines
 from dream_memory.errors import BadReply
 
 TAGS = ("USER", "SOUL", "MEMORY", "SKILL", "ENTITY", "OBSERVATION")
@@ -173,7 +174,7 @@ def parse_facts(  # noqa: C901, PLR0912, PLR0915 -- one pass over the reply's li
     skip = False
     seen: set[tuple[str, str | None, str]] = set()
     copied = {normalize(e) for e in examples}
-    lines = [seg for raw in reply.splitlines() for seg in _segments(raw.strip())]
+    lines = [seg for raw in split_lines(reply) for seg in _segments(raw.strip())]
     for raw in lines:
         line = raw.strip()
         if not line or line.startswith("```"):

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from dream_memory.core import layout
+from dream_memory.core.bounded import split_lines
 from dream_memory.core.frontmatter import is_always_on, may_be_always_on
 
 __all__ = ["GuardSettings", "hold_reasons", "is_always_on", "net_removed"]
@@ -36,13 +37,13 @@ class RecentRemovals:
 
 
 def _count_lines(text: str | None) -> int:
-    return 0 if not text else len(text.splitlines())
+    return 0 if not text else len(split_lines(text))
 
 
 def net_removed(before: str | None, after: str | None) -> int:
     """Lines in ``before`` missing from ``after`` minus lines added (multiset difference)."""
-    old = (before or "").splitlines()
-    new = (after or "").splitlines()
+    old = split_lines(before or "")
+    new = split_lines(after or "")
     remaining: dict[str, int] = {}
     for line in new:
         remaining[line] = remaining.get(line, 0) + 1

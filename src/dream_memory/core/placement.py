@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import lru_cache
 
 from dream_memory.core import layout, scopes
+from dream_memory.core.bounded import split_lines
 from dream_memory.core.dates import merged_trail, split_trail
 from dream_memory.core.facts import Fact, slug
 from dream_memory.core.frontmatter import render_frontmatter
@@ -120,7 +121,7 @@ def add_fact(text: str, path: str, fact_text: str, avoid: Collection[str] = ()) 
         ]
         return "".join(kept)
     bullet = f"- {_bullet_text(fact_text)}"
-    if _normalize(bullet) in {_normalize_line(line) for line in text.splitlines()}:
+    if _normalize(bullet) in {_normalize_line(line) for line in split_lines(text)}:
         return text
     old = superseded_value(fact_text)
     if old:
@@ -166,7 +167,7 @@ def index_text(existing: str | None, name: str, file: str, fact: str) -> str:
         return f"{head}| Entity | File | Repos |\n|---|---|---|\n{row}\n"
     if re.search(rf"^\|\s*{re.escape(name)}\s*\|", existing, re.MULTILINE | re.IGNORECASE):
         return existing
-    lines = existing.splitlines()
+    lines = split_lines(existing)
     last_row = max(i for i, line in enumerate(lines) if line.lstrip().startswith("|"))
     lines.insert(last_row + 1, row)
     return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dream_memory.core import scopes
+from dream_memory.core.bounded import split_lines
 from dream_memory.core.chat import Message, ToolSpec
 from dream_memory.core.dates import entry_day, weekday_name
 from dream_memory.core.facts import Fact, parse_facts
@@ -262,7 +263,7 @@ _NUMBERED = re.compile(r"^\s*(?P<number>\d{1,4})[.)]\s+(?P<rest>\[.*)$")
 def numbered_facts(block: str) -> list[tuple[int, Fact]]:
     """The facts of a ``render_facts`` block with their numbers, in the block's order."""
     found: list[tuple[int, Fact]] = []
-    for line in block.splitlines():
+    for line in split_lines(block):
         match = _NUMBERED.match(line)
         if match is None:
             continue
@@ -405,9 +406,9 @@ def summary_problem(text: str) -> str | None:
     stripped = text.strip()
     if not stripped or stripped.strip("()").casefold() in ("nothing", "none"):
         return None
-    if any(_LIST_ITEM.match(line) for line in stripped.splitlines()):
+    if any(_LIST_ITEM.match(line) for line in split_lines(stripped)):
         return None
-    first = stripped.splitlines()[0][:80]
+    first = split_lines(stripped)[0][:80]
     return (
         f"the reply is not a list of notes (it starts {first!r}): it answers the conversation instead of summarizing it"
     )

@@ -12,6 +12,7 @@ from difflib import SequenceMatcher
 from typing import TYPE_CHECKING
 
 from dream_memory.core import layout
+from dream_memory.core.bounded import split_lines
 from dream_memory.core.facts import Fact
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ def removals_in(message: str) -> list[str]:
     for it (``USER.md: replaced '- Drinks tea' (fact 2: [USER] Drinks coffee (was tea))``)."""
     found: list[str] = []
     inside = False
-    for line in message.splitlines():
+    for line in split_lines(message):
         if line.strip() == BODY_REMOVED:
             inside = True
         elif inside and line.strip():
@@ -179,8 +180,8 @@ def attribute(
     lines: list[LineSource] = []
     removed: list[Removal] = []
     for path, (before, after) in sorted(changes.items()):
-        old = (before or "").splitlines()
-        new = after.splitlines()
+        old = split_lines(before or "")
+        new = split_lines(after)
         for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
             if tag == "equal":
                 continue

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from dream_memory.core import layout
+from dream_memory.core.bounded import split_lines
 from dream_memory.core.provenance import removals_in
 
 GITIGNORE_BEGIN = "# >>> dream-memory: version only the memory files"
@@ -127,7 +128,7 @@ class CommitInfo:
 
     def trailers(self) -> dict[str, str]:
         found: dict[str, str] = {}
-        for line in self.body.splitlines():
+        for line in split_lines(self.body):
             key, sep, value = line.partition(": ")
             if sep and key and key.replace("-", "").isalnum() and key[0].isupper():
                 found[key] = value.strip()

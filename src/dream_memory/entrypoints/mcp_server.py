@@ -29,6 +29,7 @@ from pydantic import Field
 
 from dream_memory import __version__
 from dream_memory.app.read import ReaderScope, ReadStore, StoreWatch, as_reader_scope, hint_for
+from dream_memory.core.bounded import split_lines
 from dream_memory.core.search import MAX_QUERY_CHARS, MAX_RESULTS_LIMIT
 from dream_memory.core.surrogates import escape_lone_surrogates, in_strings
 from dream_memory.errors import EXIT_USAGE, DreamError, InputError
@@ -488,4 +489,4 @@ def _memory_lines(root: Path) -> list[tuple[str, int]]:
     """(path, line count) of each memory file of the workspace, every scope's (at most 200 lines each)."""
     from dream_memory.app.evaluation import memory_files
 
-    return [(rel, min(200, len(text.splitlines()))) for rel, text in sorted(memory_files(root).items())]
+    return [(rel, min(200, len(split_lines(text)))) for rel, text in sorted(memory_files(root).items())]

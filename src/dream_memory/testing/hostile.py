@@ -16,6 +16,8 @@ from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
+from dream_memory.core.bounded import split_lines
+
 RawPath = tuple[bytes, ...]
 
 
@@ -101,7 +103,7 @@ class Outcome:
     def refused(self, *codes: int) -> bool:
         """Exit 1 or 2 (or one of ``codes``) with a ``dream: error:`` cause on stderr, no traceback."""
         wanted = codes or (1, 2)
-        first = next((line for line in self.err.splitlines() if line.startswith("dream: error: ")), None)
+        first = next((line for line in split_lines(self.err) if line.startswith("dream: error: ")), None)
         return (
             self.crash is None and self.code in wanted and first is not None and "Traceback" not in self.err + self.out
         )

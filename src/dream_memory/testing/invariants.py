@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dream_memory.core import layout
+from dream_memory.core.bounded import split_lines
 
 MANUAL_EDITS_SUBJECT = "memory: manual edits"
 # Files only present while a change is in flight; once settled, none may be left.
@@ -132,7 +133,7 @@ def commit_subjects(root: Path) -> list[str]:
     """Subjects of every commit reachable from any ref, newest first."""
     if head_sha(root) is None:
         return []
-    return git(root, "log", "--all", "--format=%s").stdout.decode("utf-8", "replace").splitlines()
+    return split_lines(git(root, "log", "--all", "--format=%s").stdout.decode("utf-8", "replace"))
 
 
 def versioned_on_disk(root: Path) -> dict[str, bytes]:
@@ -246,7 +247,7 @@ def check_git_fsck(root: Path, *, settled: bool = True) -> list[Violation]:
     if not settled and (root / ".git").is_dir() and not (root / ".git" / "HEAD").is_file():
         return []
     done = git(root, "fsck", "--strict", "--no-progress", check=False)
-    lines = (done.stdout + done.stderr).decode("utf-8", "replace").splitlines()
+    lines = split_lines((done.stdout + done.stderr).decode("utf-8", "replace"))
     bad = [line for line in lines if line.strip() and not line.startswith(("dangling ", "Checking ", "notice: "))]
     if not settled:
         # the lock file of an object a killed writer was writing: debris the next run clears

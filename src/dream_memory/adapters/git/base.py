@@ -21,6 +21,7 @@ from dulwich.repo import Repo
 
 from dream_memory.adapters.rooted import RootedDir
 from dream_memory.core import layout
+from dream_memory.core.bounded import split_lines
 from dream_memory.core.ports import Clock
 from dream_memory.core.surrogates import escape_lone_surrogates, to_bytes
 from dream_memory.core.versions import parse_identity
@@ -173,7 +174,7 @@ class GitBase:
         return layout.is_tracked(rel) or (self.created and rel == ".gitignore")
 
     def _damaged(self, exc: BaseException) -> VersionStoreError:
-        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        detail = split_lines(str(exc).strip())[0] if str(exc).strip() else type(exc).__name__
         return VersionStoreError(
             f"the git repository at {self.root} is damaged: an object cannot be read ({detail[:200]})",
             hint="`git fsck` names the damaged objects; restore them from a clone or a backup, then run again",

@@ -16,6 +16,7 @@ from dulwich.repo import Repo
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git.base import oid
+from dream_memory.core.bounded import split_lines
 
 GITLINK = 0o160000
 SHA_ID = re.compile(rb"\b[0-9a-f]{40}\b")
@@ -165,7 +166,7 @@ def remotes(repo: Repo) -> list[str]:
 def alternates(repo: Repo) -> list[str]:
     path = Path(repo.object_store.path) / "info" / "alternates"
     text = fsutil.read_text(path)
-    return [line for line in (text or "").splitlines() if line.strip() and not line.startswith("#")]
+    return [line for line in split_lines(text or "") if line.strip() and not line.startswith("#")]
 
 
 def linked_worktrees(repo: Repo) -> list[str]:

@@ -13,6 +13,7 @@ from dream_memory.adapters import eval_files
 from dream_memory.app.evaluation.report import Item, Run
 from dream_memory.app.evaluation.scenarios import FILES, Scenario
 from dream_memory.core import layout
+from dream_memory.core.bounded import split_lines
 
 if TYPE_CHECKING:
     from dream_memory.adapters.git import GitStore
@@ -85,7 +86,7 @@ def _lines_with(files: dict[str, str], value: str) -> list[str]:
     return [
         f"{rel}:{n}"
         for rel, text in files.items()
-        for n, line in enumerate(text.splitlines(), 1)
+        for n, line in enumerate(split_lines(text), 1)
         if _contains(line, value)
     ]
 

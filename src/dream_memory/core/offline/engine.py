@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import date
 
 from dream_memory.core import layout, scopes
+from dream_memory.core.bounded import split_lines
 from dream_memory.core.chat import ChatReply, Message, ToolCall, ToolSpec, Usage
 from dream_memory.core.dates import absolute_dates, entry_day
 from dream_memory.core.edits import minimal_edit
@@ -114,7 +115,7 @@ def _partial_views(text: str) -> dict[str, tuple[list[str], dict[str, str]]]:
         if not match or _SHOWN_SECTIONS not in match.group(1):
             continue
         shape, _, shown = match.group(1).partition(_SHOWN_SECTIONS)
-        titles = [m["title"] for line in shape.splitlines() if (m := _OUTLINE_ROW.match(line))]
+        titles = [m["title"] for line in split_lines(shape) if (m := _OUTLINE_ROW.match(line))]
         parsed = [s for s in split_sections(shown + "\n") if s.title]
         counts: dict[str, int] = {}
         for section in parsed:
@@ -224,7 +225,7 @@ class _ReadResults:
                 if "does not exist" in content:
                     found.full[path] = None
             elif "is large; here is its outline" in content:
-                titles = [m["title"] for line in content.splitlines() if (m := _OUTLINE_ROW.match(line))]
+                titles = [m["title"] for line in split_lines(content) if (m := _OUTLINE_ROW.match(line))]
                 found.outlines[path] = [t for t in titles if t != "(preamble)"]
             else:
                 found.full[path] = content
@@ -277,13 +278,13 @@ class OfflineModel:
 
     def _phase1(self, prompt: str) -> ChatReply:
         memory = _files_in(_after(prompt, MEMORY_MARKER).split(HISTORY_MARKER)[0])
-        known = {normalize(line) for text in memory.values() if text for line in text.splitlines()}
+        known = {normalize(line) for text in memory.values() if text for line in split_lines(text)}
         lines: list[str] = []
         cited: list[list[int]] = []  # per line: every entry the fact was read in (it cites them all)
         seen: dict[str, int] = {}
         emitted: list[tuple[str, str]] = []
         for cursor, day, entry in _entries_in(prompt):
-            for raw in entry.splitlines():
+            for raw in split_lines(entry):
                 item = classify(raw)
                 if item is None:
                     continue
@@ -424,7 +425,7 @@ class OfflineModel:
         kept: list[str] = []
         seen: set[str] = set()
         speaker = ""
-        for raw in body.splitlines():
+        for raw in split_lines(body):
             turn = _TURN.match(raw)
             if turn:
                 speaker = turn["speaker"].casefold()

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from dream_memory.core import layout, scopes
+from dream_memory.core.bounded import split_lines
 from dream_memory.core.facts import normalize
 from dream_memory.core.placement import is_forget, superseded_value
 
@@ -195,7 +196,7 @@ def owner_of_superseded(
             return tag
     for path in [*_FILE_TAGS, *(p for p in memory if p not in _FILE_TAGS)]:
         owner = _FILE_TAGS.get(scopes.counterpart(path))  # a scope's USER.md holds [USER] lines too
-        lines = (memory.get(path) or "").splitlines()
+        lines = split_lines(memory.get(path) or "")
         if owner is not None and any(ln.lstrip().startswith(("-", "*")) and wanted in normalize(ln) for ln in lines):
             return owner
     return None

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from dream_memory.core.bounded import split_lines
 from dream_memory.core.terminal import for_terminal
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def progress_options(func: F) -> F:
 
 
 def _short(text: str, limit: int = REASON_CHARS) -> str:
-    first = text.strip().splitlines()[0] if text.strip() else ""
+    first = split_lines(text.strip())[0] if text.strip() else ""
     if len(first) <= limit and first == text.strip():
         return first
     return first[: limit - 1].rstrip() + "…"

@@ -1,0 +1,87 @@
+"""A memory or history line is what ends at a newline, nothing else. Python's ``str.splitlines``
+also breaks at U+2028, U+2029, U+0085, form feed, vertical tab and U+001C..1E, which chat text
+and pasted documents hold; JSON leaves them unescaped inside a string. Before, the read and edit
+paths that used it cut such a line in two: `dream append --jsonl` refused a valid line, the
+offline engine kept only the text before the character, rewriting index.md turned the character
+into a newline, and provenance gave the line numbers of the cut text, not the file's.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dream_memory.testing import clean_env
+from dream_memory.testing.hostile import Outcome, cli
+
+BREAKS = ["\u2028", "\u2029", "\x85", "\x0c", "\x1e"]
+RAW_IN_JSON = BREAKS[:3]  # json.dumps escapes the control characters, not these
+
+
+def _ws(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    ws = tmp_path / "ws"
+    env = clean_env(tmp_path / "home", DREAM_WORKSPACE=str(ws))
+    assert cli("init", env=env).code == 0
+    return ws, env
+
+
+def _run(env: dict[str, str]) -> dict[str, object]:
+    done: Outcome = cli("run", "--model", "offline", env=env)
+    assert done.code == 0 and done.crash is None, done
+    report = json.loads(done.out)
+    assert isinstance(report, dict)
+    return report
+
+
+@pytest.mark.parametrize("sep", RAW_IN_JSON, ids=[f"U+{ord(c):04X}" for c in RAW_IN_JSON])
+def test_a_jsonl_line_holding_a_line_separator_is_one_entry(tmp_path: Path, sep: str) -> None:
+    ws, env = _ws(tmp_path)
+    line = json.dumps({"content": f"- [durable] the hint is{sep}KEEP-ME"}, ensure_ascii=False)
+    assert sep in line  # written raw, as json.dumps(ensure_ascii=False) and nanobot write it
+    done = cli("append", "--jsonl", "-", env=env, input=line + "\n")
+    assert done.code == 0, done
+    stored = [json.loads(x) for x in (ws / "memory" / "history.jsonl").read_text(encoding="utf-8").split("\n") if x]
+    assert stored[-1]["content"] == f"- [durable] the hint is{sep}KEEP-ME"
+
+
+@pytest.mark.parametrize("sep", BREAKS, ids=[f"U+{ord(c):04X}" for c in BREAKS])
+def test_the_offline_engine_keeps_the_text_after_a_line_separator(tmp_path: Path, sep: str) -> None:
+    ws, env = _ws(tmp_path)
+    assert cli("append", f"- [durable] User's wifi password hint is{sep}KEEP-AFTER", env=env).code == 0
+    _run(env)
+    assert f"hint is{sep}KEEP-AFTER" in (ws / "USER.md").read_text(encoding="utf-8")
+
+
+def test_adding_an_entity_keeps_index_md_rows_holding_a_line_separator(tmp_path: Path) -> None:
+    ws, env = _ws(tmp_path)
+    row = "| old-thing | entities/old-thing.md | note\u2028more\x0cstill the row |"
+    (ws / "entities").mkdir()
+    (ws / "entities" / "old-thing.md").write_text("# old-thing\n\n- kept\n", encoding="utf-8")
+    (ws / "index.md").write_text(f"# Index\n\n| Entity | File | Repos |\n|---|---|---|\n{row}\n", encoding="utf-8")
+    assert cli("append", "- [entity] new-thing: a service added today", env=env).code == 0
+    _run(env)
+    text = (ws / "index.md").read_text(encoding="utf-8")
+    assert row in text.split("\n")
+    assert "| new-thing | entities/new-thing.md |" in text
+
+
+def test_provenance_line_numbers_are_the_files_own(tmp_path: Path) -> None:
+    ws, env = _ws(tmp_path)
+    memory = ws / "memory" / "MEMORY.md"
+    text = memory.read_text(encoding="utf-8")
+    # A hand-written line holding two separators, above where Dream adds its fact.
+    memory.write_text(
+        text.replace("## Decisions\n", "## Decisions\n\n- a\u2028b\u2029c by hand\n", 1), encoding="utf-8"
+    )
+    assert cli("append", "- Decisions: the HTTP router is chi.", env=env).code == 0
+    report = _run(env)
+    batches = report["batches"]
+    assert isinstance(batches, list)
+    (fact,) = batches[0]["provenance"]["facts"]
+    shown = [line for line in fact["lines"] if "router is chi" in line["text"]]
+    assert shown, fact
+    lines = memory.read_text(encoding="utf-8").split("\n")
+    for line in shown:
+        assert lines[line["line"] - 1] == line["text"], (line, lines)
