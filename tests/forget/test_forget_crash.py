@@ -16,6 +16,7 @@ KILL_POINTS = [
     ("forget.journal", 1),
     ("forget.write", 1),
     ("history.rewrite", 1),
+    ("history.replaced", 2),  # history rewritten, the replaced file (value inside) still named
     ("forget.archive", 1),
     ("forget.objects", 1),
     ("forget.ref", 2),

@@ -59,6 +59,7 @@ def _leftovers(ws: Path) -> list[str]:
     memory = ws / "memory"
     names = [p.relative_to(memory).as_posix() for p in memory.rglob("*") if p.name.endswith(".tmp")]
     names += [n for n in ("archive/.pending.json", ".migration.json", "HISTORY.md") if (memory / n).exists()]
+    names += [p.name for p in memory.glob(".history.replaced*")]
     return names
 
 
@@ -83,9 +84,12 @@ COMPACTION_SITES = [
     ("archive.marker", 1),  # before the marker: nothing happened
     ("archive.append", 1),  # marker written, nothing archived
     ("archive.append", 2),  # the first month archived, the second not
-    ("history.rewrite", 1),  # both months archived, history.jsonl not rewritten: duplicates on disk
+    ("history.replaced", 1),  # both months archived, the file to replace not yet kept by name
+    ("history.rewrite", 1),  # kept by name, history.jsonl not rewritten: duplicates on disk
+    ("history.replaced", 2),  # rewritten and drained, the replaced file's name not yet removed
     ("archive.marker", 2),  # everything done but the marker's removal
 ]
+# The drain's own points, with a writer appending to the replaced file: test_review_replaced_history.py
 
 
 @pytest.mark.parametrize(("site", "nth"), COMPACTION_SITES)

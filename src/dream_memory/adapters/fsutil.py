@@ -157,6 +157,13 @@ def remove(path: Path, *, site: str = "remove") -> None:
     fsync_dir(path.parent)
 
 
+def link(src: Path, dst: Path, *, site: str = "link") -> None:
+    """A second name for ``src``'s file, durable once this returns (FileExistsError if taken)."""
+    _before_write(site, dst)
+    os.link(src, dst, follow_symlinks=False)
+    fsync_dir(dst.parent)
+
+
 def rename(src: Path, dst: Path, *, site: str = "rename") -> None:
     _before_write(site, dst)
     os.replace(src, dst)

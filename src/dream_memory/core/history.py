@@ -90,7 +90,8 @@ _DECODER = json.JSONDecoder()
 
 
 def parse_line(raw: str, line_no: int) -> ParsedLine:  # noqa: C901, PLR0912 -- one branch per malformed form of a history line (docs/reference/files.md); a split would scatter the cases
-    """Parse one physical line. Glued objects each count; the rest is reported, not raised."""
+    """Parse one physical line. Glued objects each count, and an entry glued after a torn object
+    (``_entry_after_torn``); the rest is reported, not raised."""
     text = raw.rstrip("\r")
     if not text.strip():
         return ParsedLine(line_no, raw)
@@ -119,6 +120,7 @@ def parse_line(raw: str, line_no: int) -> ParsedLine:  # noqa: C901, PLR0912 -- 
             error = f"not valid JSON (nested too deeply, column {pos + 1})"
             break
         objects.append(obj)
+    glued = None if error is None else _entry_after_torn(text, pos)
     entries: list[HistoryEntry] = []
     foreign = 0
     for obj in objects:
@@ -131,6 +133,9 @@ def parse_line(raw: str, line_no: int) -> ParsedLine:  # noqa: C901, PLR0912 -- 
     if error is not None:
         count = f"{len(entries)} entr{'y' if len(entries) == 1 else 'ies'}"
         detail = f"{count} read, then {error}" if entries else error
+        if glued is not None:
+            entries.append(glued)
+            detail += f"; the complete entry glued after it (cursor {glued.cursor}) is read"
         problem = LineProblem(line_no, "malformed", detail)
     elif foreign:
         other = next(obj for obj in objects if entry_from_object(obj) is None)
@@ -139,6 +144,23 @@ def parse_line(raw: str, line_no: int) -> ParsedLine:  # noqa: C901, PLR0912 -- 
     elif len(entries) > 1:
         problem = LineProblem(line_no, "repaired", f"{len(entries)} JSON objects on one line, read as separate entries")
     return ParsedLine(line_no, raw, tuple(entries), problem)
+
+
+# Unescaped, `{"cursor":` can only open an object: inside a JSON string its quote is escaped.
+_CURSOR_OBJECT = re.compile(r'\{\s*"cursor"\s*:')
+
+
+def _entry_after_torn(text: str, torn_at: int) -> HistoryEntry | None:
+    """The entry a writer that checks for no newline (nanobot) glued onto a torn line: from the
+    last ``{"cursor":`` after the torn object's start, the rest of the line is that one entry."""
+    for start in sorted((m.start() for m in _CURSOR_OBJECT.finditer(text, torn_at + 1)), reverse=True):
+        try:
+            obj, end = _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            continue
+        if not text[end:].strip():
+            return entry_from_object(obj)
+    return None
 
 
 def parse_lines(lines: Iterable[str], first_line_no: int = 1) -> Iterator[ParsedLine]:
@@ -209,13 +231,7 @@ def parse_cursor_text(text: str) -> int | None:
 
 # --- timestamps ------------------------------------------------------------------------------
 
-_TS_PATTERNS = (
-    "%Y-%m-%d %H:%M",
-    "%Y-%m-%d %H:%M:%S",
-    "%Y-%m-%dT%H:%M",
-    "%Y-%m-%dT%H:%M:%S",
-    "%Y-%m-%d",
-)
+_TS_PATTERNS = ("%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d")
 
 
 def parse_timestamp(value: str) -> datetime | None:

@@ -25,6 +25,10 @@ HISTORY_LOCK = "memory/.history.lock"
 # How the last holder of the history lock left history.jsonl (inode and size): a hint that shows
 # a writer without the lock (nanobot) between two holds
 HISTORY_LEFT = "memory/.history.left"
+# history.jsonl as it was before a rewrite replaced it, under this name plus "." and the byte
+# offset the rewrite copied it up to: kept until what other writers appended to it is in the new
+# file, so a killed rewrite leaves those lines on disk (adapters/history_log/replaced.py)
+HISTORY_REPLACED = "memory/.history.replaced"
 DREAM_LOCK = "memory/.dream.lock"
 MIGRATION_MARKER = "memory/.migration.json"
 PROMPTS_README = "prompts/README.md"

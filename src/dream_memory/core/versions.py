@@ -25,6 +25,7 @@ EXCLUDE_BEGIN = "# >>> dream-memory runtime files of"
 RUNTIME_PATTERNS: tuple[str, ...] = (
     "memory/.*.lock",  # .history.lock, .dream.lock and any lock a later version adds
     layout.HISTORY_LEFT,
+    f"{layout.HISTORY_REPLACED}.*",  # history.jsonl kept by name while a rewrite drains it
     layout.DREAM_JOURNAL,
     layout.MIGRATION_MARKER,
     layout.FORGOTTEN_RECORD,

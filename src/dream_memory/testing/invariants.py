@@ -385,7 +385,9 @@ def check_memory_committed(root: Path, *, settled: bool = True) -> list[Violatio
         state = "missing" if rel not in disk else "absent from HEAD" if rel not in committed else "differs from HEAD"
         problems.append(Violation("memory_committed", f"{rel} {state}"))
     if settled:
-        for rel in IN_FLIGHT_MARKERS:
+        replaced = root / layout.HISTORY_REPLACED  # history.jsonl kept by name while a rewrite drains it
+        kept = [f"memory/{p.name}" for p in replaced.parent.glob(f"{replaced.name}.*")]
+        for rel in [*IN_FLIGHT_MARKERS, *kept]:
             if (root / rel).exists():
                 problems.append(Violation("memory_committed", f"{rel} is left after the change settled"))
     return problems

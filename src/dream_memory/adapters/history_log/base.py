@@ -389,6 +389,10 @@ class LogBase(abc.ABC):
     def _recover_locked(self) -> MigrationResult | None:
         """Finish what a killed writer left half done (HistoryLog, in log.py)."""
 
+    @abc.abstractmethod
+    def _keep_replaced(self, fd: int, offset: int) -> Path | None:
+        """A durable name for the file a rewrite is about to replace (replaced.py)."""
+
     def _truncate_to(self, size: int | None) -> None:
         with contextlib.suppress(OSError):
             if size is None:
@@ -424,15 +428,25 @@ class LogBase(abc.ABC):
         Our own appenders wait for the lock; a writer without it appends to whichever file the
         name pointed at when it opened it. Lines that reached the old file before the rename go
         into the new one with it; lines that reach the old file after the rename (a writer that
-        opened it just before) are moved over once that writer has closed it.
+        opened it just before) are moved over once that writer has closed it. Until then the old
+        file keeps a name (replaced.py): a kill during the drain leaves them on disk.
         """
         if snap.fd is None:
             fsutil.atomic_write(self.path, body, site="history.rewrite")
             return
         late = _read_from(snap.fd, snap.end)
         complete = late.rfind(b"\n") + 1  # a line still being written is moved with the rest
-        fsutil.atomic_write(self.path, body + late[:complete], site="history.rewrite")
+        kept = self._keep_replaced(snap.fd, snap.end + complete)
+        try:
+            fsutil.atomic_write(self.path, body + late[:complete], site="history.rewrite")
+        except BaseException:
+            if kept is not None:  # nothing was replaced: the old file is history.jsonl still
+                with contextlib.suppress(OSError):
+                    kept.unlink()
+            raise
         self._drain(snap.fd, snap.end + complete)
+        if kept is not None:
+            fsutil.remove(kept, site="history.replaced")
 
     def _drain(self, fd: int, pos: int) -> None:
         """Move what lands in the replaced file (behind ``fd``, from ``pos``) into history.jsonl
