@@ -35,6 +35,11 @@ _RACY_SECONDS = 2.0
 class Worktree(Checks):
     """The workspace's versioned files on disk, and the git index beside them."""
 
+    # Set by a caller that knows what a file held when its change was computed
+    # (app/onto_edits.py): ``write_files`` hands it each file first, and writes only those it
+    # declines (False), so a file edited since is merged onto rather than written over.
+    careful: Callable[[str, bytes | None], bool] | None = None
+
     def worktree_paths(self) -> list[str]:
         """Tracked paths that exist as regular files in the workspace: no symlink is followed
         (a file beyond a symlinked folder is not in the workspace), and a name no commit may
@@ -150,7 +155,9 @@ class Worktree(Checks):
         self.check_paths(contents)
         written: list[str] = []
         for rel, data in contents.items():
-            if data is None:
+            if self.careful is not None and self.careful(rel, data):
+                written.append(rel)
+            elif data is None:
                 self.fs.remove(rel, site="memory.remove")
             else:
                 # Each file is fsynced, one after the other: written at once, a kill during one

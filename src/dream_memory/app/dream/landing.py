@@ -23,8 +23,10 @@ from dream_memory.app.dream.origins import LazyOrigins, RunOrigins
 from dream_memory.app.dream.phases import ModelSaid
 from dream_memory.app.dream.provenance import attribute_batch, commit_body, save_note
 from dream_memory.app.dream.report import STATUS_FAILED, BatchRecord, DreamReport, scrub
+from dream_memory.app.onto_edits import writing_onto_edits
 from dream_memory.app.versioning import MANUAL_SUBJECT, apply_commit, commit_disk_state
 from dream_memory.core import layout
+from dream_memory.core.bounded import split_lines
 from dream_memory.core.guards import hold_reasons, net_removed
 from dream_memory.core.history import Batch
 from dream_memory.core.late_entries import still_late
@@ -160,9 +162,13 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
     )
     if held:
         message += "\n" + "\n".join(f"Dream-Held: {i.id} {i.path}:{i.first_line}-{i.last_line}" for i, _ in held)
-    record.commit = apply_commit(git, files, scrub(ctx.redactor, message))
+    # The check above was made before the commit was built; an edit since then (nanobot's
+    # write_user while git writes objects) is merged onto as each file is written.
+    with writing_onto_edits(git, {p: as_bytes(before) for p, (before, _) in landed.items()}) as onto:
+        record.commit = apply_commit(git, files, scrub(ctx.redactor, message))
     if record.commit:
         report.commits.append(record.commit)
+        record.notes.extend(onto.notes("while the batch's commit was written", record.commit))
     if record.commit and record.outcome == "committed":
         _provenance_note(where)
     return state
@@ -359,7 +365,7 @@ def _held_change(
     ctx: DreamContext, record: BatchRecord, batch: Batch, change_id: str, piece: _Piece
 ) -> tuple[HeldChange, dict[str, Any]]:
     path, hunk, base, theirs = piece
-    first, last = hunk.lines if hunk.change != "file" else (1, max(1, len((base or "").splitlines())))
+    first, last = hunk.lines if hunk.change != "file" else (1, max(1, len(split_lines(base or ""))))
     reason = scrub(ctx.redactor, hunk.reason)
     item = HeldChange(
         id=change_id,

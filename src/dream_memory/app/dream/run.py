@@ -159,6 +159,9 @@ def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
     if recovered is not None:
         report.notes.append(f"recovered an interrupted change ({recovered.action}): {recovered.subject}")
         ctx.log(f"recovered an interrupted change ({recovered.action}): {recovered.subject}")
+        for note in recovered.notes:
+            report.notes.append(note)
+            ctx.log(note)
     # Under the Dream lock: nothing of this run is writing yet.
     stale = [
         *fsutil.remove_stale_temps(ctx.root, deep=False),
