@@ -102,7 +102,12 @@ def test_a_user_repository_at_the_workspace_root_is_not_taken_over(tmp_path: Pat
     init = dream("init", "--workspace", str(ws))
     assert init.returncode == 0, init.stderr
     assert (ws / ".gitignore").read_bytes() == gitignore
-    assert git(ws, "show", "--format=", "--name-only", "HEAD").split() == ["SOUL.md", "USER.md", "memory/MEMORY.md"]
+    assert git(ws, "show", "--format=", "--name-only", "HEAD").split() == [
+        "SOUL.md",
+        "USER.md",
+        "memory/.dream_cursor",
+        "memory/MEMORY.md",
+    ]
     assert git(ws, "fsck", "--strict", "--no-progress", check=False) == ""
 
 

@@ -43,6 +43,7 @@ def test_git_agrees_through_the_whole_lifecycle(tmp_path: Path, dream, git, stor
         ".gitignore",
         "SOUL.md",
         "USER.md",
+        "memory/.dream_cursor",
         "memory/MEMORY.md",
     ]
 

@@ -72,7 +72,7 @@ def test_a_killed_commit_is_finished_or_rolled_back_never_taken_for_hand_edits(
         assert len(fsck) == 1 and fsck[0].startswith("dangling commit ")
         assert git(ws, "rev-parse", "HEAD").strip() == init
         assert {rel: (ws / rel).read_text(encoding="utf-8") for rel in before} == before
-        assert not (ws / "memory/.dream_cursor").exists()
+        assert (ws / "memory/.dream_cursor").read_text(encoding="utf-8") == "0\n"  # as init committed it
 
 
 def test_status_and_init_after_a_kill(tmp_path: Path, dream, git, clean_env: dict[str, str]) -> None:

@@ -1,25 +1,90 @@
-"""The ``.dream_cursor`` Dream trusts (core/cursor_truth.py): read the file and HEAD's copy, judge.
+"""The ``.dream_cursor`` Dream trusts (core/cursor_truth.py): read the file and the commits that
+set the committed one, judge.
 
-One function, called once per Dream run (app/dream.py), by ``dream status`` and by the context
-block, so every reader agrees on which entries are still pending.
+One function, called once per Dream run (app/dream.py), by ``dream status`` and ``dream doctor``,
+so every reader agrees on which entries are still pending.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dream_memory.adapters.git import GitStore
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core import layout
-from dream_memory.core.cursor_truth import CursorCheck, judge_cursor
+from dream_memory.core.cursor_truth import CursorCheck, ForeignMove, cursor_commit, judge_cursor
 from dream_memory.core.history import parse_cursor_text
 
+# Bound on the commits walked back to the last one of ours that set the cursor: in an enclosing
+# repository most commits are someone else's. Past it, HEAD's value is taken, as it was before
+# Dream's own commits were told apart.
+_MAX_EXAMINED = 2000
+_SUBJECT_CHARS = 72
 
-def committed_dream_cursor(git: GitStore) -> int | None:
-    """memory/.dream_cursor as HEAD holds it; None when HEAD has none (or nothing readable)."""
+
+@dataclass(frozen=True)
+class CommittedCursor:
+    head: int | None  # HEAD's memory/.dream_cursor (None: none, or unreadable)
+    own: int | None  # what the newest commit of ours that set it holds (None: no such commit found)
+    since: tuple[ForeignMove, ...] = ()  # commits not of ours that changed it after that, oldest first
+
+
+@dataclass(frozen=True)
+class _Seen:
+    sha: str
+    subject: str
+    blob: bytes | None
+    kind: str
+
+
+def committed_cursor(git: GitStore) -> CommittedCursor:
+    """HEAD's cursor, and who set it: back along first parents to the newest commit of ours that
+    set it (HEAD itself after every Dream batch: one look), noting every other commit that changed
+    it on the way."""
     head = git.head()
     if head is None:
-        return None
-    data = git.read_at(head, layout.DREAM_CURSOR)
-    return None if data is None else parse_cursor_text(data.decode("utf-8", errors="replace"))
+        return CommittedCursor(None, None)
+    values: dict[bytes, int | None] = {}
+
+    def value(blob: bytes | None) -> int | None:
+        if blob is None:
+            return None
+        if blob not in values:
+            values[blob] = parse_cursor_text(git.blob(blob).decode("utf-8", errors="replace"))
+        return values[blob]
+
+    seen: list[_Seen] = []  # newest first, up to (not including) the commit of ours
+    anchor: _Seen | None = None
+    for examined, commit in enumerate(git.first_parent_chain(head)):
+        sha = commit.id.decode("ascii")
+        entry = git.entries_at(sha, [layout.DREAM_CURSOR]).get(layout.DREAM_CURSOR)
+        blob = None if entry is None else entry[1]
+        if seen and seen[-1].kind == "reverts" and seen[-1].blob != blob:
+            anchor = seen.pop()  # a restore of ours that moved the cursor (--replay) set it
+            break
+        if examined >= _MAX_EXAMINED:
+            break
+        message = commit.message.decode("utf-8", errors="replace")
+        subject = message.partition("\n")[0].strip()
+        seen.append(_Seen(sha, subject, blob, cursor_commit(message)))
+        if seen[-1].kind == "sets":
+            anchor = seen.pop()
+            break
+    head_value = value(seen[0].blob if seen else anchor.blob if anchor else None)
+    own = None if anchor is None else value(anchor.blob)
+    if own is None:
+        return CommittedCursor(head_value, None)
+    assert anchor is not None
+    moves: list[ForeignMove] = []
+    for newer, older in zip(seen, [*seen[1:], anchor], strict=False):  # seen is one shorter
+        moved_to = value(newer.blob)
+        if newer.blob != older.blob and moved_to is not None:
+            moves.append(ForeignMove(moved_to, f"{newer.sha[:10]} ({_short(newer.subject)})"))
+    return CommittedCursor(head_value, own, tuple(reversed(moves)))
+
+
+def _short(subject: str) -> str:
+    return subject if len(subject) <= _SUBJECT_CHARS else subject[: _SUBJECT_CHARS - 3] + "..."
 
 
 def dream_cursor_check(history: HistoryLog, git: GitStore | None, *, follow_external: bool = False) -> CursorCheck:
@@ -27,4 +92,7 @@ def dream_cursor_check(history: HistoryLog, git: GitStore | None, *, follow_exte
     on_disk = history.read_dream_cursor()
     if git is None:
         return judge_cursor(on_disk, None, versioned=False)
-    return judge_cursor(on_disk, committed_dream_cursor(git), versioned=True, follow_external=follow_external)
+    found = committed_cursor(git)
+    return judge_cursor(
+        on_disk, found.head, versioned=True, follow_external=follow_external, own=found.own, since=found.since
+    )

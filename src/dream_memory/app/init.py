@@ -24,7 +24,9 @@ class InitReport:
     created: list[str]
     repository: str
     enclosing_repository: bool
-    commit: str | None  # the "memory: init" commit; None when there was nothing to commit, or deferred
+    # the "memory: init" commit, or the "memory: dream cursor" one in a repository that had memory
+    # but no cursor; None when there was nothing to commit, or deferred
+    commit: str | None
     deferred: bool = False  # a Dream run held the lock: that run commits the workspace
     notes: list[str] = field(default_factory=list)
 
@@ -41,7 +43,7 @@ class InitReport:
 def init_workspace(rt: Runtime, *, guide_notes: bool = True) -> InitReport:
     """``guide_notes``: also prompts/README.md, which says how to steer Dream (eval's scenario
     workspaces go without)."""
-    from dream_memory.app.versioning import ensure_versioned
+    from dream_memory.app.versioning import ensure_versioned, record_dream_cursor
 
     created = rt.create_workspace(guide_notes=guide_notes)
     git = rt.git(create=True)
@@ -50,7 +52,7 @@ def init_workspace(rt: Runtime, *, guide_notes: bool = True) -> InitReport:
     with git:
         try:
             with rt.dream_lock():
-                commit = ensure_versioned(git)
+                commit = ensure_versioned(git) or record_dream_cursor(git)
         except LockBusy:
             rt.log(DEFERRED_NOTE)
             notes.append(DEFERRED_NOTE)

@@ -19,6 +19,8 @@ from typing import Any, ParamSpec, TypeVar
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import CommitInfo, FileChange, GitStore
 from dream_memory.core import jsontext, layout
+from dream_memory.core.cursor_truth import CURSOR_SUBJECT
+from dream_memory.core.history import parse_cursor_text
 from dream_memory.errors import VersionStoreError
 
 P = ParamSpec("P")
@@ -126,6 +128,7 @@ class Recovery:
     action: str  # "finished" | "rolled_back" | "abandoned"
     commit: str
     subject: str
+    notes: tuple[str, ...] = ()  # files edited since the crash: merged onto, or left as edited
 
 
 @store_errors
@@ -155,6 +158,7 @@ def recover(git: GitStore) -> Recovery | None:
     # index.lock or a ref lock left by the killed writer would block this and every later commit
     git.clear_stale_locks(since=fsutil.mtime(journal))
     head = git.head()
+    notes: tuple[str, ...] = ()
     if head == sha:
         # The journal is a plain file in the workspace: its paths are taken only where the
         # commit itself changed them, so a tampered journal can name nothing else to write.
@@ -162,7 +166,7 @@ def recover(git: GitStore) -> Recovery | None:
         if not data.get("on_disk"):
             files = git.entries_at(sha, paths)
             contents = {rel: git.blob(files[rel][1]) if rel in files else None for rel in paths}
-            git.write_files(_memory_files(contents))
+            notes = _finish_writing(git, sha, _memory_files(contents))
         git.sync_index(paths, sha)
         action = "finished"
     elif head == base:
@@ -170,12 +174,30 @@ def recover(git: GitStore) -> Recovery | None:
     else:
         action = "abandoned"
     fsutil.remove(journal, site="journal.remove")
-    return Recovery(action, sha, subject)
+    return Recovery(action, sha, subject, notes)
 
 
 def _journal_paths(git: GitStore, sha: str, paths: list[str]) -> list[str]:
     changed = set(git.changed_paths(git.info(sha, with_files=False).parent, sha))
     return [p for p in paths if p in changed]
+
+
+def _finish_writing(git: GitStore, sha: str, contents: dict[str, bytes | None]) -> tuple[str, ...]:
+    """Write the interrupted commit's files, never over an edit made since the crash.
+
+    Until the crash, each file held its parent's version or, once written, the commit's own;
+    anything else is someone's edit (`dream status` showed it as unsaved), and the commit's
+    change is merged onto it or, when they collide, the edit is left as it is (app.onto_edits).
+    Dream's own bookkeeping is written as committed: the committed cursor and state are the
+    truth (core.cursor_truth), and a line merge of a number or of JSON means nothing."""
+    from dream_memory.app.onto_edits import writing_onto_edits  # the merge code, only when recovering
+
+    parent = git.info(sha, with_files=False).parent
+    people = [rel for rel in contents if not layout.is_dream_owned(rel)]
+    bases = {rel: git.read_at(parent, rel) if parent is not None else None for rel in people}
+    with writing_onto_edits(git, bases) as onto:
+        git.write_files(contents)
+    return tuple(onto.notes("after the change was interrupted", sha))
 
 
 # --- first commit and hand edits ----------------------------------------------------------------
@@ -193,7 +215,42 @@ def ensure_versioned(git: GitStore) -> str | None:
         return None
     if not present:
         return None
+    if _cursor_file_ready(git):
+        present = sorted({*present, layout.DREAM_CURSOR})
     return commit_disk_state(git, present, INIT_SUBJECT + "\n\nFiles: " + ", ".join(present))
+
+
+def _cursor_file_ready(git: GitStore) -> bool:
+    """memory/.dream_cursor holds a cursor, ready to be committed as Dream's: the file's value when
+    it has one, else 0, written here. Until a commit of ours records it, a nanobot gateway start
+    moves the file to the end of history and every entry before it would be skipped."""
+    if not git.is_versioned(layout.DREAM_CURSOR):
+        return False
+    data = git.read_file(layout.DREAM_CURSOR)
+    if data is None or parse_cursor_text(data.decode("utf-8", errors="replace")) is None:
+        fsutil.atomic_write(git.workspace / layout.DREAM_CURSOR, "0\n", site="dream_cursor.write")
+    return True
+
+
+@store_errors
+def record_dream_cursor(git: GitStore) -> str | None:
+    """Commit memory/.dream_cursor as Dream's when HEAD holds memory but no readable cursor: a
+    repository made before this workspace's first commit of ours (nanobot's own, whose first
+    commit has an empty cursor file; an enclosing one), or a ``memory: init`` of an older
+    version. Only ``dream init`` asks: a run records the cursor in its first batch anyway."""
+    head = git.head()
+    if head is None:
+        return None
+    data = git.read_at(head, layout.DREAM_CURSOR)
+    if data is not None and parse_cursor_text(data.decode("utf-8", errors="replace")) is not None:
+        return None
+    if not _cursor_file_ready(git):
+        return None
+    return commit_disk_state(
+        git,
+        [layout.DREAM_CURSOR],
+        f"{CURSOR_SUBJECT}\n\nThe cursor Dream goes on from, recorded before anything else moves the file.",
+    )
 
 
 @store_errors
