@@ -15,6 +15,9 @@ Two guards, one for each side:
 
 Paths are root-relative POSIX strings that already passed ``core.paths``; the root itself may
 be a symlink (it is the folder the user chose).
+
+One piece: both guards share the descriptor walk and its private helpers; split, every writer
+that needs a check of its own (``swap``) would reach into another module's privates.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import errno
 import os
 import stat
 from collections import OrderedDict
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 from dream_memory.adapters import fsutil
@@ -36,6 +39,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
 # O_NONBLOCK: a FIFO planted where a file should be must not hang the reader.
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
 _MAX_LINKS = 40  # as the kernel's own limit on symlinks in one lookup
+Keep = Callable[[int, str], bool]  # (folder descriptor, name) -> leave the file as it is
 _BACKWARDS_BLOCK = 64 * 1024  # a file read from its end is read in blocks of this size
 
 
@@ -106,10 +110,13 @@ class RootedDir:
 
     # --- writing ---------------------------------------------------------------------------
 
-    def write(self, rel: str, data: bytes, *, site: str = "rewrite", sync_folder: bool = True) -> None:
+    def write(
+        self, rel: str, data: bytes, *, site: str = "rewrite", sync_folder: bool = True, keep: Keep | None = None
+    ) -> bool:
         """Replace ``rel`` atomically and durably (temp file, fsync, rename, folder fsync unless
         ``sync_folder`` is off: then ``sync_folders``); folders on the way are created. A symlink
-        at ``rel`` itself is replaced, never followed."""
+        at ``rel`` itself is replaced, never followed. ``keep(folder_fd, name)``, asked once the
+        temp file is durable, right before the rename: True leaves the file as it is (False)."""
         parts = self._checked(rel)
         fds = self._parent_fds(rel, parts, create=True)
         assert fds is not None
@@ -129,6 +136,9 @@ class RootedDir:
                     handle.flush()
                     os.fsync(handle.fileno())
                     os.fchmod(handle.fileno(), mode)
+                if keep is not None and keep(folder, name):
+                    os.unlink(tmp, dir_fd=folder)
+                    return False
                 os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
             except BaseException:
                 with contextlib.suppress(OSError):
@@ -136,6 +146,7 @@ class RootedDir:
                 raise
             if sync_folder:
                 _fsync_fd(folder)
+            return True
         except IsADirectoryError as exc:
             raise WorkspaceError(f"cannot write {rel}: a folder is in the way") from exc
         finally:

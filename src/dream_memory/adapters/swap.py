@@ -15,13 +15,10 @@ that completed before the check is seen, and the caller merges onto it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 
-from dream_memory.adapters import fsutil
-from dream_memory.adapters.rooted import RootedDir, _close_all, _default_mode, _fsync_fd, _is_link_error
-from dream_memory.errors import WorkspaceError
+from dream_memory.adapters.rooted import RootedDir, _is_link_error
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | _CLOEXEC
@@ -39,41 +36,12 @@ def replace_if_unchanged(
             return False
         fs.remove(rel, site="memory.remove")
         return True
-    parts = fs._checked(rel)
-    fds = fs._parent_fds(rel, parts, create=True)
-    assert fds is not None
-    folder, name = fds[-1], parts[-1]
-    try:
-        try:
-            st = os.stat(name, dir_fd=folder, follow_symlinks=False)
-            mode = stat.S_IMODE(st.st_mode) if stat.S_ISREG(st.st_mode) else _default_mode()
-        except FileNotFoundError:
-            mode = _default_mode()
-        fsutil.checkpoint("memory.write", fs.root / rel)
-        tmp = f".{name}.{os.urandom(4).hex()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | _CLOEXEC, 0o600, dir_fd=folder)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-                os.fchmod(handle.fileno(), mode)
-            # The fsync above can take a while on a busy disk: the check comes after it.
-            if _content(folder, name) != expect:
-                os.unlink(tmp, dir_fd=folder)
-                return False
-            os.replace(tmp, name, src_dir_fd=folder, dst_dir_fd=folder)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=folder)
-            raise
-        if sync_folder:
-            _fsync_fd(folder)
-        return True
-    except IsADirectoryError as exc:
-        raise WorkspaceError(f"cannot write {rel}: a folder is in the way") from exc
-    finally:
-        _close_all(fds)
+
+    # The fsync of the temp file can take a while on a busy disk: the check comes after it.
+    def changed(folder: int, name: str) -> bool:
+        return _content(folder, name) != expect
+
+    return fs.write(rel, data, site="memory.write", sync_folder=sync_folder, keep=changed)
 
 
 def _content(folder: int, name: str) -> bytes | None:

@@ -85,7 +85,7 @@ def write_onto_edit(git: GitStore, rel: str, base: bytes | None, target: bytes |
 def _merged(base: bytes | None, now: bytes | None, target: bytes | None) -> bytes | None:
     """The change base -> target applied to ``now``; None when it cannot be, cleanly: the same
     lines changed, a file created or deleted on one side, or bytes that are not UTF-8."""
-    texts = [_text(x) for x in (base, now, target)]
+    texts = [utf8_or_none(x) for x in (base, now, target)]
     if None in texts:
         return None
     old, edited, new = (t for t in texts if t is not None)
@@ -93,7 +93,8 @@ def _merged(base: bytes | None, now: bytes | None, target: bytes | None) -> byte
     return merged.text.encode("utf-8") if merged.clean else None
 
 
-def _text(data: bytes | None) -> str | None:
+def utf8_or_none(data: bytes | None) -> str | None:
+    """The bytes as UTF-8 text; None when missing or not UTF-8 (nothing to merge line by line)."""
     if data is None:
         return None
     try:

@@ -23,7 +23,7 @@ from dream_memory.app.dream.origins import LazyOrigins, RunOrigins
 from dream_memory.app.dream.phases import ModelSaid
 from dream_memory.app.dream.provenance import attribute_batch, commit_body, save_note
 from dream_memory.app.dream.report import STATUS_FAILED, BatchRecord, DreamReport, scrub
-from dream_memory.app.onto_edits import writing_onto_edits
+from dream_memory.app.onto_edits import utf8_or_none, writing_onto_edits
 from dream_memory.app.versioning import MANUAL_SUBJECT, apply_commit, commit_disk_state
 from dream_memory.core import layout
 from dream_memory.core.bounded import split_lines
@@ -208,7 +208,7 @@ def _onto_edits_made_meanwhile(
     overlapping: list[str] = []
     for path, now in meanwhile.items():
         before, after = changes[path]
-        text = _utf8(now)
+        text = utf8_or_none(now)
         merged = merge_texts(before, text, after) if before is not None and text is not None else None
         if merged is None or not merged.clean:
             overlapping.append(path)
@@ -225,15 +225,6 @@ def _onto_edits_made_meanwhile(
         f"{', '.join(names)} changed on disk while the batch ran: {kept}, and the batch's change merged into it"
     )
     return moved
-
-
-def _utf8(data: bytes | None) -> str | None:
-    if data is None:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
 
 
 _Held = list[tuple[HeldChange, dict[str, Any]]]
