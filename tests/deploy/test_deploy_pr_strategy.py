@@ -185,7 +185,7 @@ def test_after_the_merge_a_run_with_nothing_new_deletes_the_branch(
     git(reviewer, "fetch", "-q", "origin", "dream/memory")
     if merge == "squash":
         git(reviewer, "merge", "-q", "--squash", "origin/dream/memory")
-        git(reviewer, "commit", "-q", "-m", "dream: memory updates (#1)")
+        git(reviewer, "commit", "-q", "-m", squash_message(reviewer, "dream/memory", "dream: memory updates (#1)"))
     else:
         git(reviewer, "merge", "-q", "--no-ff", "-m", "Merge pull request #1", "origin/dream/memory")
     git(reviewer, "push", "-q", "origin", "HEAD:refs/heads/main")
@@ -272,6 +272,38 @@ def review_step(tmp: Path, tree: Path, env: dict[str, str], held: str, name: str
     }
     cpr = subprocess.run([sys.executable, str(CPR)], env=cpr_env, cwd=tree, capture_output=True, text=True)
     assert cpr.returncode == 0, cpr.stderr
+
+
+def test_a_squash_cut_to_its_title_is_dreamt_again_and_says_why(tmp_path: Path, env: dict[str, str]) -> None:
+    """A squash message without the Dream commits' bodies is a commit not of Dream's moving the
+    cursor ahead: the next run names it and dreams those entries again, adding no fact twice."""
+    remote = make_remote(tmp_path, env, [fact(1), fact(2)])
+    scheduled_run(tmp_path, remote, env, "run1")
+    reviewer = checkout(tmp_path, remote, "main", "reviewer")
+    git(reviewer, "fetch", "-q", "origin", "dream/memory")
+    git(reviewer, "merge", "-q", "--squash", "origin/dream/memory")
+    git(reviewer, "commit", "-q", "-m", "dream: memory updates (#1)")
+    git(reviewer, "push", "-q", "origin", "HEAD:refs/heads/main")
+    squash = git(reviewer, "rev-parse", "--short=10", "HEAD").strip()
+
+    after, _, _ = scheduled_run(tmp_path, remote, env, "run2")
+    (note,) = [n for n in after["notes"] if "memory/.dream_cursor was moved" in n]
+    assert f"by commit {squash} (dream: memory updates (#1))" in note and "entries 1..2 are still dreamt" in note
+    assert after["status"] == "ok" and after["usage"]["llm_calls"] == 2
+    assert fact_counts(checkout(tmp_path, remote, "origin/dream/memory", "after"), range(1, 3)) == {1: 1, 2: 1}
+
+
+def squash_message(reviewer: Path, branch: str, title: str) -> str:
+    """GitHub's default squash commit message: one commit's own message, or the pull request's
+    title and each commit as "* subject" with its body (Dream's Dream-Range trailers among them)."""
+    commits = git(reviewer, "log", "--reverse", "--format=%H", f"HEAD..origin/{branch}").split()
+    if len(commits) == 1:
+        return git(reviewer, "log", "-1", "--format=%B", commits[0])
+    parts = [title, ""]
+    for sha in commits:
+        subject, body = git(reviewer, "log", "-1", "--format=%s", sha), git(reviewer, "log", "-1", "--format=%b", sha)
+        parts += [f"* {subject.strip()}", "", *([body.strip(), ""] if body.strip() else [])]
+    return "\n".join(parts).rstrip() + "\n"
 
 
 def merge(tmp: Path, remote: Path, branch: str, name: str) -> None:

@@ -14,6 +14,7 @@ import contextlib
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -83,6 +84,12 @@ def _workspace(tmp_path: Path, dream: Callable[..., object]) -> Path:
     return ws
 
 
+def _head(ws: Path) -> str:
+    return subprocess.run(
+        ["git", "-C", str(ws), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout
+
+
 def _make_unwritable(ws: Path) -> int:
     """Make ws unwritable for the process the check runs in; returns that process's uid."""
     if os.geteuid() == 0:
@@ -111,6 +118,8 @@ def test_unwritable_workspace_is_exit_2_naming_owner_uid_and_fix(
     """Over a workspace owned by another uid, dream run exits 2 at once, before the lock: the
     message names the path, the owner's uid, this process's uid and the three fixes."""
     ws = _workspace(tmp_path, dream)
+    cursor_before = (ws / "memory" / ".dream_cursor").read_bytes()  # dream init commits it
+    head_before = _head(ws)
     me = _make_unwritable(ws)
     try:
         code, text = _run_dream(ws, clean_env)
@@ -125,7 +134,9 @@ def test_unwritable_workspace_is_exit_2_naming_owner_uid_and_fix(
     assert f"runs as uid {me}" in text
     for fix in (f"run as uid {owner}", "fsGroup", "chown"):
         assert fix in text, (fix, text)
-    assert not (ws / "memory" / ".dream_cursor").exists()  # nothing was done
+    # nothing was done: no entry consumed, no commit
+    assert (ws / "memory" / ".dream_cursor").read_bytes() == cursor_before
+    assert _head(ws) == head_before
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another uid with a shared group")
@@ -212,6 +223,26 @@ def test_bad_umask_is_exit_2(tmp_path: Path, dream: Callable[..., object], clean
     assert "DREAM_UMASK='rwx' is not an octal umask" in text
 
 
+@pytest.mark.parametrize("umask", ["0777", "0200", "0100"])
+@pytest.mark.parametrize(
+    "command", [["run", "--model", "offline"], ["append", "- [durable] User drinks tea."], ["init"]]
+)
+def test_umask_denying_the_owner_is_exit_2_for_every_writing_command(
+    tmp_path: Path, dream: Callable[..., object], clean_env: dict[str, str], umask: str, command: list[str]
+) -> None:
+    """A DREAM_UMASK that takes the owner's own permissions away would leave every file and folder
+    made afterwards unusable (a lock file nobody can open again): exit 2 before anything is written."""
+    ws = _workspace(tmp_path, dream)
+    before = sorted(str(p.relative_to(ws)) for p in ws.rglob("*") if ".git" not in p.parts)
+    history = (ws / "memory" / "history.jsonl").read_bytes()
+    code, text = _cli([command[0], "--workspace", str(ws), *command[1:]], {**clean_env, "DREAM_UMASK": umask})
+    assert code == 2, text
+    assert f"DREAM_UMASK='{umask}' takes permissions away from the files' own owner" in text
+    assert "EXCEPTION" not in text, text
+    assert sorted(str(p.relative_to(ws)) for p in ws.rglob("*") if ".git" not in p.parts) == before
+    assert (ws / "memory" / "history.jsonl").read_bytes() == history
+
+
 def test_umask_makes_dreams_new_files_and_locks_group_writable(
     tmp_path: Path, dream: Callable[..., object], clean_env: dict[str, str]
 ) -> None:
@@ -220,7 +251,8 @@ def test_umask_makes_dreams_new_files_and_locks_group_writable(
     ws = tmp_path / "ws"
     previous = os.umask(0o022)
     try:
-        dream("init", "--workspace", str(ws))
+        # dream init creates memory/.dream_cursor (and commits it): the umask is the init's as well
+        dream("init", "--workspace", str(ws), env={"DREAM_UMASK": "0002"})
         dream("append", "--workspace", str(ws), "- [durable] User prefers tea.")
         for lock in ws.joinpath("memory").glob(".*.lock"):
             lock.unlink()

@@ -119,6 +119,38 @@ def test_our_restore_without_replay_does_not_launder_a_foreign_move(dream: Dream
     assert "(everything)" in shown["cursor_check"]["reason"]  # type: ignore[index]
 
 
+def test_a_merge_carries_the_cursor_of_the_side_it_took_it_from(dream: Dream, tmp_path: Path) -> None:
+    """A merge commit is nobody's move: merging Dream's branch (its pull request) keeps the
+    cursor Dream's own; merging a branch where a person committed a moved cursor is still that
+    person's move, named, and not followed."""
+    ws = _dreamt_to_5_then_9_appended(dream, tmp_path)
+    _git(ws, "checkout", "-q", "-b", "dream/memory")
+    assert dream("run", "--model", "offline", "--workspace", str(ws)).returncode == 0
+    _git(ws, "checkout", "-q", "main")
+    (ws / "notes.txt").write_text("mine\n", encoding="utf-8")
+    _git(ws, "add", "-f", "notes.txt")
+    _git(ws, "commit", "-qm", "my notes")
+    _git(ws, "merge", "-q", "--no-ff", "-m", "Merge pull request #1", "dream/memory")
+    assert _git(ws, "show", "HEAD:memory/.dream_cursor") == "9"
+    shown = _status(dream, ws)
+    assert (shown["dream_cursor"], shown["pending"], shown["cursor_check"]["state"]) == (9, 0, "ok")  # type: ignore[index]
+
+    for i in range(10, 13):
+        assert dream("append", f"- [durable] User prefers tool {i}", "--workspace", str(ws)).returncode == 0
+    _git(ws, "checkout", "-q", "-b", "side")
+    (ws / "memory/.dream_cursor").write_text("12\n", encoding="utf-8")
+    _git(ws, "commit", "-qam", "my weekly notes")
+    mover = _git(ws, "rev-parse", "--short=10", "HEAD")
+    _git(ws, "checkout", "-q", "main")
+    (ws / "notes.txt").write_text("mine, more\n", encoding="utf-8")
+    _git(ws, "commit", "-qam", "more notes")
+    _git(ws, "merge", "-q", "--no-ff", "-m", "Merge side", "side")
+    shown = _status(dream, ws)
+    check = shown["cursor_check"]
+    assert (shown["dream_cursor"], shown["pending"], check["state"]) == (9, 3, "ahead")  # type: ignore[index]
+    assert check["moved_by"] == f"{mover} (my weekly notes)"  # type: ignore[index]
+
+
 def test_without_a_commit_of_ours_holding_the_cursor_head_stays_the_truth(dream: Dream, tmp_path: Path) -> None:
     """A `memory: init` of an older version holds no cursor and no batch ran yet: HEAD's value,
     whoever committed it, is used as before."""

@@ -11,7 +11,8 @@ It looks only where Dream writes: the workspace folder, the folders Dream create
 lock files it opens in place, and the git folders its commits land in. Everything else Dream
 replaces by writing a temporary file and renaming it, which needs the folder, not the file.
 
-``DREAM_UMASK`` (octal, e.g. ``0002``) sets the process umask first, so that an agent and Dream
+``DREAM_UMASK`` (octal, e.g. ``0002``) sets the process umask first (every writing command's first
+step: app/runtime.py), so that an agent and Dream
 running under different uids with a shared group can both write what the other created
 (docs/deploy-kubernetes.md, sharing a volume).
 """
@@ -60,6 +61,14 @@ def apply_umask(env: Mapping[str, str]) -> int | None:
     if not 0 <= value <= 0o777:
         raise ConfigError(
             f"{UMASK_ENV}={raw!r} is not an octal umask",
+            hint="use e.g. 0002 (new files group-writable) or 0022 (the usual default)",
+        )
+    if value & 0o700:
+        # Every file and folder made afterwards would deny its own owner: a lock file nobody can
+        # open again, a memory folder nobody can enter; the workspace is unusable until chmod.
+        raise ConfigError(
+            f"{UMASK_ENV}={raw!r} takes permissions away from the files' own owner "
+            "(the files and folders Dream creates would be unreadable or unwritable by this user)",
             hint="use e.g. 0002 (new files group-writable) or 0022 (the usual default)",
         )
     return os.umask(value)

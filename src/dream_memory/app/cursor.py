@@ -7,13 +7,17 @@ so every reader agrees on which entries are still pending.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from dream_memory.adapters.git import GitStore
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core import layout
 from dream_memory.core.cursor_truth import CursorCheck, ForeignMove, cursor_commit, judge_cursor
 from dream_memory.core.history import parse_cursor_text
+
+CommitObject = Any  # dulwich's Commit, as GitStore.first_parent_chain yields it (only adapters/git imports dulwich)
 
 # Bound on the commits walked back to the last one of ours that set the cursor: in an enclosing
 # repository most commits are someone else's. Past it, HEAD's value is taken, as it was before
@@ -38,9 +42,9 @@ class _Seen:
 
 
 def committed_cursor(git: GitStore) -> CommittedCursor:
-    """HEAD's cursor, and who set it: back along first parents to the newest commit of ours that
-    set it (HEAD itself after every Dream batch: one look), noting every other commit that changed
-    it on the way."""
+    """HEAD's cursor, and who set it: back along the commits that carried it (first parents, or the
+    merged side a merge took it from) to the newest commit of ours that set it (HEAD itself after
+    every Dream batch: one look), noting every other commit that changed it on the way."""
     head = git.head()
     if head is None:
         return CommittedCursor(None, None)
@@ -55,10 +59,8 @@ def committed_cursor(git: GitStore) -> CommittedCursor:
 
     seen: list[_Seen] = []  # newest first, up to (not including) the commit of ours
     anchor: _Seen | None = None
-    for examined, commit in enumerate(git.first_parent_chain(head)):
+    for examined, (commit, blob) in enumerate(_carriers(git, head)):
         sha = commit.id.decode("ascii")
-        entry = git.entries_at(sha, [layout.DREAM_CURSOR]).get(layout.DREAM_CURSOR)
-        blob = None if entry is None else entry[1]
         if seen and seen[-1].kind == "reverts" and seen[-1].blob != blob:
             anchor = seen.pop()  # a restore of ours that moved the cursor (--replay) set it
             break
@@ -81,6 +83,30 @@ def committed_cursor(git: GitStore) -> CommittedCursor:
         if newer.blob != older.blob and moved_to is not None:
             moves.append(ForeignMove(moved_to, f"{newer.sha[:10]} ({_short(newer.subject)})"))
     return CommittedCursor(head_value, own, tuple(reversed(moves)))
+
+
+def _cursor_blob(git: GitStore, sha: str) -> bytes | None:
+    entry = git.entries_at(sha, [layout.DREAM_CURSOR]).get(layout.DREAM_CURSOR)
+    return None if entry is None else entry[1]
+
+
+def _carriers(git: GitStore, head: str) -> Iterator[tuple[CommitObject, bytes | None]]:
+    """The commits that carried HEAD's cursor, newest first, with their cursor blob: back along
+    first parents, except through a merge that took the cursor from another parent (a reviewer
+    merging Dream's pull request with a merge commit), where the walk goes on down that parent,
+    to the Dream commits that set the value, instead of calling the merge a move."""
+    start: str | None = head
+    while start is not None:
+        tip, start = start, None
+        for commit in git.first_parent_chain(tip):
+            blob = _cursor_blob(git, commit.id.decode("ascii"))
+            yield commit, blob
+            if len(commit.parents) < 2 or _cursor_blob(git, commit.parents[0].decode("ascii")) == blob:
+                continue
+            taken = [p.decode("ascii") for p in commit.parents[1:] if _cursor_blob(git, p.decode("ascii")) == blob]
+            if taken:
+                start = taken[0]
+                break
 
 
 def _short(subject: str) -> str:

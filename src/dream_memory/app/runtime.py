@@ -94,8 +94,16 @@ class Runtime:
         """The Dream lock, held for the block (LockBusy at once when another run holds it)."""
         from dream_memory.adapters.locks import dream_lock
 
+        self.apply_umask()
         with dream_lock(self.root, now=self.clock.now()) as holder:
             yield holder
+
+    def apply_umask(self) -> None:
+        """``DREAM_UMASK``, set before a command writes anything (exit 2 for one that is not an
+        octal umask, or that denies the files' own owner)."""
+        from dream_memory.adapters.preflight import apply_umask
+
+        apply_umask(self.settings.env)
 
     def preflight(self, *, dry_run: bool = False) -> None:
         """The umask, then whether this process can write what a run writes (exit 2 if not)."""
@@ -132,6 +140,7 @@ class Runtime:
         wherever missing, then the migration. Only init asks for prompts/README.md."""
         from dream_memory.adapters.workspace import init_workspace
 
+        self.apply_umask()
         created = init_workspace(self.root, guide_notes=guide_notes)
         migrated = self.history.migrate_legacy()
         if migrated is not None:
