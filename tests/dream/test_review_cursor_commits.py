@@ -200,3 +200,17 @@ def test_moves_after_ours_back_are_followed_ahead_are_not() -> None:
     assert judge_cursor(1, 8, versioned=True, own=5, since=since).value == 1
     # the file missing: Dream's value, never HEAD's
     assert judge_cursor(None, 8, versioned=True, own=5, since=since).value == 3
+
+
+def test_restore_reports_the_cursor_dream_trusts_not_the_moved_file(dream: Dream, tmp_path: Path) -> None:
+    """After a gateway start moved the file to 9, Dream's cursor is still 5: a restore says 5
+    before and after (it does not replay), as status does, and leaves the file alone."""
+    ws = _dreamt_to_5_then_9_appended(dream, tmp_path)
+    batch = _git(ws, "log", "--format=%H", "-1", "--grep=^dream: 1..5")
+    (ws / "memory/.dream_cursor").write_text("9\n", encoding="utf-8")
+    restore = dream("restore", batch, "--workspace", str(ws), "--json")
+    assert restore.returncode == 0, restore.stdout + restore.stderr
+    result = json.loads(restore.stdout)
+    assert (result["cursor_before"], result["cursor_after"]) == (5, 5)
+    assert (ws / "memory/.dream_cursor").read_text(encoding="utf-8") == "9\n"
+    assert _status(dream, ws)["dream_cursor"] == 5

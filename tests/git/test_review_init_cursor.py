@@ -84,3 +84,26 @@ def test_init_records_the_cursor_in_a_repository_that_had_memory_but_no_readable
     assert again.returncode == 0, again.stderr
     assert git(ws, "log", "-1", "--format=%s").strip() == "memory: dream cursor"
     assert git(ws, "rev-list", "--count", "HEAD").strip() == "2"
+
+
+def test_a_range_restore_calls_the_cursor_record_dreams_bookkeeping(tmp_path: Path, dream, git) -> None:
+    """`dream restore A..` over `dream init`'s `memory: dream cursor` commit undoes the batches
+    and says that commit is Dream's bookkeeping, not a person's edits."""
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory/MEMORY.md").write_text("# Memory\n", encoding="utf-8")
+    git(ws, "init", "-q")
+    git(ws, "add", "-f", "memory/MEMORY.md")
+    git(ws, "commit", "-q", "-m", "my memory", identity=True)
+    first = git(ws, "rev-parse", "HEAD").strip()
+    assert dream("init", "--workspace", str(ws)).returncode == 0
+    assert git(ws, "log", "-1", "--format=%s").strip() == "memory: dream cursor"
+    assert dream("append", "--workspace", str(ws), "- [durable] User prefers tea.").returncode == 0
+    assert dream("run", "--workspace", str(ws), "--model", "offline").returncode == 0
+
+    restore = dream("restore", f"{first}..", "--workspace", str(ws), "--json")
+    assert restore.returncode == 0, restore.stderr
+    notes = json.loads(restore.stdout)["notes"]
+    (recorded,) = [n for n in notes if "(memory: dream cursor)" in n]
+    assert recorded.endswith("Dream's bookkeeping, not a batch's lines"), notes
+    assert "tea" not in (ws / "USER.md").read_text(encoding="utf-8")

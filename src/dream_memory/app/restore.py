@@ -126,6 +126,7 @@ class RestoreRequest:
 
 
 def restore(rt: Runtime, request: RestoreRequest) -> RestoreResult:
+    from dream_memory.app.cursor import dream_cursor_check
     from dream_memory.app.reverting import restore_commit
 
     git = rt.git(create=False) if rt.has_workspace() else None
@@ -134,12 +135,14 @@ def restore(rt: Runtime, request: RestoreRequest) -> RestoreResult:
             git.close()
         raise UsageError(f"no memory versions in {rt.root} to restore")
     with git, rt.dream_lock():
+        # The cursor Dream trusts, as status and run see it, not the file (a gateway moves it).
+        trusted = dream_cursor_check(rt.history, git, follow_external=rt.settings.dream.follow_external_cursor)
         return restore_commit(
             git,
             request.rev,
             force=request.force,
             replay=request.replay,
-            dream_cursor=rt.history.read_dream_cursor(),
+            dream_cursor=trusted.value,
             history=rt.history,
         )
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from dream_memory.adapters.git import CommitInfo, GitStore
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.core import layout
+from dream_memory.core.cursor_truth import cursor_commit
 from dream_memory.core.merge import merge_texts
 from dream_memory.core.provenance import KIND_DREAM, KIND_INIT, commit_kind
 from dream_memory.errors import UsageError
@@ -169,7 +170,8 @@ def batches_in_range(git: GitStore, commits: list[CommitInfo]) -> tuple[list[Com
             skipped.append((info, "a restore (revert) commit"))
         elif is_batch(info):
             kept.append(info)
-        elif info.subject.startswith("dream: "):
+        elif info.subject.startswith("dream: ") or cursor_commit(info.message) == "sets":
+            # `memory: dream cursor`: dream init recording the cursor in an existing repository
             skipped.append((info, "Dream's bookkeeping, not a batch's lines"))
         elif commit_kind(info.message) == KIND_INIT:
             skipped.append((info, "memory's first commit, not a batch"))
