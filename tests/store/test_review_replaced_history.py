@@ -6,6 +6,7 @@ writing command carries what is missing from there, once (real processes, the fs
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -150,4 +151,21 @@ def test_a_purge_killed_while_it_drains_brings_back_neither_the_value_nor_loses_
     assert "SECRET" not in text
     assert text.count("- late line of the lockless writer") == 1
     assert [e.cursor for e in log.scan().entries] == list(range(1, 43))
+    assert _kept_names(ws) == []
+
+
+def test_the_dream_run_that_carries_the_late_line_says_so_in_its_report(
+    tmp_path: Path, clean_env: dict[str, str], dream
+) -> None:
+    """Killed before the line was carried, the next `dream run` carries it, dreams it, and its
+    JSON report says so (a scheduled run's stderr is often read by nobody)."""
+    ws = _workspace(tmp_path)
+    _run(ws, "compact", "history.carry", 1, clean_env)
+    (kept,) = _kept_names(ws)
+    run = dream("run", "--workspace", str(ws), "--model", "offline", "--json")
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    (note,) = [n for n in report["notes"] if n.startswith("carried ")]
+    assert "cursors 41" in note and f"memory/{kept}" in note
+    assert report["cursor_after"] == 41
     assert _kept_names(ws) == []

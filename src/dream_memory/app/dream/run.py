@@ -150,7 +150,8 @@ def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
     created = init_workspace(ctx.root, guide_notes=False)
     if created:
         report.notes.append("created " + ", ".join(created))
-    migrated = ctx.history.migrate_legacy()
+    migrated = ctx.history.migrate_legacy()  # under the history lock: a killed writer's leftovers first
+    report.notes.extend(ctx.history.rewrite_notes)  # e.g. late lines carried from a replaced history.jsonl
     if migrated is not None:
         report.notes.append(f"migrated {migrated.entries} entries from memory/HISTORY.md ({migrated.mode})")
     git = ctx.open_git(True)
