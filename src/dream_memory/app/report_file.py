@@ -2,6 +2,14 @@
 
 Written in place, not by rename: FILE may be /dev/stderr, a pipe or a symlink a CI step reads,
 which a rename would replace instead of writing into.
+
+FILE never lands on the workspace's own files: a path that resolves (symlinks followed, ``..``
+resolved) inside the workspace or inside the git directory versioning it is refused, exit 2,
+before the lock and any model call. The one exception is what the container image documents
+(docs/deploy-docker.md, ``--report /workspace/...``, where the mounted workspace is the only
+lasting place): a ``.json`` file directly in the workspace's top folder, other than the config
+file ``dream.json``. The workspace's .gitignore keeps such a file out of its commits, and nothing
+of the workspace lives there. FILE's folder must exist: a mistyped folder is named, not created.
 """
 
 from __future__ import annotations
@@ -9,12 +17,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from dream_memory.adapters import fsutil
+from dream_memory.adapters import workspace as workspace_files
 from dream_memory.errors import UsageError
 
+CONFIG_NAME = "dream.json"  # the workspace's config file (docs/reference/files.md)
+ELSEWHERE = "write the report outside the workspace (e.g. --report /tmp/dream-report.json)"
 
-def check_report_file(path: Path) -> Path:
-    """A run must not commit batches and then fail on a report it could never write: opening for
-    append creates the file and keeps what is there."""
+
+def check_report_file(path: Path, workspace: Path | None = None) -> Path:
+    """A run must not commit batches and then fail on a report it could never write, nor write a
+    report over the workspace's files: checked before any work. Opening for append creates the
+    file and keeps what is there."""
+    if workspace is not None:
+        _refuse_inside(path, workspace)
     try:
         fsutil.touch_for_append(path)
     except OSError as exc:
@@ -31,3 +46,68 @@ def write_report_file(path: Path, text: str) -> str | None:
     except OSError as exc:
         return fsutil.os_error(exc, "write the report to", path).message
     return None
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop (RuntimeError before Python 3.13)
+        raise UsageError(
+            f"--report: cannot write the report to {path}: its path cannot be resolved ({exc})",
+            hint="name a file whose path has no symlink loop",
+        ) from exc
+
+
+def _within(target: Path, folder: Path) -> bool:
+    return target == folder or folder in target.parents
+
+
+def _refuse_inside(path: Path, workspace: Path) -> None:
+    """UsageError when ``path`` resolves inside the workspace (but for the documented top-level
+    ``.json`` report) or inside the git directory versioning it."""
+    target = _resolved(path)
+    shown = str(path) if target == path else f"{path} (resolves to {target})"
+    for git_dir in _git_dirs(workspace):
+        if _within(target, git_dir):
+            raise UsageError(
+                f"--report: refusing to write the report to {shown}: it is inside the git directory "
+                f"{git_dir} of the workspace, and would overwrite its files",
+                hint=ELSEWHERE,
+            )
+    root = _resolved(workspace)
+    if not _within(target, root) or _top_level_report(target, root):
+        return
+    raise UsageError(
+        f"--report: refusing to write the report to {shown}: it is inside the workspace {root}, "
+        "and would overwrite or add to its files",
+        hint=ELSEWHERE + f", or as a .json file in the workspace's top folder other than {CONFIG_NAME}",
+    )
+
+
+def _top_level_report(target: Path, root: Path) -> bool:
+    name = target.name.lower()  # DREAM.JSON is dream.json on a case-insensitive filesystem
+    return target.parent == root and name.endswith(".json") and name != CONFIG_NAME
+
+
+def _git_dirs(workspace: Path) -> list[Path]:
+    """The git directories of the repository versioning ``workspace`` (found as Dream finds it):
+    its ``.git``, and when that is a file (a worktree, a submodule) the folder it names and that
+    folder's common directory."""
+    from dream_memory.adapters.git import GitStore
+
+    top = GitStore.find_enclosing(workspace)
+    if top is None:
+        return []
+    dot_git = top / ".git"
+    found = [_resolved(dot_git)]
+    if not workspace_files.is_file(dot_git):
+        return found
+    text = fsutil.read_text(dot_git) or ""
+    if not text.startswith("gitdir: "):
+        return found
+    named = _resolved(top / text[len("gitdir: ") :].split("\n", 1)[0].rstrip("\r"))
+    found.append(named)
+    common = (fsutil.read_text(named / "commondir") or "").strip()
+    if common:
+        found.append(_resolved(named / common))
+    return found

@@ -48,18 +48,42 @@ def _summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+class _SettingRange(click.FloatRange):
+    """A budget option held to the rule of its setting in the config file (agents.defaults.dream,
+    its ``Range`` in settings/schema.py, checked as the config's quick check checks it): so
+    ``--max-cost nan`` is refused as ``"maxCostUsd": NaN`` is, where click's own range lets NaN by."""
+
+    def __init__(self, setting: str) -> None:
+        import typing
+
+        from dream_memory.settings.schema import DreamSettings, Range
+
+        hint = typing.get_type_hints(DreamSettings, include_extras=True)[setting]
+        self.bounds = next(m for m in hint.__metadata__ if isinstance(m, Range))
+        low = self.bounds.gt if self.bounds.gt is not None else self.bounds.ge
+        super().__init__(min=low, max=self.bounds.le, min_open=self.bounds.gt is not None)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from dream_memory.settings.quick import _within
+
+        number = super().convert(value, param, ctx)
+        if not _within(self.bounds, number):
+            self.fail(f"{number} is not in the range {self._describe_range()}.", param, ctx)
+        return number
+
+
 def _json_out(as_json: bool) -> bool:
     """The JSON report goes to stdout unless a person reads it there (a terminal, no --json):
     scripts, schedulers and pipes always get JSON."""
     return as_json or not sys.stdout.isatty()
 
 
-def _check_report_path(report_path: str) -> Path:
+def _check_report_path(report_path: str, workspace: Path) -> Path:
     """Where --report goes, checked before any work: a run must not commit batches and then fail
-    on a report it could never write."""
+    on a report it could never write, nor write it over the workspace's own files."""
     from dream_memory.app.report_file import check_report_file
 
-    return check_report_file(Path(report_path))
+    return check_report_file(Path(report_path), workspace)
 
 
 def _write_report(path: Path, text: str) -> str | None:
@@ -81,8 +105,8 @@ def _write_report(path: Path, text: str) -> str | None:
 )
 @click.option("--model", default=None, help="Model preset or litellm id ('offline' for the built-in engine).")
 @click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Token budget for this run.")
-@click.option("--max-cost", type=click.FloatRange(min=0), default=None, help="Cost budget in USD for this run.")
-@click.option("--max-seconds", type=click.FloatRange(min=0, min_open=True), default=None, help="Wall-time budget.")
+@click.option("--max-cost", type=_SettingRange("max_cost_usd"), default=None, help="Cost budget in USD for this run.")
+@click.option("--max-seconds", type=_SettingRange("max_wall_seconds"), default=None, help="Wall-time budget.")
 @progress_options
 @workspace_options
 def run(
@@ -132,7 +156,7 @@ def run(
 
     def check_report_file() -> None:
         if report_path:
-            report_file.append(_check_report_path(report_path))
+            report_file.append(_check_report_path(report_path, rt.root))
 
     # Held until the command returns (click closes it): the report is printed even after a signal.
     render = renderer(quiet, verbose, log_format)
@@ -152,7 +176,7 @@ def run(
     text = json_for_terminal(report.to_json())  # stdout and --report FILE: the same valid UTF-8
     if _json_out(as_json):
         click.echo(text)  # first: whatever happens to the report file, stdout has the report
-        render.note(_summary(report.to_json()))
+        render.note(_summary(report.to_json()), failed=report.status == outcome.Status.FAILED)
     else:
         echo(_summary(report.to_json()) + "\n  (the full report: dream run --json, or --report FILE)")
     failed = _write_report(report_file[0], text) if report_file else None

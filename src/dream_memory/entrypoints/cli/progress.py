@@ -189,8 +189,8 @@ class Renderer:
     def __call__(self, event: ProgressEvent) -> None:
         from dream_memory.app import progress as p
 
-        if self.quiet:
-            return
+        if self.quiet and not (isinstance(event, p.BatchEnded | p.SessionEnded) and event.outcome == "failed"):
+            return  # quiet silences progress, never a failure: its line has the error and hint
         if self.json:
             if self.verbose or not isinstance(event, p.PhaseStarted | p.PhaseEnded):
                 self._write(json_line(p.to_json(event)))
@@ -217,9 +217,10 @@ class Renderer:
         else:
             self._write(for_terminal(f"dream: {message}"))
 
-    def note(self, text: str) -> None:
-        """The command's closing summary: not with --quiet; one JSON object with --log-format json."""
-        if self.quiet:
+    def note(self, text: str, *, failed: bool = False) -> None:
+        """The command's closing summary: not with --quiet, unless the command ``failed`` (quiet
+        silences progress, never an error); one JSON object with --log-format json."""
+        if self.quiet and not failed:
             return
         if self.json:
             self._write(json_line({"event": "summary", "text": text}))

@@ -1,0 +1,77 @@
+"""`dream run -q` silences progress, never a failure: a run whose batch failed still says why on
+stderr (the error and its hint, then the summary), in plain lines and with --log-format json; a
+run that went well stays silent. Real processes, real workspaces, a model server that is not
+there."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from dream_memory.testing import clean_env
+
+DREAM = "from dream_memory.entrypoints.dream_script import main; main()"
+
+
+def dream(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", DREAM, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def workspace(tmp_path: Path) -> dict[str, str]:
+    """A workspace with two entries and a model preset whose server is not there (no retries)."""
+    ws = tmp_path / "ws"
+    config = tmp_path / "dream.json"
+    preset = {
+        "model": "openai/gone-model",
+        "apiBase": f"http://127.0.0.1:{closed_port()}/v1",
+        "apiKeyEnv": "GONE_API_KEY",
+        "maxRetries": 0,
+        "timeout": 10,
+    }
+    config.write_text(
+        json.dumps({"agents": {"defaults": {"model": "gone"}}, "modelPresets": {"gone": preset}}), encoding="utf-8"
+    )
+    env = clean_env(tmp_path / "home", DREAM_WORKSPACE=str(ws), DREAM_CONFIG=str(config), GONE_API_KEY="not-secret")
+    assert dream(env, "init").returncode == 0
+    for fact in ("- [durable] User prefers dark mode.", "- Decided to use PostgreSQL."):
+        assert dream(env, "append", fact).returncode == 0
+    return env
+
+
+def test_a_quiet_run_that_failed_still_shows_the_error_and_its_hint(tmp_path: Path) -> None:
+    env = workspace(tmp_path)
+    done = dream(env, "run", "-q", "--json")
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert report["status"] == "failed" and report["errors"]
+    assert "could not reach" in done.stderr, done.stderr
+    assert "hint: check the api base address" in done.stderr, done.stderr
+    assert "dream: failed, cursor 0 -> 0" in done.stderr and "  error: batch 1..2" in done.stderr, done.stderr
+
+
+def test_a_quiet_failed_run_with_json_logs_shows_the_failure_as_json(tmp_path: Path) -> None:
+    env = workspace(tmp_path)
+    done = dream(env, "run", "-q", "--json", "--log-format", "json")
+    assert done.returncode == 1, done.stderr
+    lines = [json.loads(line) for line in done.stderr.splitlines()]
+    failed = [x for x in lines if x["event"] == "batch_ended"]
+    assert len(failed) == 1 and failed[0]["outcome"] == "failed" and "hint:" in failed[0]["error"], lines
+    assert any(x["event"] == "summary" and "error:" in x["text"] for x in lines), lines
+    assert not any(x["event"] == "retry" or x["event"].startswith("run_") for x in lines), lines
+
+
+def test_a_quiet_run_that_went_well_stays_silent(tmp_path: Path) -> None:
+    env = workspace(tmp_path)
+    done = dream(env, "run", "-q", "--json", "--model", "offline")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "ok"
+    assert done.stderr == ""
