@@ -164,8 +164,11 @@ def _entry_after_torn(text: str, torn_at: int) -> HistoryEntry | None:
 
 
 def parse_lines(lines: Iterable[str], first_line_no: int = 1) -> Iterator[ParsedLine]:
+    """Line 1 is a file's first: a byte order mark (U+FEFF, as `utf-8-sig` reads it) an editor put
+    at byte 0 is no part of it or its ``raw``; U+FEFF opening any other line is that line's text."""
     for offset, raw in enumerate(lines):
-        yield parse_line(raw.rstrip("\n"), first_line_no + offset)
+        line = raw.rstrip("\n").removeprefix("\ufeff" if offset == 0 and first_line_no == 1 else "")
+        yield parse_line(line, first_line_no + offset)
 
 
 def split_physical_lines(text: str) -> list[str]:

@@ -103,10 +103,22 @@ def _clear_stale_lock(store: GitStore, ref: str) -> None:
         fsutil.remove(lock, site="git.stale_lock")
 
 
-@git_errors
 def write_note(store: GitStore, sha: str, content: bytes, message: str, ref: str = NOTES_REF) -> str:
     """Attach ``content`` to commit ``sha`` (replacing its note); returns the notes commit.
-    The caller holds the Dream lock."""
+    The caller holds the Dream lock.
+
+    A write that fails (a full disk, a read-only ``.git``) is the package's error naming the
+    repository and the cause (``fsutil.os_error``): the commit the note is for has landed, so the
+    caller reports the note as missing instead of failing the batch on a raw OSError."""
+    try:
+        return _write_note(store, sha, content, message, ref)
+    except OSError as exc:
+        where = Path(os.fsdecode(store.repo.commondir()))
+        raise fsutil.os_error(exc, f"write the provenance note of commit {sha[:10]} into", where) from exc
+
+
+@git_errors
+def _write_note(store: GitStore, sha: str, content: bytes, message: str, ref: str) -> str:
     _clear_stale_lock(store, ref)
     objects = store.repo.object_store
     head, tree = _notes_tree(store, ref)

@@ -17,6 +17,7 @@ blocks in step.
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import datetime
 from pathlib import Path
@@ -68,7 +69,7 @@ class GitStore(Branches):
                 shutil.rmtree(root / ".git")
                 root = None
             if root is not None:
-                repo = Repo(str(root))
+                repo = _open_repo(root)
                 standalone = root == workspace.resolve() and _is_ours(workspace)
                 return cls(repo, workspace, author=author, clock=clock, created=standalone)
             if not create:
@@ -143,6 +144,60 @@ def open_readonly(workspace: Path) -> GitStore | None:
     the evaluation's history checks): nothing is created, and it has no author or clock to write
     with. None when the workspace is not inside a repository."""
     return GitStore.open(workspace, author=READ_ONLY_AUTHOR, clock=_NoClock(), create=False)
+
+
+def _open_repo(root: Path) -> Repo:
+    """The repository at ``root``, or a VersionStoreError naming what is broken in its ``.git``.
+
+    A ``.git`` file must name (``gitdir: <path>``) a folder that holds a repository: one naming
+    a folder that is gone would otherwise open as an empty repository ("no versions yet"), and a
+    run would write its objects into nowhere. A ``.git/config`` that does not parse, or a ``.git``
+    file without its ``gitdir:`` line, is dulwich's ValueError: the same error, never a traceback.
+    """
+    dot_git = root / ".git"
+    git_dir = dot_git
+    if dot_git.is_file():
+        data = dot_git.read_bytes()
+        if not data.startswith(b"gitdir: "):
+            raise VersionStoreError(
+                f"{dot_git} is a file without the `gitdir: <path>` line naming the repository it stands for",
+                hint=f"git refuses it too (`invalid gitfile format`): write that line into {dot_git}, "
+                "or move the file away to start a new repository",
+            )
+        git_dir = root / os.fsdecode(data[len(b"gitdir: ") :].split(b"\n", 1)[0].rstrip(b"\r"))
+        if not (git_dir / "HEAD").is_file():
+            what = "does not exist" if not git_dir.exists() else "holds no repository (no HEAD)"
+            raise VersionStoreError(
+                f"{dot_git} names the repository {git_dir}, which {what}",
+                hint=f"put the repository back there or correct the path in {dot_git}; "
+                "or move the .git file away to start a new repository",
+            )
+    try:
+        return Repo(str(root))
+    except (ValueError, KeyError) as exc:  # what dulwich raises on a config line it cannot parse (`[core`)
+        detail = str(exc).strip().strip("'\"")[:200] or type(exc).__name__
+        config = git_dir / "config"
+        if _unparsable(config):
+            raise VersionStoreError(
+                f"the git repository at {root} cannot be opened: {config} does not parse ({detail})",
+                hint=f"`git config --list --file {config}` names the bad line: fix it by hand, then run again",
+            ) from exc
+        raise VersionStoreError(
+            f"the git repository at {root} cannot be opened ({detail})",
+            hint=f"`git -C {root} fsck` shows what is wrong with it: repair it, then run again",
+        ) from exc
+
+
+def _unparsable(config: Path) -> bool:
+    from dulwich.config import ConfigFile
+
+    try:
+        ConfigFile.from_path(str(config))
+    except (ValueError, KeyError):
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _half_created(git_dir: Path) -> bool:

@@ -140,14 +140,15 @@ def _lines_of(data: bytes) -> list[ParsedLine]:
     """The lines of history bytes, parsed. A line holding bytes that are not UTF-8 (another
     program's, or a torn write) is parsed from its text with those bytes replaced, but keeps its
     exact bytes in ``raw`` (as surrogate escapes): a compaction or a rewrite moves it byte for
-    byte (``raw_bytes``), never the replaced text."""
+    byte (``raw_bytes``), never the replaced text; a byte order mark opening ``data`` (core.history
+    ``parse_lines``) is in neither."""
     try:
         return list(parse_lines(split_physical_lines(data.decode("utf-8"))))
     except UnicodeDecodeError:
         pass
     lines = list(parse_lines(split_physical_lines(data.decode("utf-8", errors="replace"))))
     # Newlines are ASCII and never part of an invalid sequence, so both decodings split alike.
-    exact = split_physical_lines(data.decode("utf-8", errors="surrogateescape"))
+    exact = split_physical_lines(data.decode("utf-8", errors="surrogateescape").removeprefix("\ufeff"))
     return [replace(line, raw=raw) for line, raw in zip(lines, exact, strict=True)]
 
 
@@ -314,7 +315,8 @@ class LogBase(abc.ABC):
             return []
         except OSError as exc:
             raise _read_error(exc, path) from exc
-        return split_physical_lines(data.decode("utf-8", errors=errors))
+        # Without the byte order mark an editor may put at byte 0, as parse_lines reads line 1.
+        return split_physical_lines(data.decode("utf-8", errors=errors).removeprefix("\ufeff"))
 
     def scan(self, *, report: bool = True) -> HistoryScan:
         scan = HistoryScan(tuple(parse_lines(self._read_lines(self.path))))

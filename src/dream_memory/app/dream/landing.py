@@ -265,14 +265,22 @@ def _sort(
 
 
 def _provenance_note(where: BatchContext) -> None:
-    """The batch's provenance note beside its commit; a note that cannot be written is reported,
-    and the commit body still lists the facts and their cursors."""
-    ctx, record = where.ctx, where.record
+    """The batch's provenance note beside its commit. The commit has landed: a note that cannot
+    be written (a full disk: the adapter's DreamError) leaves the batch landed and is reported in
+    its notes and the run's (which the text summary prints), saying what is missing and what
+    stands in for it: the commit body's facts and cursors, which `dream why` reads without a note."""
+    ctx, record, batch = where.ctx, where.record, where.batch
     try:
         assert where.git is not None
-        save_note(where.git, record, where.batch.entries, ctx.model.name, ctx.clock.now().isoformat(timespec="seconds"))
+        save_note(where.git, record, batch.entries, ctx.model.name, ctx.clock.now().isoformat(timespec="seconds"))
     except DreamError as exc:
-        record.notes.append(f"the provenance note was not written ({exc.message}); the commit body lists the facts")
+        sha = (record.commit or "")[:10]
+        missing = (
+            f"commit {sha} landed without its provenance note ({exc.message}); its body lists the facts and "
+            "their cursors, which `dream why` reads instead; no later run writes the note"
+        )
+        record.notes.append(missing)
+        where.report.notes.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {missing}")
 
 
 _Piece = tuple[str, Hunk, str | None, str | None]  # path, hunk, text it starts from, text with it
