@@ -76,6 +76,7 @@ def test_a_lock_it_cannot_take_still_prints_the_report(tmp_path: Path) -> None:
     (ws / "memory" / ".consolidation.lock").mkdir()
     done = dream(env, "consolidate", "--all", "--model", "offline")
     report = failed_report(done)
-    assert done.returncode == 1
+    assert done.returncode == 2  # a folder where a file belongs: the workspace's to fix (WorkspaceUnusable)
     assert any(".consolidation.lock" in e and "folder" in e for e in report["errors"]), report["errors"]
+    assert "remove the folder" in done.stderr
     assert "error:" in done.stderr  # the summary on stderr names it too

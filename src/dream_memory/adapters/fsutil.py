@@ -222,7 +222,8 @@ _UNUSABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.EISDIR, err
 
 def _owner_hint(where: str) -> str:
     path = Path(where)
-    for candidate in (path, *path.parents):
+    # A relative path's parents end at the current folder, which says nothing about the workspace.
+    for candidate in (path, *path.parents) if path.is_absolute() else ():
         try:
             owner = candidate.stat().st_uid
         except OSError:

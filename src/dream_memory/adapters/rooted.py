@@ -232,7 +232,8 @@ class RootedDir:
             except OSError as exc:
                 if _is_link_error(exc):
                     return None
-                raise WorkspaceError(f"cannot read {rel}: {fsutil.describe_os_error(exc)}") from exc
+                # No permission, a read-only mount: the workspace's to fix (exit 2, with the fix).
+                raise fsutil.os_error(exc, "read", self.root / rel) from exc
             with os.fdopen(fd, "rb") as handle:
                 if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                     return None

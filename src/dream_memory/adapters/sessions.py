@@ -161,7 +161,7 @@ class ConsolidationStore:
         try:
             fsutil.atomic_write(self.path, state.to_json(), site=site)
         except OSError as exc:
-            raise WorkspaceError(f"cannot write {layout.CONSOLIDATION}: {fsutil.describe_os_error(exc)}") from exc
+            raise fsutil.os_error(exc, "write", self.path) from exc  # exit 2 when the workspace must be fixed
 
 
 @contextlib.contextmanager
@@ -178,7 +178,7 @@ def consolidation_lock(root: Path, *, timeout: float = 0.0) -> Iterator[None]:
             hint="nothing was done; the next run picks the sessions up",
         ) from None
     except OSError as exc:
-        raise WorkspaceError(f"cannot take {CONSOLIDATION_LOCK}: {fsutil.describe_os_error(exc)}") from exc
+        raise fsutil.os_error(exc, "take the consolidation lock", path) from exc
     try:
         yield
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterable, Iterator
 from importlib import resources
@@ -133,6 +134,52 @@ def require_workspace(root: Path) -> None:
         )
     what = "a file, not a folder" if root.exists() else "no such folder"
     raise NoWorkspace(f"no workspace at {root} ({what})", hint=f"check the path (--workspace, DREAM_WORKSPACE); {init}")
+
+
+def require_usable_history(root: Path, *, write: bool) -> None:
+    """WorkspaceUnusable (exit 2, naming the path, what is wrong and the fix) when history.jsonl
+    cannot be used as it is: ``memory`` is a file, history.jsonl is a folder, a link or a file
+    this process may not read (or, with ``write``, append to; a missing one then needs a memory
+    folder it may create files in). Looked at with the same opens the history log makes, before
+    any lock or model call: retrying never helps, and a summary paid for must not be lost to a
+    file that was never writable. A missing workspace is ``require_workspace``'s to report."""
+    memory = root / "memory"
+    history = root / layout.HISTORY
+    if memory.exists() and not memory.is_dir():
+        raise fsutil.os_error(_os_error(errno.ENOTDIR, memory), "use", memory)
+    if not memory.is_dir():
+        return
+    try:
+        fd = os.open(history, (os.O_WRONLY | os.O_APPEND if write else os.O_RDONLY) | fsutil.NOFOLLOW | _NONBLOCK)
+    except FileNotFoundError:
+        if write and not os.access(memory, os.W_OK | os.X_OK):
+            raise fsutil.os_error(_os_error(_denied(memory), memory), "create history in", memory) from None
+        return
+    except OSError as exc:
+        raise fsutil.os_error(exc, "append to" if write else "read", history) from exc
+    try:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise fsutil.os_error(_os_error(errno.EISDIR, history), "read", history)
+    finally:
+        os.close(fd)
+    if write and not os.access(memory, os.W_OK | os.X_OK):
+        # Appending takes memory/.history.lock and the progress is replaced beside it.
+        raise fsutil.os_error(_os_error(_denied(memory), memory), "write history in", memory)
+
+
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO in history's place must not hang the check
+
+
+def _os_error(code: int, path: Path) -> OSError:
+    return OSError(code, os.strerror(code), str(path))
+
+
+def _denied(path: Path) -> int:
+    """EROFS for a folder on a read-only filesystem, else EACCES (os.access says only no)."""
+    try:
+        return errno.EROFS if os.statvfs(path).f_flag & os.ST_RDONLY else errno.EACCES
+    except OSError:
+        return errno.EACCES
 
 
 def is_template(rel_path: str, text: str | None) -> bool:

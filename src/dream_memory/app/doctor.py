@@ -15,15 +15,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 from dream_memory.adapters import health
 from dream_memory.adapters.git import GitStore
 from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.adapters.workspace import require_usable_history
+from dream_memory.app.doctor_model import key_source, safe_endpoint
 from dream_memory.core import layout
 from dream_memory.core.ports import ChatModel
+from dream_memory.core.schedule import effective_schedule
 from dream_memory.errors import DreamError, NotFound, Refused
-from dream_memory.settings import PROVIDER_KEY_ENV, ResolvedModel, Settings
+from dream_memory.settings import ResolvedModel, Settings
 
 Status = Literal["ok", "info", "warning", "problem"]
 
@@ -105,6 +107,7 @@ def diagnose(inputs: DoctorInputs) -> DoctorReport:
     if workspace.status == "ok":
         checks += _repository_checks(inputs)
     checks.append(_config_check(inputs))
+    checks += _schedule_checks(inputs)
     checks += _model_checks(inputs)
     if workspace.status == "ok":
         checks += _content_checks(inputs.root)
@@ -129,6 +132,10 @@ def _workspace_check(root: Path) -> Check:
             f"{root} is not a dream workspace (no SOUL.md, USER.md or memory/)",
             fix=f"check the path; `{init}` adds the templates there (it never overwrites a file)",
         )
+    try:  # the same check append, run and consolidate make before they start
+        require_usable_history(root, write=True)
+    except DreamError as exc:
+        return Check("workspace", "problem", exc.message, fix=exc.hint)
     missing = [rel for rel in layout.DURABLE_FILES if rel not in found]
     if missing:
         return Check(
@@ -324,35 +331,27 @@ def _config_check(inputs: DoctorInputs) -> Check:
     return Check("config", "ok", f"{inputs.config_path} is valid")
 
 
-def key_source(resolved: ResolvedModel, settings: Settings) -> str:
-    """Where the model's key comes from, never its value (the same precedence as the settings)."""
-    env = settings.env
-    if resolved.is_offline:
-        return "none needed (the built-in offline engine)"
-    if env.get("DREAM_API_KEY"):
-        return "DREAM_API_KEY"
-    preset = settings.config.model_presets.get(resolved.preset) if resolved.preset else None
-    if preset is not None and preset.api_key_env:
-        return preset.api_key_env
-    if resolved.api_key is None:
-        if resolved.api_base:
-            return "none (an endpoint without a key)"
-        return "none: litellm reads the provider's own variables"
-    provider = resolved.name.split("/", 1)[0] if "/" in resolved.name else "openai"
-    var = PROVIDER_KEY_ENV.get(provider)
-    if var and env.get(var):
-        return var
-    return f"the config file {settings.config_path} (its providers section)"
-
-
-def _safe_endpoint(url: str | None) -> str | None:
-    """An endpoint as shown: scheme, host, port and path, never credentials or a query."""
-    if not url:
-        return None
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else "(an endpoint that is not a URL)"
+def _schedule_checks(inputs: DoctorInputs) -> list[Check]:
+    """The schedule as `dream schedule` reads it, by the same rule (``effective_schedule``): a
+    cron expression or intervalH that command refuses is a problem here too. Left out when the
+    config could not be read (the config check says why)."""
+    settings = inputs.settings
+    if settings is None:
+        return []
+    dream = settings.dream
+    try:
+        result = effective_schedule(dream.cron, dream.interval_h)
+    except DreamError as exc:
+        return [
+            Check(
+                "schedule",
+                "problem",
+                exc.message,
+                fix=f"{exc.hint or 'correct it'} (`dream schedule` refuses it until then)",
+            )
+        ]
+    details = (result.note,) if result.note else ()
+    return [Check("schedule", "ok", f"{result.expression!r} (from {result.source})", details=details)]
 
 
 def _model_checks(inputs: DoctorInputs) -> list[Check]:
@@ -373,7 +372,7 @@ def _model_checks(inputs: DoctorInputs) -> list[Check]:
                 "docs/configuration.md",
             )
         ]
-    endpoint = _safe_endpoint(resolved.api_base)
+    endpoint = safe_endpoint(resolved.api_base)
     summary = f"{resolved.name} (chosen by {resolved.source}"
     summary += f", preset {resolved.preset})" if resolved.preset else ")"
     details = [f"key: {key_source(resolved, settings)}"]

@@ -261,6 +261,8 @@ def append(rt: Runtime, request: AppendRequest) -> Appended:
     """``append``: the entry is checked first (empty text is exit 2 before any file is created),
     then the workspace (which must exist) is made ready and the entry written under the history lock."""
     check_entry(request.text, request.session_key)
+    rt.require_workspace()
+    workspace.require_usable_history(rt.root, write=True)  # exit 2 naming the path, before any change
     rt.ensure_workspace()
     return append_entry(rt.history, request.text, session_key=request.session_key, redactor=rt.redactor())
 
@@ -273,6 +275,8 @@ def append_many(rt: Runtime, entries: Iterable[NewEntry | Mapping[str, Any] | st
         raise InputError("nothing to append: no entries given", hint="give one JSON object per line")
     for item in items:
         check_entry(item.content, item.session_key)
+    rt.require_workspace()
+    workspace.require_usable_history(rt.root, write=True)
     rt.ensure_workspace()
     return append_entries(rt.history, items, redactor=rt.redactor())
 
@@ -280,6 +284,7 @@ def append_many(rt: Runtime, entries: Iterable[NewEntry | Mapping[str, Any] | st
 def status(rt: Runtime) -> WorkspaceStatus:
     """``status``: what ``dream status`` shows; reads only, and only an existing workspace."""
     rt.require_workspace()
+    workspace.require_usable_history(rt.root, write=False)
     git = rt.git(create=False)
     try:
         return workspace_status(rt.root, rt.history, git, follow_external=rt.settings.dream.follow_external_cursor)

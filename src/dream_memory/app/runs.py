@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dream_memory.adapters.workspace import require_usable_history
 from dream_memory.app.models import ModelChoice, choose_model
 from dream_memory.app.outcome import Status, as_error
 from dream_memory.app.progress import Progress, ProgressEvent, RunEnded, RunStarted
@@ -99,6 +100,7 @@ def dream(
     _check_run(request)
     rt.require_workspace()  # a mistyped path is exit 2, never a new workspace (only init makes one)
     rt.preflight(dry_run=request.dry_run)  # a workspace this process cannot write: exit 2 now
+    require_usable_history(rt.root, write=False)  # history a folder, or unreadable: exit 2 now
     choice = choose_model(rt, request.model, what="dream run")
     if before_start is not None:
         before_start()
@@ -163,6 +165,9 @@ def consolidate(
     if request.budget is not None and request.budget < 1:
         raise InputError(f"the consolidation budget must be at least 1 token (got {request.budget})")
     rt.require_workspace()
+    # Summaries are appended to history.jsonl: one that cannot take them is exit 2 before any
+    # model call is paid for (a dry run only reads it).
+    require_usable_history(rt.root, write=not request.dry_run)
     choice = choose_model(rt, request.model, what="dream consolidate")
     sources: list[str] = []
     paths = select_sessions(

@@ -63,11 +63,13 @@ class CronError(ConfigError):
         where = f"{setting}: " if setting else ""
         if field is not None:
             where += f"field {field + 1} ({FIELD_NAMES[field]}): "
-        super().__init__(
-            where + message,
-            hint='five fields "minute hour day-of-month month day-of-week", e.g. "0 */2 * * *" '
-            '(every 2 hours) or "30 3 * * 1-5" (03:30 on weekdays), or a macro such as @daily',
+        hint = (
+            f"a finite number of hours above 0, e.g. 2 (every 2 hours); or set {CRON_SETTING}, which wins"
+            if setting == INTERVAL_SETTING
+            else 'five fields "minute hour day-of-month month day-of-week", e.g. "0 */2 * * *" '
+            '(every 2 hours) or "30 3 * * 1-5" (03:30 on weekdays), or a macro such as @daily'
         )
+        super().__init__(where + message, hint=hint)
         self.field = field
 
 
@@ -155,7 +157,7 @@ def validate_cron(expression: str, *, setting: str = CRON_SETTING) -> str:
 def interval_to_cron(hours: float) -> tuple[str, bool]:
     """``intervalH`` as a cron expression that never waits longer; and whether it is exact."""
     if not math.isfinite(hours) or hours <= 0:
-        raise CronError("must be a positive number of hours", setting=INTERVAL_SETTING)
+        raise CronError(f"must be a positive, finite number of hours (got {hours:g})", setting=INTERVAL_SETTING)
     minutes = hours * 60
     if minutes < 60:
         whole = max(1, math.floor(minutes + 1e-9))

@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from dream_memory.errors import ConfigError
 from dream_memory.settings import defaults as D
@@ -104,6 +105,41 @@ def resolve_model(config: Config, cli_model: str | None, env: Mapping[str, str])
     return ResolvedModel(name=model_id, source=source, api_base=api_base, api_key=api_key)
 
 
+def check_api_base(value: str, setting: str) -> None:
+    """ConfigError (exit 2) naming ``setting`` unless ``value`` is an http(s) URL with a host:
+    anything else can never be reached, so it is refused before any request instead of being
+    retried as a connection failure. The value is shown without a user:password part."""
+    problem = _api_base_problem(value)
+    if problem is not None:
+        raise ConfigError(
+            f"{setting}={_shown_url(value)!r} is not a usable API base: {problem}",
+            hint=f"set {setting} to the endpoint's URL, e.g. http://127.0.0.1:8080/v1 or https://api.example.com/v1",
+        )
+
+
+def _api_base_problem(value: str) -> str | None:
+    if value != value.strip() or any(ch.isspace() or not ch.isprintable() for ch in value):
+        return "it holds spaces or control characters"
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018  (raises ValueError for a port that is not a number in 0..65535)
+    except ValueError as exc:
+        return f"it is not a URL ({exc})"
+    if parts.scheme.lower() not in ("http", "https"):
+        return "it does not start with http:// or https://"
+    if not parts.hostname:
+        return "it names no host"
+    return None
+
+
+def _shown_url(value: str) -> str:
+    """``value`` without the user:password part a URL may carry (a secret is never echoed)."""
+    head, sep, rest = value.partition("://")
+    if sep and "@" in rest.split("/", 1)[0]:
+        return f"{head}://***@{rest.split('@', 1)[1]}"
+    return value
+
+
 def _choose(config: Config, cli_model: str | None, env: Mapping[str, str]) -> tuple[str, str] | None:
     """The model's name and the setting that chose it, by precedence."""
     defaults = config.agents.defaults
@@ -134,6 +170,8 @@ def _credentials(
     """(api_base, api_key): ``DREAM_API_BASE`` / ``DREAM_API_KEY`` first, then the preset's, then
     the provider's own key variable; a variable that must be set and is not is a ConfigError."""
     api_base = env.get("DREAM_API_BASE") or (preset.api_base if preset else None)
+    if api_base:
+        check_api_base(api_base, "DREAM_API_BASE" if env.get("DREAM_API_BASE") else f"modelPresets.{name}.apiBase")
     api_key = env.get("DREAM_API_KEY") or None
     if api_key is None and preset is not None and preset.api_key_env:
         api_key = env.get(preset.api_key_env) or None
@@ -229,6 +267,8 @@ def _nanobot_model(config: Config, name: str, source: str, env: Mapping[str, str
     field_prefix = f"providers.{entry_name}"
     api_key = env.get("DREAM_API_KEY") or _expand(entry.api_key if entry else None, f"{field_prefix}.apiKey", env)
     api_base = env.get("DREAM_API_BASE") or _expand(entry.api_base if entry else None, f"{field_prefix}.apiBase", env)
+    if api_base:
+        check_api_base(api_base, "DREAM_API_BASE" if env.get("DREAM_API_BASE") else f"{field_prefix}.apiBase")
     prefix = NANOBOT_PROVIDERS.get(key_name)
     if prefix is None:
         if not api_base:
