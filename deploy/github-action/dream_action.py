@@ -447,14 +447,24 @@ def run_forwarding_signals(argv: list[str]) -> subprocess.CompletedProcess[str]:
     of the first signal (docs/operations.md, "Stopping a run"), well inside the 7.5 s before the
     runner's second signal.
     """
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    # The handlers go in before Dream starts: a cancel landing while Popen forks (a loaded
+    # runner) would otherwise end this script with KeyboardInterrupt and leave Dream running,
+    # unsignalled, until the runner kills it. A signal before Dream exists is passed on once it does.
+    proc: subprocess.Popen[str] | None = None
+    pending: list[int] = []
 
     def forward(signum: int, frame: object) -> None:
+        if proc is None:
+            pending.append(signum)
+            return
         with contextlib.suppress(ProcessLookupError):
             proc.send_signal(signum)
 
     previous = {signum: signal.signal(signum, forward) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+        for signum in pending:
+            forward(signum, None)
         stdout, _ = proc.communicate()  # a handled signal does not interrupt it (PEP 475)
     finally:
         for signum, handler in previous.items():

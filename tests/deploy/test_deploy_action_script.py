@@ -260,3 +260,52 @@ def test_a_cancelled_step_passes_the_signal_to_dream_and_keeps_its_report(tmp_pa
     assert json.loads(out)["status"] == "interrupted"
     outputs = dict(line.partition("=")[::2] for line in (tmp_path / "output").read_text().splitlines() if "=" in line)
     assert outputs["status"] == "interrupted" and outputs["exit-code"] == "130"
+
+
+def test_a_cancel_landing_while_dream_starts_is_passed_on_not_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner's SIGINT can land while the step is still starting Dream (a loaded runner; CI
+    caught it once): the step must not die of it and leave Dream running unsignalled, but pass it
+    on, so Dream stops with its `interrupted` report. The signal is sent to this process at the
+    moment Popen has started Dream and not yet returned."""
+    import os
+    import signal
+    import time
+
+    ready = tmp_path / "ready"
+    child = tmp_path / "dream-run"
+    child.write_text(
+        "import json, signal, sys, time\n"
+        "def stop(signum, frame):\n"
+        "    print(json.dumps({'status': 'interrupted'}))\n"
+        "    sys.exit(128 + signum)\n"
+        "signal.signal(signal.SIGINT, stop)\n"
+        f"open({str(ready)!r}, 'w').close()\n"
+        "time.sleep(30)\n",
+        encoding="utf-8",
+    )
+    real_popen = subprocess.Popen
+    started: list[subprocess.Popen[str]] = []
+
+    def popen_then_cancel(*args: object, **kwargs: object) -> subprocess.Popen[str]:
+        proc: subprocess.Popen[str] = real_popen(*args, **kwargs)  # type: ignore[call-overload]
+        started.append(proc)
+        deadline = time.monotonic() + 20
+        while not ready.exists() and time.monotonic() < deadline:  # Dream's handler is in place
+            time.sleep(0.02)
+        os.kill(os.getpid(), signal.SIGINT)  # the cancel, before Popen has returned
+        return proc
+
+    monkeypatch.setattr(action.subprocess, "Popen", popen_then_cancel)
+    try:
+        done = action.run_forwarding_signals([sys.executable, str(child)])
+    except KeyboardInterrupt:
+        pytest.fail("the step died of the cancel instead of passing it on to Dream")
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert done.returncode == 130
+    assert json.loads(done.stdout)["status"] == "interrupted"

@@ -55,6 +55,22 @@ class Cli:
         return subprocess.run([str(BIN / args[0]), *args[1:]], env=merged, capture_output=True, text=True, **kwargs)
 
 
+def dream_cli(env: Mapping[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``dream ARGS`` in this process (click's runner) on exactly ``env``: every other variable of
+    this process unset while it runs. Returned as a completed process, stderr with the traceback
+    appended when the command crashed, for tests whose point is not the process boundary (a
+    process costs ~0.5 CPU s of imports)."""
+    import traceback
+
+    patch: dict[str, str | None] = dict.fromkeys((k for k in os.environ if k not in env), None)
+    patch.update(env)
+    result = CliRunner().invoke(cli, list(args), env=patch, catch_exceptions=True, prog_name="dream")
+    err = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        err += "".join(traceback.format_exception(result.exception))
+    return subprocess.CompletedProcess(["dream", *args], result.exit_code, result.stdout, err)
+
+
 def use_server(cli_env: Cli, server: ScriptedLLMServer, *, retries: int = 2) -> Path:
     """Write a config whose default model is a preset pointing at ``server``; returns its path."""
     path = cli_env.home / "dream.json"

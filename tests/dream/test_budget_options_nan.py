@@ -1,25 +1,24 @@
 """`dream run --max-seconds` / `--max-cost` follow the rule of their settings in the config file
 (agents.defaults.dream.maxWallSeconds / maxCostUsd): `nan` is refused on the command line as it
-is in the file (it used to mean "no budget" there), exit 2 before any work. Real processes, real
+is in the file (it used to mean "no budget" there), exit 2 before any work. Real
 workspaces."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from dream_helpers import dream_cli
 
 from dream_memory.testing import clean_env
 
-DREAM = "from dream_memory.entrypoints.dream_script import main; main()"
 OPTIONS = {"--max-seconds": "maxWallSeconds", "--max-cost": "maxCostUsd"}
 
 
 def dream(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", DREAM, *args], env=env, capture_output=True, text=True, timeout=120)
+    return dream_cli(env, *args)
 
 
 def workspace(tmp_path: Path) -> tuple[Path, dict[str, str]]:

@@ -1,23 +1,21 @@
 """`dream run -q` silences progress, never a failure: a run whose batch failed still says why on
 stderr (the error and its hint, then the summary), in plain lines and with --log-format json; a
-run that went well stays silent. Real processes, real workspaces, a model server that is not
-there."""
+run that went well stays silent. Real workspaces, a model server that is not there."""
 
 from __future__ import annotations
 
 import json
 import socket
 import subprocess
-import sys
 from pathlib import Path
+
+from dream_helpers import dream_cli
 
 from dream_memory.testing import clean_env
 
-DREAM = "from dream_memory.entrypoints.dream_script import main; main()"
-
 
 def dream(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", DREAM, *args], env=env, capture_output=True, text=True, timeout=120)
+    return dream_cli(env, *args)
 
 
 def closed_port() -> int:

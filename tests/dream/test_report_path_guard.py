@@ -2,26 +2,25 @@
 followed, `..` resolved) inside the workspace or inside its git directory is refused, exit 2,
 before any work, every byte of the workspace unchanged. The one place a workspace may hold a
 report is the container image's documented `--report /workspace/<name>.json`: a .json file in its
-top folder (other than dream.json). A missing folder outside the workspace is created. Real processes, real
+top folder (other than dream.json). A missing folder outside the workspace is created. Real
 workspaces (`dream init`, `dream append`, `--model offline`)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from dream_helpers import dream_cli
 
 from dream_memory.testing import clean_env
 
-DREAM = "from dream_memory.entrypoints.dream_script import main; main()"
 FACTS = ["- [durable] User prefers dark mode in every editor.", "- Decided to use PostgreSQL for the event store."]
 
 
 def dream(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", DREAM, *args], env=env, capture_output=True, text=True, timeout=120)
+    return dream_cli(env, *args)
 
 
 def workspace(tmp_path: Path) -> tuple[Path, dict[str, str]]:
