@@ -11,7 +11,7 @@ from pathlib import Path
 
 from dream_helpers import dream_cli
 
-from dream_memory.testing import clean_env
+from dream_memory.testing import clean_env, write_session
 
 
 def dream(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
@@ -73,3 +73,26 @@ def test_a_quiet_run_that_went_well_stays_silent(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["status"] == "ok"
     assert done.stderr == ""
+
+
+def test_a_quiet_consolidation_whose_model_failed_still_says_so(tmp_path: Path) -> None:
+    """`dream consolidate -q` with the model server gone archives the slice raw (nothing is lost)
+    and its report carries the error: stderr still says so, with the session and the cause; the
+    same command that went well prints nothing."""
+    env = workspace(tmp_path)
+    ws = Path(env["DREAM_WORKSPACE"])
+    messages = [
+        {"role": ("user", "assistant")[i % 2], "content": f"message {i} about the event store"} for i in range(12)
+    ]
+    write_session(ws, "cli:direct", messages)
+    done = dream(env, "consolidate", "--all", "--force", "-q")
+    report = json.loads(done.stdout)
+    assert report["errors"] and report["sessions"][0]["raw_fallback"], report
+    assert "archived raw" in done.stderr and "could not reach" in done.stderr, done.stderr
+    assert "sessions/cli_direct.jsonl" in done.stderr, done.stderr
+    write_session(ws, "cli:other", messages)
+    quiet = dream(
+        env, "consolidate", "--session", str(ws / "sessions" / "cli_other.jsonl"), "--force", "-q", "--model", "offline"
+    )
+    assert quiet.returncode == 0 and not json.loads(quiet.stdout)["errors"], quiet.stderr
+    assert quiet.stderr == ""

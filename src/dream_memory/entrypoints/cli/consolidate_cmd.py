@@ -132,7 +132,9 @@ def consolidate(
     report = result.to_json()
     del as_json  # the report is JSON either way (docs/reference/commands.md)
     emit_json(report)
-    render.note(_summary(report))
+    # Quiet silences progress, never an error: a session archived raw because the model failed
+    # leaves status ok, but the user must hear why their history holds the raw slice.
+    render.note(_summary(report), failed=report["status"] == "failed" or bool(report["errors"]))
     code = outcome.exit_code(result)
     if stop.requested:
         exit_at_once(code)  # a scheduler's grace period is running: no slow interpreter shutdown
