@@ -59,3 +59,19 @@ def test_the_command_line_and_the_config_file_accept_the_same_budgets(tmp_path: 
         assert from_file in (0, 2), from_file
         from_cli = dream(env, "run", "--model", "offline", "--dry-run", option, repr(value)).returncode
         assert (from_cli == 2) == (from_file == 2), (value, from_cli, from_file)
+
+
+@pytest.mark.parametrize("budget", ["max_cost", "max_seconds"])
+def test_the_python_api_refuses_a_nan_budget_as_the_command_line_does(tmp_path: Path, budget: str) -> None:
+    """`Workspace.dream(max_cost=float("nan"))`: the InputError (exit code 2) the CLI's check
+    stands for, before any batch; a NaN budget would never stop the run."""
+    from dream_memory import Workspace
+    from dream_memory.errors import InputError
+
+    ws, env = workspace(tmp_path)
+    api = Workspace(ws, env={"HOME": env["HOME"]})
+    with pytest.raises(InputError, match="budget must be more than 0") as raised:
+        api.dream(model="offline", **{budget: float("nan")})
+    assert raised.value.exit_code == 2
+    assert (ws / "memory" / ".dream_cursor").read_text(encoding="utf-8").strip() == "0"
+    assert api.dream(model="offline", **{budget: 30.0}).status == "ok"

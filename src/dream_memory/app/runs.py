@@ -50,7 +50,9 @@ def _check_run(request: RunRequest) -> None:
     if request.max_batches is not None and request.max_batches < 1:
         raise InputError(f"max batches must be at least 1 (got {request.max_batches})")
     for name, value in (("token", request.max_tokens), ("cost", request.max_cost), ("time", request.max_seconds)):
-        if value is not None and value <= 0 and not (name == "cost" and value == 0):
+        # Written as "not above" so NaN (no comparison holds) is refused too, as the config file
+        # and the CLI refuse it: a NaN budget would otherwise never stop the run.
+        if value is not None and not (value > 0 or (name == "cost" and value == 0)):
             raise InputError(f"the run's {name} budget must be more than 0 (got {value})")
 
 
