@@ -116,6 +116,24 @@ def test_a_missing_report_folder_outside_is_created_and_one_inside_is_not(tmp_pa
     assert json.loads(target.read_text(encoding="utf-8")) == json.loads(done.stdout)
 
 
+def test_the_config_file_the_run_reads_is_never_the_report(tmp_path: Path) -> None:
+    """A config file outside the workspace (DREAM_CONFIG, the container's and CI's case): `--report`
+    naming it, directly or through a symlink, is refused before any work; the file is unchanged."""
+    ws, env = workspace(tmp_path)
+    config = tmp_path / "etc" / "dream.json"
+    config.parent.mkdir()
+    config.write_text('{"agents": {"defaults": {"model": "offline"}}}\n', encoding="utf-8")
+    link = tmp_path / "report-link.json"
+    link.symlink_to(config)
+    env = {**env, "DREAM_CONFIG": str(config)}
+    before = snapshot(ws)
+    for target in (config, link):
+        done = dream(env, "run", "--report", str(target))
+        assert done.returncode == 2 and "config file this run reads" in done.stderr, done.stderr
+    assert config.read_text(encoding="utf-8") == '{"agents": {"defaults": {"model": "offline"}}}\n'
+    assert snapshot(ws) == before
+
+
 def test_reports_outside_the_workspace_and_the_documented_top_level_json_still_work(tmp_path: Path) -> None:
     """A report outside the workspace is written, and overwritten by the next run; so is the
     container's `--report /workspace/report.json`, which git leaves untracked."""

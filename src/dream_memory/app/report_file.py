@@ -24,12 +24,18 @@ CONFIG_NAME = "dream.json"  # the workspace's config file (docs/reference/files.
 ELSEWHERE = "write the report outside the workspace (e.g. --report /tmp/dream-report.json)"
 
 
-def check_report_file(path: Path, workspace: Path | None = None) -> Path:
+def check_report_file(path: Path, workspace: Path | None = None, config: Path | None = None) -> Path:
     """A run must not commit batches and then fail on a report it could never write, nor write a
-    report over the workspace's files: checked before any work. Opening for append creates the
-    file and keeps what is there."""
+    report over the workspace's files or the config file the run was started with (``config``,
+    wherever it lives: DREAM_CONFIG, --config): checked before any work. Opening for append
+    creates the file and keeps what is there."""
     if workspace is not None:
         _refuse_inside(path, workspace)
+    if config is not None and _resolved(path) == _resolved(config):
+        raise UsageError(
+            f"--report: refusing to write the report to {path}: it is the config file this run reads",
+            hint=ELSEWHERE,
+        )
     try:
         fsutil.touch_for_append(path)
     except OSError as exc:

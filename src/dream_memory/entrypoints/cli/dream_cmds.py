@@ -78,12 +78,12 @@ def _json_out(as_json: bool) -> bool:
     return as_json or not sys.stdout.isatty()
 
 
-def _check_report_path(report_path: str, workspace: Path) -> Path:
+def _check_report_path(report_path: str, workspace: Path, config: Path | None) -> Path:
     """Where --report goes, checked before any work: a run must not commit batches and then fail
-    on a report it could never write, nor write it over the workspace's own files."""
+    on a report it could never write, nor write it over the workspace's own files or its config."""
     from dream_memory.app.report_file import check_report_file
 
-    return check_report_file(Path(report_path), workspace)
+    return check_report_file(Path(report_path), workspace, config)
 
 
 def _write_report(path: Path, text: str) -> str | None:
@@ -156,7 +156,7 @@ def run(
 
     def check_report_file() -> None:
         if report_path:
-            report_file.append(_check_report_path(report_path, rt.root))
+            report_file.append(_check_report_path(report_path, rt.root, rt.settings.config_path))
 
     # Held until the command returns (click closes it): the report is printed even after a signal.
     render = renderer(quiet, verbose, log_format)
