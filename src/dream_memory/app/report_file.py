@@ -17,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters import workspace as workspace_files
 from dream_memory.errors import UsageError
 
 CONFIG_NAME = "dream.json"  # the workspace's config file (docs/reference/files.md)
@@ -68,6 +67,12 @@ def _within(target: Path, folder: Path) -> bool:
     return target == folder or folder in target.parents
 
 
+def _git_dirs(workspace: Path) -> list[Path]:
+    from dream_memory.adapters.git.store import git_dirs
+
+    return [_resolved(folder) for folder in git_dirs(workspace)]
+
+
 def _refuse_inside(path: Path, workspace: Path) -> None:
     """UsageError when ``path`` resolves inside the workspace (but for the documented top-level
     ``.json`` report) or inside the git directory versioning it."""
@@ -93,27 +98,3 @@ def _refuse_inside(path: Path, workspace: Path) -> None:
 def _top_level_report(target: Path, root: Path) -> bool:
     name = target.name.lower()  # DREAM.JSON is dream.json on a case-insensitive filesystem
     return target.parent == root and name.endswith(".json") and name != CONFIG_NAME
-
-
-def _git_dirs(workspace: Path) -> list[Path]:
-    """The git directories of the repository versioning ``workspace`` (found as Dream finds it):
-    its ``.git``, and when that is a file (a worktree, a submodule) the folder it names and that
-    folder's common directory."""
-    from dream_memory.adapters.git import GitStore
-
-    top = GitStore.find_enclosing(workspace)
-    if top is None:
-        return []
-    dot_git = top / ".git"
-    found = [_resolved(dot_git)]
-    if not workspace_files.is_file(dot_git):
-        return found
-    text = fsutil.read_text(dot_git) or ""
-    if not text.startswith("gitdir: "):
-        return found
-    named = _resolved(top / text[len("gitdir: ") :].split("\n", 1)[0].rstrip("\r"))
-    found.append(named)
-    common = (fsutil.read_text(named / "commondir") or "").strip()
-    if common:
-        found.append(_resolved(named / common))
-    return found

@@ -115,7 +115,7 @@ def _annotated(base: Any, metadata: tuple[Any, ...], raw: Any, extras: dict[int,
             raw = _checked(meta, raw)
     value = _value(base, raw, extras)
     for meta in metadata:
-        if isinstance(meta, schema.Range) and value is not None and not _within(meta, value):
+        if isinstance(meta, schema.Range) and value is not None and not within(meta, value):
             raise Unsure
         if isinstance(meta, schema.Check) and not meta.before:
             value = _checked(meta, value)
@@ -129,7 +129,8 @@ def _checked(meta: schema.Check, value: Any) -> Any:
         raise Unsure from None
 
 
-def _within(bounds: schema.Range, value: float) -> bool:
+def within(bounds: schema.Range, value: float) -> bool:
+    """``value`` inside ``bounds`` (a NaN is inside none: every comparison with it fails)."""
     return (
         (bounds.ge is None or value >= bounds.ge)
         and (bounds.gt is None or value > bounds.gt)

@@ -157,14 +157,14 @@ def _open_repo(root: Path) -> Repo:
     dot_git = root / ".git"
     git_dir = dot_git
     if dot_git.is_file():
-        data = dot_git.read_bytes()
-        if not data.startswith(b"gitdir: "):
+        named = gitfile_target(dot_git)
+        if named is None:
             raise VersionStoreError(
                 f"{dot_git} is a file without the `gitdir: <path>` line naming the repository it stands for",
                 hint=f"git refuses it too (`invalid gitfile format`): write that line into {dot_git}, "
                 "or move the file away to start a new repository",
             )
-        git_dir = root / os.fsdecode(data[len(b"gitdir: ") :].split(b"\n", 1)[0].rstrip(b"\r"))
+        git_dir = named
         if not (git_dir / "HEAD").is_file():
             what = "does not exist" if not git_dir.exists() else "holds no repository (no HEAD)"
             raise VersionStoreError(
@@ -186,6 +186,33 @@ def _open_repo(root: Path) -> Repo:
             f"the git repository at {root} cannot be opened ({detail})",
             hint=f"`git -C {root} fsck` shows what is wrong with it: repair it, then run again",
         ) from exc
+
+
+def gitfile_target(dot_git: Path) -> Path | None:
+    """The repository a ``.git`` file (a worktree's, a submodule's) names on its ``gitdir: <path>``
+    line, relative to the file's folder; None when the file does not start with that line."""
+    data = dot_git.read_bytes()
+    if not data.startswith(b"gitdir: "):
+        return None
+    return dot_git.parent / os.fsdecode(data[len(b"gitdir: ") :].split(b"\n", 1)[0].rstrip(b"\r"))
+
+
+def git_dirs(workspace: Path) -> list[Path]:
+    """The git directories of the repository versioning ``workspace`` (found as ``GitStore.open``
+    finds it), as written: its ``.git``, and when that is a file, the folder it names and that
+    folder's common directory (a worktree's). Empty when no repository encloses it."""
+    top = GitStore.find_enclosing(workspace)
+    if top is None:
+        return []
+    dot_git = top / ".git"
+    try:
+        named = gitfile_target(dot_git) if dot_git.is_file() else None
+    except OSError:
+        named = None  # unreadable: the .git path itself is all that can be named
+    if named is None:
+        return [dot_git]
+    common = (fsutil.read_text(named / "commondir") or "").strip()
+    return [dot_git, named, *([named / common] if common else [])]
 
 
 def _unparsable(config: Path) -> bool:

@@ -64,10 +64,10 @@ class _SettingRange(click.FloatRange):
         super().__init__(min=low, max=self.bounds.le, min_open=self.bounds.gt is not None)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from dream_memory.settings.quick import _within
+        from dream_memory.settings.quick import within
 
         number = super().convert(value, param, ctx)
-        if not _within(self.bounds, number):
+        if not within(self.bounds, number):
             self.fail(f"{number} is not in the range {self._describe_range()}.", param, ctx)
         return number
 
