@@ -275,6 +275,10 @@ def _state_checks(root: Path, status: dict[str, Any]) -> list[Check]:
                 "forget", "problem", forget_unfinished_message(status["interrupted_forget"]), fix=FORGET_UNFINISHED_HINT
             )
         )
+    for waiting in status.get("replaced_history") or []:
+        from dream_memory.app.history import REPLACED_HISTORY_HINT, replaced_history_message
+
+        checks.append(Check("history", "warning", replaced_history_message(waiting), fix=REPLACED_HISTORY_HINT))
     if status["pending_migration"]:
         checks.append(
             Check(

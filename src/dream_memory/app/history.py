@@ -66,6 +66,18 @@ def read_state(root: Path) -> DreamState:
     return DreamState.from_json(fsutil.read_text(root / layout.DREAM_STATE))
 
 
+REPLACED_HISTORY_HINT = "the next dream append, consolidate or run carries them into history.jsonl"
+
+
+def replaced_history_message(waiting: dict[str, Any]) -> str:
+    """One ``replaced_history`` item of the status, in words."""
+    cursors = ", ".join(map(str, waiting["cursors"])) or "none"
+    return (
+        f"{waiting['lines']} line(s) (cursors {cursors}) wait only in {waiting['file']}, "
+        "left by an interrupted rewrite of history.jsonl"
+    )
+
+
 @dataclass(frozen=True)
 class WorkspaceStatus:
     """What ``dream status`` shows (docs/reference/commands.md); ``to_json()`` is ``--json``."""
@@ -91,6 +103,9 @@ class WorkspaceStatus:
     # An interrupted `dream forget` (its journal: the purge's id and start, never the value);
     # it must be run again to finish before Dream runs.
     interrupted_forget: dict[str, Any] | None = None
+    # Lines a killed rewrite of history.jsonl left only in memory/.history.replaced.<offset>
+    # (another writer appended them while it ran): the next writing command carries them.
+    replaced_history: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {f: getattr(self, f) for f in self.__dataclass_fields__}
@@ -126,6 +141,7 @@ def workspace_status(
         pending_migration=history.legacy_pending(),
         versioned=git is not None,
         interrupted_forget=interrupted_forget(root),
+        replaced_history=[w.to_json() for w in history.waiting_replaced()],
     )
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from dream_memory.adapters import fsutil
@@ -50,6 +51,22 @@ def _keep(path: Path, fd: int, offset: int) -> Path | None:
     return kept
 
 
+@dataclass(frozen=True)
+class WaitingLines:
+    """Lines a killed rewrite left only in its kept file, until the next writer carries them."""
+
+    file: str  # memory/.history.replaced.<offset>
+    lines: int
+    cursors: tuple[int, ...]  # of the entries among them (a line may hold none, or several)
+
+    def to_json(self) -> dict[str, object]:
+        return {"file": self.file, "lines": self.lines, "cursors": list(self.cursors)}
+
+
+def _cursors(lines: list[ParsedLine]) -> str:
+    return ", ".join(str(e.cursor) for line in lines for e in line.entries) or "none"
+
+
 def _offset(name: str) -> int | None:
     tail = name[len(_PREFIX) :]
     return int(tail) if name.startswith(_PREFIX) and tail.isascii() and tail.isdigit() else None
@@ -75,36 +92,63 @@ class ReplacedFiles(LogBase):
         before the kill, and a line is carried once.
         """
         for name in sorted(names):
-            offset = _offset(name)
-            if offset is None:
+            found = self._late_lines(name)
+            if found is None:
                 continue
-            kept = self.path.parent / name
-            try:
-                fd = os.open(kept, os.O_RDONLY | fsutil.NOFOLLOW)
-            except FileNotFoundError:
-                continue
-            try:
-                ours = os.fstat(fd)
-                with contextlib.suppress(FileNotFoundError):
-                    now = os.stat(self.path)
-                    if (now.st_dev, now.st_ino) == (ours.st_dev, ours.st_ino):
-                        fsutil.remove(kept, site=SITE)  # killed before the rename: nothing was replaced
-                        continue
-                late = [line for line in _lines_of(_read_from(fd, offset)) if not line.is_blank]
-            finally:
-                os.close(fd)
-            missing = self._not_held(late)
+            kept, missing = found
             if missing:
                 self._carry(raw_bytes(line.raw for line in missing))
-                cursors = [e.cursor for line in missing for e in line.entries]
                 message = (
-                    f"carried {len(missing)} line(s) (cursors {', '.join(map(str, cursors)) or 'none'}) into "
+                    f"carried {len(missing)} line(s) (cursors {_cursors(missing)}) into "
                     f"{layout.HISTORY} that another writer appended while an interrupted rewrite replaced it "
                     f"(kept as memory/{name})"
                 )
                 self.rewrite_notes.append(message)
                 self._note(message)
             fsutil.remove(kept, site=SITE)
+
+    def waiting_replaced(self) -> list[WaitingLines]:
+        """Reads only: each name a killed rewrite left with lines the next writer will carry
+        (``dream status``, ``dream doctor``); a name with nothing left to carry is not listed."""
+        try:
+            names = os.listdir(self.path.parent)
+        except FileNotFoundError:
+            return []
+        waiting = []
+        for name in sorted(names):
+            found = self._late_lines(name, read_only=True)
+            if found is not None and found[1]:
+                missing = found[1]
+                cursors = tuple(e.cursor for line in missing for e in line.entries)
+                waiting.append(WaitingLines(f"{Path(layout.HISTORY_REPLACED).parent}/{name}", len(missing), cursors))
+        return waiting
+
+    def _late_lines(self, name: str, *, read_only: bool = False) -> tuple[Path, list[ParsedLine]] | None:
+        """The kept file ``name`` is, with its lines past the offset that history.jsonl and the
+        archive do not hold; None when ``name`` is no such file. A name still on history.jsonl
+        itself (killed before the rename: nothing was replaced) is removed, or, ``read_only``,
+        given with nothing to carry."""
+        offset = _offset(name)
+        if offset is None:
+            return None
+        kept = self.path.parent / name
+        try:
+            fd = os.open(kept, os.O_RDONLY | fsutil.NOFOLLOW)
+        except FileNotFoundError:
+            return None
+        try:
+            ours = os.fstat(fd)
+            with contextlib.suppress(FileNotFoundError):
+                now = os.stat(self.path)
+                if (now.st_dev, now.st_ino) == (ours.st_dev, ours.st_ino):
+                    if read_only:
+                        return kept, []
+                    fsutil.remove(kept, site=SITE)
+                    return None
+            late = [line for line in _lines_of(_read_from(fd, offset)) if not line.is_blank]
+        finally:
+            os.close(fd)
+        return kept, self._not_held(late)
 
     def _not_held(self, lines: list[ParsedLine]) -> list[ParsedLine]:
         if not lines:

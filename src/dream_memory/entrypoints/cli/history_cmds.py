@@ -157,6 +157,7 @@ def _note_redactions(redactions: dict[str, int]) -> None:
 @workspace_options
 def status(as_json: bool, workspace: str | None, config_path: str | None) -> int:
     """Cursors, pending entries, last Dream commit, lock holder and unsaved edits."""
+    from dream_memory.app.history import REPLACED_HISTORY_HINT, replaced_history_message
     from dream_memory.app.history import status as workspace_status
 
     result = workspace_status(runtime(workspace, config_path))
@@ -187,6 +188,8 @@ def status(as_json: bool, workspace: str | None, config_path: str | None) -> int
         from dream_memory.app.history import FORGET_UNFINISHED_HINT, forget_unfinished_message
 
         echo(f"forget         {forget_unfinished_message(result.interrupted_forget)}: {FORGET_UNFINISHED_HINT}")
+    for waiting in result.replaced_history:
+        echo(f"replaced       {replaced_history_message(waiting)}: {REPLACED_HISTORY_HINT}")
     if not result.versioned:
         echo("versioning     no repository yet (created by dream init or the first dream run)")
     return 0
