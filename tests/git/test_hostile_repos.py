@@ -294,6 +294,49 @@ def test_a_damaged_commit_object_is_a_one_line_error(tmp_path: Path, command: tu
         assert "is damaged" in outcome.err and "git fsck" in outcome.err
 
 
+def _damage_packs(ws: Path) -> None:
+    """Flip bytes through every pack's compressed objects (a disk error, a bad copy), leaving
+    the header and the index whole: each object read fails inside zlib."""
+    for pack in (ws / ".git" / "objects" / "pack").glob("*.pack"):
+        data = bytearray(pack.read_bytes())
+        for i in range(40, len(data) - 30, 7):
+            data[i] ^= 0x5A
+        pack.chmod(0o644)
+        pack.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("command", [("status",), ("log",), ("restore",), ("run", "--model", "offline")])
+def test_a_damaged_pack_is_a_one_line_error(tmp_path: Path, command: tuple[str, ...]) -> None:
+    """Objects in a damaged pack: the command exits 1 saying the repository is damaged. Before,
+    status, log and restore crashed: closing the repository failed (a BufferError) over the
+    error, whose frames still viewed the pack's memory map."""
+    ws, run = _init(tmp_path)
+    assert run("append", "a fact").code == 0
+    assert run("run", "--model", "offline").code == 0
+    _damage_packs(ws)
+    outcome = run(*command)
+    if command[0] == "run":
+        assert outcome.code == 1 and outcome.crash is None, outcome
+        assert "is damaged" in json.loads(outcome.out)["errors"][0]
+    else:
+        assert outcome.refused(1), outcome
+        assert "is damaged" in outcome.err and "git fsck" in outcome.err
+
+
+def test_a_damaged_pack_prints_nothing_more_at_exit(tmp_path: Path, dream_process) -> None:
+    """The process's stderr is the error and its hint: no finalizer's traceback at exit (the
+    packs are closed, not left to the interpreter's shutdown)."""
+    ws, run = _init(tmp_path)
+    assert run("append", "a fact").code == 0
+    assert run("run", "--model", "offline").code == 0
+    _damage_packs(ws)
+    done = dream_process("status", "--workspace", str(ws), env=_env(tmp_path))
+    assert done.returncode == 1
+    error, hint = done.stderr.splitlines()  # and no "Exception ignored in ..." after them
+    assert error.startswith("dream: error: ") and "is damaged" in error, done.stderr
+    assert hint.strip().startswith("hint: `git fsck`"), done.stderr
+
+
 def test_a_shallow_clone_shows_what_it_holds(tmp_path: Path) -> None:
     """In a clone of depth 1 (actions/checkout's default), `dream log` shows the latest Dream
     change and the restore list the versions that are there, each saying the clone is shallow;

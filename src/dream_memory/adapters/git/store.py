@@ -89,7 +89,13 @@ class GitStore(Branches):
         return cls(repo, workspace, author=author, clock=clock, created=True)
 
     def close(self) -> None:
-        self.repo.close()
+        try:
+            self.repo.close()
+        except BufferError:
+            # A pack's memory map still viewed by a live read cannot be unmapped: the map goes
+            # with the process instead. Called from ``finally`` blocks, so raising here would
+            # hide the error that ended the work.
+            pass
 
     def __enter__(self) -> GitStore:
         return self
