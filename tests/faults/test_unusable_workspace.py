@@ -252,3 +252,28 @@ def test_doctor_shows_a_good_schedule_as_ok(tmp_path: Path) -> None:
     doctor = dream(env, "doctor", "--json", "--model", "offline")
     schedule = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "schedule")
     assert schedule["status"] == "ok" and "30 3 * * 1-5" in schedule["summary"]
+
+
+@pytest.mark.skipif(not hasattr(__import__("fcntl"), "F_SETLEASE"), reason="kernel leases are Linux's")
+def test_a_history_jsonl_under_a_compactions_lease_probe_is_usable(tmp_path: Path) -> None:
+    """A compaction asks the kernel whether anyone writes to history.jsonl by taking a read lease
+    for an instant; the usability check's non-blocking open then fails with EWOULDBLOCK. That is a
+    file in use, not an unusable one: before, an append racing a compaction failed with "cannot
+    append to ...: Resource temporarily unavailable" (found by the fault suite's concurrent-compact
+    trials)."""
+    import fcntl
+    import signal
+
+    from dream_memory.adapters.workspace import require_usable_history
+
+    ws = build_workspace(tmp_path / "ws")
+    (ws / "memory" / "history.jsonl").write_text('{"cursor": 1, "timestamp": "2026-04-03 10:00", "content": "x"}\n')
+    fd = os.open(ws / "memory" / "history.jsonl", os.O_RDONLY)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETSIG, signal.SIGURG)  # as writers.py: a broken lease signals nothing fatal
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_RDLCK)
+        require_usable_history(ws, write=True)
+        require_usable_history(ws, write=False)
+    finally:
+        fcntl.fcntl(fd, fcntl.F_SETLEASE, fcntl.F_UNLCK)
+        os.close(fd)

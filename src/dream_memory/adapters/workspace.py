@@ -155,6 +155,11 @@ def require_usable_history(root: Path, *, write: bool) -> None:
         if write and not os.access(memory, os.W_OK | os.X_OK):
             raise fsutil.os_error(_os_error(_denied(memory), memory), "create history in", memory) from None
         return
+    except BlockingIOError:
+        # A read lease held on it (a compaction asking the kernel whether anyone writes to it;
+        # writers.py): a regular file in use, given back within microseconds. The append's own
+        # blocking open waits for it; refusing here failed appends racing a compaction.
+        return
     except OSError as exc:
         raise fsutil.os_error(exc, "append to" if write else "read", history) from exc
     try:
