@@ -7,16 +7,23 @@ from __future__ import annotations
 import functools
 import io
 import os
+import struct
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 import dulwich
-from dulwich.errors import ApplyDeltaError, ChecksumMismatch, ObjectFormatException
+from dulwich.errors import (
+    ApplyDeltaError,
+    ChecksumMismatch,
+    FileFormatException,
+    ObjectFormatException,
+    PackedRefsException,
+)
 from dulwich.file import GitFile
 from dulwich.objects import ObjectID
-from dulwich.refs import Ref
+from dulwich.refs import Ref, SymrefLoop
 from dulwich.repo import Repo
 
 from dream_memory.adapters.rooted import RootedDir
@@ -40,18 +47,25 @@ R = TypeVar("R")
 
 # What dulwich raises on an object it cannot read: a truncated or corrupt loose object, a pack
 # whose checksum or delta is wrong, a tree or commit that does not parse, a missing object.
+# Also what it raises on damaged refs and files around them: an empty object file or a packed-refs
+# line that does not parse (FileFormatException), a ref naming itself (SymrefLoop), and a pack
+# index or pack cut short (struct.error, AssertionError from its own size checks).
 DAMAGE: tuple[type[BaseException], ...] = (
     ObjectFormatException,
     ChecksumMismatch,
     ApplyDeltaError,
+    FileFormatException,
+    SymrefLoop,
     zlib.error,
+    struct.error,
     ValueError,
     KeyError,
     EOFError,
+    AssertionError,
 )
 # DAMAGE's plain Python errors are damage only when dulwich raised them while reading an object:
 # the same ValueError or KeyError from our own code is a bug, never "run git fsck".
-_DULWICH_OWN = (ObjectFormatException, ChecksumMismatch, ApplyDeltaError)
+_DULWICH_OWN = (ObjectFormatException, ChecksumMismatch, ApplyDeltaError, FileFormatException, SymrefLoop)
 _DULWICH_DIR = os.path.dirname(dulwich.__file__) + os.sep
 
 
@@ -175,8 +189,9 @@ class GitBase:
 
     def _damaged(self, exc: BaseException) -> VersionStoreError:
         detail = split_lines(str(exc).strip())[0] if str(exc).strip() else type(exc).__name__
+        what = "a ref" if isinstance(exc, (SymrefLoop, PackedRefsException)) else "an object"
         return VersionStoreError(
-            f"the git repository at {self.root} is damaged: an object cannot be read ({detail[:200]})",
+            f"the git repository at {self.root} is damaged: {what} cannot be read ({detail[:200]})",
             hint="`git fsck` names the damaged objects; restore them from a clone or a backup, then run again",
         )
 

@@ -7,9 +7,11 @@ commit naming ``../x`` or ``.git/hooks/...`` is an ``UnsafeTree`` error, never a
 from __future__ import annotations
 
 import itertools
+import os
 import stat
 import sys
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from dulwich.objects import Blob, Commit, ShaFile, Tree
 from dulwich.refs import Ref
@@ -32,11 +34,43 @@ from dream_memory.errors import UnknownRevision, UnsafeTree, VersionStoreError
 class Reading(GitBase):
     """Commits, trees and blobs of the repository, read and checked."""
 
+    @git_errors
     def head(self) -> str | None:
+        """The commit HEAD names; None on a new repository's unborn branch. HEAD naming what is
+        not a commit id, or a commit the repository lacks, is damage (exit 1), never "no
+        versions yet": a run would start a new history beside the lost one."""
         try:
-            return self.repo.head().decode("ascii")
+            sha = self.repo.head()
         except KeyError:
+            self._check_unborn()
             return None
+        if len(sha) != 40 or not all(c in b"0123456789abcdef" for c in sha):
+            raise self._broken_ref(f"HEAD's branch holds {sha[:40]!r}, not a commit id")
+        if sha not in self.repo.object_store:
+            raise self._broken_ref(f"HEAD names the commit {sha.decode('ascii')}, which the repository lacks")
+        return sha.decode("ascii")
+
+    def _check_unborn(self) -> None:
+        """HEAD names no commit: fine for the unborn branch of a new repository, damage when git
+        itself would refuse the repository (HEAD empty, no refs folder, the branch's ref file
+        empty or a folder)."""
+        target = self.repo.refs.read_ref(Ref(b"HEAD"))
+        common = Path(self.repo.commondir())
+        if not target:
+            raise self._broken_ref("its HEAD is empty")
+        if not (common / "refs").is_dir():
+            raise self._broken_ref("it has no refs folder")
+        if target.startswith(b"ref: "):
+            name = target[len(b"ref: ") :].decode("utf-8", errors="replace").strip()
+            if os.path.lexists(common / name):
+                raise self._broken_ref(f"HEAD's branch {name} holds no commit id (an empty file or a folder)")
+
+    def _broken_ref(self, problem: str) -> VersionStoreError:
+        return VersionStoreError(
+            f"the git repository at {self.root} is damaged: {problem}",
+            hint=f"`git -C {self.root} status` refuses it too; restore .git from a clone or a backup "
+            "(`git reflog` and `git fsck --lost-found` find lost commits), then run again",
+        )
 
     def branch(self) -> str | None:
         """The checked-out branch name, or None when HEAD is detached."""
@@ -216,18 +250,26 @@ class Reading(GitBase):
         """Commits from ``start`` (HEAD) back along first parents; in a shallow clone the walk
         ends at the oldest commit that is there."""
         sha = start or self.head()
-        while sha:
-            commit = self._commit(sha)
+        commit = self._commit(sha) if sha else None
+        while commit is not None:
             yield commit
-            if commit.id in self.shallow:
+            if commit.id in self.shallow or not commit.parents:
                 return
-            sha = commit.parents[0].decode("ascii") if commit.parents else None
+            commit = self._parent(commit.parents[0])
+
+    def _parent(self, sha: bytes) -> Commit:
+        """A parent a commit names: missing, it is damage (exit 1), not a revision the user mistyped."""
+        parent = self._object(sha, Commit, "commit")
+        assert isinstance(parent, Commit)  # _object checked the kind
+        return parent
 
     @git_errors
     def info(self, sha: str, *, with_files: bool = True, against: str | None = None) -> CommitInfo:
         commit = self._commit(sha)
         parent = commit.parents[0].decode("ascii") if commit.parents else None
         shallow = commit.id in self.shallow and against is None
+        if parent is not None and against is None and not shallow and with_files:
+            self._parent(commit.parents[0])  # a parent gone is damage, not an unknown revision
         base = against if against is not None else parent
         files = tuple(self.changes(base, sha)) if with_files and not shallow else ()
         message = commit.message.decode("utf-8", errors="replace")
@@ -308,7 +350,7 @@ class Reading(GitBase):
                 continue
             seen.add(sha)
             yield sha
-            commit = self._commit(sha)
+            commit = self._commit(sha) if sha in heads else self._parent(sha.encode("ascii"))
             if commit.id not in self.shallow:
                 stack.extend(p.decode("ascii") for p in commit.parents)
 

@@ -22,9 +22,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from dulwich.errors import NotGitRepository
+from dulwich.errors import NotGitRepository, ObjectFormatException
 from dulwich.file import FileLocked
-from dulwich.repo import Repo
+from dulwich.repo import Repo, UnsupportedExtension, UnsupportedVersion
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git.branches import Branches
@@ -179,9 +179,13 @@ def _open_repo(root: Path) -> Repo:
                 "or move the .git file away to start a new repository",
             )
     try:
-        return Repo(str(root))
-    except (ValueError, KeyError) as exc:  # what dulwich raises on a config line it cannot parse (`[core`)
+        repo = Repo(str(root))
+    except (ValueError, KeyError, UnsupportedVersion, UnsupportedExtension, ObjectFormatException) as exc:
+        # ValueError, KeyError: a config line dulwich cannot parse (`[core`); the others: a
+        # repository format or extension it does not know, a .git/shallow line that is no id.
         detail = str(exc).strip().strip("'\"")[:200] or type(exc).__name__
+        if isinstance(exc, (UnsupportedVersion, UnsupportedExtension)):
+            detail = f"{type(exc).__name__}: {detail}"
         config = git_dir / "config"
         if _unparsable(config):
             raise VersionStoreError(
@@ -192,6 +196,26 @@ def _open_repo(root: Path) -> Repo:
             f"the git repository at {root} cannot be opened ({detail})",
             hint=f"`git -C {root} fsck` shows what is wrong with it: repair it, then run again",
         ) from exc
+    worktree = _configured_worktree(repo, git_dir)
+    if worktree is not None and worktree != root.resolve():
+        repo.close()
+        # dulwich would write the workspace's files as paths relative to that other folder
+        # (tree entries named `..`, which git fsck flags): refused before anything is read.
+        raise VersionStoreError(
+            f"the git repository at {root} has core.worktree = {worktree}: its work tree is not this folder",
+            hint=f"Dream commits only where the workspace is the work tree: `git -C {root} config --unset "
+            "core.worktree` if that setting is a mistake, or give Dream a repository of its own",
+        )
+    return repo
+
+
+def _configured_worktree(repo: Repo, git_dir: Path) -> Path | None:
+    """``core.worktree`` resolved (a relative one is relative to the git folder), or None."""
+    try:
+        value = repo.get_config().get((b"core",), b"worktree")
+    except KeyError:
+        return None
+    return (git_dir / os.fsdecode(value)).resolve()
 
 
 def gitfile_target(dot_git: Path) -> Path | None:

@@ -1,0 +1,143 @@
+"""A repository damaged around its refs, its format or its packs (found by a sweep of 58 kinds of
+damage): every command that reads it exits 1 with one `dream: error:` line naming the damage,
+never a traceback, and `dream run` writes nothing. Before, lost or emptied refs read as "no
+versions yet" and a run started a new root commit beside the old history (exit 0); a
+`core.worktree` naming another folder made runs commit trees with `..` entries; the rest were
+tracebacks (an unknown repository format, a garbage .git/shallow, a ref loop, a pack index cut
+short, garbage in packed-refs) or exit 2, as if the user had typed a bad revision."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dream_memory.testing.hostile import cli
+
+
+def _git(ws: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(ws.parent / "home")}
+    return subprocess.run(["git", "-C", str(ws), *args], capture_output=True, text=True, env=env, check=True).stdout
+
+
+def _refs_gone(ws: Path) -> None:
+    shutil.rmtree(ws / ".git" / "refs")
+
+
+def _head_empty(ws: Path) -> None:
+    (ws / ".git" / "HEAD").write_bytes(b"")
+
+
+def _branch_empty(ws: Path) -> None:
+    (ws / ".git" / "refs" / "heads" / "main").write_bytes(b"")
+
+
+def _branch_garbage(ws: Path) -> None:
+    (ws / ".git" / "refs" / "heads" / "main").write_bytes(os.urandom(64))
+
+
+def _branch_missing_commit(ws: Path) -> None:
+    (ws / ".git" / "refs" / "heads" / "main").write_text("0123456789abcdef0123456789abcdef01234567\n")
+
+
+def _ref_loop(ws: Path) -> None:
+    (ws / ".git" / "refs" / "heads" / "main").write_text("ref: refs/heads/main\n")
+
+
+def _packed_refs_garbage(ws: Path) -> None:
+    _git(ws, "pack-refs", "--all")
+    with (ws / ".git" / "packed-refs").open("a") as refs:
+        refs.write("this is garbage\n")
+
+
+def _format_unknown(ws: Path) -> None:
+    _git(ws, "config", "core.repositoryformatversion", "2")
+
+
+def _shallow_garbage(ws: Path) -> None:
+    (ws / ".git" / "shallow").write_text("not a sha at all\n")
+
+
+def _pack_index_cut(ws: Path) -> None:
+    for index in (ws / ".git" / "objects" / "pack").glob("*.idx"):
+        index.chmod(0o644)
+        index.write_bytes(index.read_bytes()[:500])
+
+
+def _worktree_elsewhere(ws: Path) -> None:
+    (ws.parent / "elsewhere").mkdir()
+    _git(ws, "config", "core.worktree", str(ws.parent / "elsewhere"))
+
+
+DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
+    "refs folder gone": (_refs_gone, "no refs folder"),
+    "HEAD empty": (_head_empty, "HEAD is empty"),
+    "branch file empty": (_branch_empty, "holds no commit id"),
+    "branch file garbage": (_branch_garbage, "not a commit id"),
+    "branch names a missing commit": (_branch_missing_commit, "which the repository lacks"),
+    "ref loop": (_ref_loop, "a ref cannot be read"),
+    "packed-refs garbage": (_packed_refs_garbage, "a ref cannot be read"),
+    "unknown repository format": (_format_unknown, "UnsupportedVersion"),
+    "shallow file garbage": (_shallow_garbage, "cannot be opened"),
+    "pack index cut short": (_pack_index_cut, "is damaged"),
+    "core.worktree elsewhere": (_worktree_elsewhere, "core.worktree"),
+}
+
+
+def _tree_listing(ws: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(ws)): path.read_bytes()
+        for path in sorted(ws.rglob("*"))
+        if path.is_file() and not path.is_symlink()
+    }
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_a_damaged_repository_is_one_error_line_and_a_run_writes_nothing(tmp_path: Path, case: str) -> None:
+    damage, named = DAMAGE[case]
+    ws = tmp_path / "ws"
+    env = {"HOME": str(tmp_path / "home"), "GIT_CONFIG_NOSYSTEM": "1", "DREAM_WORKSPACE": "", "DREAM_CONFIG": ""}
+    (tmp_path / "home").mkdir()
+
+    def run(*args: str):  # type: ignore[no-untyped-def]
+        return cli(*args, "--workspace", str(ws), env=env)
+
+    assert run("init").code == 0
+    assert run("append", "- [durable] user likes tea").code == 0
+    assert run("run", "--model", "offline").code == 0
+    assert run("append", "- [durable] user lives in Paris").code == 0
+    damage(ws)
+    before = _tree_listing(ws)
+    for command in (("status",), ("log",), ("restore",)):
+        outcome = run(*command)
+        assert outcome.refused(1), (command, outcome)
+        assert named in outcome.err, (command, outcome)
+    outcome = run("run", "--model", "offline", "--json")
+    assert outcome.code == 1 and outcome.crash is None, outcome
+    assert named in json.loads(outcome.out)["errors"][0], outcome.out
+    assert _tree_listing(ws) == before  # no commit, no cursor moved, nothing rewritten
+
+
+def test_a_missing_parent_commit_is_damage_not_a_mistyped_revision(tmp_path: Path) -> None:
+    """A parent commit gone from the object store: `dream log` and `dream restore` walk to it and
+    exit 1 naming what the repository lacks (before: exit 2, "no commit ...", as if the user had
+    typed a bad revision)."""
+    from dream_memory.testing.hostile import loose_object
+
+    ws = tmp_path / "ws"
+    env = {"HOME": str(tmp_path / "home"), "GIT_CONFIG_NOSYSTEM": "1", "DREAM_WORKSPACE": "", "DREAM_CONFIG": ""}
+    (tmp_path / "home").mkdir()
+    assert cli("init", "--workspace", str(ws), env=env).code == 0
+    assert cli("append", "- [durable] user likes tea", "--workspace", str(ws), env=env).code == 0
+    assert cli("run", "--model", "offline", "--workspace", str(ws), env=env).code == 0
+    parent = _git(ws, "rev-parse", "HEAD~1").strip()
+    loose_object(ws, parent).unlink()
+    for command in ("log", "restore"):
+        outcome = cli(command, "--workspace", str(ws), env=env)
+        assert outcome.refused(1), (command, outcome)
+        assert f"lacks the commit {parent}" in outcome.err, outcome
