@@ -97,6 +97,8 @@ def test_bad_dates_exit_2_with_one_line(store: Path) -> None:
     for args, message in (
         (["--as-of", "2026-13-01"], "is not a date"),
         (["--as-of", "yesterday"], "is not a date"),
+        (["--as-of", "2026-04-04 10:00+99:99"], "is no time zone"),  # a traceback before
+        (["--as-of", "2026-04-04T10:00-24:00"], "is no time zone"),
         (["--as-of", "2026-04-02"], "is before the store's first commit, made 2026-04-03 10:00"),
         (["--as-of", "2026-04-04", "--at", "HEAD"], "either --at or --as-of"),
     ):
@@ -135,5 +137,7 @@ def test_the_mcp_tools_take_as_of(store: Path) -> None:
             assert "deploys on fridays" not in text_of(entity).casefold()
             bad = await client.call_tool("dream_section", {"name": "user", "asOf": "2026-04-01"})
             assert bad.is_error and "before the store's first commit" in text_of(bad)
+            zone = await client.call_tool("dream_entity", {"name": "ledger-api", "asOf": "2026-04-05 10:00+99:99"})
+            assert zone.is_error and "is no time zone" in text_of(zone)  # not "Error executing tool"
 
     anyio.run(go)

@@ -201,6 +201,23 @@ def test_read_commands_show_escape_sequences_instead_of_sending_them(make_store:
     assert "\x1b]52;c;cm0gLXJmIH4=\x07" in exact["text"]
 
 
+def test_a_newline_in_a_file_name_cannot_forge_a_result_line(make_store: Callable[..., Path]) -> None:
+    """A file named ``x.md<newline>fake.md (entity fake): 9/9 terms`` shows as one line with
+    ``\\n`` in `dream search` and in the names `dream section` and `dream entity` suggest; before,
+    its second half printed as a result line of its own."""
+    forged = "nl\nfake.md (entity fake): 9/9 terms, 9 hits"
+    root = make_store({f"sections/{forged}.md": "- NLTOKEN here\n", f"entities/{forged}.md": "# x\n- NLTOKEN\n"})
+    env = read_env(root)
+    found = cli("search", "NLTOKEN", "--store", str(root), env=env)
+    assert found.code == 0, found
+    assert not any(line.startswith("fake.md") for line in found.out.splitlines()), found.out
+    assert "sections/nl\\nfake.md (entity fake): 9/9 terms, 9 hits.md (section" in found.out, found.out
+    for command in ("section", "entity"):
+        missing = cli(command, "nothing-here", "--store", str(root), env=env)
+        assert missing.code != 0 and "nl\\nfake.md" in missing.err, missing
+        assert not any(line.startswith("fake.md") for line in missing.err.splitlines()), missing.err
+
+
 def test_absolute_symlinks_inside_a_store_reached_through_a_symlink_are_followed(
     make_store: Callable[..., Path], tmp_path: Path
 ) -> None:

@@ -262,6 +262,8 @@ def parse_as_of(text: str) -> AsOf:
         digits = zone[1:].replace(":", "")
         offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
         offset = -offset if zone[0] == "-" else offset
+        if int(digits[2:]) > 59 or abs(offset) >= timedelta(hours=24):
+            raise InputError(f"--as-of {text!r} is not a date: the offset {zone} is no time zone", hint=hint)
     return AsOf(text.strip(), None, wall.replace(tzinfo=timezone(offset)))
 
 

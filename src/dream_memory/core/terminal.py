@@ -33,6 +33,12 @@ def for_terminal(text: str) -> str:
     return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
 
 
+def one_line(name: str) -> str:
+    """A file or entity name for a line of output: a newline in it (file names may hold one) is
+    shown as ``\\n``, so no name can start a line that looks like another result."""
+    return name.replace("\n", "\\n")
+
+
 def json_for_terminal(value: Any, *, indent: int | None = 2) -> str:
     """``json.dumps`` of ``value`` (UTF-8 kept readable) with nothing a terminal acts on, and
     always valid UTF-8: every report, ``--json`` and ``--report FILE`` is rendered here. A lone

@@ -8,6 +8,7 @@ from typing import Any, NamedTuple
 
 from dream_memory.core.bounded import Page
 from dream_memory.core.search import LineHit
+from dream_memory.core.terminal import one_line
 
 PROVISIONAL_NOTICE = (
     "> Provisional: from observations.md, unverified ingest output; treat it as a lead to check, not as settled fact."
@@ -126,10 +127,11 @@ class SearchResultItem(NamedTuple):
 
     def to_text(self) -> str:
         out = [PROVISIONAL_NOTICE] if self.provisional else []
-        label = self.kind if self.name in ("", self.kind) else f"{self.kind} {self.name}"
+        label = self.kind if self.name in ("", self.kind) else f"{self.kind} {one_line(self.name)}"
         plural = "" if self.hit_count == 1 else "s"
         out.append(
-            f"{self.path} ({label}): {self.terms_covered}/{self.terms_total} terms, {self.hit_count} hit{plural}"
+            f"{one_line(self.path)} ({label}): {self.terms_covered}/{self.terms_total} terms, "
+            f"{self.hit_count} hit{plural}"
         )
         width = max((len(str(h.line_no)) for h in self.lines), default=1)
         out += [f"  {h.line_no:>{width}}: {h.text}" for h in self.lines]

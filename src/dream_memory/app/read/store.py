@@ -63,6 +63,7 @@ from dream_memory.core.index_table import (
 from dream_memory.core.paths import describe, serve_problem
 from dream_memory.core.ports import SearchCache, StoreTree, TooLarge
 from dream_memory.core.search import DEFAULT_MAX_RESULTS, Query, as_query, check_max_results
+from dream_memory.core.terminal import one_line
 from dream_memory.errors import InputError, NotFound, Refused, UsageError
 
 if TYPE_CHECKING:
@@ -402,7 +403,7 @@ class ReadStore:
         )
         raise NotFound(
             f"no entity named {clean!r} ({where})",
-            hint=("known entities: " + ", ".join(known)) if known else "the store has no entities yet",
+            hint=("known entities: " + ", ".join(map(one_line, known))) if known else "the store has no entities yet",
         )
 
     def _page(self, kind: str, name: str, rel: str, *, offset_line: int, hint: Callable[[int], str]) -> ReadResult:
@@ -451,7 +452,7 @@ class ReadStore:
             names = self.section_names()
             raise NotFound(
                 f"no section named {clean!r} ({rel} does not exist{self._at_suffix()})",
-                hint="sections: " + ", ".join(names[:16]),
+                hint="sections: " + ", ".join(map(one_line, names[:16])),
             )
         return base, rel
 
