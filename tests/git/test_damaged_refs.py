@@ -141,3 +141,38 @@ def test_a_missing_parent_commit_is_damage_not_a_mistyped_revision(tmp_path: Pat
         outcome = cli(command, "--workspace", str(ws), env=env)
         assert outcome.refused(1), (command, outcome)
         assert f"lacks the commit {parent}" in outcome.err, outcome
+
+
+def test_a_linked_worktree_of_a_submodule_is_its_own_work_tree(tmp_path: Path) -> None:
+    """A submodule's shared config always holds a core.worktree (its main checkout); a linked
+    worktree made from it (`git worktree add`) is still its own work tree, as git reads it: Dream
+    works there, and its commit holds the workspace's files at their own paths."""
+    env = {"HOME": str(tmp_path / "home"), "GIT_CONFIG_NOSYSTEM": "1", "DREAM_WORKSPACE": "", "DREAM_CONFIG": ""}
+    (tmp_path / "home").mkdir()
+    source = tmp_path / "source"
+    assert cli("init", "--workspace", str(source), env=env).code == 0
+    sup = tmp_path / "sup"
+    sup.mkdir()
+    _git(sup, "init", "-q", "-b", "main")
+    _git(sup, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(source), "sub")
+    _git(sup / "sub", "worktree", "add", "-q", str(tmp_path / "linked"), "-b", "linked")
+    ws = tmp_path / "linked"
+    assert cli("append", "- [durable] user likes tea", "--workspace", str(ws), env=env).code == 0
+    outcome = cli("run", "--model", "offline", "--workspace", str(ws), env=env)
+    assert outcome.code == 0, outcome
+    assert "USER.md" in _git(ws, "ls-tree", "--name-only", "HEAD").split()
+    assert _git(ws, "status", "--porcelain") == ""
+
+
+def test_a_sha256_repository_is_refused_as_unsupported_not_damaged(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (tmp_path / "home").mkdir()
+    _git(ws, "init", "-q", "--object-format=sha256", "-b", "main")
+    (ws / "notes.md").write_text("x\n")
+    _git(ws, "add", "notes.md")
+    _git(ws, "-c", "user.name=u", "-c", "user.email=u@localhost", "commit", "-q", "-m", "first")
+    env = {"HOME": str(tmp_path / "home"), "GIT_CONFIG_NOSYSTEM": "1", "DREAM_WORKSPACE": "", "DREAM_CONFIG": ""}
+    outcome = cli("init", "--workspace", str(ws), env=env)
+    assert outcome.refused(1), outcome
+    assert "sha256 object ids" in outcome.err and "damaged" not in outcome.err, outcome

@@ -74,7 +74,7 @@ def replaced_history_message(waiting: dict[str, Any]) -> str:
     cursors = ", ".join(map(str, waiting["cursors"])) or "none"
     return (
         f"{waiting['lines']} line(s) (cursors {cursors}) wait only in {waiting['file']}, "
-        "left by an interrupted rewrite of history.jsonl"
+        "left by a rewrite of history.jsonl that was interrupted (or is still draining them)"
     )
 
 

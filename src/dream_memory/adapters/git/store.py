@@ -178,8 +178,11 @@ def _open_repo(root: Path) -> Repo:
                 hint=f"put the repository back there or correct the path in {dot_git}; "
                 "or move the .git file away to start a new repository",
             )
+    # A linked worktree (`git worktree add`) is its own work tree whatever core.worktree the
+    # shared config holds (a submodule's always holds one), as git reads it.
+    linked = (git_dir / "commondir").is_file()
     try:
-        repo = Repo(str(root))
+        repo = Repo(str(root), worktree=str(root)) if linked else Repo(str(root))
     except (ValueError, KeyError, UnsupportedVersion, UnsupportedExtension, ObjectFormatException) as exc:
         # ValueError, KeyError: a config line dulwich cannot parse (`[core`); the others: a
         # repository format or extension it does not know, a .git/shallow line that is no id.
@@ -196,7 +199,15 @@ def _open_repo(root: Path) -> Repo:
             f"the git repository at {root} cannot be opened ({detail})",
             hint=f"`git -C {root} fsck` shows what is wrong with it: repair it, then run again",
         ) from exc
-    worktree = _configured_worktree(repo, git_dir)
+    object_format = _config_value(repo, b"extensions", b"objectformat")
+    if object_format is not None and object_format.lower() != b"sha1":
+        repo.close()
+        raise VersionStoreError(
+            f"the git repository at {root} uses {object_format.decode('utf-8', 'replace')} object ids; "
+            "dream-memory reads and writes SHA-1 repositories only",
+            hint="give Dream a repository of its own (`dream init` in a folder outside this one makes one)",
+        )
+    worktree = None if linked else _configured_worktree(repo, git_dir)
     if worktree is not None and worktree != root.resolve():
         repo.close()
         # dulwich would write the workspace's files as paths relative to that other folder
@@ -211,11 +222,15 @@ def _open_repo(root: Path) -> Repo:
 
 def _configured_worktree(repo: Repo, git_dir: Path) -> Path | None:
     """``core.worktree`` resolved (a relative one is relative to the git folder), or None."""
+    value = _config_value(repo, b"core", b"worktree")
+    return None if value is None else (git_dir / os.fsdecode(value)).resolve()
+
+
+def _config_value(repo: Repo, section: bytes, name: bytes) -> bytes | None:
     try:
-        value = repo.get_config().get((b"core",), b"worktree")
+        return repo.get_config().get((section,), name)
     except KeyError:
         return None
-    return (git_dir / os.fsdecode(value)).resolve()
 
 
 def gitfile_target(dot_git: Path) -> Path | None:
