@@ -14,7 +14,6 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -182,16 +181,11 @@ NOBODY = 65534
 
 
 @pytest.fixture
-def open_tmp() -> Iterator[Path]:
-    """A temp folder every user can reach (pytest's own lies below a folder only root may enter)."""
+def open_tmp(open_tmp: Path) -> Path:
+    """The shared open folder (conftest.py), for cases that drop to another user: root only."""
     if os.geteuid() != 0:
         pytest.skip("dropping to another user needs root (run as that user to test this by hand)")
-    folder = Path(tempfile.mkdtemp(prefix="dream-nonroot-"))
-    folder.chmod(0o755)
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    return open_tmp
 
 
 def _give(path: Path, uid: int) -> None:

@@ -17,8 +17,6 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,20 +49,6 @@ def _clean_exit_2(done: subprocess.CompletedProcess[str], command: list[str], *n
         report = report_of(done)
         assert report is not None and report["status"] == "failed", done.stdout[-500:]
     return done.stderr
-
-
-@pytest.fixture
-def open_tmp() -> Iterator[Path]:
-    """A temp folder every user can reach (pytest's own lies below a folder only root may enter)."""
-    folder = Path(tempfile.mkdtemp(prefix="dream-unusable-"))
-    folder.chmod(0o755)
-    try:
-        yield folder
-    finally:
-        for path in folder.rglob("*"):
-            if path.is_dir() and not path.is_symlink():
-                path.chmod(0o755)
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _workspace(base: Path) -> tuple[Path, dict[str, str]]:

@@ -9,7 +9,8 @@ before the lock and any model call. The one exception is what the container imag
 (docs/deploy-docker.md, ``--report /workspace/...``, where the mounted workspace is the only
 lasting place): a ``.json`` file directly in the workspace's top folder, other than the config
 file ``dream.json``. The workspace's .gitignore keeps such a file out of its commits, and nothing
-of the workspace lives there. FILE's folder must exist: a mistyped folder is named, not created.
+of the workspace lives there. A missing folder outside the workspace is created (a CI step's
+``--report reports/run.json``).
 """
 
 from __future__ import annotations
@@ -63,10 +64,6 @@ def _resolved(path: Path) -> Path:
         ) from exc
 
 
-def _within(target: Path, folder: Path) -> bool:
-    return target == folder or folder in target.parents
-
-
 def _git_dirs(workspace: Path) -> list[Path]:
     from dream_memory.adapters.git.store import git_dirs
 
@@ -79,14 +76,14 @@ def _refuse_inside(path: Path, workspace: Path) -> None:
     target = _resolved(path)
     shown = str(path) if target == path else f"{path} (resolves to {target})"
     for git_dir in _git_dirs(workspace):
-        if _within(target, git_dir):
+        if target.is_relative_to(git_dir):
             raise UsageError(
                 f"--report: refusing to write the report to {shown}: it is inside the git directory "
                 f"{git_dir} of the workspace, and would overwrite its files",
                 hint=ELSEWHERE,
             )
     root = _resolved(workspace)
-    if not _within(target, root) or _top_level_report(target, root):
+    if not target.is_relative_to(root) or _top_level_report(target, root):
         return
     raise UsageError(
         f"--report: refusing to write the report to {shown}: it is inside the workspace {root}, "
