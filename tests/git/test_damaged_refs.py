@@ -38,7 +38,12 @@ def _branch_empty(ws: Path) -> None:
 
 
 def _branch_garbage(ws: Path) -> None:
-    (ws / ".git" / "refs" / "heads" / "main").write_bytes(os.urandom(64))
+    (ws / ".git" / "refs" / "heads" / "main").write_bytes(b"\x8b\x00 not hex at all \xff" * 4)
+
+
+def _branch_first_line_empty(ws: Path) -> None:
+    # Git stops reading at the first newline: such a ref holds nothing.
+    (ws / ".git" / "refs" / "heads" / "main").write_bytes(b"\n" + b"\x17garbage" * 8)
 
 
 def _branch_missing_commit(ws: Path) -> None:
@@ -77,8 +82,9 @@ def _worktree_elsewhere(ws: Path) -> None:
 DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
     "refs folder gone": (_refs_gone, "no refs folder"),
     "HEAD empty": (_head_empty, "HEAD is empty"),
-    "branch file empty": (_branch_empty, "holds no commit id"),
+    "branch file empty": (_branch_empty, "holds no commit id (it is empty)"),
     "branch file garbage": (_branch_garbage, "not a commit id"),
+    "branch file's first line empty": (_branch_first_line_empty, "its first line is empty"),
     "branch names a missing commit": (_branch_missing_commit, "which the repository lacks"),
     "ref loop": (_ref_loop, "a ref cannot be read"),
     "packed-refs garbage": (_packed_refs_garbage, "a ref cannot be read"),

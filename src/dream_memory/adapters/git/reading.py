@@ -63,7 +63,7 @@ class Reading(GitBase):
         if target.startswith(b"ref: "):
             name = target[len(b"ref: ") :].decode("utf-8", errors="replace").strip()
             if os.path.lexists(common / name):
-                raise self._broken_ref(f"HEAD's branch {name} holds no commit id (an empty file or a folder)")
+                raise self._broken_ref(f"HEAD's branch {name} holds no commit id ({_what_is_at(common / name)})")
 
     def _broken_ref(self, problem: str) -> VersionStoreError:
         return VersionStoreError(
@@ -402,3 +402,14 @@ class Reading(GitBase):
                 hint="give more digits",
             )
         return matches[0]
+
+
+def _what_is_at(path: Path) -> str:
+    """What a branch's ref file holds instead of a commit id, in words."""
+    if path.is_dir():
+        return "it is a folder"
+    try:
+        size = path.stat().st_size
+    except OSError:
+        return "it cannot be read"
+    return "it is empty" if size == 0 else "its first line is empty"
