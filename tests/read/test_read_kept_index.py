@@ -32,7 +32,7 @@ def same_as_plain(root: Path, cache: Path, watch: StoreWatch, query: str) -> dic
 
 
 def index_file(cache: Path) -> Path:
-    (found,) = (cache / "search-v3").glob("*.sqlite")
+    (found,) = (cache / "search-v4").glob("*.sqlite")
     return found
 
 

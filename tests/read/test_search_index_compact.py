@@ -12,6 +12,7 @@ import pytest
 from test_read_search_cache import big_store, cache_bytes, indexes, plain, search
 
 import dream_memory.adapters.search_index.match as index_match
+from dream_memory.adapters.search_index import SCHEMA_VERSION
 
 
 @pytest.fixture(autouse=True)
@@ -67,13 +68,16 @@ def test_an_index_mostly_of_leftovers_is_built_anew(make_store: Callable[..., Pa
     assert stats["rebuilt"] == 0 and stats["from_cache"] >= 40 and paths == plain(root, "round 1")
 
 
-def test_the_previous_versions_index_of_the_store_is_removed(make_store: Callable[..., Path], tmp_path: Path) -> None:
-    """Building the index removes this store's index of the previous version (search-v2), with
+@pytest.mark.parametrize("version", range(2, SCHEMA_VERSION))
+def test_the_previous_versions_index_of_the_store_is_removed(
+    make_store: Callable[..., Path], tmp_path: Path, version: int
+) -> None:
+    """Building the index removes this store's index of an earlier version (search-v2, -v3), with
     its write-ahead log; another store's stays."""
     root, cache = big_store(make_store), tmp_path / "cache"
     search(root, cache, "x")
     (index,) = indexes(cache)
-    old = cache / "search-v2"
+    old = cache / f"search-v{version}"
     old.mkdir()
     (old / index.name).write_bytes(b"needle text copy")
     (old / f"{index.name}-wal").write_bytes(b"needle")

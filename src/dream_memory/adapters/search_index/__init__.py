@@ -9,8 +9,10 @@ whitespace-delimited token. The occurrences of a term in a file are exactly
 term. The index keeps the folded texts tokenised on ASCII whitespace only (FTS5's ``ascii``
 tokenizer with every other ASCII character declared a token character, so its tokens are
 ``bytes.split()``'s) plus the vocabulary; a query scans the vocabulary for tokens holding the term
-and asks FTS5 how often each occurs per file. A "quoted phrase" spans tokens: the index narrows it
-to the files holding each of its words, and the caller reads those files to count it.
+and asks FTS5 how often each occurs per file. A file is indexed as pieces cut at whitespace
+(``write.pieces``: a smaller index), so no token is cut and its count is the sum over the
+pieces. A "quoted phrase" spans tokens: the index narrows it to the files holding each of its
+words, and the caller reads those files to count it.
 
 Trust rule: a file is answered from the index only while its size, mtime, ctime and inode are the
 recorded ones and it had not changed within 2 s before it was indexed ("racy git"); anything else

@@ -19,7 +19,14 @@ if TYPE_CHECKING:
 # 3: the word index keeps no copy of the texts (contentless FTS5: 0.36x the size of version 2),
 # file ids are never reused, and a changed file's old postings stay behind unreferenced until
 # the index is rebuilt (``write.DEAD_SHARE``).
-SCHEMA_VERSION = 3
+# 4: each file is indexed as up to ``DOCS_PER_FILE`` documents (``write.pieces``).
+SCHEMA_VERSION = 4
+
+# A file's text is indexed as pieces cut at whitespace, document ``id * DOCS_PER_FILE + n`` for
+# its n-th piece, so the document's file id is ``doc / DOCS_PER_FILE`` in SQL. Why pieces: FTS5
+# stores each word's positions, and a position below 126 takes one byte where one further into a
+# file takes two; most words occur once per file, so that byte is a quarter of the index.
+DOCS_PER_FILE = 12
 
 StatKey = tuple[int, int, int, int]  # size, mtime_ns, ctime_ns, inode
 

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from dream_memory.adapters.search_index import mark
-from dream_memory.adapters.search_index.files import FileTable, IndexRows, StatKey, get_meta, i64
+from dream_memory.adapters.search_index.files import DOCS_PER_FILE, FileTable, IndexRows, StatKey, get_meta, i64
 
 if TYPE_CHECKING:
     import sqlite3
@@ -137,8 +137,10 @@ class OpenIndex:
         return self._vocab
 
     def _token_files(self, token: bytes) -> list[tuple[int, int]]:
+        """(file id, occurrences) of one token: its positions counted per file, over the file's
+        pieces (``files.DOCS_PER_FILE``)."""
         return self.db.execute(
-            "SELECT doc, COUNT(*) FROM text_tokens WHERE term = ? GROUP BY doc",
+            f"SELECT doc / {DOCS_PER_FILE}, COUNT(*) FROM text_tokens WHERE term = ? GROUP BY 1",
             (token.decode("utf-8", errors="surrogateescape"),),
         ).fetchall()
 

@@ -5,11 +5,15 @@ files only). Every write happens in one SQLite transaction with the file table i
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import re
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from dream_memory.adapters.search_index.files import (
+    DOCS_PER_FILE,
     SCHEMA_VERSION,
     FileTable,
     IndexedText,
@@ -43,6 +47,12 @@ VOCAB_RECOUNT_SHARE = 4
 # no trace (a newly excluded entity) drops the index whole at once.
 DEAD_SHARE = 1
 
+# A file's pieces (see ``files.DOCS_PER_FILE``) are at least this many characters: about 110 words of
+# Markdown, so a word's position in its piece fits FTS5's one-byte varint (below 126). Shorter
+# pieces split more of a file's repeated words across pieces (each piece costs the word a
+# document entry); measured on bench/bench_read.py's store, docs/read-side.md has the figures.
+PIECE_CHARS = 800
+
 # Every ASCII character but the whitespace ``bytes.split()`` splits on is a token character.
 _WHITESPACE = " \t\n\r\x0b\x0c"
 _TOKEN_CHARS = "".join(chr(c) for c in range(1, 128) if not chr(c).isalnum() and chr(c) not in _WHITESPACE)
@@ -74,6 +84,23 @@ SCHEMA = (
 )
 
 
+# FTS5 keeps the postings of recent inserts in memory and writes them out as a new segment when
+# they pass this size (1 MB by default); fewer, larger segments leave less to merge. At 10,000
+# files / 80 MB, 8 MB took the build from 1.19 to 0.89 s of SQLite and the index from 39.3 to
+# 36.8 MB (bench/bench_read.py's store; 4 MB: 0.86 s, 37.0 MB). Kept in the index, like the
+# merge settings; memory held is this much more than FTS5's default, during writes only.
+HASH_BYTES = 8 << 20
+
+
+def _set_hash_size(db: sqlite3.Connection) -> None:
+    """``HASH_BYTES``, where this SQLite's FTS5 knows the setting (an older one builds the same
+    index with its default, more slowly)."""
+    import sqlite3
+
+    with contextlib.suppress(sqlite3.OperationalError):
+        db.execute("INSERT INTO texts (texts, rank) VALUES ('hashsize', ?)", (HASH_BYTES,))
+
+
 def fill_new(
     db: sqlite3.Connection, fresh: Sequence[IndexedText], store_real: str, index_rows: IndexRows | None
 ) -> None:
@@ -82,6 +109,7 @@ def fill_new(
     db.execute("PRAGMA synchronous = OFF")
     for statement in SCHEMA:
         db.execute(statement)
+    _set_hash_size(db)
     db.execute("BEGIN")
     table = FileTable([], array("q"), {})
     file_rows: list[tuple[object, ...]] = []
@@ -93,7 +121,7 @@ def fill_new(
         file_rows.append(row)
         table.add(item.rel, fields, item.skip)
         if text is not None:
-            texts.append((fid, text))
+            texts.extend(documents(fid, text))
     db.executemany(_INSERT_FILE, file_rows)
     db.executemany("INSERT INTO texts (rowid, body) VALUES (?, ?)", texts)
     table.write(db)
@@ -199,7 +227,7 @@ _INSERT_FILE = (
 )
 
 
-def _prepared(item: IndexedText, fid: int | None) -> tuple[tuple[object, ...], list[int], str | None]:
+def _prepared(item: IndexedText, fid: int | None) -> tuple[tuple[object, ...], list[int], bytes | None]:
     """One file's row for the file table (``fid`` None: numbered by SQLite), its packed fields
     (see ``FileTable``; the id filled in by the caller when SQLite numbers it), and its folded
     text when FTS5 holds it (None when the file is only recorded: skipped, or read directly
@@ -214,8 +242,33 @@ def _prepared(item: IndexedText, fid: int | None) -> tuple[tuple[object, ...], l
     size, mtime, ctime, ino = item.key
     row = (fid, rel_blob(item.rel), size, mtime, ctime, i64(ino), item.read_ns, item.headings, item.skip, int(direct))
     fields = [fid or 0, size, mtime, ctime, i64(ino), item.read_ns, int(direct)]
-    text = None if folded is None or direct else folded.decode("utf-8", errors="surrogateescape")
-    return row, fields, text
+    return row, fields, None if direct else folded
+
+
+def pieces(text: str) -> list[str]:
+    """``text`` cut at ASCII whitespace into at most ``DOCS_PER_FILE`` pieces, each but the last
+    longer than ``PIECE_CHARS`` (longer still for a file past ``DOCS_PER_FILE * PIECE_CHARS``).
+    No word is cut, so a word's count in the file is the sum of its counts in the pieces."""
+    # A multiple of PIECE_CHARS, so that few patterns are ever compiled.
+    size = PIECE_CHARS * max(1, -(-len(text) // (DOCS_PER_FILE * PIECE_CHARS)))
+    if len(text) <= size:
+        return [text]
+    # One C-level pass: ``size`` characters, the rest of the word they end in, and one
+    # whitespace. Every piece but the last is longer than ``size``, so there are at most
+    # DOCS_PER_FILE of them.
+    return _piece_re(size).findall(text)
+
+
+@functools.lru_cache(maxsize=16)
+def _piece_re(size: int) -> re.Pattern[str]:
+    space = re.escape(_WHITESPACE)
+    return re.compile(f"(?s).{{1,{size}}}[^{space}]*[{space}]?")
+
+
+def documents(fid: int, folded: bytes) -> Iterator[tuple[int, str]]:
+    """The word index's documents for file ``fid``: (document id, text) per piece of its text."""
+    text = folded.decode("utf-8", errors="surrogateescape")
+    return zip(range(fid * DOCS_PER_FILE, (fid + 1) * DOCS_PER_FILE), pieces(text), strict=False)
 
 
 def _insert(db: sqlite3.Connection, item: IndexedText) -> tuple[list[int], bytes | None]:
@@ -226,8 +279,8 @@ def _insert(db: sqlite3.Connection, item: IndexedText) -> tuple[list[int], bytes
     fields[0] = fid
     if text is None:
         return fields, None
-    db.execute("INSERT INTO texts (rowid, body) VALUES (?, ?)", (fid, text))
-    return fields, item.folded
+    db.executemany("INSERT INTO texts (rowid, body) VALUES (?, ?)", documents(fid, text))
+    return fields, text
 
 
 def _exact_vocab(db: sqlite3.Connection) -> bytes:
