@@ -182,3 +182,29 @@ def test_a_sha256_repository_is_refused_as_unsupported_not_damaged(tmp_path: Pat
     outcome = cli("init", "--workspace", str(ws), env=env)
     assert outcome.refused(1), outcome
     assert "sha256 object ids" in outcome.err and "damaged" not in outcome.err, outcome
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "purge"])
+def test_a_garbage_notes_ref_stops_a_purge_with_one_error_line(tmp_path: Path, dry_run: bool) -> None:
+    """`dream forget` walks every ref, notes included: one holding garbage was a dulwich
+    AssertionError traceback. It is damage named with its ref, exit 1, and nothing is purged."""
+    ws = tmp_path / "ws"
+    env = {"HOME": str(tmp_path / "home"), "GIT_CONFIG_NOSYSTEM": "1", "DREAM_WORKSPACE": "", "DREAM_CONFIG": ""}
+    (tmp_path / "home").mkdir()
+
+    def run(*args: str):  # type: ignore[no-untyped-def]
+        return cli(*args, "--workspace", str(ws), env=env)
+
+    assert run("init").code == 0
+    assert run("append", "- [durable] user likes green tea").code == 0
+    assert run("run", "--model", "offline").code == 0
+    (ws / ".git" / "refs" / "notes" / "dream").write_text("garbage\n")
+    before = _tree_listing(ws)
+    outcome = run("forget", "--purge", "green tea", *(["--dry-run"] if dry_run else []))
+    assert outcome.refused(1), outcome
+    assert "the ref refs/notes/dream holds b'garbage', not an object id; nothing was changed" in outcome.err, outcome
+    after = _tree_listing(ws)
+    # The purge key may be made on the way (memory/.forgotten.json, naming no purge); nothing else.
+    record = after.pop("memory/.forgotten.json", None)
+    assert record is None or json.loads(record)["purges"] == []
+    assert after == before

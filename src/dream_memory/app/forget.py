@@ -224,8 +224,11 @@ def _check_repository(git: GitStore, *, resumed: bool, dry_run: bool) -> None:
         from dream_memory.app.versioning import recover
 
         recover(git)
+    from dream_memory.adapters.git import rewrite
+
     git.check_can_commit()
     git._check_index()
+    rewrite.check_refs(git.repo)
     if resumed or git.head() is None:
         return
     dirty = git.dirty()

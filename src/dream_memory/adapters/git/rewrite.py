@@ -33,6 +33,7 @@ from dream_memory.adapters.git.prune import GITLINK, SHA_ID, pseudo_files, reflo
 from dream_memory.errors import VersionStoreError
 
 _HEXISH = re.compile(rb"\b[0-9a-f]{7,40}\b")
+_OBJECT_ID = re.compile(rb"[0-9a-f]{40}")
 NOTES = b"refs/notes/"
 
 
@@ -59,6 +60,25 @@ class RewritePlan:
     outside: set[str] = field(default_factory=set)  # paths out of scope that hold the value
     new_objects: list[ShaFile] = field(default_factory=list)
     mapping: dict[bytes, bytes] = field(default_factory=dict)  # old object id -> new
+
+
+def check_refs(repo: Repo) -> None:
+    """Refuse, before anything is purged, a ref that holds no object id: the rewrite starts from
+    every ref, and a garbage one failed deep in dulwich (an AssertionError traceback) after the
+    memory files were already purged."""
+    refs = repo.refs
+    for name in refs.allkeys():
+        try:
+            value = bytes(refs[name])
+        except KeyError:
+            continue
+        if not _OBJECT_ID.fullmatch(value):
+            ref = bytes(name).decode("utf-8", "replace")
+            raise VersionStoreError(
+                f"the git repository at {repo.path} is damaged: the ref {ref} holds {value[:40]!r},"
+                " not an object id; nothing was changed",
+                hint=f"repair or delete that ref (`git update-ref -d {ref}`), then run dream forget again",
+            )
 
 
 class Rewriter:
