@@ -271,7 +271,7 @@ def run(quick: bool) -> list[Section]:
                     firsts.append(time.perf_counter() - start)
                     built = reader.last_search_stats.get("rebuilt", 0)
             first = min(firsts)
-            kept = index.path.parent.glob(index.path.name + "*")  # this store's, not a smaller one's
+            kept = index.path.parent.glob(index.path.name + "*")  # this store's index and its record
             index_mb = sum(f.stat().st_size for f in kept) / 1e6 if built else 0.0
             if built:
                 # bytes are deterministic (same data, same SQLite): gated; the build time is reported

@@ -73,7 +73,7 @@ def test_the_previous_versions_index_of_the_store_is_removed(
     make_store: Callable[..., Path], tmp_path: Path, version: int
 ) -> None:
     """Building the index removes this store's index of an earlier version (search-v2, -v3), with
-    its write-ahead log; another store's stays."""
+    its write-ahead log and its record; another store's stays."""
     root, cache = big_store(make_store), tmp_path / "cache"
     search(root, cache, "x")
     (index,) = indexes(cache)
@@ -81,6 +81,7 @@ def test_the_previous_versions_index_of_the_store_is_removed(
     old.mkdir()
     (old / index.name).write_bytes(b"needle text copy")
     (old / f"{index.name}-wal").write_bytes(b"needle")
+    (old / f"{index.name}.written").write_bytes(b"its record")
     (old / "another-store.sqlite").write_bytes(b"theirs")
     index.unlink()
     search(root, cache, "x")

@@ -74,9 +74,9 @@ class NoSearchCache:
 
 
 def _mostly_leftovers(opened: OpenIndex) -> bool:
-    """True when the word index's documents that belong to no file any more (files changed or
-    removed since it was built) outnumber DEAD_SHARE times the files: rebuilding beats carrying
-    them."""
+    """True when the files whose documents the word index still holds but no longer uses (files
+    changed or removed since it was built) outnumber DEAD_SHARE times the files: rebuilding beats
+    carrying them."""
     import sqlite3
 
     try:

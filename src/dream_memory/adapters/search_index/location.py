@@ -205,8 +205,9 @@ class SearchIndex:
 
     def _prune(self) -> None:
         """Remove what an interrupted build left behind (an hour old: a build may be running),
-        and this store's caches of earlier versions (search-v1: folded text in one blob;
-        search-v2: the word index with a copy of every text)."""
+        and this store's caches of earlier versions with their records (search-v1: folded text in
+        one blob; search-v2: the word index with a copy of every text; search-v3: one document
+        per file)."""
         import hashlib
         import shutil
 
@@ -217,7 +218,7 @@ class SearchIndex:
             old.rmdir()  # only when no other store's old cache is left in it
         for version in range(2, SCHEMA_VERSION):
             folder = self.path.parent.parent / f"search-v{version}"
-            for suffix in ("", "-wal", "-shm", "-journal"):
+            for suffix in ("", "-wal", "-shm", "-journal", ".written"):
                 with contextlib.suppress(OSError):
                     os.unlink(folder / f"{self.path.name}{suffix}")
             with contextlib.suppress(OSError):

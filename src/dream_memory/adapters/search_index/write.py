@@ -47,8 +47,10 @@ VOCAB_RECOUNT_SHARE = 4
 # no trace (a newly excluded entity) drops the index whole at once.
 DEAD_SHARE = 1
 
-# A file's pieces (see ``files.DOCS_PER_FILE``) are at least this many characters: about 110 words of
-# Markdown, so a word's position in its piece fits FTS5's one-byte varint (below 126). Shorter
+# Each of a file's pieces but the last (see ``files.DOCS_PER_FILE``) is longer than this many
+# characters, about 110 words of Markdown, so in a file of up to 12 such pieces (9,600
+# characters) a word's position in its piece mostly fits FTS5's one-byte varint (below 126); a
+# longer file's pieces are longer, and its later positions take two bytes again. Shorter
 # pieces split more of a file's repeated words across pieces (each piece costs the word a
 # document entry); measured on bench/bench_read.py's store, docs/read-side.md has the figures.
 PIECE_CHARS = 800
@@ -86,9 +88,9 @@ SCHEMA = (
 
 # FTS5 keeps the postings of recent inserts in memory and writes them out as a new segment when
 # they pass this size (1 MB by default); fewer, larger segments leave less to merge. At 10,000
-# files / 80 MB, 8 MB took the build from 1.19 to 0.89 s of SQLite and the index from 39.3 to
-# 36.8 MB (bench/bench_read.py's store; 4 MB: 0.86 s, 37.0 MB). Kept in the index, like the
-# merge settings; memory held is this much more than FTS5's default, during writes only.
+# files / 80 MB, 8 MB took the first search from 2.25 to 1.84 s and the whole index from 40.0 to
+# 38.9 MB (bench/bench_read.py's store; FTS5's own inserts: 1.19 to 0.89 s). Kept in the index,
+# like the merge settings; memory held is this much more than FTS5's default, during writes only.
 HASH_BYTES = 8 << 20
 
 
@@ -210,12 +212,13 @@ def _rewrite(
 
 
 def dead_documents(db: sqlite3.Connection) -> int:
-    """Documents of the word index no file row names any more (see DEAD_SHARE)."""
+    """Files whose documents (a file's pieces) are left in the word index with no file row naming
+    them any more (see DEAD_SHARE): counted per file, like the files they are compared with."""
     return int(get_meta(db, "dead") or 0)
 
 
 def _delete(db: sqlite3.Connection, rel: str) -> int:
-    """Forget one file's row; 1 when it had a document in the word index, left behind (its id is
+    """Forget one file's row; 1 when it had documents in the word index, left behind (its id is
     never given again, so nothing reaches those postings)."""
     row = db.execute("DELETE FROM files WHERE rel = ? RETURNING direct, skip", (rel_blob(rel),)).fetchone()
     return 1 if row is not None and not row[0] and not row[1] else 0
