@@ -14,6 +14,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,17 +104,23 @@ def _tree_listing(ws: Path) -> dict[str, bytes]:
     }
 
 
-@pytest.mark.parametrize("case", sorted(DAMAGE))
-def test_a_damaged_repository_is_one_error_line_and_a_run_writes_nothing(tmp_path: Path, case: str) -> None:
-    damage, named = DAMAGE[case]
+def _new_workspace(tmp_path: Path) -> tuple[Path, Callable[..., Any]]:
+    """A workspace made by `dream init`, and how to run a command on it (in-process)."""
     ws = tmp_path / "ws"
     env = {"HOME": str(tmp_path / "home"), "GIT_CONFIG_NOSYSTEM": "1", "DREAM_WORKSPACE": "", "DREAM_CONFIG": ""}
     (tmp_path / "home").mkdir()
 
-    def run(*args: str):  # type: ignore[no-untyped-def]
+    def run(*args: str) -> Any:
         return cli(*args, "--workspace", str(ws), env=env)
 
     assert run("init").code == 0
+    return ws, run
+
+
+@pytest.mark.parametrize("case", sorted(DAMAGE))
+def test_a_damaged_repository_is_one_error_line_and_a_run_writes_nothing(tmp_path: Path, case: str) -> None:
+    damage, named = DAMAGE[case]
+    ws, run = _new_workspace(tmp_path)
     assert run("append", "- [durable] user likes tea").code == 0
     assert run("run", "--model", "offline").code == 0
     assert run("append", "- [durable] user lives in Paris").code == 0
@@ -188,14 +195,7 @@ def test_a_sha256_repository_is_refused_as_unsupported_not_damaged(tmp_path: Pat
 def test_a_garbage_notes_ref_stops_a_purge_with_one_error_line(tmp_path: Path, dry_run: bool) -> None:
     """`dream forget` walks every ref, notes included: one holding garbage was a dulwich
     AssertionError traceback. It is damage named with its ref, exit 1, and nothing is purged."""
-    ws = tmp_path / "ws"
-    env = {"HOME": str(tmp_path / "home"), "GIT_CONFIG_NOSYSTEM": "1", "DREAM_WORKSPACE": "", "DREAM_CONFIG": ""}
-    (tmp_path / "home").mkdir()
-
-    def run(*args: str):  # type: ignore[no-untyped-def]
-        return cli(*args, "--workspace", str(ws), env=env)
-
-    assert run("init").code == 0
+    ws, run = _new_workspace(tmp_path)
     assert run("append", "- [durable] user likes green tea").code == 0
     assert run("run", "--model", "offline").code == 0
     (ws / ".git" / "refs" / "notes" / "dream").write_text("garbage\n")

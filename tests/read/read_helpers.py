@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from dream_memory.adapters.store_watch import StoreWatch
 from dream_memory.app.read import ReadStore
@@ -101,3 +102,14 @@ def rewrite_in_place(path: Path, old: bytes, new: bytes) -> bytes:
         f.write(data.replace(old, new))
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     return data
+
+
+def index_answer_and_plain(root: Path, cache: Path, query: str) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """The search index of ``root`` built by one search, then ``query`` answered from it and by
+    reading the files: both answers (``to_json``) and how many files the index answered for."""
+    with ReadStore(root, cache_dir=cache, cache_min_files=10) as r:
+        r.search("x")
+    with ReadStore(root, cache_dir=cache, cache_min_files=10) as r:
+        with_index = r.search(query, max_results=50).to_json()
+        from_cache = r.last_search_stats["from_cache"]
+    return with_index, ReadStore(root).search(query, max_results=50).to_json(), from_cache

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from read_helpers import index_answer_and_plain
 
 import dream_memory.adapters.search_index.match as index_match
 import dream_memory.adapters.search_index.write as index_write
 from dream_memory.adapters.search_index.files import DOCS_PER_FILE
-from dream_memory.app.read import ReadStore
 
 _WHITESPACE = [" ", "\n", "\t", "\r\n", "\x0b", "\x0c", "   ", "\xa0", "\u2028"]
 _word = st.text(min_size=1, max_size=12).map(
@@ -89,13 +89,9 @@ def test_a_file_cut_into_pieces_answers_like_the_file(
         (root / "sections").mkdir(parents=True)
         for i, words in enumerate(texts):
             (root / "sections" / f"s{i:02}.md").write_text("".join(w + sep for w, sep in words), encoding="utf-8")
-        text = " ".join(query)
-        with ReadStore(root, cache_dir=cache, cache_min_files=10) as r:
-            r.search("x")
-        with ReadStore(root, cache_dir=cache, cache_min_files=10) as r:
-            with_index = r.search(text, max_results=50).to_json()
-            assert r.last_search_stats["from_cache"] == 12
-        assert with_index == ReadStore(root).search(text, max_results=50).to_json()
+        with_index, from_files, from_cache = index_answer_and_plain(root, cache, " ".join(query))
+        assert from_cache == 12
+        assert with_index == from_files
 
 
 def test_a_word_repeated_through_a_long_file_is_counted_whole(tmp_path: Path) -> None:
@@ -106,10 +102,7 @@ def test_a_word_repeated_through_a_long_file_is_counted_whole(tmp_path: Path) ->
         body = "".join(f"- line {n} about the Needle, needle-work and {i}\n" for n in range(800 if i == 3 else 3))
         (root / "sections" / f"s{i:02}.md").write_text(body, encoding="utf-8")
     assert len(index_write.pieces((root / "sections" / "s03.md").read_text())) == DOCS_PER_FILE
-    with ReadStore(root, cache_dir=cache, cache_min_files=10) as r:
-        r.search("x")
-    with ReadStore(root, cache_dir=cache, cache_min_files=10) as r:
-        with_index = r.search("needle", max_results=50)
-        assert r.last_search_stats["from_cache"] == 12
-    assert with_index.to_json() == ReadStore(root).search("needle", max_results=50).to_json()
-    assert with_index.results[0].path == "sections/s03.md"
+    with_index, from_files, from_cache = index_answer_and_plain(root, cache, "needle")
+    assert from_cache == 12
+    assert with_index == from_files
+    assert with_index["results"][0]["path"] == "sections/s03.md"
