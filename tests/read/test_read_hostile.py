@@ -201,6 +201,31 @@ def test_read_commands_show_escape_sequences_instead_of_sending_them(make_store:
     assert "\x1b]52;c;cm0gLXJmIH4=\x07" in exact["text"]
 
 
+def test_mcp_text_shows_escape_sequences_as_the_cli_does(make_store: Callable[..., Path]) -> None:
+    """The MCP tools, resources and errors return the CLI's text: the same escapes shown, never
+    sent raw to a client that renders them; structured content is the exact --json text."""
+    root = make_store({"memory/MEMORY.md": "# Memory\n" + ESCAPES, "entities/dream.md": "# dream\n" + ESCAPES})
+    env = read_env(root)
+    raws = ("\x1b", "\x07", "\x9b", "\u202e")
+
+    async def go() -> None:
+        async with Client(build_server(root, home="/home/u")) as client:
+            section = await client.call_tool("dream_section", {"name": "memory"})
+            text = "".join(block.text for block in section.content)
+            assert text == cli("section", "memory", "--store", str(root), env=env).out
+            assert not any(raw in text for raw in raws) and "\\x1b[2J" in text
+            assert section.structured_content is not None
+            assert "\x1b]52;c;cm0gLXJmIH4=\x07" in section.structured_content["text"]
+            found = await client.call_tool("dream_search", {"query": "likes"})
+            assert not any(raw in block.text for block in found.content for raw in raws)
+            resource = await client.read_resource("memory://entities/dream")
+            assert not any(raw in getattr(part, "text", "") for part in resource.contents for raw in raws)
+            refused = await client.call_tool("dream_entity", {"name": "no\x1b[2Jsuch"})
+            assert refused.is_error and "\x1b" not in "".join(block.text for block in refused.content)
+
+    anyio.run(go)
+
+
 def test_a_newline_in_a_file_name_cannot_forge_a_result_line(make_store: Callable[..., Path]) -> None:
     """A file named ``x.md<newline>fake.md (entity fake): 9/9 terms`` shows as one line with
     ``\\n`` in `dream search` and in the names `dream section` and `dream entity` suggest; before,

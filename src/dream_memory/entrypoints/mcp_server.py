@@ -32,6 +32,7 @@ from dream_memory.app.read import ReaderScope, ReadStore, StoreWatch, as_reader_
 from dream_memory.core.bounded import split_lines
 from dream_memory.core.search import MAX_QUERY_CHARS, MAX_RESULTS_LIMIT
 from dream_memory.core.surrogates import escape_lone_surrogates, in_strings
+from dream_memory.core.terminal import for_terminal
 from dream_memory.errors import EXIT_USAGE, DreamError, InputError
 
 if TYPE_CHECKING:
@@ -109,16 +110,20 @@ AsOfArg = Annotated[
 ReaderFactory = Callable[..., ReadStore]
 
 
-# Undecodable bytes (a non-UTF-8 `dream append` argument, kept by surrogateescape) reach history
-# entries, and so `dream_why`, search and the context block, as lone surrogates. The SDK's
-# serializer cannot encode them as UTF-8 and fails to send the reply at all, so they go out as the
-# visible escape the CLI's text shows (``\udcff``); everything else is sent as is.
-_text = escape_lone_surrogates
+# Text content, resources, prompts and error messages are the CLI's human text: control
+# characters a terminal or a viewer would act on (ESC sequences, bidi overrides) shown as escapes,
+# as `dream` prints them. Structured content is the `--json` object, exact but for undecodable
+# bytes (a non-UTF-8 `dream append` argument, kept by surrogateescape), which reach history
+# entries, and so `dream_why`, search and the context block, as lone surrogates: the SDK's
+# serializer cannot encode them as UTF-8 and fails to send the reply at all, so they go out as
+# the visible escape the CLI's text shows (``\udcff``).
+_text = for_terminal
+_exact = escape_lone_surrogates
 
 
 def _result(text: str, data: dict[str, Any]) -> CallToolResult:
     return CallToolResult(
-        content=[TextContent(type="text", text=_text(text))], structured_content=in_strings(data, _text)
+        content=[TextContent(type="text", text=_text(text))], structured_content=in_strings(data, _exact)
     )
 
 
