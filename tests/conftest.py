@@ -4,11 +4,14 @@ this process (``dream``) or as a process of its own (``dream_process``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,6 +38,22 @@ DREAM = [
 ]
 
 Dream = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def open_tmp() -> Iterator[Path]:
+    """A temp folder every user can reach (pytest's own lies below a folder only root may enter),
+    for the cases run as another uid; folders a test closed are opened again before removal."""
+    folder = Path(tempfile.mkdtemp(prefix="dream-open-"))
+    folder.chmod(0o755)
+    try:
+        yield folder
+    finally:
+        for path in folder.rglob("*"):
+            with contextlib.suppress(OSError):
+                if path.is_dir() and not path.is_symlink():
+                    path.chmod(0o755)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture

@@ -10,13 +10,10 @@ plays the same part.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import stat
 import subprocess
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -55,18 +52,9 @@ def _as_other_user(fn: Callable[[], tuple[int, str]], groups: tuple[int, ...] = 
 
 
 @pytest.fixture
-def tmp_path(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def tmp_path(open_tmp: Path) -> Path:
     """A temp folder other uids can traverse (pytest's own base folder is private to its user)."""
-    base = Path(tempfile.mkdtemp(prefix="dream-preflight-"))
-    base.chmod(0o755)
-    try:
-        yield base
-    finally:
-        for path in base.rglob("*"):
-            with contextlib.suppress(OSError):
-                if path.is_dir() and not path.is_symlink():
-                    path.chmod(0o755)
-        shutil.rmtree(base, ignore_errors=True)
+    return open_tmp
 
 
 def _cli(args: list[str], env: dict[str, str]) -> tuple[int, str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import io
 import os
+import re
 import struct
 import zlib
 from collections.abc import Callable, Iterator
@@ -68,6 +69,14 @@ DAMAGE: tuple[type[BaseException], ...] = (
 _DULWICH_OWN = (ObjectFormatException, ChecksumMismatch, ApplyDeltaError, FileFormatException, SymrefLoop)
 _DULWICH_DIR = os.path.dirname(dulwich.__file__) + os.sep
 _DULWICH_PACK = _DULWICH_DIR + "pack.py"
+
+
+_OBJECT_ID = re.compile(rb"[0-9a-f]{40}")
+
+
+def is_object_id(value: bytes) -> bool:
+    """``value`` is a SHA-1 object id as git writes it in a ref: 40 lowercase hex digits."""
+    return _OBJECT_ID.fullmatch(value) is not None
 
 
 def is_damage(exc: BaseException) -> bool:

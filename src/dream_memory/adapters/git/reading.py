@@ -22,6 +22,7 @@ from dream_memory.adapters.git.base import (
     GitBase,
     git_errors,
     git_iter_errors,
+    is_object_id,
     local_branches,
     name_bytes,
     oid,
@@ -44,7 +45,7 @@ class Reading(GitBase):
         except KeyError:
             self._check_unborn()
             return None
-        if len(sha) != 40 or not all(c in b"0123456789abcdef" for c in sha):
+        if not is_object_id(sha):
             raise self._broken_ref(f"HEAD's branch holds {sha[:40]!r}, not a commit id")
         if sha not in self.repo.object_store:
             raise self._broken_ref(f"HEAD names the commit {sha.decode('ascii')}, which the repository lacks")

@@ -28,12 +28,11 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.git.base import DAMAGE, is_damage, oid
+from dream_memory.adapters.git.base import DAMAGE, is_damage, is_object_id, oid
 from dream_memory.adapters.git.prune import GITLINK, SHA_ID, pseudo_files, reflog_files, reflogs
 from dream_memory.errors import VersionStoreError
 
 _HEXISH = re.compile(rb"\b[0-9a-f]{7,40}\b")
-_OBJECT_ID = re.compile(rb"[0-9a-f]{40}")
 NOTES = b"refs/notes/"
 
 
@@ -72,7 +71,7 @@ def check_refs(repo: Repo) -> None:
             value = bytes(refs[name])
         except KeyError:
             continue
-        if not _OBJECT_ID.fullmatch(value):
+        if not is_object_id(value):
             ref = bytes(name).decode("utf-8", "replace")
             raise VersionStoreError(
                 f"the git repository at {repo.path} is damaged: the ref {ref} holds {value[:40]!r},"
