@@ -25,7 +25,7 @@ DISTINCTIVE: dict[str, object] = {
 # (file, the name the literal is assigned to) -> what it means instead
 UNRELATED: dict[tuple[str, str], str] = {
     ("adapters/locks.py", "_HOLDER_READ_BYTES"): "bytes of the lock holder's record read",
-    ("entrypoints/mcp_server.py", "MAX_PATH_CHARS"): "the longest path argument (Linux PATH_MAX)",
+    ("entrypoints/mcp_args.py", "MAX_PATH_CHARS"): "the longest path argument (Linux PATH_MAX)",
 }
 
 

@@ -58,10 +58,10 @@ CONFINED: dict[str, tuple[str, ...]] = {
     # The live progress bar: imported only when stderr is a terminal.
     "tqdm": ("dream_memory.entrypoints.cli.progress",),
     # pydantic: validating a config file the quick check is unsure of (the schema is plain
-    # dataclasses, so most commands start without it), and the MCP server's argument limits.
+    # dataclasses, so most commands start without it), and the MCP server's argument types.
     "pydantic": (
         "dream_memory.settings.validation",
-        "dream_memory.entrypoints.mcp_server",
+        "dream_memory.entrypoints.mcp_args",
     ),
     # Pure parsers (no I/O): frontmatter's YAML and lenient JSON for tool arguments.
     "yaml": ("dream_memory.core.frontmatter",),
@@ -129,7 +129,7 @@ def test_each_layer_imports_only_the_layers_below_it() -> None:
 
 def test_third_party_packages_stay_in_their_adapters() -> None:
     """litellm only in adapters/llm.py, dulwich only in adapters/git, click only in the CLI,
-    pydantic only in the config schema and the MCP server, sqlite3 only in the search index."""
+    pydantic only in the config schema and the MCP argument types, sqlite3 only in the search index."""
     found = [p for m in modules() for p in third_party_problems(m)]
     unexpected = [p for p in found if next(iter(_strip_lines([p]))) not in KNOWN_THIRD_PARTY]
     assert not unexpected, "\n".join(unexpected)

@@ -100,6 +100,9 @@ def test_refusals_are_tool_errors(store: Path, mode: str) -> None:
                 ("dream_resolve", {"path": "/home/u/secret/x"}, "no entity resolves"),
                 ("dream_search", {"query": "flakes", "maxResults": 51}, "max results must be 1..50 (got 51)"),
                 ("dream_search", {"query": "flakes", "maxResults": 0}, "max results must be 1..50 (got 0)"),
+                # JSON's true is not the number 1 (pydantic's lax mode would read it so)
+                ("dream_search", {"query": "flakes", "maxResults": True}, "a whole number, not true or false"),
+                ("dream_entity", {"name": "nix", "offsetLine": False}, "a whole number, not true or false"),
                 ("dream_search", {"query": ""}, "query"),
                 ("dream_search", {"query": "x" * 1001}, "query"),
                 ("dream_entity", {"name": "x" * 257}, "name"),

@@ -19,20 +19,29 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
 
 from dream_memory import __version__
 from dream_memory.app.read import ReaderScope, ReadStore, StoreWatch, as_reader_scope, hint_for
 from dream_memory.core.bounded import split_lines
-from dream_memory.core.search import MAX_QUERY_CHARS, MAX_RESULTS_LIMIT
 from dream_memory.core.surrogates import escape_lone_surrogates, in_strings
 from dream_memory.core.terminal import for_terminal
+from dream_memory.entrypoints.mcp_args import (
+    AsOfArg,
+    LineArg,
+    MaxResultsArg,
+    MemoryPathArg,
+    NameArg,
+    OffsetArg,
+    PathArg,
+    QueryArg,
+    SectionArg,
+)
 from dream_memory.errors import EXIT_USAGE, DreamError, InputError
 
 if TYPE_CHECKING:
@@ -59,53 +68,6 @@ to pass to read on. Some entities may be withheld by the user's configuration; a
 # Every tool only reads a local folder: safe to call repeatedly, nothing outside is touched.
 READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, destructive_hint=False, open_world_hint=False)
 
-# Linux's PATH_MAX: a longer path names no file.
-MAX_PATH_CHARS = 4096
-PathArg = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=MAX_PATH_CHARS,
-        description="Absolute path of a file or folder (e.g. the current repository); ~ is expanded.",
-    ),
-]
-NameArg = Annotated[str, Field(min_length=1, max_length=256, description="Entity name, as in index.md.")]
-SectionArg = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=256,
-        description="Section name: soul, user, memory, observations, or NAME for sections/NAME.md "
-        "(a private scope's server also has private-user and private-memory).",
-    ),
-]
-QueryArg = Annotated[
-    str,
-    Field(
-        min_length=1,
-        max_length=MAX_QUERY_CHARS,
-        description='Words to find, case-insensitive; "quoted phrases" stay together.',
-    ),
-]
-# The bounds are advertised in the schema but checked by the read service (core.search's one
-# rule), so a bad value gets the same message here as from the CLI and the API.
-MaxResultsArg = Annotated[
-    int,
-    Field(
-        description="At most this many sources (1..50).",
-        json_schema_extra={"minimum": 1, "maximum": MAX_RESULTS_LIMIT},
-    ),
-]
-OffsetArg = Annotated[int, Field(ge=1, le=100_000_000, description="First line to show (from a [truncated] marker).")]
-
-AsOfArg = Annotated[
-    str,
-    Field(
-        max_length=40,
-        description="Read memory as it was then: a date (YYYY-MM-DD, the end of that day) or a time "
-        "('YYYY-MM-DD HH:MM'); empty: now.",
-    ),
-]
 
 ReaderFactory = Callable[..., ReadStore]
 
@@ -209,13 +171,6 @@ def register_tools(server: MCPServer, reader: ReaderFactory) -> None:
                 print(f"dream: warning: {warning}", file=sys.stderr, flush=True)
         text = found.to_text() or f"No source in memory matches {query!r}.\n"
         return _result(text, found.to_json())
-
-
-LineArg = Annotated[int, Field(ge=1, le=100_000_000, description="Line number in the file as committed (from 1).")]
-MemoryPathArg = Annotated[
-    str,
-    Field(min_length=1, max_length=300, description="Memory file relative to the workspace, e.g. USER.md."),
-]
 
 
 def register_why(server: MCPServer, workspace: Path, excludes: frozenset[str], who: Callable[[], ReaderScope]) -> None:
