@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from forget_helpers import CANARY, Env, indexed_store
 
+from dream_memory.adapters.search_index import SCHEMA_VERSION
+
 NOBODY = 65534
 
 
@@ -40,7 +42,7 @@ def test_an_index_in_a_folder_not_trusted_is_left_named_and_never_served(env: En
         pytest.skip("giving a folder to another user needs root")
     else:
         subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(cache / "dream-memory")], check=True)
-        why = f"{cache / 'dream-memory' / 'search-v4'} is owned by uid {NOBODY}, not by you (uid 0)"
+        why = f"{cache / 'dream-memory' / f'search-v{SCHEMA_VERSION}'} is owned by uid {NOBODY}, not by you (uid 0)"
 
     report, _ = forget(env)
 

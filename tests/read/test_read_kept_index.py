@@ -15,7 +15,7 @@ import pytest
 from read_helpers import plain, rewrite_in_place, watched
 
 import dream_memory.adapters.search_index.match as index_match
-from dream_memory.adapters.search_index.files import FileTable
+from dream_memory.adapters.search_index.files import SCHEMA_VERSION, FileTable
 from dream_memory.adapters.store_watch import StoreWatch
 from dream_memory.app.read import ReadStore
 
@@ -32,7 +32,7 @@ def same_as_plain(root: Path, cache: Path, watch: StoreWatch, query: str) -> dic
 
 
 def index_file(cache: Path) -> Path:
-    (found,) = (cache / "search-v4").glob("*.sqlite")
+    (found,) = (cache / f"search-v{SCHEMA_VERSION}").glob("*.sqlite")
     return found
 
 

@@ -22,12 +22,14 @@ from pathlib import Path
 import pytest
 from read_helpers import FILES, read_env, snapshot, write_store
 
-from dream_memory.adapters.search_index import mark
+from dream_memory.adapters.search_index import SCHEMA_VERSION, mark
 from dream_memory.adapters.search_index.files import IndexedText, stat_key
 from dream_memory.adapters.search_index.location import SearchIndex
 from dream_memory.adapters.search_index.write import update
 from dream_memory.app.read import ReadStore
 from dream_memory.core.search import fold_bytes, heading_lines
+
+INDEX_FOLDER = f"search-v{SCHEMA_VERSION}"
 
 NOBODY = 65534
 PLANTED = b"# e1\n\n- zebra planted by someone else\n"
@@ -91,7 +93,9 @@ def assert_not_served(env: dict[str, str], cache: Path, why: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("folder", "mode"), [("dream-memory", 0o777), ("dream-memory/search-v4", 0o775)], ids=["cache-0777", "index-0775"]
+    ("folder", "mode"),
+    [("dream-memory", 0o777), (f"dream-memory/{INDEX_FOLDER}", 0o775)],
+    ids=["cache-0777", "index-0775"],
 )
 def test_a_folder_of_ours_others_may_write_is_made_private_and_its_index_built_again(
     tmp_path: Path, folder: str, mode: int
@@ -109,7 +113,7 @@ def test_a_folder_of_ours_others_may_write_is_made_private_and_its_index_built_a
     assert (got.returncode, got.stdout) == (plain.returncode, plain.stdout)
     assert f"may be written by other users (mode {mode:04o}): made private (0700)" in got.stderr, got.stderr
     assert "search index not used" not in got.stderr
-    for made in (cache_home / "dream-memory", cache_home / "dream-memory" / "search-v4"):
+    for made in (cache_home / "dream-memory", cache_home / "dream-memory" / INDEX_FOLDER):
         assert made.stat().st_mode & 0o777 == 0o700, made
     index = SearchIndex.for_store(cache_home / "dream-memory", os.path.realpath(store))
     assert index is not None and mark.trusted(index.path), "the index was not built again"
@@ -138,19 +142,19 @@ def test_a_folder_swapped_for_a_symlink_before_the_repair_is_not_followed(
     from dream_memory.adapters.search_index import trust
 
     target = tmp_path / "elsewhere"
-    (target / "search-v4").mkdir(parents=True)
-    (target / "search-v4" / "keep.sqlite").write_bytes(b"not ours to remove")
+    (target / INDEX_FOLDER).mkdir(parents=True)
+    (target / INDEX_FOLDER / "keep.sqlite").write_bytes(b"not ours to remove")
     target.chmod(0o777)
     root = tmp_path / "xdg" / "dream-memory"
     root.parent.mkdir()
     root.symlink_to(target)
-    folder = str(root / "search-v4")
+    folder = str(root / INDEX_FOLDER)
     looked = trust._Survey(None, [(str(root), f"{root} may be written by other users (mode 0777)")])
     monkeypatch.setattr(trust, "_survey", lambda _folder: looked)
     problem = trust.secure(folder).problem
     assert problem is not None and "could not be made private" in problem
     assert target.stat().st_mode & 0o777 == 0o777
-    assert (target / "search-v4" / "keep.sqlite").exists()
+    assert (target / INDEX_FOLDER / "keep.sqlite").exists()
 
 
 def test_a_new_index_folder_is_made_private_whatever_the_umask(tmp_path: Path) -> None:
@@ -166,7 +170,7 @@ def test_a_new_index_folder_is_made_private_whatever_the_umask(tmp_path: Path) -
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    for folder in (cache_home / "dream-memory", cache_home / "dream-memory" / "search-v4"):
+    for folder in (cache_home / "dream-memory", cache_home / "dream-memory" / INDEX_FOLDER):
         assert folder.stat().st_mode & 0o777 == 0o700, folder
     assert "search index not used" not in search(env).stderr
 
@@ -212,7 +216,7 @@ def test_a_cache_folder_made_by_another_user_is_not_served(open_tmp: Path) -> No
         check=False,
     )
     assert done.returncode == 0, done.stderr
-    assert (shared / "dream-memory" / "search-v4").stat().st_uid == NOBODY
+    assert (shared / "dream-memory" / INDEX_FOLDER).stat().st_uid == NOBODY
     env = read_env(store, XDG_CACHE_HOME=str(shared))
     assert_not_served(env, shared, f"is owned by uid {NOBODY}, not by you (uid 0)")
 
@@ -224,7 +228,7 @@ def test_an_index_file_of_another_user_in_a_private_folder_is_not_trusted(tmp_pa
     if os.geteuid() != 0:
         pytest.skip("giving a file to another user needs root")
     store, cache_home, env = planted(tmp_path)
-    folder = cache_home / "dream-memory" / "search-v4"
+    folder = cache_home / "dream-memory" / INDEX_FOLDER
     (index,) = folder.glob("*.sqlite")
     index_of = SearchIndex.for_store(cache_home / "dream-memory", os.path.realpath(store))
     assert index_of is not None

@@ -207,7 +207,7 @@ class SearchIndex:
         """Remove what an interrupted build left behind (an hour old: a build may be running),
         and this store's caches of earlier versions with their records (search-v1: folded text in
         one blob; search-v2: the word index with a copy of every text; search-v3: one document
-        per file)."""
+        per file; search-v4: invalid UTF-8 indexed as text)."""
         import hashlib
         import shutil
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from dream_memory.app.read.results import SearchResult, SearchResultItem
-from dream_memory.app.read.text import DURABLE_NAMES, MAX_SEARCH_FILE_BYTES, history_text
+from dream_memory.app.read.text import DURABLE_NAMES, MAX_SEARCH_FILE_BYTES, SNIFF_BYTES, history_text, looks_binary
 from dream_memory.core import layout
 from dream_memory.core.index_table import name_key, safe_relative
 from dream_memory.core.paths import serve_problem
@@ -147,7 +147,9 @@ def _read_and_score(
             continue
         if data is None:
             continue
-        if b"\0" in data:
+        # entity and section refuse what looks binary in its first block; search skips it too,
+        # and also skips a file with a NUL further on (its words would be cut at the NUL).
+        if looks_binary(data[:SNIFF_BYTES]) or b"\0" in data:
             skip_reasons[rel] = "binary"
             if index_it:
                 cache.remember(rel, None, skip="binary")
