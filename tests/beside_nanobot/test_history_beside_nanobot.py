@@ -137,6 +137,16 @@ STALLED_LONG = STALLED.replace(
 )
 assert STALLED_LONG != STALLED
 
+# Stopped for most of a second, twice (its 3rd and 8th appends): what a CI run with four test
+# workers beside busy loops did once (cursor 161 shared), past the half second an append waited.
+STALLED_SECOND = STALLED.replace(
+    "time.sleep(random.random() * 0.003)", "time.sleep(0.9 if store._allocations in (3, 8) else 0)"
+).replace("    cursor = _allocate()\n", "    cursor = _allocate()\n    store._allocations += 1\n")
+STALLED_SECOND = STALLED_SECOND.replace(
+    "store._next_cursor = _stalled\n", "store._next_cursor = _stalled\nstore._allocations = 0\n"
+)
+assert STALLED_SECOND.count("_allocations") == 3
+
 
 def _append_from_both_sides(
     nanobot: Nanobot,
@@ -218,7 +228,7 @@ def test_a_nanobot_stopped_for_up_to_150ms_between_its_read_and_its_write_shares
 ) -> None:
     """nanobot stopped for up to 150 ms between allocating a cursor and writing its line, one
     append in five, as a machine at load 7 does now and then: an append that saw nanobot active waits for nanobot's
-    next line (or half a second) before it trusts its cursor, so still no cursor is shared. (With
+    next line (or 2 seconds) before it trusts its cursor, so still no cursor is shared. (With
     the fixed 30 ms wait it had before, cursors were shared in most runs.) Ours starts once
     nanobot has appended, in a workspace where our lock was held before: a line nanobot wrote
     since then proves it active at our first append (without that record our first append could
@@ -226,3 +236,11 @@ def test_a_nanobot_stopped_for_up_to_150ms_between_its_read_and_its_write_shares
     never written and is stopped before its first line (docs/nanobot.md, "appending beside
     nanobot")."""
     _append_from_both_sides(nanobot, tmp_path, STALLED_LONG, count=40, interval="0.01", nanobot_first=True)
+
+
+def test_a_nanobot_stopped_for_most_of_a_second_shares_no_cursor_with_us(nanobot: Nanobot, tmp_path: Path) -> None:
+    """nanobot stopped for 0.9 s between allocating a cursor and writing its line, twice: an
+    append beside it waits for nanobot's next line for as long as nanobot counts as active (it
+    wrote in the last 2 seconds), so no cursor is shared. (With the half-second cap it had
+    before, the append gave up waiting and nanobot's late line took its cursor.)"""
+    _append_from_both_sides(nanobot, tmp_path, STALLED_SECOND, count=12, interval="0.01", nanobot_first=True)
