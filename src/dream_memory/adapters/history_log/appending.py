@@ -29,10 +29,20 @@ _SETTLE_SECONDS = 0.03
 # behind its own (the line it may have allocated before ours): a scheduler at load 7 stopped
 # nanobot for longer than _SETTLE_SECONDS between read and write, and four test workers beside
 # busy loops for longer than the half second that once capped the wait (a shared cursor). The
-# wait lasts at most this long, and happens only right after that writer appended. Only on
-# proof: another of our own writers, seen by the stat alone, never writes under our hold.
+# wait lasts until this long after that writer's last line (at least _FOREIGN_WAIT_NS: a writer
+# whose last line is old may be between a read and a write all the same, but the first append
+# after each of its lines must not cost seconds when it appends once a minute). Only on proof:
+# another of our own writers, seen by the stat alone, never writes under our hold.
 _LOCKLESS_RECENT_NS = 2_000_000_000
+_FOREIGN_WAIT_NS = 500_000_000
 _POLL_SECONDS = 0.002
+
+
+def foreign_wait_ns(wrote_ago_ns: int) -> int:
+    """How long an append beside a writer without our lock waits for that writer's next line,
+    given how long ago its last line landed: until _LOCKLESS_RECENT_NS after it, at least
+    _FOREIGN_WAIT_NS."""
+    return max(_FOREIGN_WAIT_NS, _LOCKLESS_RECENT_NS - max(0, wrote_ago_ns))
 
 
 @dataclass(frozen=True)
@@ -142,11 +152,11 @@ class Appending(LogBase):
         allocated from the file as it was before ours (it read the file, then the scheduler
         stopped it before its write: seen under load beside nanobot's ``append_history``). When
         such a writer has been seen lately, until its next line lands behind ours (that is the
-        one it allocated then), it has not been seen for _LOCKLESS_RECENT_NS, or that long passed."""
+        one it allocated then), it has not been seen for _LOCKLESS_RECENT_NS, or foreign_wait_ns passed."""
         taken, _ = self._look_behind(written)
         if taken or not beside_foreign:
             return taken
-        deadline = time.monotonic_ns() + _LOCKLESS_RECENT_NS
+        deadline = time.monotonic_ns() + foreign_wait_ns(time.time_ns() - self._lockless_wrote_ns)
         time.sleep(_SETTLE_SECONDS)
         while True:
             taken, landed_behind = self._look_behind(written)
@@ -188,7 +198,7 @@ class Appending(LogBase):
             if line.is_blank:
                 continue
             if not replaced:  # it landed while we held the lock
-                self._lockless_seen_ns = time.time_ns()
+                self._lockless_seen_ns = self._lockless_wrote_ns = time.time_ns()
             taken = taken or any(e.cursor in wanted for e in line.entries)
             # A line is behind ours once every one of ours came before it (appends land in order).
             behind = behind or seen_ours >= len(ours)

@@ -205,6 +205,9 @@ class LogBase(abc.ABC):
         # landed while we held the lock, or a file changed between two holds (appending.py waits
         # for such a writer's next line).
         self._lockless_seen_ns = 0
+        # When that writer's last line landed, as far as we know (time.time_ns(); the file's
+        # mtime for a change between two holds): how long an append waits for its next line.
+        self._lockless_wrote_ns = 0
         self._unrecorded_hold = False  # this hold found history.jsonl with no record of a last holder
 
     # --- locking -----------------------------------------------------------------------------
@@ -277,6 +280,8 @@ class LogBase(abc.ABC):
         self._unrecorded_hold = recorded is None and now is not None
         if recorded is not None and now is not None and recorded != now:
             self._lockless_seen_ns = time.time_ns()
+            with contextlib.suppress(OSError):
+                self._lockless_wrote_ns = self.path.stat().st_mtime_ns
 
     def _record_left(self) -> None:
         state = self._history_state()
