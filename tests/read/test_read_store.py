@@ -282,6 +282,19 @@ def test_search_history_only_when_asked(make_store: Callable[..., Path]) -> None
     assert "cursor 7" in hit.lines[0].text and "Zellij" in hit.lines[0].text
 
 
+def test_a_history_line_that_is_not_utf8_leaves_the_rest_of_history_searchable(
+    make_store: Callable[..., Path],
+) -> None:
+    """A line another tool wrote to history.jsonl in Latin-1 (the history log keeps such lines)
+    does not make --history skip the whole file as binary: the other entries are still found.
+    (History was skipped whole: search took any bytes that are not UTF-8 for a binary file.)"""
+    good = json.dumps({"cursor": 7, "timestamp": "2026-04-01 10:00", "content": "switched to Zellij"})
+    root = make_store({"memory/history.jsonl": b'{"note": "caf\xe9"}\n' + good.encode() + b"\n"})
+    result = reader(root).search("zellij", history=True)
+    assert [hit.path for hit in result.results] == ["memory/history.jsonl"]
+    assert not [s for s in result.skipped if s.startswith("memory/history.jsonl")]
+
+
 def test_search_store_library_function(store: Path) -> None:
     """Other features (Dream, dream context) search a store without the CLI."""
     result = search_store(store, "flakes", 2, excludes=["nix-config"])

@@ -149,7 +149,9 @@ def _read_and_score(
             continue
         # entity and section refuse what looks binary in its first block; search skips it too,
         # and also skips a file with a NUL further on (its words would be cut at the NUL).
-        if looks_binary(data[:SNIFF_BYTES]) or b"\0" in data:
+        # history.jsonl is not theirs to refuse: the history log keeps a line another tool wrote
+        # in another encoding, and every other line of the file stays searchable.
+        if b"\0" in data or (kind != "history" and looks_binary(data[:SNIFF_BYTES])):
             skip_reasons[rel] = "binary"
             if index_it:
                 cache.remember(rel, None, skip="binary")
