@@ -4,7 +4,6 @@ and the history lock, each against real files (and real processes for the lock).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -216,33 +215,3 @@ def test_lines_that_are_not_utf8_move_byte_for_byte(tmp_path: Path) -> None:
     assert foreign + b"\n" in kept and b"\xef\xbf\xbd" not in kept
     log.append("- one more")  # appends leave the other lines alone too
     assert foreign + b"\n" in path.read_bytes()
-
-
-def _append_after_a_lockless_line(tmp_path: Path, name: str, *, line_age_s: float) -> float:
-    """Seconds one append takes in a workspace where a writer without our lock (nanobot's way)
-    added a line ``line_age_s`` ago, after our last append, and then appends nothing more."""
-    workspace = build_workspace(tmp_path / name, history=["- one"])
-    log = HistoryLog(workspace, clock=FrozenClock())
-    log.append("- ours, before")  # records how our hold left history.jsonl
-    path = workspace / "memory/history.jsonl"
-    with path.open("a", encoding="utf-8") as f:
-        f.write(HistoryEntry(3, "2026-04-03 00:02", "- theirs").to_json_line() + "\n")
-    stamp = time.time() - line_age_s
-    os.utime(path, (stamp, stamp))
-    fresh = HistoryLog(workspace, clock=FrozenClock())
-    started = time.monotonic()
-    entry = fresh.append("- ours, after")
-    took = time.monotonic() - started
-    assert entry.cursor == 4
-    return took
-
-
-def test_an_append_waits_long_only_right_after_a_lockless_writer_wrote(tmp_path: Path) -> None:
-    """An append that finds a line a writer without our lock wrote just now waits up to 2 seconds
-    for that writer's next line (it may be stopped between its read and its write); when that
-    line is ten minutes old, the append waits only half a second. (It waited 2 seconds in both
-    cases before: every `dream append` after a nanobot line cost 2 s.) Compared in the same run:
-    both waits are sleeps, which load lengthens alike."""
-    recent = _append_after_a_lockless_line(tmp_path, "recent", line_age_s=0)
-    old = _append_after_a_lockless_line(tmp_path, "old", line_age_s=600)
-    assert recent - old > 0.8, (recent, old)

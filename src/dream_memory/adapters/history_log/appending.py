@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.history_log.base import LogBase, _lines_of, _read_error, _read_from, raw_bytes
+from dream_memory.adapters.history_log.lockless import RECENT_NS
 from dream_memory.core import layout
 from dream_memory.core.history import HistoryEntry, format_timestamp
 from dream_memory.errors import HistoryError, InputError
@@ -25,24 +26,12 @@ _RENUMBER_ATTEMPTS = 10
 _FOREIGN_RECENT_NS = 200_000_000
 _SETTLE_SECONDS = 0.03
 # A line that lands while we hold the lock is proof of a writer without it (ours wait for the
-# lock). Within this long of such proof, an append waits for that writer's next line to land
-# behind its own (the line it may have allocated before ours): a scheduler at load 7 stopped
+# lock). After such proof (lockless.py keeps it), an append waits for that writer's next line to
+# land behind its own (the line it may have allocated before ours): a scheduler at load 7 stopped
 # nanobot for longer than _SETTLE_SECONDS between read and write, and four test workers beside
-# busy loops for longer than the half second that once capped the wait (a shared cursor). The
-# wait lasts until this long after that writer's last line (at least _FOREIGN_WAIT_NS: a writer
-# whose last line is old may be between a read and a write all the same, but the first append
-# after each of its lines must not cost seconds when it appends once a minute). Only on proof:
-# another of our own writers, seen by the stat alone, never writes under our hold.
-_LOCKLESS_RECENT_NS = 2_000_000_000
-_FOREIGN_WAIT_NS = 500_000_000
+# busy loops for longer than the half second that once capped the wait (a shared cursor). Only on
+# proof: another of our own writers, seen by the stat alone, never writes under our hold.
 _POLL_SECONDS = 0.002
-
-
-def foreign_wait_ns(wrote_ago_ns: int) -> int:
-    """How long an append beside a writer without our lock waits for that writer's next line,
-    given how long ago its last line landed: until _LOCKLESS_RECENT_NS after it, at least
-    _FOREIGN_WAIT_NS."""
-    return max(_FOREIGN_WAIT_NS, _LOCKLESS_RECENT_NS - max(0, wrote_ago_ns))
 
 
 @dataclass(frozen=True)
@@ -134,7 +123,7 @@ class Appending(LogBase):
         (the size too: two writes within one tick of the file system's clock share an mtime), or
         a writer without our lock was seen lately (an object that appends often hides that
         writer's lines from the stat behind its own last append)."""
-        if self._lockless_lately():
+        if self._lockless.lately():
             return True
         try:
             now = self.path.stat()
@@ -143,28 +132,24 @@ class Appending(LogBase):
         ours = self._left == (now.st_ino, now.st_size, now.st_mtime_ns)
         return not ours and time.time_ns() - now.st_mtime_ns < _FOREIGN_RECENT_NS
 
-    def _lockless_lately(self) -> bool:
-        return time.time_ns() - self._lockless_seen_ns < _LOCKLESS_RECENT_NS
-
     def _taken(self, written: Sequence[_Written], *, beside_foreign: bool) -> bool:
         """Whether another writer took one of our cursors: right after our write and, beside a
         writer without our lock that is active, once more after it had time to land a line it
         allocated from the file as it was before ours (it read the file, then the scheduler
         stopped it before its write: seen under load beside nanobot's ``append_history``). When
         such a writer has been seen lately, until its next line lands behind ours (that is the
-        one it allocated then), it has not been seen for _LOCKLESS_RECENT_NS, or foreign_wait_ns passed."""
+        one it allocated then), it has not been proven active lately, or RECENT_NS pass."""
         taken, _ = self._look_behind(written)
         if taken or not beside_foreign:
             return taken
-        deadline = time.monotonic_ns() + foreign_wait_ns(time.time_ns() - self._lockless_wrote_ns)
+        deadline = time.monotonic_ns() + RECENT_NS
         time.sleep(_SETTLE_SECONDS)
         while True:
             taken, landed_behind = self._look_behind(written)
-            if taken or landed_behind or not self._lockless_lately():
+            if taken or landed_behind or not self._lockless.lately():
                 return taken
-            # Each look renews _lockless_lately for a foreign line that landed before ours
-            # without taking our cursor (a writer that stopped across two of our appends): only
-            # the deadline ends a wait for a writer that then appends nothing more.
+            # Each look proves again a writer whose line landed before ours without taking our
+            # cursor (it stopped across two of our appends): only the deadline ends that wait.
             if time.monotonic_ns() >= deadline:
                 return False
             time.sleep(_POLL_SECONDS)
@@ -198,7 +183,7 @@ class Appending(LogBase):
             if line.is_blank:
                 continue
             if not replaced:  # it landed while we held the lock
-                self._lockless_seen_ns = self._lockless_wrote_ns = time.time_ns()
+                self._lockless.saw()
             taken = taken or any(e.cursor in wanted for e in line.entries)
             # A line is behind ours once every one of ours came before it (appends land in order).
             behind = behind or seen_ours >= len(ours)

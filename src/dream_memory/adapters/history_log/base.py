@@ -28,6 +28,7 @@ from pathlib import Path
 import filelock
 
 from dream_memory.adapters import fsutil
+from dream_memory.adapters.history_log.lockless import LocklessWriter
 from dream_memory.adapters.history_log.writers import open_for_writing_elsewhere
 from dream_memory.core import layout
 from dream_memory.core.history import (
@@ -201,10 +202,9 @@ class LogBase(abc.ABC):
         self.rewrite_notes: list[str] = []
         self._lock_depth = 0
         self._lock_owner: int | None = None  # the thread holding the lock through this object
-        # When a writer without the lock was last proven active (time.time_ns()): a line that
-        # landed while we held the lock, or a file changed between two holds; and when its last
-        # line landed (for a change between holds, the file's mtime): appending.py's wait.
-        self._lockless_seen_ns = self._lockless_wrote_ns = 0
+        # A writer without the lock, proven by a line that landed while we held it or by a file
+        # changed between two holds: appending.py waits for such a writer's next line.
+        self._lockless = LocklessWriter()
         self._unrecorded_hold = False  # this hold found history.jsonl with no record of a last holder
 
     # --- locking -----------------------------------------------------------------------------
@@ -255,12 +255,12 @@ class LogBase(abc.ABC):
     # data: written without fsync under the lock, and a record that is missing or unreadable
     # proves nothing (the stat heuristic of appending.py still applies).
 
-    def _history_state(self) -> tuple[int, int, int] | None:  # inode, size (recorded), mtime
+    def _history_state(self) -> tuple[int, int] | None:
         try:
             st = self.path.stat()
         except OSError:
             return None
-        return st.st_ino, st.st_size, st.st_mtime_ns
+        return st.st_ino, st.st_size
 
     def _check_left_as_recorded(self) -> None:
         try:
@@ -275,8 +275,8 @@ class LogBase(abc.ABC):
         # between its read and its first write cannot be seen any other way.
         now = self._history_state()
         self._unrecorded_hold = recorded is None and now is not None
-        if recorded is not None and now is not None and recorded != now[:2]:
-            self._lockless_seen_ns, self._lockless_wrote_ns = time.time_ns(), now[2]
+        if recorded is not None and now is not None and recorded != now:
+            self._lockless.saw()
 
     def _record_left(self) -> None:
         state = self._history_state()
@@ -286,7 +286,7 @@ class LogBase(abc.ABC):
                 return
             fd = os.open(self.left_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | fsutil.NOFOLLOW, 0o666)
             try:
-                os.write(fd, b"%d %d\n" % state[:2])
+                os.write(fd, b"%d %d\n" % state)
             finally:
                 os.close(fd)
 
