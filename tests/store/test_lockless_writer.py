@@ -82,3 +82,37 @@ def test_a_wall_clock_stepped_back_does_not_make_every_append_wait(
     before = time.monotonic()
     log.append("- ours, 2 s later")
     assert time.monotonic() - before < 1.0
+
+
+def test_our_append_never_lowers_the_counter_nanobot_allocates_from(tmp_path: Path) -> None:
+    """nanobot allocates max(.cursor, last line) + 1. Between our read and our write it lands two
+    lines (4 and 5) and sets .cursor to 5; our line (4, shared: renumbered later) lands last.
+    Our .cursor write must not take the counter back to 4: nanobot's next append would then take
+    5 again, a cursor nanobot itself had used. (Seen in a traced run of the race under load:
+    "nanobot entry 233" and "234" both 253, right after our .cursor went back to 252.)"""
+    workspace = build_workspace(tmp_path / "ws", history=["- one", "- two", "- three"], cursor=3)
+    path = workspace / "memory/history.jsonl"
+    counter = workspace / "memory/.cursor"
+    log = HistoryLog(workspace, clock=FrozenClock())
+    seen: list[str] = []
+
+    def nanobot_lands_twice(_: Path) -> None:  # just before our first write
+        for cursor in (4, 5):
+            _nanobot_line(path, cursor)
+            counter.write_text(str(cursor), encoding="utf-8")
+
+    def counter_before_the_renumbering(_: Path) -> None:  # just before storing ours again
+        seen.append(counter.read_text(encoding="utf-8").strip())
+
+    appends: list[Path] = []
+
+    def inject(site: str, where: Path) -> None:
+        if site == "history.append":
+            appends.append(where)
+            (nanobot_lands_twice if len(appends) == 1 else counter_before_the_renumbering)(where)
+
+    with fault_hook(inject):
+        entry = log.append("- ours")
+    assert seen, "our entry was not stored again (no shared cursor)"
+    assert int(seen[0]) >= 5
+    assert entry.cursor == 6

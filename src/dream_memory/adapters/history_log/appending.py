@@ -111,7 +111,12 @@ class Appending(LogBase):
             left = self.path.stat()
             self._left = (left.st_ino, left.st_size, left.st_mtime_ns)
         try:
-            fsutil.atomic_write(self.cursor_path, f"{entries[-1].cursor}\n", site="cursor.write")
+            # Never lower the counter: nanobot allocates max(.cursor, last line) + 1, and a writer
+            # without our lock may have raised it past ours since we read it (its lines landed
+            # before ours, ours is the last line now). A lowered counter made nanobot take one
+            # of its own cursors again. (A raise between this read and the rename still goes.)
+            floor = max(entries[-1].cursor, self.read_counter() or 0)
+            fsutil.atomic_write(self.cursor_path, f"{floor}\n", site="cursor.write")
         except OSError as exc:
             # The entries are stored: failing now would make a caller append them twice. The
             # counter is only a floor (allocation reads the file too), so a stale one is safe.
