@@ -139,11 +139,10 @@ assert STALLED_LONG != STALLED
 
 # Stopped for most of a second, twice (its 3rd and 8th appends): what a CI run with four test
 # workers beside busy loops did once (cursor 161 shared), past the half second an append waited.
-STALLED_SECOND = STALLED.replace(
-    "time.sleep(random.random() * 0.003)", "time.sleep(0.9 if store._allocations in (3, 8) else 0)"
-).replace("    cursor = _allocate()\n", "    cursor = _allocate()\n    store._allocations += 1\n")
-STALLED_SECOND = STALLED_SECOND.replace(
-    "store._next_cursor = _stalled\n", "store._next_cursor = _stalled\nstore._allocations = 0\n"
+STALLED_SECOND = (
+    STALLED.replace("store._next_cursor = _stalled\n", "store._next_cursor = _stalled\nstore._allocations = 0\n")
+    .replace("    cursor = _allocate()\n", "    cursor = _allocate()\n    store._allocations += 1\n")
+    .replace("time.sleep(random.random() * 0.003)", "time.sleep(0.9 if store._allocations in (3, 8) else 0)")
 )
 assert STALLED_SECOND.count("_allocations") == 3
 
@@ -240,7 +239,7 @@ def test_a_nanobot_stopped_for_up_to_150ms_between_its_read_and_its_write_shares
 
 def test_a_nanobot_stopped_for_most_of_a_second_shares_no_cursor_with_us(nanobot: Nanobot, tmp_path: Path) -> None:
     """nanobot stopped for 0.9 s between allocating a cursor and writing its line, twice: an
-    append beside it waits for nanobot's next line for as long as nanobot counts as active (it
-    wrote in the last 2 seconds), so no cursor is shared. (With the half-second cap it had
+    append that saw nanobot write lately waits up to 2 seconds for nanobot's next line, so no
+    cursor is shared. (With the half-second cap it had
     before, the append gave up waiting and nanobot's late line took its cursor.)"""
     _append_from_both_sides(nanobot, tmp_path, STALLED_SECOND, count=12, interval="0.01", nanobot_first=True)

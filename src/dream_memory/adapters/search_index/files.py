@@ -20,8 +20,8 @@ if TYPE_CHECKING:
 # file ids are never reused, and a changed file's old postings stay behind unreferenced until
 # the index is rebuilt (``write.DEAD_SHARE``).
 # 4: each file is indexed as up to ``DOCS_PER_FILE`` documents (``write.pieces``).
-# 5: a file whose first 8 KiB are not UTF-8 is recorded as skipped (binary), as entity and
-# section refuse it; version 4 indexed its text.
+# 5: a file whose first 8 KiB are not UTF-8 (history.jsonl aside) is recorded as skipped
+# (binary), as entity and section refuse it; version 4 indexed its text.
 SCHEMA_VERSION = 5
 
 # A file's text is indexed as pieces cut at whitespace, document ``id * DOCS_PER_FILE + n`` for
