@@ -131,10 +131,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Tests that read the real-workspace corpus carry the `fixtures` mark (`-m "not fixtures"`
     leaves them out on a machine without it). The slow tests run first: with `-n 2 --dist
     worksteal` (.ci/run) the long ones start early instead of ending up last on one worker
-    while the other waits."""
+    while the other waits. A test beside nanobot is slow too: each drives real nanobot processes
+    from their own venv (about 1 CPU s each; a fifth of the quick tier's child CPU went there)."""
     for item in items:
         if {"fixtures_root", "fixture_sessions"} & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.fixtures)
+        if item.get_closest_marker("nanobot") is not None and item.get_closest_marker("slow") is None:
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

@@ -6,11 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 IN_PROCESS = "tests/llm/test_token_counter.py::test_the_heuristic_never_says_zero_for_text"
 WITH_A_CHILD = "tests/llm/test_token_counter.py::test_the_real_tokenizer_works_with_no_network"
 
 
+@pytest.mark.slow
 def test_each_test_gets_a_line_with_its_own_cpu_and_its_childrens(tmp_path: Path) -> None:
     """One line per test: the node id, then the CPU of the test process and of the child
     processes it ran; a test that starts a Python process shows that process's CPU."""

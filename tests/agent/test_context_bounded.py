@@ -44,6 +44,7 @@ def _context(root: Path, home: Path, *args: str) -> tuple[subprocess.CompletedPr
     return proc, int(fields["rchar"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/io").exists(), reason="needs /proc/self/io to count the bytes read")
 def test_context_reads_only_what_its_budget_can_use(tmp_path: Path) -> None:
     """A 64 MiB MEMORY.md, a 64 MiB history.jsonl whose undreamt entries are at its end, a

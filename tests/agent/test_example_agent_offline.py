@@ -62,6 +62,7 @@ def server(tmp_path: Path) -> Iterator[str]:
         proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_the_whole_loop_runs_with_the_offline_model(tmp_path: Path) -> None:
     """``--model offline``: three turns consolidate into history, ``dream run --model offline``
     dreams them, and the next turn's system prompt holds the preference in USER.md and the

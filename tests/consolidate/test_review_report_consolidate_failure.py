@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dream_memory.testing import clean_env
 
 # `dream ARGS...` as a real process with a full disk at the first write of a template.
@@ -71,6 +73,7 @@ def test_a_file_where_a_workspace_folder_belongs_still_prints_the_report(tmp_pat
     assert done.returncode == 2 and any(f"cannot create workspace {ws}" in e for e in report["errors"])
 
 
+@pytest.mark.slow
 def test_a_lock_it_cannot_take_still_prints_the_report(tmp_path: Path) -> None:
     ws, env = workspace(tmp_path)
     (ws / "memory" / ".consolidation.lock").mkdir()

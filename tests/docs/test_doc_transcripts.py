@@ -35,6 +35,7 @@ def test_every_transcript_is_a_console_block_that_runs_or_says_why_not(page: Pat
     assert not unmarked, f"transcripts that never run: {unmarked}"
 
 
+@pytest.mark.slow
 def test_the_test_fails_when_a_documented_output_line_is_edited(tmp_path: Path) -> None:
     """A copy of a page with one output line changed (a word of `dream init`'s output) fails,
     naming the command and showing both versions; the unedited copy passes."""
@@ -57,6 +58,7 @@ def test_the_test_fails_when_a_documented_output_line_is_edited(tmp_path: Path) 
     assert "created USER.md" in message.split("--- it printed")[1]
 
 
+@pytest.mark.slow
 def test_a_changed_number_in_a_report_line_fails(tmp_path: Path) -> None:
     """Numbers are exact (only SHAs, timestamps and ``...`` are loose): a token count edited in
     the copy of a page fails."""

@@ -9,6 +9,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from dream_helpers import Cli, sample_entries
 
 from dream_memory.adapters.locks import dream_lock
@@ -53,6 +54,7 @@ def test_a_dry_run_leaves_a_fresh_workspace_byte_identical(isolated: Cli) -> Non
     assert tree(root) == before
 
 
+@pytest.mark.slow
 def test_a_dry_run_after_real_runs_changes_nothing(isolated: Cli) -> None:
     """With history pending after a real run (a lock file, a repository, a cursor in place), a
     dry run leaves every byte and every mode as it was."""
@@ -64,6 +66,7 @@ def test_a_dry_run_after_real_runs_changes_nothing(isolated: Cli) -> None:
     assert tree(root) == before
 
 
+@pytest.mark.slow
 def test_a_dry_run_beside_a_live_dream_exits_75_and_writes_nothing(isolated: Cli) -> None:
     """While another Dream holds the workspace, a dry run is refused with exit 75 and status
     locked, and the workspace (the live run's lock record included) is untouched."""

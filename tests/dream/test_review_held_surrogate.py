@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from dream_memory.testing import clean_env
 from dream_memory.testing.llm_server import Reply, ScriptedLLMServer, tool_call
 
@@ -31,6 +33,7 @@ def _strict(done: subprocess.CompletedProcess[str]) -> None:
     done.stdout.encode("utf-8", errors="strict")
 
 
+@pytest.mark.slow
 def test_a_held_change_whose_fact_holds_half_an_emoji_is_held_listed_and_accepted(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     env = clean_env(tmp_path / "home", DREAM_WORKSPACE=str(ws))
@@ -73,6 +76,7 @@ def test_a_held_change_whose_fact_holds_half_an_emoji_is_held_listed_and_accepte
     assert json.loads(_dream(env, "review", "--json").stdout)["count"] == 0
 
 
+@pytest.mark.slow
 def test_a_content_failure_quoting_half_an_emoji_is_counted_and_set_aside(tmp_path: Path) -> None:
     """A reply refused as content (a placeholder fact) whose line holds half an emoji: the failure
     is recorded in Dream's state (escaped in the file, read back as the same text), so the third run sets the

@@ -69,6 +69,7 @@ def test_init_with_a_file_where_a_folder_belongs_exits_2_naming_it(tmp_path: Pat
     assert (ws / "memory").read_text() == "not a folder\n"  # the user's file is left as it was
 
 
+@pytest.mark.slow
 def test_run_recreating_a_template_on_a_read_only_filesystem_exits_2_with_its_report(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     env = clean_env(tmp_path / "home", DREAM_WORKSPACE=str(ws))

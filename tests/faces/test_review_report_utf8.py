@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -48,6 +49,7 @@ def workspace(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return ws, env
 
 
+@pytest.mark.slow
 def test_a_non_utf8_argument_is_kept_exact_in_the_history(tmp_path: Path) -> None:
     ws, env = workspace(tmp_path)
     appended = dream_bytes(env, "append", "--session-key", "cli:direct", b"- [durable] User prefers caf\xff mode")
@@ -58,6 +60,7 @@ def test_a_non_utf8_argument_is_kept_exact_in_the_history(tmp_path: Path) -> Non
         report(dream_bytes(env, *face))
 
 
+@pytest.mark.slow
 def test_a_fact_holding_half_an_emoji_leaves_the_run_report_valid_utf8(tmp_path: Path) -> None:
     """A model's fact cut in half by a UTF-16 client ("\\ud83d" in its JSON reply) is listed in
     the report's provenance as that same text, on stdout and in --report FILE, as valid UTF-8."""
@@ -73,6 +76,7 @@ def test_a_fact_holding_half_an_emoji_leaves_the_run_report_valid_utf8(tmp_path:
     assert out.read_bytes().decode("utf-8") == done.stdout.decode("utf-8")  # --report FILE: the same text
 
 
+@pytest.mark.slow
 def test_a_non_utf8_session_key_commits_its_batch_and_every_face_stays_utf8(tmp_path: Path) -> None:
     ws, env = workspace(tmp_path)
     appended = dream_bytes(env, "append", "--session-key", b"cli:\xff", "- [durable] User prefers dark mode")

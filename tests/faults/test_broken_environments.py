@@ -80,6 +80,7 @@ def workspace_with_history(root: Path) -> tuple[Path, dict[str, str]]:
 # --- a full disk ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_full_disk_while_taking_the_dream_lock_is_a_message_and_a_report(tmp_path: Path) -> None:
     """ENOSPC while `dream run` writes its holder into memory/.dream.lock: exit 1, "no space
     left" named, the JSON report printed (status failed, nothing done), no traceback; the same
@@ -309,6 +310,7 @@ def test_a_report_file_failing_after_the_run_still_leaves_the_report_on_stdout(t
     assert done.returncode == 1 and "no space left" in done.stderr and str(target) in done.stderr
 
 
+@pytest.mark.slow
 def test_a_report_to_a_symlink_or_a_device_is_written_into_it(tmp_path: Path) -> None:
     """`--report` naming a symlink (a CI step's artifact link) or /dev/null writes through it:
     the link stays a link and its target holds the report; /dev/null stays a device."""
@@ -328,6 +330,7 @@ def test_a_report_to_a_symlink_or_a_device_is_written_into_it(tmp_path: Path) ->
 # --- cursors at the end of their range -----------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_no_cursor_is_allocated_beyond_what_readers_accept(tmp_path: Path) -> None:
     """With memory/.cursor at 2**63-2 the next append gets 2**63-1, which every reader accepts;
     the one after is refused (append: exit 2; consolidate: that session fails, exit 1; one line

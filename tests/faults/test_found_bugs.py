@@ -27,6 +27,7 @@ FACTS = [
 ]
 
 
+@pytest.mark.slow
 def test_dream_run_on_a_full_disk_fails_with_a_message_not_a_traceback(tmp_path: Path) -> None:
     """`dream run` on a full disk (ENOSPC while writing a memory file after its commit landed)
     exits 1 with a message naming the cause, never a Python traceback; the next run with space
@@ -205,6 +206,7 @@ def test_a_search_for_undecodable_bytes_is_an_answer_not_a_traceback(tmp_path: P
     assert done.returncode in (0, 1, 2)
 
 
+@pytest.mark.slow
 def test_a_notes_ref_lock_left_by_a_killed_run_does_not_stop_the_next(tmp_path: Path) -> None:
     """A run killed while it moved refs/notes/dream leaves refs/notes/dream.lock; the next run
     used to crash with "internal error (FileLocked)". It clears the dead lock, lands its batch

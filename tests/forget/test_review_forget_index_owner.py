@@ -31,6 +31,7 @@ def forget(env: Env, *extra: str) -> tuple[dict[str, object], str]:
     return json.loads(done.stdout), done.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["open-parent", "another-user"])
 def test_an_index_in_a_folder_not_trusted_is_left_named_and_never_served(env: Env, tmp_path: Path, how: str) -> None:
     cache = tmp_path / "cache"
@@ -57,6 +58,7 @@ def test_an_index_in_a_folder_not_trusted_is_left_named_and_never_served(env: En
     assert "search index not used" in after.stderr
 
 
+@pytest.mark.slow
 def test_a_folder_of_ours_too_open_is_made_private_and_emptied_but_not_in_a_dry_run(env: Env, tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     indexes = indexed_store(env, cache)

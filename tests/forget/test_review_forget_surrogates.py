@@ -70,6 +70,7 @@ def _purged(text: str) -> str:
     return text.replace(VALUE, rules.FORGOTTEN)
 
 
+@pytest.mark.slow
 def test_a_purge_over_half_an_emoji_finishes_and_leaves_no_journal(tmp_path: Path) -> None:
     env = _workspace(tmp_path)
     done = _dream(env, "forget", "--purge", VALUE, "--json")
@@ -86,6 +87,7 @@ def test_a_purge_over_half_an_emoji_finishes_and_leaves_no_journal(tmp_path: Pat
     assert "[forgotten] jazz" in _history(env)
 
 
+@pytest.mark.slow
 def test_a_purge_killed_midway_over_half_an_emoji_is_finished_by_running_it_again(tmp_path: Path) -> None:
     """The journal a crash leaves (here a SIGKILL right before history.jsonl is rewritten, where
     the old crash stopped) is finished by running the same purge again."""
@@ -102,6 +104,7 @@ def test_a_purge_killed_midway_over_half_an_emoji_is_finished_by_running_it_agai
     assert _history(env) == [_purged(UNDECODABLE), _purged(HALF_EMOJI), _purged(ACCENTED), "Dan likes jazz"]
 
 
+@pytest.mark.slow
 def test_rewritten_history_and_archive_lines_stay_utf8_with_their_escapes(tmp_path: Path) -> None:
     """history.jsonl and memory/archive/: each rewritten line is valid UTF-8, its lone surrogates
     escaped (``\\udce9``), and reads back as the same strings with the value replaced (no half
@@ -122,6 +125,7 @@ def test_rewritten_history_and_archive_lines_stay_utf8_with_their_escapes(tmp_pa
     assert _history(env, "memory/archive/history-000001.jsonl") == [_purged(UNDECODABLE), _purged(ACCENTED)]
 
 
+@pytest.mark.slow
 def test_a_value_holding_undecodable_bytes_is_purged(tmp_path: Path) -> None:
     """``dream forget --purge`` given the same non-UTF-8 bytes the entry was appended with."""
     env = _workspace(tmp_path, half_emoji="no value here")

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from dream_memory.testing import clean_env
 from dream_memory.testing.llm_server import Reply, ScriptedLLMServer, tool_call
 
@@ -65,18 +67,21 @@ def assert_landed(ws: Path, report: Any, code: int, shown: str) -> None:
     assert git(ws, "status", "--porcelain") == b""  # nothing left uncommitted
 
 
+@pytest.mark.slow
 def test_a_fact_holding_half_an_emoji_is_committed(tmp_path: Path) -> None:
     replies = [Reply("[USER] User likes the rocket emoji \ud83d"), Reply(None, [EDIT]), Reply("done")]
     ws, report, code = run_with_model(tmp_path, "- [durable] User likes the rocket emoji", replies)
     assert_landed(ws, report, code, "[USER] User likes the rocket emoji \\ud83d")
 
 
+@pytest.mark.slow
 def test_a_fact_repeating_a_non_utf8_entry_is_committed(tmp_path: Path) -> None:
     replies = [Reply("[USER] User prefers caf\udcff mode"), Reply(None, [EDIT]), Reply("done")]
     ws, report, code = run_with_model(tmp_path, b"- [durable] User prefers caf\xff mode", replies)
     assert_landed(ws, report, code, "[USER] User prefers caf\\udcff mode")
 
 
+@pytest.mark.slow
 def test_file_text_holding_half_an_emoji_is_refused_to_the_model_and_its_retry_lands(tmp_path: Path) -> None:
     """Memory file text with a lone surrogate is never written (it is not UTF-8): the edit is
     refused with a message the model can act on, and its corrected edit commits as usual."""

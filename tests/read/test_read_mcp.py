@@ -163,6 +163,7 @@ def test_server_refuses_a_missing_store(tmp_path: Path) -> None:
         build_server(tmp_path / "missing")
 
 
+@pytest.mark.slow
 def test_stdio_server_as_a_client_starts_it(store: Path) -> None:
     """dream-mcp on stdio: tools listed, a search answered, an excluded entity refused as a tool
     error, and the store left untouched."""
@@ -190,6 +191,7 @@ def test_stdio_server_as_a_client_starts_it(store: Path) -> None:
     assert snapshot(store) == before
 
 
+@pytest.mark.slow
 def test_stdio_server_serves_a_store_with_no_workspace_around_it(store: Path, tmp_path: Path) -> None:
     """A store named by DREAM_MEMORY_STORE is served although no workspace exists (the read
     side's rule, as for `dream search`): the MCP Inspector step in CI starts it this way."""
@@ -208,6 +210,7 @@ def test_stdio_server_serves_a_store_with_no_workspace_around_it(store: Path, tm
     assert not (tmp_path / "home").exists()  # no default workspace was made on the way
 
 
+@pytest.mark.slow
 def test_mcp_without_a_store_or_workspace_is_exit_2_naming_init(tmp_path: Path) -> None:
     """No store and a workspace path that does not exist: exit 2 before serving, naming `dream init`."""
     import subprocess
@@ -227,6 +230,7 @@ def test_mcp_without_a_store_or_workspace_is_exit_2_naming_init(tmp_path: Path) 
     assert "dream init" in done.stderr and not (tmp_path / "typo").exists()
 
 
+@pytest.mark.slow
 def test_a_running_server_sees_an_edit_made_between_two_searches(
     make_store: Callable[..., Path], tmp_path: Path
 ) -> None:

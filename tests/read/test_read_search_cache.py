@@ -327,6 +327,7 @@ def test_leftovers_of_an_interrupted_build_are_removed(make_store: Callable[...,
     assert not old_tmp.exists() and young_tmp.exists()
 
 
+@pytest.mark.slow
 def test_concurrent_first_searches_agree(tmp_path: Path) -> None:
     """Four `dream search` processes started together on a large store with no index yet: all
     answer like --no-cache, and one index is left, with no temporary files."""

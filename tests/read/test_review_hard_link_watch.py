@@ -96,6 +96,7 @@ def test_a_file_whose_own_watch_is_refused_is_stated_by_every_search(root: Path,
         watch.close()
 
 
+@pytest.mark.slow
 def test_a_served_search_sees_an_edit_through_a_hard_link_made_while_it_runs(tmp_path: Path) -> None:
     """The scenario of the bug report: `dream mcp` running and warm, a hard link to a memory
     file made afterwards outside the store, the content changed through it in place."""

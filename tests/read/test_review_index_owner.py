@@ -247,6 +247,7 @@ def test_an_index_file_of_another_user_in_a_private_folder_is_not_trusted(tmp_pa
     assert all(p.stat().st_uid == 0 for p in folder.iterdir())  # built again, as the user's
 
 
+@pytest.mark.slow
 def test_a_served_search_does_not_serve_an_index_others_may_write(tmp_path: Path) -> None:
     """Through a running `dream mcp`: the client's cache folder is the one looked at."""
     from test_resident_reader import Server, client

@@ -16,6 +16,7 @@ from test_review_index_owner import planted, search
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the resident reader is Linux's")
 
 
+@pytest.mark.slow
 def test_a_served_search_says_on_its_callers_stderr_why_the_index_was_not_used(tmp_path: Path) -> None:
     store, cache_home, env = planted(tmp_path)
     cache_home.chmod(0o777)  # XDG_CACHE_HOME open to all, no sticky bit: refused, never repaired
@@ -32,6 +33,7 @@ def test_a_served_search_says_on_its_callers_stderr_why_the_index_was_not_used(t
         cache_home.chmod(0o755)
 
 
+@pytest.mark.slow
 def test_a_served_search_says_on_its_callers_stderr_that_the_folder_was_made_private(tmp_path: Path) -> None:
     store, cache_home, env = planted(tmp_path)
     server = Server(store, env)

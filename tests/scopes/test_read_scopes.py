@@ -34,6 +34,7 @@ def everything(result: object) -> str:
     return getattr(result, "stdout", "") + getattr(result, "stderr", "")
 
 
+@pytest.mark.slow
 def test_bobs_context_holds_his_files_and_never_alices(ws: Path, dream_process) -> None:
     """`dream context --session-key telegram:bob` (a real process): Bob's own USER.md under a
     heading saying it is private to him, his history, the group's; nothing of Alice's, in text

@@ -66,6 +66,7 @@ def out(result: subprocess.CompletedProcess[str]) -> str:
     return result.stdout + result.stderr
 
 
+@pytest.mark.slow
 def test_bob_sees_that_a_shared_line_came_from_another_scope_but_not_what_it_said(ws: Path, dream) -> None:
     """`dream why` as Bob on a shared line learnt from Alice's entry: the commit and the line
     are shown, the entry as "an entry of another scope" with no content or session."""
@@ -117,6 +118,7 @@ def test_sources_flags_name_another_scopes_entry_without_its_session(ws: Path, d
     assert "learned from session telegram:alice" in alice.stdout
 
 
+@pytest.mark.slow
 def test_mcp_dream_why_follows_the_servers_scope(ws: Path) -> None:
     """`dream_why` on a server started for Bob: Alice's file refused, her entry shown without content."""
     env = {"PATH": "/usr/bin:/bin", "HOME": str(ws.parent / "home"), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
