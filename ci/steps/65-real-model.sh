@@ -65,6 +65,9 @@ fi
 NO_COMMON="$CACHE/no-llama-common.cmake"
 # The same file gives ggml's two libraries -O1 once their targets exist (a call deferred to the end
 # of llama.cpp's top folder): a target's options come after the global -O0 on the command line.
+# It also gives llama's own C++ (32 files compiled one by one, parse-bound at -O0) the standard
+# headers precompiled once: ninja's log on one quiet 2-core machine, 181 job s and 94 s wall
+# without, 147 and 77 with. Adding llama's own headers to that set did not help (161 job s).
 cat >"$NO_COMMON" <<'CMAKE'
 set(LLAMA_BUILD_COMMON OFF CACHE BOOL "not loaded by the Python package" FORCE)
 function(dream_ci_optimize_ggml)
@@ -73,6 +76,11 @@ function(dream_ci_optimize_ggml)
       target_compile_options(${target} PRIVATE -O1)
     endif()
   endforeach()
+  if(TARGET llama)
+    target_precompile_headers(llama PRIVATE <string> <vector> <map> <unordered_map> <set> <memory>
+      <functional> <algorithm> <stdexcept> <cstring> <cstdio> <cinttypes> <array> <regex>
+      <sstream> <mutex> <thread> <cmath> <limits> <cassert>)
+  endif()
 endfunction()
 cmake_language(DEFER CALL dream_ci_optimize_ggml)
 CMAKE
