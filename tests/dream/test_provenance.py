@@ -179,11 +179,19 @@ def test_the_note_is_a_real_git_note_and_the_body_lists_the_facts(isolated: Cli)
 
 def test_why_refuses_bad_targets_with_exit_2(isolated: Cli) -> None:
     """A target that is not PATH:LINE, a line past the end, a file that is not memory: one-line
-    errors, exit 2, no traceback."""
+    errors, exit 2, no traceback. A path climbing out through a memory folder is not memory
+    either: nothing outside is read, nor said to exist (it was read whole, and "not committed
+    yet" told that it existed)."""
     make_workspace(isolated, ENTRIES[:1])
     isolated.run("run", env=OFFLINE)
+    (isolated.workspace.parent / "outside.txt").write_text("a file beside the workspace\n", encoding="utf-8")
     for args, message in (
         (["why", "USER.md"], "is not PATH:LINE"),
+        (["why", "USER.md:\u00b2"], "is not PATH:LINE"),
+        (["why", "skills/../../outside.txt:1"], "is not a memory file"),
+        (["why", "entities/./../../outside.txt:1"], "is not a memory file"),
+        (["blame", "skills/../../outside.txt"], "is not a memory file"),
+        (["blame", "skills//x.md"], "is not a memory file"),
         (["why", "USER.md:999"], "there is no line 999"),
         (["why", "dream.json:1"], "is not a memory file"),
         (["blame", "../etc/passwd"], "is not a memory file"),
@@ -259,6 +267,12 @@ def test_mcp_dream_why_answers_as_the_cli_does(isolated: Cli) -> None:
             assert "".join(block.text for block in found.content) == shown
             missing = await client.call_tool("dream_why", {"path": "USER.md", "line": 9999})
             assert missing.is_error and "there is no line 9999" in missing.content[0].text
+            # Only MCP can send a NUL; it was a ValueError, which the client saw as a bare
+            # "Error executing tool dream_why" with no reason.
+            nul = await client.call_tool("dream_why", {"path": "USER.md\u0000", "line": 1})
+            assert nul.is_error and "is not a memory file" in nul.content[0].text
+            out = await client.call_tool("dream_why", {"path": "skills/../../outside.txt", "line": 1})
+            assert out.is_error and "is not a memory file" in out.content[0].text
 
     anyio.run(go)
 

@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from mcp import Client
 
+from dream_memory.core import layout
 from dream_memory.core.paths import branch_name_problem, is_dotgit, path_problem
 from dream_memory.core.state import DreamState, HeldBatch
 from dream_memory.entrypoints.mcp_server import build_server
@@ -425,6 +426,21 @@ def test_a_path_the_rule_accepts_stays_below_its_root_and_out_of_git(path: str) 
     assert joined.startswith("/root/ws/") and joined != "/root/ws"
     assert not any(is_dotgit(part) for part in path.split("/"))
     assert all(ord(c) >= 0x20 and not 0x7F <= ord(c) < 0xA0 for c in path)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.sampled_from(["skills", "entities", "sections", "scopes", "USER.md"]), PATH_TEXT)
+@example("skills", "../../outside.txt")
+def test_a_path_counted_as_memory_stays_below_the_workspace(folder: str, rest: str) -> None:
+    """A path the layout counts as a memory file (what `dream why` and `blame` then read from
+    disk) joins onto the workspace as a path below it: `skills/**` once matched
+    `skills/../../outside.txt`."""
+    path = f"{folder}/{rest}"
+    if not layout.is_tracked(path):
+        return
+    joined = posixpath.normpath(posixpath.join("/root/ws", path))
+    assert joined.startswith(f"/root/ws/{folder}/"), path
+    assert "\x00" not in path
 
 
 BRANCH_TEXT = st.text(

@@ -28,7 +28,7 @@ from dream_memory.adapters.git import GitStore, open_readonly
 from dream_memory.adapters.git.blame import LineOrigin, blame
 from dream_memory.adapters.git.notes import NOTES_REF, read_note
 from dream_memory.adapters.workspace import archive_paths
-from dream_memory.app.why_paths import check_committed, check_path, disk_lines, unsaved
+from dream_memory.app.why_paths import check_committed, check_path, disk_lines, split_target, unsaved
 from dream_memory.core import layout
 from dream_memory.core.bounded import split_lines
 from dream_memory.core.facts import Fact
@@ -462,10 +462,10 @@ def why(
         if text is not None:
             return why_text(git, root, text, [p for p in layout_paths(root, git) if visible is None or visible(p)])
         assert target is not None
-        path, _, number = target.rpartition(":")
-        if not path or not number.strip().isdigit():
+        parts = split_target(target)
+        if parts is None:
             raise UsageError(f"{target!r} is not PATH:LINE", hint="e.g. `dream why USER.md:12` (lines count from 1)")
-        return [why_line(git, root, path, int(number))]
+        return [why_line(git, root, *parts)]
     finally:
         if git is not None:
             git.close()

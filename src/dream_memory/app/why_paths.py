@@ -14,6 +14,8 @@ from dream_memory.errors import NotFound, UsageError
 
 def check_path(path: str, root: Path | None = None) -> str:
     rel = path.strip().lstrip("./") if path.startswith("./") else path.strip()
+    if "\0" in rel:  # only MCP can send one; resolving it would raise ValueError
+        raise UsageError(f"{path!r} is not a memory file", hint="a path holds no NUL character")
     if root is not None and not layout.is_content(rel):
         # An absolute path, or one relative to the current folder (`ws/USER.md` from the
         # workspace's parent), names a memory file when it lands inside the workspace.
@@ -32,6 +34,16 @@ def check_path(path: str, root: Path | None = None) -> str:
             hint="give a path relative to the workspace, e.g. USER.md, memory/MEMORY.md or entities/x.md",
         )
     return rel
+
+
+def split_target(target: str) -> tuple[str, int] | None:
+    """``PATH:LINE`` as its two parts, or None when it is not one. The line is ASCII digits only:
+    ``str.isdigit`` also accepts "²" or "①", which ``int`` then refuses."""
+    path, _, number = target.rpartition(":")
+    number = number.strip()
+    if not path or not number.isascii() or not number.isdigit():
+        return None
+    return path, int(number)
 
 
 def check_committed(store: GitStore, root: Path, rel: str, rev: str) -> None:

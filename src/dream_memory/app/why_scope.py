@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from dream_memory.app.provenance import LineWhy, SourceEntry, blame_of, why, why_at
 from dream_memory.app.read.scoping import OTHER_SCOPE_ENTRY, ReaderScope
-from dream_memory.app.why_paths import check_path
+from dream_memory.app.why_paths import check_path, split_target
 from dream_memory.errors import UsageError
 
 if TYPE_CHECKING:
@@ -63,9 +63,9 @@ def why_for(rt: Runtime, who: ReaderScope, target: str | None, text: str | None)
     root = rt.root if rt.has_workspace() else None
     with _withheld(root, rt.read_settings.excludes if root is not None else frozenset()) as withheld:
         if target is not None and text is None and root is not None:
-            path, _, number = target.rpartition(":")
-            if path and number.strip().isdigit():
-                _refuse_withheld(check_visible(who, path, root), withheld)
+            parts = split_target(target)
+            if parts is not None:
+                _refuse_withheld(check_visible(who, parts[0], root), withheld)
         found = why(rt, target, text, visible=lambda rel: who.sees(rel) and not withheld(rel))
     return [hide_other_scopes(item, who) for item in found]
 

@@ -87,7 +87,14 @@ def _match(path: str, pattern: str) -> bool:
 
 
 def matches_any(path: str, patterns: tuple[str, ...]) -> bool:
-    return any(_match(path, p) for p in patterns)
+    return _plain(path) and any(_match(path, p) for p in patterns)
+
+
+def _plain(path: str) -> bool:
+    """No empty, ``.`` or ``..`` part and no NUL, as in every path of a git tree: `skills/**`
+    must not match ``skills/../../x``, which names a file outside the workspace."""
+    framed = f"/{path}/"
+    return not ("//" in framed or "/./" in framed or "/../" in framed or "\0" in path)
 
 
 def is_tracked(path: str) -> bool:
