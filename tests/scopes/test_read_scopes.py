@@ -226,3 +226,35 @@ def test_a_session_key_on_a_workspace_with_a_bad_rule_is_exit_2(tmp_path: Path, 
     ws = scoped_workspace(tmp_path / "ws", rules={"telegram:*": "User:{id}"}, links=False)
     result = dream("search", "locker", "-w", str(ws), *BOB)
     assert result.returncode == 2 and "telegram:*" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "link",
+    ["USER.md hard-linked", "memory/MEMORY.md symlinked", "bob's folder symlinked"],
+)
+def test_context_never_serves_alices_file_under_a_shared_or_bobs_name(ws: Path, dream, link: str) -> None:
+    """`dream context` follows the read side's rule that a private file is served under no other
+    name: a shared file linked to Alice's USER.md, or Bob's folder made a symlink to hers, is left
+    out of Bob's block and of a shared reader's, with a note saying why. Section and search
+    refused these links already; context served Alice's canary through each."""
+    alice = ws / "scopes/user/alice/USER.md"
+    if link == "USER.md hard-linked":
+        (ws / "USER.md").unlink()
+        (ws / "USER.md").hardlink_to(alice)
+    elif link == "memory/MEMORY.md symlinked":
+        (ws / "memory/MEMORY.md").unlink()
+        (ws / "memory/MEMORY.md").symlink_to("../scopes/user/alice/USER.md")
+    else:
+        bob = ws / "scopes/user/bob"
+        for child in bob.iterdir():
+            child.unlink()
+        bob.rmdir()
+        bob.symlink_to("alice")
+    for reader in (BOB, ()):
+        block = dream("context", "-w", str(ws), *reader)
+        assert block.returncode == 0, block.stderr
+        assert holds_any(everything(block), ALICE_CANARIES[:2]) == [], (reader, block.stdout)
+        if reader or link != "bob's folder symlinked":  # a shared reader never reads Bob's files
+            assert "is the same file as one of another scope (a link to it); not included" in block.stderr
+    mine = dream("context", "-w", str(ws), *ALICE)
+    assert ALICE_USER in mine.stdout

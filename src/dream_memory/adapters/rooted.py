@@ -432,15 +432,21 @@ class Beneath:
             return None
         return fd, real
 
-    def head(self, rel: str, limit: int) -> tuple[bytes, int] | None:
+    def head(
+        self, rel: str, limit: int, check: Callable[[os.stat_result], None] | None = None
+    ) -> tuple[bytes, int] | None:
         """(at most the first ``limit`` bytes, the file's size) of the regular file ``rel``
-        names; None when missing or not a regular file; OutsideRoot when it leads out."""
+        names; None when missing or not a regular file; OutsideRoot when it leads out.
+        ``check`` sees the opened file's stat before anything is read, and may raise."""
         found = self.open(rel)
         if found is None:
             return None
         fd, _ = found
         try:
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            if check is not None:
+                check(st)
+            size = st.st_size
             return _read_up_to(fd, min(limit, size)), size
         finally:
             os.close(fd)

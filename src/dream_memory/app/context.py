@@ -11,6 +11,7 @@ workspace (SOUL.md linked to a file elsewhere, a skill folder linked out) is lef
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -18,8 +19,9 @@ from typing import TYPE_CHECKING
 
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.rooted import Beneath, OutsideRoot
+from dream_memory.adapters.store_tree import WorkTree
 from dream_memory.adapters.workspace import template_text
-from dream_memory.app.read.scoping import SHARED_READER, ReaderScope, caller_scope
+from dream_memory.app.read.scoping import SHARED_READER, ReaderScope, caller_scope, private_identities
 from dream_memory.core import layout, scopes
 from dream_memory.core.context import ContextBlock, Part, build_context, private_title
 from dream_memory.core.frontmatter import is_always_on
@@ -47,23 +49,41 @@ def file_bytes(budget: int) -> int:
     return max(MIN_FILE_BYTES, budget * BYTES_PER_TOKEN)
 
 
+class _AnotherScopes(Exception):
+    """The file opened is one of another scope's, under a second name (a link)."""
+
+
 class _Reads:
     """The block's reading budget and what it had to leave out."""
 
-    def __init__(self, root: Path, budget: int) -> None:
+    def __init__(self, root: Path, budget: int, who: ReaderScope = SHARED_READER) -> None:
         self.beneath = Beneath(root)
         self.per_file = file_bytes(budget)
         self.left = 4 * self.per_file
         self.notes: list[str] = []
+        # The read side's rule (docs/reference/read-side.md): a private file is never served
+        # under another name, so a shared USER.md hard-linked or symlinked to one is left out.
+        tree = WorkTree(root)
+        try:
+            self.hidden = private_identities(tree, who)[0]
+        finally:
+            tree.close()
+
+    def _check(self, st: os.stat_result) -> None:
+        if (st.st_dev, st.st_ino) in self.hidden:
+            raise _AnotherScopes
 
     def head(self, rel: str, limit: int) -> tuple[str, int | None] | None:
         """(text of at most ``limit`` bytes, cut at a line end; the file's size when that is not
-        all of it) or None when missing, not a regular file, or leading out of the workspace
-        (noted)."""
+        all of it) or None when missing, not a regular file, leading out of the workspace or
+        the same file as one of a scope the reader cannot see (both noted)."""
         try:
-            found = self.beneath.head(rel, limit)
+            found = self.beneath.head(rel, limit, self._check)
         except OutsideRoot as exc:
             self.notes.append(f"{rel} leads outside the workspace ({exc.why}); not included")
+            return None
+        except _AnotherScopes:
+            self.notes.append(f"{rel} is the same file as one of another scope (a link to it); not included")
             return None
         if found is None:
             return None
@@ -193,7 +213,7 @@ def memory_context(
     "(learned from ... on ...)" to Dream's lines), before the budget is applied. A private
     ``who`` adds its own USER.md and MEMORY.md after the shared files, each under a heading
     saying whose they are; history holds only entries of the scopes it sees."""
-    reads = _Reads(root, budget)
+    reads = _Reads(root, budget, who)
     files = [(path, path, pointer) for path, pointer in _DURABLE]
     for name, rel in who.own_sections().items():
         pointer = f"`dream section {name} --scope {who.name}`"
