@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from write_scope_helpers import (
     ALICE_DIR,
     ALICE_LAPTOP,
@@ -149,3 +150,30 @@ def test_a_scope_file_written_by_hand_is_versioned_like_any_memory_file(tmp_path
         "scopes/user/carol/USER.md",
     ]
     assert "fountain pens" in carol.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("shared_name", ["sections/notes.md", "scopes/user/bob/USER.md"])
+def test_a_hard_link_to_a_private_file_is_never_committed_under_another_scopes_name(
+    tmp_path: Path, shared_name: str
+) -> None:
+    """A person hard-links Alice's USER.md as a shared section (or as Bob's USER.md): the next
+    run exits 2 naming both files and commits nothing. It committed the link as "memory: manual
+    edits", and `search --at HEAD`, `why` and `blame` then served Alice's lines to Bob from
+    history, though the read side refuses that link on disk."""
+    dream = scoped_cli(tmp_path)
+    dream.configure()
+    assert dream.run("run", "--model", "offline").exit_code == 0
+    alice = dream.workspace / ALICE_DIR / "USER.md"
+    assert ALICE_TEA in alice.read_text(encoding="utf-8")
+    link = dream.workspace / shared_name
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.unlink(missing_ok=True)
+    link.hardlink_to(alice)
+    head = git(dream.workspace, "rev-parse", "HEAD")
+    result = dream.run("run", "--model", "offline")
+    assert result.exit_code == 2, result.output
+    assert f"{shared_name} is the same file as {ALICE_DIR}USER.md (a hard link)" in result.output
+    assert git(dream.workspace, "rev-parse", "HEAD") == head
+    assert ALICE_TEA not in git(dream.workspace, "log", "-p", "--all", "--", shared_name)
+    link.unlink()
+    assert dream.run("run", "--model", "offline").exit_code == 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,10 +19,10 @@ from typing import Any, ParamSpec, TypeVar
 
 from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import CommitInfo, FileChange, GitStore
-from dream_memory.core import jsontext, layout
+from dream_memory.core import jsontext, layout, scopes
 from dream_memory.core.cursor_truth import CURSOR_SUBJECT
 from dream_memory.core.history import parse_cursor_text
-from dream_memory.errors import VersionStoreError
+from dream_memory.errors import VersionStoreError, WorkspaceUnusable
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -119,8 +120,40 @@ def _memory_files(changes: dict[str, bytes | None]) -> dict[str, bytes | None]:
 
 def commit_disk_state(git: GitStore, paths: Iterable[str], message: str) -> str | None:
     """Commit files as they are on disk (missing ones as deletions), through the journal."""
+    paths = list(paths)
+    _refuse_private_under_another_name(git, paths)
     changes: dict[str, bytes | None] = {rel: git.read_file(rel) for rel in paths}
     return apply_commit(git, changes, message, on_disk=True)
+
+
+def _refuse_private_under_another_name(git: GitStore, paths: list[str]) -> None:
+    """Exit 2 before committing a file that is a hard link to a private file of another scope:
+    its commit would copy that person's memory where every reader of ``rel``'s scope reads it
+    (the read side refuses such a link; committed, it was served from history by search, why
+    and blame). A hard link is the only way: a symlink is never followed (beyond a link is not
+    in the workspace)."""
+    linked: dict[str, tuple[int, int]] = {}
+    for rel in paths:
+        st = git.fs.lstat(rel)
+        if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            linked[rel] = (st.st_dev, st.st_ino)
+    if not linked:
+        return
+    private: dict[tuple[int, int], list[str]] = {}
+    for other in git.worktree_paths():
+        owner = scopes.scope_of_path(other)
+        st = git.fs.lstat(other) if owner not in (None, scopes.SHARED) else None
+        if st is not None and st.st_nlink > 1:
+            private.setdefault((st.st_dev, st.st_ino), []).append(other)
+    for rel, ident in sorted(linked.items()):
+        mine = scopes.scope_of_path(rel)
+        other = next((p for p in private.get(ident, []) if scopes.scope_of_path(p) != mine), None)
+        if other is not None:
+            raise WorkspaceUnusable(
+                f"{rel} is the same file as {other} (a hard link): committing it would copy "
+                f"{scopes.scope_of_path(other)}'s private memory into {rel}; nothing was committed",
+                hint=f"remove the link (`rm {rel}`), or copy into {rel} only what is meant to be shared",
+            )
 
 
 @dataclass(frozen=True)
