@@ -140,18 +140,19 @@ def _refuse_private_under_another_name(git: GitStore, paths: list[str]) -> None:
     if not linked:
         return
     private: dict[tuple[int, int], list[str]] = {}
-    for other in git.worktree_paths():
-        owner = scopes.scope_of_path(other)
-        st = git.fs.lstat(other) if owner not in (None, scopes.SHARED) else None
+    for path in git.worktree_paths():
+        st = git.fs.lstat(path) if scopes.scope_of_path(path) not in (None, scopes.SHARED) else None
         if st is not None and st.st_nlink > 1:
-            private.setdefault((st.st_dev, st.st_ino), []).append(other)
+            private.setdefault((st.st_dev, st.st_ino), []).append(path)
     for rel, ident in sorted(linked.items()):
         mine = scopes.scope_of_path(rel)
-        other = next((p for p in private.get(ident, []) if scopes.scope_of_path(p) != mine), None)
-        if other is not None:
+        owner, other = next(
+            ((o, p) for p in private.get(ident, []) if (o := scopes.scope_of_path(p)) != mine), ("", "")
+        )
+        if other:
             raise WorkspaceUnusable(
                 f"{rel} is the same file as {other} (a hard link): committing it would copy "
-                f"{scopes.scope_of_path(other)}'s private memory into {rel}; nothing was committed",
+                f"{owner}'s private memory into {rel}; nothing was committed",
                 hint=f"remove the link (`rm {rel}`), or copy into {rel} only what is meant to be shared",
             )
 
