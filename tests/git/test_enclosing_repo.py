@@ -176,3 +176,35 @@ def test_a_carried_history_snapshot_never_overwrites_later_appends(tmp_path: Pat
     with store(ws) as s:
         assert recover(s) is not None and recover(s) is None
     assert b"landed before the recovery" in history.read_bytes()
+
+
+def test_a_memory_file_under_a_git_filter_is_never_committed_unfiltered(tmp_path: Path, dream, git) -> None:
+    """A clean/smudge filter on a memory file (as git-crypt sets one): dulwich runs no filter,
+    so the commit held the file as it is on disk (with git-crypt: the plaintext, pushed as such).
+    Now `dream init`, and later a run whose change would touch a filtered file, exit 2 naming
+    the file and the filter, and commit nothing."""
+    repo = tmp_path / "project"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "trunk")
+    git(repo, "config", "filter.rot.clean", "tr A-Za-z N-ZA-Mn-za-m")
+    git(repo, "config", "filter.rot.smudge", "tr A-Za-z N-ZA-Mn-za-m")
+    (repo / ".gitattributes").write_text("bot/USER.md filter=rot\n", encoding="utf-8")
+    git(repo, "add", ".gitattributes")
+    git(repo, "commit", "-q", "-m", "attributes", identity=True)
+    ws = repo / "bot"
+    init = dream("init", "--workspace", str(ws))
+    assert init.returncode == 2, init.stderr
+    assert "USER.md has the git filter 'rot' (.gitattributes)" in init.stderr
+    assert "`bot/USER.md -filter`" in init.stderr
+    assert git(repo, "log", "--format=%s").splitlines() == ["attributes"]
+
+    (repo / ".gitattributes").write_text("", encoding="utf-8")
+    assert dream("init", "--workspace", str(ws)).returncode == 0
+    (repo / ".gitattributes").write_text("bot/memory/MEMORY.md filter=rot\n", encoding="utf-8")
+    head = git(repo, "rev-parse", "HEAD")
+    dream("append", "- [durable] Decided to use PostgreSQL", "--workspace", str(ws))
+    run = dream("run", "--workspace", str(ws), "--model", "offline")
+    assert run.returncode == 2, run.stderr
+    assert "memory/MEMORY.md has the git filter 'rot'" in run.stderr
+    assert git(repo, "rev-parse", "HEAD") == head
+    assert "PostgreSQL" not in git(repo, "log", "-p", "--all")

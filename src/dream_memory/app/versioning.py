@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,6 +72,7 @@ def apply_commit(git: GitStore, changes: dict[str, bytes | None], message: str, 
     effective = git.effective_changes(changes)
     if not effective:
         return None
+    git.check_filters(effective)
     if not on_disk:
         git.check_writable(_memory_files(effective))
     from dream_memory.adapters import locks  # socket: only when writing (`dream log` reads)
@@ -132,18 +132,13 @@ def _refuse_private_under_another_name(git: GitStore, paths: list[str]) -> None:
     (the read side refuses such a link; committed, it was served from history by search, why
     and blame). A hard link is the only way: a symlink is never followed (beyond a link is not
     in the workspace)."""
-    linked: dict[str, tuple[int, int]] = {}
-    for rel in paths:
-        st = git.fs.lstat(rel)
-        if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-            linked[rel] = (st.st_dev, st.st_ino)
+    linked = git.linked_files(paths)
     if not linked:
         return
     private: dict[tuple[int, int], list[str]] = {}
-    for path in git.worktree_paths():
-        st = git.fs.lstat(path) if scopes.scope_of_path(path) not in (None, scopes.SHARED) else None
-        if st is not None and st.st_nlink > 1:
-            private.setdefault((st.st_dev, st.st_ino), []).append(path)
+    others = [p for p in git.worktree_paths() if scopes.scope_of_path(p) not in (None, scopes.SHARED)]
+    for path, ident in git.linked_files(others).items():
+        private.setdefault(ident, []).append(path)
     for rel, ident in sorted(linked.items()):
         mine = scopes.scope_of_path(rel)
         owner, other = next(

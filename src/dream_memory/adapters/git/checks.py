@@ -5,7 +5,7 @@ and an index dulwich can rewrite without losing what the user staged.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from dream_memory.adapters.git.reading import Reading
@@ -35,6 +35,28 @@ class Checks(Reading):
                 raise VersionStoreError(
                     f"refusing to commit or write {describe(rel)}: {problem}; nothing was changed",
                     hint="only the memory files of docs/versioning.md are ever written",
+                )
+
+    def check_filters(self, changes: Mapping[str, bytes | None]) -> None:
+        """Refuse, before anything is written, to commit a memory file with a ``filter``
+        attribute (git-crypt, git-lfs): dulwich stores the bytes on disk as the blob, without
+        running the filter, so with git-crypt the memory would be committed, and pushed, in
+        plaintext. (Ignore rules are not applied: nanobot's own .gitignore ignores every folder
+        Dream writes beyond its four files, and Dream versions them all, as ``git add -f``.)"""
+        written = sorted(rel for rel, data in changes.items() if data is not None)
+        if not written:
+            return
+        attributes = self.repo.get_gitattributes()
+        for rel in written:
+            driver = attributes.match_path(self.repo_path(rel)).get(b"filter")
+            if isinstance(driver, bytes):
+                name = driver.decode("utf-8", "replace")
+                raise RepositoryStateError(
+                    f"{rel} has the git filter {name!r} (.gitattributes): dream-memory commits a file as "
+                    "it is on disk, without running filters, so the commit would hold it unfiltered "
+                    "(with git-crypt: in plaintext); nothing was committed",
+                    hint=f"unset the filter for the memory files (`{self.repo_path(rel).decode('utf-8', 'replace')} "
+                    "-filter` in .gitattributes), or keep the workspace in a repository of its own",
                 )
 
     def check_writable(self, paths: Iterable[str]) -> None:

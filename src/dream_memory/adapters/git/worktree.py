@@ -102,6 +102,16 @@ class Worktree(Checks):
         state = self.worktree_state(sorted(candidates))
         return sorted(p for p in candidates if state.get(p) != (head_files[p][1] if p in head_files else None))
 
+    def linked_files(self, paths: Iterable[str]) -> dict[str, tuple[int, int]]:
+        """The device and inode of each of ``paths`` that is a regular file with another name
+        (a hard link); a symlink is not one (what lies beyond it is not in the workspace)."""
+        found: dict[str, tuple[int, int]] = {}
+        for rel in paths:
+            st = self.fs.lstat(rel)
+            if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+                found[rel] = (st.st_dev, st.st_ino)
+        return found
+
     @git_errors
     def tracked_in_head(self, patterns: Sequence[str]) -> list[str]:
         """Paths matching ``patterns`` that HEAD already tracks (for carried memory files)."""
