@@ -85,6 +85,18 @@ def test_a_folder_at_history_jsonl_is_exit_2_naming_it_and_the_fix(tmp_path: Pat
     assert history.is_dir() and not any(history.iterdir())
 
 
+@pytest.mark.parametrize("name", ["USER.md", "memory/MEMORY.md"])
+def test_a_folder_at_a_memory_file_is_exit_2_naming_it_and_the_fix(tmp_path: Path, name: str) -> None:
+    """The run's message named the descriptor it had opened ("remove the folder 9"), not the file."""
+    ws, env = _workspace(tmp_path)
+    memory = ws / name
+    memory.unlink()
+    memory.mkdir()
+    done = dream(env, "run", "--model", "offline")
+    _clean_exit_2(done, ["run"], str(memory), "folder", fix=f"remove the folder {memory}")
+    assert memory.is_dir() and not any(memory.iterdir())
+
+
 def test_status_when_memory_is_a_regular_file_is_exit_2_naming_it(tmp_path: Path) -> None:
     ws, env = _workspace(tmp_path)
     shutil.rmtree(ws / "memory")

@@ -234,9 +234,15 @@ class RootedDir:
                     return None
                 # No permission, a read-only mount: the workspace's to fix (exit 2, with the fix).
                 raise fsutil.os_error(exc, "read", self.root / rel) from exc
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                os.close(fd)
+                if stat.S_ISDIR(mode):  # os.fdopen's own error named the descriptor, not the file
+                    where = self.root / rel
+                    gone = IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(where))
+                    raise fsutil.os_error(gone, "read", where)
+                return None
             with os.fdopen(fd, "rb") as handle:
-                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                    return None
                 return handle.read()
         finally:
             _close_all(fds)
