@@ -283,15 +283,26 @@ def record_dream_cursor(git: GitStore) -> str | None:
 
 
 @store_errors
-def commit_manual_edits(git: GitStore) -> str | None:
+def commit_manual_edits(git: GitStore, notes: list[str] | None = None) -> str | None:
     """Commit hand edits of memory files as their own commit, so Dream's commits hold only Dream's
-    changes. Dream's own bookkeeping files are not hand edits and are left for Dream's commit."""
+    changes. Dream's own bookkeeping files are not hand edits and are left for Dream's commit.
+    ``notes`` receives a line for each file committed as removed because a symbolic link now
+    stands on its way (a folder moved elsewhere and linked back): never a silent removal."""
     initial = ensure_versioned(git)
     # A file an editor only rewrote with other line ends is committed too: riding in Dream's
     # commit, the rewrite made every line of it Dream's for the write policy.
     dirty = [p for p in git.dirty() if not layout.is_dream_owned(p)]
     if not dirty:
         return initial
+    if notes is not None:
+        for rel in dirty:
+            link = git.symlink_on_the_way(rel)
+            if link is not None:
+                notes.append(
+                    f"{rel} is committed as removed: {link} is a symbolic link, and dream-memory versions "
+                    "only what lies in the workspace itself, as git does (its last version stays in "
+                    "the git history)"
+                )
     body = "\n".join(f"- {p}" for p in dirty)
     return commit_disk_state(git, dirty, f"{MANUAL_SUBJECT}\n\nEdited outside Dream:\n{body}")
 

@@ -102,6 +102,18 @@ class Worktree(Checks):
         state = self.worktree_state(sorted(candidates))
         return sorted(p for p in candidates if state.get(p) != (head_files[p][1] if p in head_files else None))
 
+    def symlink_on_the_way(self, rel: str) -> str | None:
+        """The first part of ``rel`` (itself included) that is a symbolic link on disk, or None:
+        what lies beyond one is not in the workspace, as git sees it."""
+        parts = rel.split("/")
+        for depth in range(1, len(parts) + 1):
+            st = self.fs.lstat("/".join(parts[:depth]))
+            if st is None:
+                return None
+            if stat.S_ISLNK(st.st_mode):
+                return "/".join(parts[:depth])
+        return None
+
     def linked_files(self, paths: Iterable[str]) -> dict[str, tuple[int, int]]:
         """The device and inode of each of ``paths`` that is a regular file with another name
         (a hard link); a symlink is not one (what lies beyond it is not in the workspace)."""

@@ -174,7 +174,7 @@ def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
         report.notes.append(f"removed {len(stale)} temp file(s) a killed writer left: {names}{more}")
     if ctx.options.branch and git.checkout_branch(ctx.options.branch):
         report.notes.append(f"created branch {ctx.options.branch}")
-    report.manual_edits_commit = commit_manual_edits(git)
+    report.manual_edits_commit = commit_manual_edits(git, report.notes)
     if (cut := guide_note(ctx.root)) is not None:
         report.notes.append(cut)
     return git
