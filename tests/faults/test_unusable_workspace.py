@@ -87,13 +87,16 @@ def test_a_folder_at_history_jsonl_is_exit_2_naming_it_and_the_fix(tmp_path: Pat
 
 @pytest.mark.parametrize("name", ["USER.md", "memory/MEMORY.md"])
 def test_a_folder_at_a_memory_file_is_exit_2_naming_it_and_the_fix(tmp_path: Path, name: str) -> None:
-    """The run's message named the descriptor it had opened ("remove the folder 9"), not the file."""
+    """The run's message named the descriptor it had opened ("remove the folder 9"), not the file,
+    and its summary said "cursor 0 -> 0" though the cursor stood where the last run left it."""
     ws, env = _workspace(tmp_path)
+    assert dream(env, "run", "--model", "offline").returncode == 0
     memory = ws / name
     memory.unlink()
     memory.mkdir()
     done = dream(env, "run", "--model", "offline")
     _clean_exit_2(done, ["run"], str(memory), "folder", fix=f"remove the folder {memory}")
+    assert f"cursor {len(HISTORY)} -> {len(HISTORY)}, 0 entries" in done.stderr
     assert memory.is_dir() and not any(memory.iterdir())
 
 

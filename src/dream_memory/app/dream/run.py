@@ -134,6 +134,10 @@ def _fail_run(ctx: DreamContext, report: DreamReport, exc: Exception) -> None:
         _progress(ctx, open_batch)
     else:
         report.errors.append(message)
+        if not report.batches and report.cursor_before == report.cursor_after == 0:
+            # Stopped before the cursor was read: "cursor 0 -> 0" would say it is at 0.
+            with contextlib.suppress(DreamError, OSError):
+                report.cursor_before = report.cursor_after = ctx.history.read_dream_cursor() or 0
     report.status = STATUS_FAILED
     if isinstance(exc, DreamError) and exc.exit_code == 2:
         report.failed_exit = 2
