@@ -523,3 +523,16 @@ def test_a_value_a_writer_escaped_otherwise_than_python_is_found_in_history(env:
         assert result.exit_code == 0 and "history entries rewritten" in result.output, result.output
     content = json.loads((env.ws / "memory" / "history.jsonl").read_text(encoding="utf-8"))["content"]
     assert content == "- [durable] therapist [forgotten], [forgotten]"
+
+
+def test_the_message_files_git_leaves_behind_lose_the_value(env: Env) -> None:
+    """A person's own `git commit` whose message named the value: git keeps that message in
+    .git/COMMIT_EDITMSG, which no commit or ref reaches, and the purge left it there."""
+    dreamt_workspace(env, batches=1)
+    with (env.ws / "USER.md").open("a", encoding="utf-8") as f:
+        f.write("- A line written by hand\n")
+    env.git("-c", "user.name=Hand", "-c", "user.email=hand@example.invalid", "commit", "-qam", f"noted {CANARY}")
+    assert CANARY in (env.ws / ".git/COMMIT_EDITMSG").read_text(encoding="utf-8")
+    assert env.dream("forget", "--purge", CANARY).exit_code == 0
+    assert (env.ws / ".git/COMMIT_EDITMSG").read_text(encoding="utf-8") == "noted [forgotten]\n"
+    assert holders(env) == {}

@@ -377,6 +377,7 @@ def _purge_git(git: GitStore, target: rules.Target, report: ForgetReport, *, dry
     rewrite.store_objects(git.repo, plan)
     report.refs = rewrite.move_refs(git.repo, rewriter)
     report.reflog_lines = rewrite.rewrite_reflogs(git.repo, rewriter)
+    rewrite.rewrite_message_files(git.repo, rewriter)
     new_head = git.head()
     if new_head is not None:
         paths = {p for p in git.files_at(old_head) if _git_scope(p)} if old_head else set()

@@ -428,6 +428,25 @@ def rewrite_reflogs(repo: Repo, rewriter: Rewriter) -> int:
     return changed
 
 
+MESSAGE_FILES = ("COMMIT_EDITMSG", "MERGE_MSG", "SQUASH_MSG", "TAG_EDITMSG")
+
+
+def rewrite_message_files(repo: Repo, rewriter: Rewriter) -> int:
+    """The message files git leaves behind (the last commit's message, a merge's or a squash's
+    draft), the repository's and each linked worktree's, purged as commit messages are; returns
+    the files changed."""
+    control = Path(repo.commondir())
+    folders = [control, *sorted(p for p in (control / "worktrees").glob("*") if p.is_dir())]
+    changed = 0
+    for path in (folder / name for folder in folders for name in MESSAGE_FILES):
+        data = path.read_bytes() if path.is_file() else b""
+        new = rewriter.rules.message(data) if data else data
+        if new != data:
+            fsutil.atomic_write(path, new, site="forget.message_file")
+            changed += 1
+    return changed
+
+
 def ref_exists(repo: Repo, name: str) -> bool:
     return repo.refs.read_ref(Ref(name.encode("utf-8"))) is not None
 
