@@ -66,7 +66,6 @@ def out(result: subprocess.CompletedProcess[str]) -> str:
     return result.stdout + result.stderr
 
 
-@pytest.mark.slow
 def test_bob_sees_that_a_shared_line_came_from_another_scope_but_not_what_it_said(ws: Path, dream) -> None:
     """`dream why` as Bob on a shared line learnt from Alice's entry: the commit and the line
     are shown, the entry as "an entry of another scope" with no content or session."""

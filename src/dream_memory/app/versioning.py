@@ -136,7 +136,9 @@ def _refuse_private_under_another_name(git: GitStore, paths: list[str]) -> None:
     if not linked:
         return
     private: dict[tuple[int, int], list[str]] = {}
-    others = [p for p in git.worktree_paths() if scopes.scope_of_path(p) not in (None, scopes.SHARED)]
+    others = [
+        p for p in git.worktree_paths([scopes.SCOPES_DIR]) if scopes.scope_of_path(p) not in (None, scopes.SHARED)
+    ]
     for path, ident in git.linked_files(others).items():
         private.setdefault(ident, []).append(path)
     for rel, ident in sorted(linked.items()):

@@ -46,10 +46,12 @@ class Checks(Reading):
         written = sorted(rel for rel, data in changes.items() if data is not None)
         if not written:
             return
-        attributes = self.repo.get_gitattributes()
+        from dream_memory.adapters.git.attributes import filter_driver
+
+        control = Path(self.repo.controldir())
         for rel in written:
-            driver = attributes.match_path(self.repo_path(rel)).get(b"filter")
-            if isinstance(driver, bytes):
+            driver = filter_driver(self.root, control, self.repo_path(rel))
+            if driver is not None:
                 name = driver.decode("utf-8", "replace")
                 raise RepositoryStateError(
                     f"{rel} has the git filter {name!r} (.gitattributes): dream-memory commits a file as "

@@ -40,12 +40,13 @@ class Worktree(Checks):
     # declines (False), so a file edited since is merged onto rather than written over.
     careful: Callable[[str, bytes | None], bool] | None = None
 
-    def worktree_paths(self) -> list[str]:
-        """Tracked paths that exist as regular files in the workspace: no symlink is followed
-        (a file beyond a symlinked folder is not in the workspace), and a name no commit may
-        hold (control characters, a .git folder) is never versioned."""
+    def worktree_paths(self, tops: Sequence[str] | None = None) -> list[str]:
+        """Tracked paths that exist as regular files in the workspace (``tops``: only below these
+        top-level names): no symlink is followed (a file beyond a symlinked folder is not in the
+        workspace), and a name no commit may hold (control characters, a .git folder) is never
+        versioned."""
         found: list[str] = []
-        for top in layout.tracked_roots():
+        for top in layout.tracked_roots() if tops is None else tops:
             st = self.fs.lstat(top)
             if st is None:
                 continue
@@ -54,7 +55,7 @@ class Worktree(Checks):
                     found.append(top)
             elif stat.S_ISDIR(st.st_mode):
                 found += [r for r in self.fs.walk_files(top) if path_problem(r) is None and self.is_versioned(r)]
-        if self.created and self.fs.is_file(".gitignore"):
+        if tops is None and self.created and self.fs.is_file(".gitignore"):
             found.append(".gitignore")
         return sorted(set(found))
 

@@ -1,0 +1,63 @@
+"""The ``filter`` attribute git gives a path, read the way git reads it: the work tree's
+``.gitattributes`` from the repository's top folder down to the path's own (a deeper file wins,
+and a later line within one file), then ``$GIT_DIR/info/attributes`` over all of them, with
+``[attr]`` macros (as git-crypt's documentation suggests: ``[attr]crypt filter=git-crypt``)
+expanded. dulwich's own reader expands no macro, and which files it reads changed within the
+versions this package accepts; the user-wide files (``core.attributesFile``) are not read.
+"""
+
+from __future__ import annotations
+
+from io import BytesIO
+from pathlib import Path
+
+from dulwich.attrs import Pattern, parse_git_attributes
+
+from dream_memory.errors import RepositoryStateError
+
+AttributeValue = bytes | bool | None
+_MACRO = b"[attr]"
+
+
+def filter_driver(root: Path, control: Path, repo_path: bytes) -> bytes | None:
+    """The filter driver git would run on ``repo_path`` (relative to ``root``, the work tree's
+    top), or None when the attribute is unset or unspecified."""
+    folders = repo_path.split(b"/")[:-1]
+    sources = [
+        (root.joinpath(*(p.decode("utf-8", "surrogateescape") for p in folders[:depth])), depth)
+        for depth in range(len(folders) + 1)
+    ]
+    files = [(folder / ".gitattributes", depth) for folder, depth in sources]
+    files.append((control / "info" / "attributes", 0))
+    macros: dict[bytes, dict[bytes, AttributeValue]] = {}
+    found: AttributeValue = None
+    for path, depth in files:
+        data = _read(path)
+        if data is None:
+            continue
+        below = b"/".join(repo_path.split(b"/")[depth:])
+        for pattern, attrs in parse_git_attributes(BytesIO(data)):
+            if pattern.startswith(_MACRO):
+                if depth == 0:  # git accepts macros only at the top and in info/attributes
+                    macros[pattern[len(_MACRO) :]] = dict(attrs)
+                continue
+            if not Pattern(pattern).match(below):
+                continue
+            for name, value in attrs.items():
+                if name == b"filter":
+                    found = value
+                elif value is True and b"filter" in macros.get(name, {}):
+                    found = macros[name][b"filter"]
+    return found if isinstance(found, bytes) else None
+
+
+def _read(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None  # git ignores a folder named .gitattributes too
+    except OSError as exc:
+        raise RepositoryStateError(
+            f"cannot read {path} ({exc.strerror}): it may set a git filter on a memory file; nothing was committed",
+            hint="make it readable, or remove it",
+        ) from exc
