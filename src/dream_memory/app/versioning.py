@@ -142,11 +142,10 @@ def _refuse_private_under_another_name(git: GitStore, paths: list[str]) -> None:
     for path, ident in git.linked_files(others).items():
         private.setdefault(ident, []).append(path)
     for rel, ident in sorted(linked.items()):
-        mine = scopes.scope_of_path(rel)
-        owner, other = next(
-            ((o, p) for p in private.get(ident, []) if (o := scopes.scope_of_path(p)) != mine), ("", "")
-        )
-        if other:
+        for other in private.get(ident, []):
+            owner = scopes.scope_of_path(other)
+            if owner == scopes.scope_of_path(rel):
+                continue  # two names within one scope share nothing new
             raise WorkspaceUnusable(
                 f"{rel} is the same file as {other} (a hard link): committing it would copy "
                 f"{owner}'s private memory into {rel}; nothing was committed",

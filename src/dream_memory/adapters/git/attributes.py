@@ -16,39 +16,60 @@ from dulwich.attrs import Pattern, parse_git_attributes
 from dream_memory.errors import RepositoryStateError
 
 AttributeValue = bytes | bool | None
+Rules = list[tuple[bytes, dict[bytes, AttributeValue]]]
 _MACRO = b"[attr]"
 
 
+class Attributes:
+    """One repository's attribute files, each read and parsed once however many paths ask."""
+
+    def __init__(self, root: Path, control: Path) -> None:
+        self.root = root
+        self.control = control
+        self._parsed: dict[Path, Rules | None] = {}
+
+    def filter_of(self, repo_path: bytes) -> bytes | None:
+        """The filter driver git would run on ``repo_path`` (relative to ``root``, the work
+        tree's top), or None when the attribute is unset or unspecified."""
+        parts = repo_path.split(b"/")
+        files = [
+            (
+                self.root.joinpath(*(p.decode("utf-8", "surrogateescape") for p in parts[:depth])) / ".gitattributes",
+                depth,
+            )
+            for depth in range(len(parts))
+        ]
+        files.append((self.control / "info" / "attributes", 0))
+        macros: dict[bytes, dict[bytes, AttributeValue]] = {}
+        found: AttributeValue = None
+        for path, depth in files:
+            below = b"/".join(parts[depth:])
+            for pattern, attrs in self._rules(path) or ():
+                if pattern.startswith(_MACRO):
+                    if depth == 0:  # git accepts macros only at the top and in info/attributes
+                        macros[pattern[len(_MACRO) :]] = attrs
+                    continue
+                if not Pattern(pattern).match(below):
+                    continue
+                for name, value in attrs.items():
+                    if name == b"filter":
+                        found = value
+                    elif value is True and b"filter" in macros.get(name, {}):
+                        found = macros[name][b"filter"]
+        return found if isinstance(found, bytes) else None
+
+    def _rules(self, path: Path) -> Rules | None:
+        if path not in self._parsed:
+            data = _read(path)
+            self._parsed[path] = (
+                None if data is None else [(p, dict(a)) for p, a in parse_git_attributes(BytesIO(data))]
+            )
+        return self._parsed[path]
+
+
 def filter_driver(root: Path, control: Path, repo_path: bytes) -> bytes | None:
-    """The filter driver git would run on ``repo_path`` (relative to ``root``, the work tree's
-    top), or None when the attribute is unset or unspecified."""
-    folders = repo_path.split(b"/")[:-1]
-    sources = [
-        (root.joinpath(*(p.decode("utf-8", "surrogateescape") for p in folders[:depth])), depth)
-        for depth in range(len(folders) + 1)
-    ]
-    files = [(folder / ".gitattributes", depth) for folder, depth in sources]
-    files.append((control / "info" / "attributes", 0))
-    macros: dict[bytes, dict[bytes, AttributeValue]] = {}
-    found: AttributeValue = None
-    for path, depth in files:
-        data = _read(path)
-        if data is None:
-            continue
-        below = b"/".join(repo_path.split(b"/")[depth:])
-        for pattern, attrs in parse_git_attributes(BytesIO(data)):
-            if pattern.startswith(_MACRO):
-                if depth == 0:  # git accepts macros only at the top and in info/attributes
-                    macros[pattern[len(_MACRO) :]] = dict(attrs)
-                continue
-            if not Pattern(pattern).match(below):
-                continue
-            for name, value in attrs.items():
-                if name == b"filter":
-                    found = value
-                elif value is True and b"filter" in macros.get(name, {}):
-                    found = macros[name][b"filter"]
-    return found if isinstance(found, bytes) else None
+    """``Attributes.filter_of`` for one path."""
+    return Attributes(root, control).filter_of(repo_path)
 
 
 def _read(path: Path) -> bytes | None:

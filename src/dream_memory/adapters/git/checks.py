@@ -46,11 +46,11 @@ class Checks(Reading):
         written = sorted(rel for rel, data in changes.items() if data is not None)
         if not written:
             return
-        from dream_memory.adapters.git.attributes import filter_driver
+        from dream_memory.adapters.git.attributes import Attributes
 
-        control = Path(self.repo.controldir())
+        attributes = Attributes(self.root, Path(self.repo.controldir()))
         for rel in written:
-            driver = filter_driver(self.root, control, self.repo_path(rel))
+            driver = attributes.filter_of(self.repo_path(rel))
             if driver is not None:
                 name = driver.decode("utf-8", "replace")
                 raise RepositoryStateError(
