@@ -28,7 +28,11 @@ store = MemoryStore(workspace)
 _allocate = store._next_cursor
 def _stalled():
     cursor = _allocate()
-    allocated.write_text(str(cursor))
+    # Renamed into place: the test polls for the name and reads it at once, and a plain
+    # write_text let it read the file created but still empty.
+    partial = allocated.with_suffix(".partial")
+    partial.write_text(str(cursor))
+    partial.replace(allocated)
     while not release.exists():
         time.sleep(0.01)
     return cursor
