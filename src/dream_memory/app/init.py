@@ -37,6 +37,7 @@ class InitReport:
             "repository": self.repository,
             "enclosing_repository": self.enclosing_repository,
             "commit": self.commit,
+            "notes": self.notes,
         }
 
 
@@ -49,6 +50,11 @@ def init_workspace(rt: Runtime, *, guide_notes: bool = True) -> InitReport:
     git = rt.git(create=True)
     assert git is not None  # create=True always gives a store
     notes: list[str] = []
+    if git.own_because is not None:
+        notes.append(
+            f"the repository above ignores this folder ({git.own_because}): its memory is versioned in a "
+            "repository of its own, which that repository never sees"
+        )
     with git:
         try:
             with rt.dream_lock():
@@ -63,6 +69,6 @@ def init_workspace(rt: Runtime, *, guide_notes: bool = True) -> InitReport:
             repository=str(git.root),
             enclosing_repository=git.enclosing,
             commit=commit,
-            deferred=bool(notes),
+            deferred=commit is None and DEFERRED_NOTE in notes,
             notes=notes,
         )

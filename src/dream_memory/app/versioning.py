@@ -73,6 +73,7 @@ def apply_commit(git: GitStore, changes: dict[str, bytes | None], message: str, 
     if not effective:
         return None
     git.check_filters(effective)
+    git.check_ignored(effective)
     if not on_disk:
         git.check_writable(_memory_files(effective))
     from dream_memory.adapters import locks  # socket: only when writing (`dream log` reads)

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     # dulwich.index is imported when the index is first read: `dream log` never reads it
     from dulwich.index import Index
 
+    from dream_memory.adapters.git.ignores import IgnoreRule
+
 FILE_MODE = 0o100644
 EXEC_MODE = 0o100755
 HEADS = b"refs/heads/"
@@ -172,6 +174,8 @@ class GitBase:
         self.author = parse_identity(author)
         self.clock = clock
         self.created = created  # True when this repository was made for the workspace by us
+        # set when it was made because the enclosing repository ignores the workspace folder
+        self.own_because: IgnoreRule | None = None
         self.fs = RootedDir(workspace)  # every file this store writes, deletes or reads to decide
         self._index_cache: tuple[tuple[int, ...], Index] | None = None
         try:

@@ -1,16 +1,22 @@
 """What a change to the repository must pass before anything is written: every path a memory
 file (``core.paths``), no git operation under way, no detached HEAD of a repository we made,
-and an index dulwich can rewrite without losing what the user staged.
+an index dulwich can rewrite without losing what the user staged, no file under a git filter,
+and, in a repository not ours, no file its own ignore rules keep out.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from dream_memory.adapters.git.base import name_bytes
 from dream_memory.adapters.git.reading import Reading
 from dream_memory.core.paths import describe, memory_write_problem
 from dream_memory.errors import RepositoryStateError, VersionStoreError
+
+if TYPE_CHECKING:
+    from dream_memory.adapters.git.ignores import IgnoreRule, OuterIgnores
 
 
 class Checks(Reading):
@@ -37,12 +43,62 @@ class Checks(Reading):
                     hint="only the memory files of docs/versioning.md are ever written",
                 )
 
+    def outer_ignores(self) -> OuterIgnores:
+        from dream_memory.adapters.git.ignores import OuterIgnores
+
+        return OuterIgnores(self.root, Path(self.repo.controldir()), self.prefix, self.repo.get_config_stack())
+
+    def tracks(self, rel: str) -> bool:
+        """The index holds ``rel`` (or, with no index, HEAD does): git commits it whatever an
+        ignore rule says."""
+        index = self._open_index()
+        if index is not None:
+            return self.repo_path(rel) in index
+        return rel in self.entries_at(self.head(), [rel])
+
+    def ignored_workspace(self) -> IgnoreRule | None:
+        """The rule by which a repository that is not ours ignores the whole workspace folder,
+        when it tracks nothing in it: such a workspace gets a repository of its own."""
+        if self.created or not self.prefix:
+            return None
+        rule = self.outer_ignores().rule_for(self.prefix, is_dir=True)
+        if rule is None:
+            return None
+        index = self._open_index()
+        below = name_bytes(self.prefix + "/")
+        if index is not None:
+            tracked = any(path.startswith(below) for path in index.paths())
+        else:
+            tracked = bool(self.files_at(self.head()))  # workspace-relative: only what lies in it
+        return None if tracked else rule
+
+    def check_ignored(self, changes: Mapping[str, bytes | None]) -> None:
+        """In a repository that is not ours, refuse, before anything is written, to commit a
+        memory file its ignore rules outside the workspace keep out (a project's ``agents/`` or
+        ``USER.md`` line) and that it does not track yet: the project said the file must not
+        enter it, and a push would publish it. A file it tracks is committed as git would."""
+        if self.created:
+            return
+        written = sorted(rel for rel, data in changes.items() if data is not None)
+        if not written:
+            return
+        ignores = self.outer_ignores()
+        for rel in written:
+            shown = self.repo_path(rel).decode("utf-8", "replace")
+            rule = ignores.rule_for(shown)
+            if rule is not None and not self.tracks(rel):
+                raise RepositoryStateError(
+                    f"{shown} is ignored by the repository at {self.root} ({rule}): dream-memory does not "
+                    "commit into a repository a file it ignores; nothing was committed",
+                    hint=f"give the workspace a repository of its own (`git init {self.workspace}`, then run "
+                    f"again), or keep it in this one: `git -C {self.root} add -f {shown}` once",
+                )
+
     def check_filters(self, changes: Mapping[str, bytes | None]) -> None:
         """Refuse, before anything is written, to commit a memory file with a ``filter``
         attribute (git-crypt, git-lfs): dulwich stores the bytes on disk as the blob, without
         running the filter, so with git-crypt the memory would be committed, and pushed, in
-        plaintext. (Ignore rules are not applied: nanobot's own .gitignore ignores every folder
-        Dream writes beyond its four files, and Dream versions them all, as ``git add -f``.)"""
+        plaintext."""
         written = sorted(rel for rel, data in changes.items() if data is not None)
         if not written:
             return

@@ -21,6 +21,7 @@ import os
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dulwich.errors import NotGitRepository, ObjectFormatException
 from dulwich.file import FileLocked
@@ -38,6 +39,9 @@ from dream_memory.core.versions import (
     merge_gitignore,
 )
 from dream_memory.errors import VersionStoreError
+
+if TYPE_CHECKING:
+    from dream_memory.adapters.git.ignores import IgnoreRule
 
 
 class GitStore(Branches):
@@ -68,10 +72,17 @@ class GitStore(Branches):
 
                 shutil.rmtree(root / ".git")
                 root = None
+            own_because: IgnoreRule | None = None
             if root is not None:
                 repo = _open_repo(root)
                 standalone = root == workspace.resolve() and _is_ours(workspace)
-                return cls(repo, workspace, author=author, clock=clock, created=standalone)
+                store = cls(repo, workspace, author=author, clock=clock, created=standalone)
+                own_because = store.ignored_workspace() if create else None
+                if own_because is None:
+                    return store
+                # The project ignores the workspace folder and holds nothing of it: its memory
+                # gets a repository of its own there, which the project's git never sees.
+                store.close()
             if not create:
                 return None
             workspace.mkdir(parents=True, exist_ok=True)
@@ -86,7 +97,9 @@ class GitStore(Branches):
         except (OSError, FileLocked) as exc:
             reason = fsutil.describe_os_error(exc) if isinstance(exc, OSError) else "a git lock file is in the way"
             raise VersionStoreError(f"cannot open or create a repository at {workspace}: {reason}") from exc
-        return cls(repo, workspace, author=author, clock=clock, created=True)
+        made = cls(repo, workspace, author=author, clock=clock, created=True)
+        made.own_because = own_because
+        return made
 
     def close(self) -> None:
         try:

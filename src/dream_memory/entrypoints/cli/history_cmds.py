@@ -25,7 +25,7 @@ from dream_memory.entrypoints.cli._common import (
 @workspace_options
 def init(as_json: bool, workspace: str | None, config_path: str | None) -> int:
     """Create a workspace with templates and start versioning it (idempotent)."""
-    from dream_memory.app.init import init_workspace
+    from dream_memory.app.init import DEFERRED_NOTE, init_workspace
 
     report = init_workspace(runtime(workspace, config_path, require=False))
     if as_json:
@@ -38,6 +38,9 @@ def init(as_json: bool, workspace: str | None, config_path: str | None) -> int:
         click.echo("  nothing to create: every file is already there")
     where = "the enclosing repository" if report.enclosing_repository else "its own repository"
     click.echo(f"  versioned in {where} at {report.repository}")
+    for said in report.notes:
+        if said != DEFERRED_NOTE:  # the run holding the lock already said so on stderr
+            click.echo(f"  note: {said}")
     if report.commit:
         click.echo(f"  committed {report.commit[:10]} memory: init")
     return 0
