@@ -61,8 +61,13 @@ class StagingWorkspace:
         self.count_tokens = count_tokens
         self.file_budget_tokens = file_budget_tokens
         self.redactor = redactor or NoRedaction()
+        # Texts as the tools and Dream see them: a file written with CRLF line ends throughout
+        # (a Windows editor's) is seen with LF ones, and its changes go back with CRLF. Seen as
+        # it is, the lines Dream wrote itself (the offline engine's, index rows) were LF among
+        # CRLF ones, and a line holding only "\r" did not read as blank.
         self.overlay: dict[str, str] = {}
         self._disk_cache: dict[str, str | None] = {}
+        self._crlf: set[str] = set()
         self.redactions: dict[str, int] = {}
         self.unreadable: dict[str, str] = {}  # memory files Dream could not read, and why
 
@@ -99,8 +104,15 @@ class StagingWorkspace:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 raise ToolDenied(f"{rel} is not valid UTF-8 text; Dream leaves it alone") from None
+            if "\r\n" in text and _lf(text).replace("\n", "\r\n") == text:  # CRLF throughout: no line is LF
+                self._crlf.add(rel)
+                text = _lf(text)
         self._disk_cache[rel] = text
         return text
+
+    def _as_on_disk(self, rel: str, text: str) -> str:
+        """``text`` with the line ends of ``rel`` on disk."""
+        return _lf(text).replace("\n", "\r\n") if rel in self._crlf else text
 
     def read(self, rel: str) -> str | None:
         """Current staged text of a (policy-checked) path, None when it does not exist."""
@@ -215,15 +227,22 @@ class StagingWorkspace:
         self.overlay[rel] = text
 
     def changes(self) -> dict[str, tuple[str | None, str]]:
-        """path -> (text on disk, staged text), for staged files that differ from disk."""
-        return {
-            rel: (self.disk_text(rel), text)
-            for rel, text in sorted(self.overlay.items())
-            if self.disk_text(rel) != text
-        }
+        """path -> (text on disk, staged text), for staged files that differ from disk, each
+        with the file's own line ends."""
+        found: dict[str, tuple[str | None, str]] = {}
+        for rel, text in sorted(self.overlay.items()):
+            disk = self.disk_text(rel)
+            if disk != text:
+                found[rel] = (None if disk is None else self._as_on_disk(rel, disk), self._as_on_disk(rel, text))
+        return found
 
     def snapshot(self) -> dict[str, str]:
-        return dict(self.overlay)
+        """The staged texts, with their files' line ends (as ``changes`` gives them)."""
+        return {rel: self._as_on_disk(rel, text) for rel, text in self.overlay.items()}
 
     def restore(self, snapshot: dict[str, str]) -> None:
-        self.overlay = dict(snapshot)
+        self.overlay = {rel: _lf(text) if rel in self._crlf else text for rel, text in snapshot.items()}
+
+
+def _lf(text: str) -> str:
+    return text.replace("\r\n", "\n")
