@@ -4,6 +4,8 @@ live, and what a batch or a reader in one scope may read and write."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from dream_memory.core import scopes
 from dream_memory.core.scopes import SHARED, ScopeRules
@@ -46,6 +48,32 @@ def test_filled_in_values_cannot_collide_or_escape_their_folder() -> None:
 def test_case_is_folded_so_a_case_insensitive_disk_cannot_merge_two_scopes() -> None:
     rules = ScopeRules.parse({"*": "user:{id}"})
     assert rules.scope_of("slack:U01ABC") == rules.scope_of("slack:u01abc") == "user:u01abc"
+    assert rules.scope_of("x:ÄRGER") == rules.scope_of("x:ärger") == "user:%C3%A4rger"
+
+
+@pytest.mark.parametrize(
+    ("one", "other"),
+    [
+        ("straße", "strasse"),  # casefold makes ß "ss"
+        ("ﬁnn", "finn"),  # a ligature
+        ("\u212aate", "kate"),  # the Kelvin sign lowers to ASCII k
+        ("ſam", "sam"),  # long s
+        ("oδυσσευς", "oδυσσευσ"),  # final sigma
+        ("İlker", "ilker"),  # capital I with dot: two characters in lower case
+    ],
+)
+def test_two_values_that_differ_in_more_than_case_are_two_scopes(one: str, other: str) -> None:
+    """Different people: their private files must not be one folder (they were, case-folded)."""
+    rules = ScopeRules.parse({"*": "user:{id}"})
+    assert rules.scope_of(f"x:{one}") != rules.scope_of(f"x:{other}")
+
+
+@given(st.text(max_size=12), st.text(max_size=12))
+def test_values_share_a_scope_only_when_they_differ_in_case_alone(one: str, other: str) -> None:
+    rules = ScopeRules.parse({"*": "user:{id}"})
+    if rules.scope_of(f"x:{one}") == rules.scope_of(f"x:{other}"):
+        assert len(one) == len(other)
+        assert all(a == b or a.lower() == b.lower() or a.upper() == b.upper() for a, b in zip(one, other, strict=True))
 
 
 @pytest.mark.parametrize(

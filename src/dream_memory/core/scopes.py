@@ -48,13 +48,25 @@ _FIELDS = ("key", "channel", "id")
 _MAX_NAME = 200
 
 
+def _lower(char: str) -> str:
+    """``char`` in lower case, one character for one, so two values are one scope only when
+    they differ in case alone. ``str.casefold`` merged people: ``straße`` and ``strasse`` (ß is
+    "ss"), ``ﬁnn`` and ``finn``; and the Kelvin sign lowers to an ASCII ``k``. A character whose
+    lower case is not one character, or is ASCII while it is not, stays as it is."""
+    lower = char.lower()
+    if char.isascii() or (len(lower) == 1 and not lower.isascii()):
+        return lower
+    return char
+
+
 def encode_value(value: str) -> str:
-    """A session-key part as one scope-name component: case-folded, ``%XX`` outside ``[a-z0-9._-]``,
-    a leading dot encoded (no hidden folder), the empty value as ``%`` (which no encoding yields)."""
+    """A session-key part as one scope-name component: in lower case (``_lower``), ``%XX``
+    outside ``[a-z0-9._-]``, a leading dot encoded (no hidden folder), the empty value as ``%``
+    (which no encoding yields)."""
     if value == "":
         return "%"
     out: list[str] = []
-    for i, char in enumerate(value.casefold()):
+    for i, char in enumerate(map(_lower, value)):
         if char in _SAFE and not (i == 0 and char == "."):
             out.append(char)
         else:
