@@ -46,7 +46,8 @@ class Checks(Reading):
     def outer_ignores(self) -> OuterIgnores:
         from dream_memory.adapters.git.ignores import OuterIgnores
 
-        return OuterIgnores(self.root, Path(self.repo.controldir()), self.prefix, self.repo.get_config_stack())
+        # info/exclude is the common git folder's: a linked worktree has none of its own
+        return OuterIgnores(self.root, Path(self.repo.commondir()), self.prefix, self.repo.get_config_stack())
 
     def tracks(self, rel: str) -> bool:
         """The index holds ``rel`` (or, with no index, HEAD does): git commits it whatever an
@@ -56,21 +57,23 @@ class Checks(Reading):
             return self.repo_path(rel) in index
         return rel in self.entries_at(self.head(), [rel])
 
+    def _tracks_in_workspace(self) -> bool:
+        index = self._open_index()
+        if index is not None:
+            below = name_bytes(self.prefix + "/")
+            return any(path.startswith(below) for path in index.paths())
+        return bool(self.files_at(self.head()))  # workspace-relative: only what lies in it
+
     def ignored_workspace(self) -> IgnoreRule | None:
-        """The rule by which a repository that is not ours ignores the whole workspace folder,
-        when it tracks nothing in it: such a workspace gets a repository of its own."""
+        """The rule by which a repository that is not ours ignores the workspace folder by name
+        (``agents/``), when it tracks nothing in it: such a workspace gets a repository of its
+        own, which that repository's git never sees. (A rule on what the folder holds,
+        ``agents/bot/*``, leaves the folder in sight: a repository there would show in its
+        ``git status``, so that case is refused per file instead.)"""
         if self.created or not self.prefix:
             return None
         rule = self.outer_ignores().rule_for(self.prefix, is_dir=True)
-        if rule is None:
-            return None
-        index = self._open_index()
-        below = name_bytes(self.prefix + "/")
-        if index is not None:
-            tracked = any(path.startswith(below) for path in index.paths())
-        else:
-            tracked = bool(self.files_at(self.head()))  # workspace-relative: only what lies in it
-        return None if tracked else rule
+        return None if rule is None or self._tracks_in_workspace() else rule
 
     def check_ignored(self, changes: Mapping[str, bytes | None]) -> None:
         """In a repository that is not ours, refuse, before anything is written, to commit a
@@ -83,16 +86,35 @@ class Checks(Reading):
         if not written:
             return
         ignores = self.outer_ignores()
+        refused: list[tuple[str, IgnoreRule]] = []
         for rel in written:
             shown = self.repo_path(rel).decode("utf-8", "replace")
             rule = ignores.rule_for(shown)
             if rule is not None and not self.tracks(rel):
-                raise RepositoryStateError(
-                    f"{shown} is ignored by the repository at {self.root} ({rule}): dream-memory does not "
-                    "commit into a repository a file it ignores; nothing was committed",
-                    hint=f"give the workspace a repository of its own (`git init {self.workspace}`, then run "
-                    f"again), or keep it in this one: `git -C {self.root} add -f {shown}` once",
-                )
+                refused.append((shown, rule))
+        if not refused:
+            return
+        shown, rule = refused[0]
+        others = ", ".join(p for p, _ in refused[1:4]) + (", ..." if len(refused) > 4 else "")
+        more = f" (and {len(refused) - 1} more: {others})" if len(refused) > 1 else ""
+        where = self.prefix or "."
+        if self._tracks_in_workspace():
+            # Already holding memory it now ignores: every new memory file would be refused.
+            hint = (
+                f"un-ignore the memory in {rule.source} (a `!` line after `{rule.pattern}`), or move it "
+                f"to a repository of its own: `git -C {self.root} rm -r -q --cached {where}` and "
+                f"`git init {self.workspace}`, then run again"
+            )
+        else:
+            hint = (
+                f"give the workspace a repository of its own (`git init {self.workspace}`, then run "
+                f"again), or un-ignore it in {rule.source} (a `!` line after `{rule.pattern}`)"
+            )
+        raise RepositoryStateError(
+            f"{shown}{more} is ignored by the repository at {self.root} ({rule}): "
+            "dream-memory does not commit into a repository a file it ignores; nothing was committed",
+            hint=hint,
+        )
 
     def check_filters(self, changes: Mapping[str, bytes | None]) -> None:
         """Refuse, before anything is written, to commit a memory file with a ``filter``
@@ -104,7 +126,7 @@ class Checks(Reading):
             return
         from dream_memory.adapters.git.attributes import Attributes
 
-        attributes = Attributes(self.root, Path(self.repo.controldir()))
+        attributes = Attributes(self.root, Path(self.repo.commondir()))
         for rel in written:
             driver = attributes.filter_of(self.repo_path(rel))
             if driver is not None:
