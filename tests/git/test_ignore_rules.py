@@ -235,6 +235,7 @@ def test_a_project_that_ignores_memory_it_already_holds_refuses_new_files_naming
     assert run.returncode == 2, run.stdout + run.stderr
     report = json.loads(run.stdout)
     assert report["status"] == "failed" and report["cursor_after"] == 0
+    assert [(b["outcome"], b["commit"]) for b in report["batches"]] == [("failed", None)]
     error = report["errors"][0]
     assert "is ignored by the repository" in error and "more: " in error and "agents/bot/" in error
     assert "a `!` line after `agents/`" in run.stderr and "rm -r -q --cached agents/bot" in run.stderr

@@ -8,8 +8,9 @@ rolls back the commit).
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -108,6 +109,17 @@ def _past_batch(where: BatchContext, state: DreamState) -> tuple[DreamState, dic
     return state, {layout.DREAM_CURSOR: f"{cursor}\n".encode(), layout.DREAM_STATE: state.to_json().encode()}
 
 
+@contextlib.contextmanager
+def _open_unless_committed(record: BatchRecord) -> Iterator[None]:
+    """A batch whose commit raised is left open, so the run's failure is reported as the
+    batch's own (a refused commit read "committed" with no commit)."""
+    try:
+        yield
+    except BaseException:
+        record.outcome, record.files_changed = "", []
+        raise
+
+
 def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState) -> DreamState:
     """The batch's one commit: the edits the guards and the write policy let through, a record
     under memory/.dream_held/ for each change they hold, the cursor past the batch, the state."""
@@ -164,7 +176,10 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
         message += "\n" + "\n".join(f"Dream-Held: {i.id} {i.path}:{i.first_line}-{i.last_line}" for i, _ in held)
     # The check above was made before the commit was built; an edit since then (nanobot's
     # write_user while git writes objects) is merged onto as each file is written.
-    with writing_onto_edits(git, {p: as_bytes(before) for p, (before, _) in landed.items()}) as onto:
+    with (
+        _open_unless_committed(record),
+        writing_onto_edits(git, {p: as_bytes(b) for p, (b, _) in landed.items()}) as onto,
+    ):
         record.commit = apply_commit(git, files, scrub(ctx.redactor, message))
     if record.commit:
         report.commits.append(record.commit)
@@ -439,7 +454,8 @@ def content_failure(where: BatchContext, state: DreamState, exc: BadReply) -> Dr
     files = {**bookkeeping, **_carried(ctx, git)}
     subject = f"dream: set aside {batch.cursor_from}..{batch.cursor_to} after {failure.count} failed runs"
     message = _commit_message(subject, batch, [], record, ctx.model.name, scope=ctx.options.scope_named(batch.scope))
-    record.commit = apply_commit(git, files, message)
+    with _open_unless_committed(record):
+        record.commit = apply_commit(git, files, message)
     if record.commit:
         report.commits.append(record.commit)
     report.cursor_after = max(report.cursor_after, batch.cursor_to)
