@@ -48,3 +48,34 @@ def test_the_filter_is_the_one_git_check_attr_names(tmp_path: Path, case: str) -
     value = said.rsplit(": ", 1)[1]
     expected = None if value in ("unspecified", "unset", "set") else value.encode()
     assert filter_driver(repo, repo / ".git", PATH.encode()) == expected, said
+
+
+@pytest.mark.parametrize("where", ["xdg", "core.attributesFile"])
+def test_the_user_wide_attributes_file_counts_below_the_repositorys(tmp_path: Path, dream, clean_env, where) -> None:
+    """git reads ~/.config/git/attributes (or core.attributesFile) under every repository's own
+    files: a filter set there ran on `git add`, never on Dream's commits, which held plaintext."""
+    home = Path(clean_env["HOME"])
+    if where == "xdg":
+        (home / ".config" / "git").mkdir(parents=True, exist_ok=True)
+        user_file = home / ".config" / "git" / "attributes"
+    else:
+        user_file = home / "my-attributes"
+        subprocess.run(
+            ["git", "config", "--global", "core.attributesFile", "~/my-attributes"], env=clean_env, check=True
+        )
+    user_file.write_text("USER.md filter=crypt\n", encoding="utf-8")
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=clean_env)
+    (repo / "bot").mkdir()
+    (repo / "bot" / "USER.md").write_text("# User\n", encoding="utf-8")
+    said = subprocess.run(
+        ["git", "-C", str(repo), "check-attr", "filter", "--", "bot/USER.md"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=clean_env,
+    ).stdout
+    assert said.strip().endswith(": crypt"), said
+    init = dream("init", "--workspace", str(repo / "bot"))
+    assert init.returncode == 2, init.stdout + init.stderr
+    assert "USER.md has the git filter 'crypt'" in init.stderr

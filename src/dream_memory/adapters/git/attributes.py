@@ -2,8 +2,9 @@
 ``.gitattributes`` from the repository's top folder down to the path's own (a deeper file wins,
 and a later line within one file), then ``$GIT_DIR/info/attributes`` over all of them, with
 ``[attr]`` macros (as git-crypt's documentation suggests: ``[attr]crypt filter=git-crypt``)
-expanded. dulwich's own reader expands no macro, and which files it reads changed within the
-versions this package accepts; the user-wide files (``core.attributesFile``) are not read.
+expanded, and the user-wide file (``core.attributesFile``, else
+``$XDG_CONFIG_HOME/git/attributes``) below all of them. dulwich's own reader expands no macro,
+and which files it reads changed within the versions this package accepts.
 """
 
 from __future__ import annotations
@@ -23,16 +24,18 @@ _MACRO = b"[attr]"
 class Attributes:
     """One repository's attribute files, each read and parsed once however many paths ask."""
 
-    def __init__(self, root: Path, control: Path) -> None:
+    def __init__(self, root: Path, control: Path, user_file: Path | None = None) -> None:
         self.root = root
         self.control = control
+        self.user_file = user_file  # core.attributesFile, else $XDG_CONFIG_HOME/git/attributes
         self._parsed: dict[Path, Rules | None] = {}
 
     def filter_of(self, repo_path: bytes) -> bytes | None:
         """The filter driver git would run on ``repo_path`` (relative to ``root``, the work
         tree's top), or None when the attribute is unset or unspecified."""
         parts = repo_path.split(b"/")
-        files = [
+        files = [(self.user_file, 0)] if self.user_file is not None else []  # the lowest
+        files += [
             (
                 self.root.joinpath(*(p.decode("utf-8", "surrogateescape") for p in parts[:depth])) / ".gitattributes",
                 depth,

@@ -6,6 +6,7 @@ and, in a repository not ours, no file its own ignore rules keep out.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -126,7 +127,7 @@ class Checks(Reading):
             return
         from dream_memory.adapters.git.attributes import Attributes
 
-        attributes = Attributes(self.root, Path(self.repo.commondir()))
+        attributes = Attributes(self.root, Path(self.repo.commondir()), self._user_attributes())
         for rel in written:
             driver = attributes.filter_of(self.repo_path(rel))
             if driver is not None:
@@ -138,6 +139,18 @@ class Checks(Reading):
                     hint=f"unset the filter for the memory files (`{self.repo_path(rel).decode('utf-8', 'replace')} "
                     "-filter` in .gitattributes), or keep the workspace in a repository of its own",
                 )
+
+    def _user_attributes(self) -> Path:
+        """The user-wide attributes file, found as git finds it (a relative one is the work
+        tree's)."""
+        from dulwich.config import get_xdg_config_home_path
+
+        try:
+            value = self.repo.get_config_stack().get((b"core",), b"attributesFile")
+            named = value.decode("utf-8", "surrogateescape")
+        except KeyError:
+            named = get_xdg_config_home_path("git", "attributes")
+        return self.root / os.path.expanduser(named)
 
     def check_writable(self, paths: Iterable[str]) -> None:
         """Refuse, before a commit is made, to write files that cannot be reached without going
