@@ -206,6 +206,8 @@ def test_a_memory_file_the_project_ignores_is_refused_before_anything_is_committ
     assert _git(project, "log", "--format=%s", env=clean_env).split() == ["project"]
     assert _git(project, "ls-files", env=clean_env).split() == [".gitignore", "app.py"]
 
+    doctor = dream("doctor", "--workspace", str(ws))
+    assert "PROBLEM  git" in doctor.stdout and "the next commit stops: agents/bot/" in doctor.stdout, doctor.stdout
     if rule != "USER.md":
         return
     # Tracked once by hand, it is the project's choice: Dream commits it from then on.
