@@ -263,7 +263,10 @@ def test_random_rules_get_the_verdicts_git_gives(
     root = tmp_path_factory.mktemp("fuzz") / "project"
     _project(root, {".gitignore": "\n".join(top) + "\n", "agents/.gitignore": "\n".join(below) + "\n"})
     said = subprocess.run(
-        ["git", "-C", str(root), "check-ignore", "--no-index", "--", *PATHS], env=clean_env, capture_output=True, text=True
+        ["git", "-C", str(root), "check-ignore", "--no-index", "--", *PATHS],
+        env=clean_env,
+        capture_output=True,
+        text=True,
     )
     assert said.returncode in (0, 1), said.stderr
     ignores = OuterIgnores(root, root / ".git", WORKSPACE, _config(root))
