@@ -24,7 +24,7 @@ from dream_memory.app.doctor_model import key_source, safe_endpoint
 from dream_memory.core import layout
 from dream_memory.core.ports import ChatModel
 from dream_memory.core.schedule import effective_schedule
-from dream_memory.errors import DreamError, NotFound, Refused, RepositoryStateError
+from dream_memory.errors import DreamError, NotFound, Refused
 from dream_memory.settings import ResolvedModel, Settings
 
 Status = Literal["ok", "info", "warning", "problem"]
@@ -200,7 +200,7 @@ def _git_check(git: GitStore | None, status: dict[str, Any], root: Path) -> Chec
             details=tuple(details),
         )
     dirty = status["dirty"]
-    refusal = _commit_refusal(git, dirty)
+    refusal = git.commit_refusal(dirty)
     if refusal is not None:
         said = refusal.message.removesuffix("; nothing was committed")
         return Check("git", "problem", f"the next commit stops: {said}", fix=refusal.hint, details=tuple(details))
@@ -214,18 +214,6 @@ def _git_check(git: GitStore | None, status: dict[str, Any], root: Path) -> Chec
             details=tuple(details),
         )
     return Check("git", "ok", f"HEAD {head[:10]} {where}; no unsaved edits", details=tuple(details))
-
-
-def _commit_refusal(git: GitStore, dirty: list[str]) -> RepositoryStateError | None:
-    """Why the next commit of the unsaved edits would be refused (a file the enclosing
-    repository ignores, or one under a git filter), or None."""
-    changes: dict[str, bytes | None] = dict.fromkeys(dirty, b"")
-    try:
-        git.check_filters(changes)
-        git.check_ignored(changes)
-    except RepositoryStateError as exc:
-        return exc
-    return None
 
 
 def _git_lock_checks(git: GitStore) -> list[Check]:

@@ -117,6 +117,17 @@ class Checks(Reading):
             hint=hint,
         )
 
+    def commit_refusal(self, paths: Iterable[str]) -> RepositoryStateError | None:
+        """Why a commit of ``paths`` as they are on disk would be refused (a file the enclosing
+        repository ignores, or one under a git filter), or None: ``dream doctor`` asks."""
+        changes: dict[str, bytes | None] = dict.fromkeys(paths, b"")
+        try:
+            self.check_filters(changes)
+            self.check_ignored(changes)
+        except RepositoryStateError as exc:
+            return exc
+        return None
+
     def check_filters(self, changes: Mapping[str, bytes | None]) -> None:
         """Refuse, before anything is written, to commit a memory file with a ``filter``
         attribute (git-crypt, git-lfs): dulwich stores the bytes on disk as the blob, without
