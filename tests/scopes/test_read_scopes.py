@@ -258,3 +258,17 @@ def test_context_never_serves_alices_file_under_a_shared_or_bobs_name(ws: Path, 
             assert "is the same file as one of another scope (a link to it); not included" in block.stderr
     mine = dream("context", "-w", str(ws), *ALICE)
     assert ALICE_USER in mine.stdout
+
+
+@pytest.mark.parametrize(("scope", "shown"), [("user:bob", False), ("shared", False), ("user:alice", True)])
+def test_the_index_as_served_names_another_scopes_entity_to_nobody_else(ws: Path, scope: str, shown: bool) -> None:
+    """memory://index (ReadStore.index_page): the row whose File is Alice's USER.md is removed
+    for every reader but her, as resolve already withholds it; its name alone says whom the
+    scope is about. The shared rows stay."""
+    from dream_memory.app.read.scoping import ReaderScope
+    from dream_memory.app.read.store import ReadStore
+
+    with ReadStore(ws, home="/home/u", scope=ReaderScope(scope)) as store:
+        text = store.index_page().text
+    assert ("alice-notes" in text) is shown, text
+    assert "standup" in text

@@ -330,11 +330,7 @@ class ReadStore:
                 f"no entity resolves {absolute}: {self.root / layout.INDEX} has no Entity/File/Repos table rows"
             )
         # An entity whose File is another scope's never resolves: a broader root answers instead.
-        withheld = self.excludes | {
-            name_key(r.entity)
-            for r in table.rows
-            if r.file and (rel := safe_relative(r.file)) and not self.scope.sees(rel)
-        }
+        withheld = self.excludes | self.scope.unseen_entities(table.rows)
         found = resolve(table.rows, absolute, excluded=withheld)
         if found is None:
             real = real_path(absolute)
@@ -463,9 +459,9 @@ class ReadStore:
         return self._page("section", display, rel, offset_line=offset_line, hint=hint)
 
     def index_page(self, *, offset_line: int = 1, hint: Callable[[int], str] = cli_hint) -> ReadResult:
-        """index.md as served: excluded entities' rows removed, bounded."""
+        """index.md as served: the rows of excluded entities and other scopes' removed, bounded."""
         table, text = self._index_source()
-        shown = filtered_index_text(text, table, self.excludes)
+        shown = filtered_index_text(text, table, self.excludes | self.scope.unseen_entities(table.rows))
         page = bound_lines(split_lines(shown), offset_line=offset_line, hint=hint)
         return ReadResult.from_page("index", "index", layout.INDEX, page, revision=self.revision)
 
