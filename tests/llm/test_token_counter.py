@@ -139,3 +139,22 @@ def test_a_tiktoken_that_refuses_the_encoding_gives_the_fallback(monkeypatch):
 
     monkeypatch.setattr(tiktoken, "Encoding", refuse)
     assert load_tiktoken_counter() is None
+
+
+def test_a_run_with_nothing_to_dream_never_builds_the_tokenizer(tmp_path) -> None:
+    """Most scheduled runs find nothing new: they answer without loading tiktoken."""
+    import subprocess
+    import sys
+
+    ws = tmp_path / "ws"
+    script = (
+        "import sys\n"
+        "from click.testing import CliRunner\n"
+        "from dream_memory.entrypoints.cli import cli\n"
+        f"r = CliRunner().invoke(cli, ['init', '-w', {str(ws)!r}])\n"
+        f"r = CliRunner().invoke(cli, ['run', '--model', 'offline', '-w', {str(ws)!r}, '--json'])\n"
+        "print(r.exit_code, '\"nothing_to_do\"' in r.stdout, 'tiktoken' in sys.modules)\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.split() == ["0", "True", "False"], out

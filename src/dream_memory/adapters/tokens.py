@@ -152,6 +152,17 @@ def load_counter() -> TokenCounter:
     return load_tiktoken_counter() or HeuristicCounter()
 
 
+class DeferredCounter:
+    """The process-wide counter, built on the first count: a scheduled run with nothing new to
+    dream never pays for the tokenizer (0.18 CPU s, a third of such a run)."""
+
+    def count(self, text: str) -> int:
+        return default_counter().count(text)
+
+    def __repr__(self) -> str:
+        return "DeferredCounter()"
+
+
 @functools.cache
 def default_counter() -> TokenCounter:
     """The process-wide counter (building the encoding takes ~0.16 CPU s, so it is done once)."""

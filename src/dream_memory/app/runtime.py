@@ -167,9 +167,9 @@ class Runtime:
         return roots
 
     def token_counter(self) -> TokenCounter:
-        from dream_memory.adapters.tokens import default_counter
+        from dream_memory.adapters.tokens import DeferredCounter
 
-        return default_counter()
+        return DeferredCounter()
 
     def chat_model(self, resolved: ResolvedModel) -> ChatModel:
         from dream_memory.adapters.llm import build_chat_model
