@@ -71,3 +71,16 @@ def test_a_file_with_mixed_line_ends_keeps_each_line_as_it_was(isolated: Cli) ->
         assert code == 0, report
     after = (isolated.workspace / "USER.md").read_bytes()
     assert after == b"# User\r\n\r\n## Profile\n- User likes tea.\n\n- User's name is Ada.\r\n"
+
+
+def test_a_line_ending_in_two_carriage_returns_is_left_as_it_is(tmp_path) -> None:
+    """`\r\r\n` read as CRLF would come back `\r\n`: the text on disk would no longer match what
+    Dream read, and a batch editing near it was taken for a person's edit on every run."""
+    from dream_memory.adapters.staging import StagingWorkspace
+
+    text = "# User\r\n\r\n- User's name is Ada.\r\r\n- User likes tea.\r\n"
+    (tmp_path / "USER.md").write_bytes(text.encode())
+    staging = StagingWorkspace(tmp_path, count_tokens=len, file_budget_tokens=10_000)
+    assert staging.read("USER.md") == text
+    staging.write("USER.md", text + "- User has a cat.\n")
+    assert staging.changes() == {"USER.md": (text, text + "- User has a cat.\n")}

@@ -104,9 +104,12 @@ class StagingWorkspace:
                 text = data.decode("utf-8")
             except UnicodeDecodeError:
                 raise ToolDenied(f"{rel} is not valid UTF-8 text; Dream leaves it alone") from None
-            if "\r\n" in text and _lf(text).replace("\n", "\r\n") == text:  # CRLF throughout: no line is LF
+            lf = _lf(text)
+            # CRLF throughout, and back exactly: no LF line, no "\r\r\n" (which would read as
+            # "\r\n" again and be written back one "\r" short)
+            if lf != text and "\r\n" not in lf and lf.replace("\n", "\r\n") == text:
                 self._crlf.add(rel)
-                text = _lf(text)
+                text = lf
         self._disk_cache[rel] = text
         return text
 
