@@ -79,3 +79,32 @@ def test_the_user_wide_attributes_file_counts_below_the_repositorys(tmp_path: Pa
     init = dream("init", "--workspace", str(repo / "bot"))
     assert init.returncode == 2, init.stdout + init.stderr
     assert "USER.md has the git filter 'crypt'" in init.stderr
+
+
+def test_an_empty_xdg_config_home_reads_as_unset(tmp_path: Path, monkeypatch) -> None:
+    """git reads ~/.config/git/attributes when XDG_CONFIG_HOME is empty; the path dulwich made of
+    it (git/attributes, relative) missed the user's filter and read a file of the work tree."""
+    from dulwich.config import StackedConfig
+
+    from dream_memory.adapters.git.ignores import user_wide_file
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", "")
+    found = user_wide_file(StackedConfig([]), b"attributesFile", "attributes", tmp_path / "repo")
+    assert found == tmp_path / "home" / ".config" / "git" / "attributes"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    assert (
+        user_wide_file(StackedConfig([]), b"excludesFile", "ignore", tmp_path / "repo")
+        == tmp_path / "xdg" / "git" / "ignore"
+    )
+
+
+def test_an_unreadable_user_wide_attributes_file_is_gone_without(tmp_path: Path) -> None:
+    """git warns and goes on; it used to stop every commit (a loop stands in for no permission)."""
+    from dream_memory.adapters.git.attributes import Attributes
+
+    loop = tmp_path / "attributes"
+    loop.symlink_to(loop)
+    repo = tmp_path / "repo"
+    (repo / ".git" / "info").mkdir(parents=True)
+    assert Attributes(repo, repo / ".git", loop).filter_of(PATH.encode()) is None

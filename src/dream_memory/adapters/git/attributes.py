@@ -63,7 +63,9 @@ class Attributes:
 
     def _rules(self, path: Path) -> Rules | None:
         if path not in self._parsed:
-            data = _read(path)
+            # git warns and goes on without a user-wide file it cannot read (a service user's
+            # HOME in someone else's folder); the repository's own files must be read
+            data = _read(path, required=path != self.user_file)
             self._parsed[path] = (
                 None if data is None else [(p, dict(a)) for p, a in parse_git_attributes(BytesIO(data))]
             )
@@ -75,12 +77,14 @@ def filter_driver(root: Path, control: Path, repo_path: bytes) -> bytes | None:
     return Attributes(root, control).filter_of(repo_path)
 
 
-def _read(path: Path) -> bytes | None:
+def _read(path: Path, *, required: bool = True) -> bytes | None:
     try:
         return path.read_bytes()
     except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None  # git ignores a folder named .gitattributes too
     except OSError as exc:
+        if not required:
+            return None
         raise RepositoryStateError(
             f"cannot read {path} ({exc.strerror}): it may set a git filter on a memory file; nothing was committed",
             hint="make it readable, or remove it",

@@ -6,7 +6,6 @@ and, in a repository not ours, no file its own ignore rules keep out.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -152,16 +151,9 @@ class Checks(Reading):
                 )
 
     def _user_attributes(self) -> Path:
-        """The user-wide attributes file, found as git finds it (a relative one is the work
-        tree's)."""
-        from dulwich.config import get_xdg_config_home_path
+        from dream_memory.adapters.git.ignores import user_wide_file
 
-        try:
-            value = self.repo.get_config_stack().get((b"core",), b"attributesFile")
-            named = value.decode("utf-8", "surrogateescape")
-        except KeyError:
-            named = get_xdg_config_home_path("git", "attributes")
-        return self.root / os.path.expanduser(named)
+        return user_wide_file(self.repo.get_config_stack(), b"attributesFile", "attributes", self.root)
 
     def check_writable(self, paths: Iterable[str]) -> None:
         """Refuse, before a commit is made, to write files that cannot be reached without going

@@ -23,7 +23,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dulwich.config import StackedConfig
-from dulwich.ignore import IgnoreFilter, Pattern, default_user_ignore_filter_path, read_ignore_patterns
+from dulwich.ignore import IgnoreFilter, Pattern, read_ignore_patterns
+
+
+def user_wide_file(config: StackedConfig, key: bytes, name: str, root: Path) -> Path:
+    """Where git finds a user-wide file (``core.excludesFile``, ``core.attributesFile``): the
+    setting, relative to the work tree's top and ``~`` expanded, else ``$XDG_CONFIG_HOME/git/NAME``
+    with an empty XDG_CONFIG_HOME read as unset, as git reads it (dulwich made that relative)."""
+    try:
+        value = config.get((b"core",), key)
+        named = value.decode("utf-8", "surrogateescape")
+    except KeyError:
+        named = os.path.join(os.environ.get("XDG_CONFIG_HOME") or "~/.config", "git", name)
+    return root / os.path.expanduser(named)
 
 
 @dataclass(frozen=True)
@@ -56,7 +68,7 @@ class OuterIgnores:
         # git resolves a relative core.excludesFile from the work tree's top, and follows
         # symlinks to it and to info/exclude (dotfile managers link them); only the work
         # tree's own .gitignore files are never read through one.
-        user_file = root / os.path.expanduser(default_user_ignore_filter_path(config))
+        user_file = user_wide_file(config, b"excludesFile", "ignore", root)
         self._global = [
             _RuleFile(0, str(path), rules, True)
             for path in (user_file, common_dir / "info" / "exclude")
