@@ -110,13 +110,23 @@ def _past_batch(where: BatchContext, state: DreamState) -> tuple[DreamState, dic
 
 
 @contextlib.contextmanager
-def _open_unless_committed(record: BatchRecord) -> Iterator[None]:
-    """A batch whose commit raised is left open, so the run's failure is reported as the
-    batch's own (a refused commit read "committed" with no commit)."""
+def _open_unless_committed(git: GitStore, record: BatchRecord, report: DreamReport) -> Iterator[None]:
+    """A batch whose commit raised before HEAD moved is left open, so the run's failure is
+    reported as the batch's own (a refused commit read "committed" with no commit). One that
+    raised after (writing the files failed) is committed, and the report lists its commit;
+    the next run finishes writing it."""
+    before = git.head()
     try:
         yield
     except BaseException:
-        record.outcome, record.files_changed = "", []
+        landed = None
+        with contextlib.suppress(Exception):  # the error being raised is the one to report
+            landed = git.head()
+        if landed is not None and landed != before:
+            record.commit = landed
+            report.commits.append(landed)
+        else:
+            record.outcome, record.files_changed = "", []
         raise
 
 
@@ -177,7 +187,7 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
     # The check above was made before the commit was built; an edit since then (nanobot's
     # write_user while git writes objects) is merged onto as each file is written.
     with (
-        _open_unless_committed(record),
+        _open_unless_committed(git, record, report),
         writing_onto_edits(git, {p: as_bytes(b) for p, (b, _) in landed.items()}) as onto,
     ):
         record.commit = apply_commit(git, files, scrub(ctx.redactor, message))
@@ -454,7 +464,7 @@ def content_failure(where: BatchContext, state: DreamState, exc: BadReply) -> Dr
     files = {**bookkeeping, **_carried(ctx, git)}
     subject = f"dream: set aside {batch.cursor_from}..{batch.cursor_to} after {failure.count} failed runs"
     message = _commit_message(subject, batch, [], record, ctx.model.name, scope=ctx.options.scope_named(batch.scope))
-    with _open_unless_committed(record):
+    with _open_unless_committed(git, record, report):
         record.commit = apply_commit(git, files, message)
     if record.commit:
         report.commits.append(record.commit)
