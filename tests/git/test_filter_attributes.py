@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dream_memory.adapters.git.attributes import filter_driver
+from dream_memory.adapters.git.attributes import Attributes
 
 PATH = "bot/memory/MEMORY.md"
 CASES = {
@@ -47,7 +47,7 @@ def test_the_filter_is_the_one_git_check_attr_names(tmp_path: Path, case: str) -
     ).stdout.strip()
     value = said.rsplit(": ", 1)[1]
     expected = None if value in ("unspecified", "unset", "set") else value.encode()
-    assert filter_driver(repo, repo / ".git", PATH.encode()) == expected, said
+    assert Attributes(repo, repo / ".git").filter_of(PATH.encode()) == expected, said
 
 
 @pytest.mark.parametrize("where", ["xdg", "core.attributesFile"])
@@ -101,8 +101,6 @@ def test_an_empty_xdg_config_home_reads_as_unset(tmp_path: Path, monkeypatch) ->
 
 def test_an_unreadable_user_wide_attributes_file_is_gone_without(tmp_path: Path) -> None:
     """git warns and goes on; it used to stop every commit (a loop stands in for no permission)."""
-    from dream_memory.adapters.git.attributes import Attributes
-
     loop = tmp_path / "attributes"
     loop.symlink_to(loop)
     repo = tmp_path / "repo"

@@ -243,9 +243,6 @@ class StagingWorkspace:
         """The staged texts, with their files' line ends (as ``changes`` gives them)."""
         return {rel: self._as_on_disk(rel, text) for rel, text in self.overlay.items()}
 
-    def restore(self, snapshot: dict[str, str]) -> None:
-        self.overlay = {rel: _lf(text) if rel in self._crlf else text for rel, text in snapshot.items()}
-
 
 def _lf(text: str) -> str:
     return text.replace("\r\n", "\n")

@@ -49,10 +49,10 @@ _MAX_NAME = 200
 
 
 def _lower(char: str) -> str:
-    """``char`` in lower case, one character for one, so two values are one scope only when
-    they differ in case alone. ``str.casefold`` merged people: ``straße`` and ``strasse`` (ß is
-    "ss"), ``ﬁnn`` and ``finn``; and the Kelvin sign lowers to an ASCII ``k``. A character whose
-    lower case is not one character, or is ASCII while it is not, stays as it is."""
+    """``char`` in lower case, one character for one, so values differing in more than the case
+    of their letters stay apart. ``str.casefold`` merged people: ``straße`` and ``strasse`` (ß
+    is "ss"), ``ﬁnn`` and ``finn``; and the Kelvin sign lowers to an ASCII ``k``. A character
+    whose lower case is not one character, or is ASCII while it is not, stays as it is."""
     lower = char.lower()
     if char.isascii() or (len(lower) == 1 and not lower.isascii()):
         return lower

@@ -72,11 +72,6 @@ class Attributes:
         return self._parsed[path]
 
 
-def filter_driver(root: Path, control: Path, repo_path: bytes) -> bytes | None:
-    """``Attributes.filter_of`` for one path."""
-    return Attributes(root, control).filter_of(repo_path)
-
-
 def _read(path: Path, *, required: bool = True) -> bytes | None:
     try:
         return path.read_bytes()

@@ -80,10 +80,8 @@ class Checks(Reading):
         memory file its ignore rules outside the workspace keep out (a project's ``agents/`` or
         ``USER.md`` line) and that it does not track yet: the project said the file must not
         enter it, and a push would publish it. A file it tracks is committed as git would."""
-        if self.created:
-            return
-        written = sorted(rel for rel, data in changes.items() if data is not None)
-        if not written:
+        written = _written(changes)
+        if self.created or not written:
             return
         ignores = self.outer_ignores()
         refused: list[tuple[str, IgnoreRule]] = []
@@ -132,7 +130,7 @@ class Checks(Reading):
         attribute (git-crypt, git-lfs): dulwich stores the bytes on disk as the blob, without
         running the filter, so with git-crypt the memory would be committed, and pushed, in
         plaintext."""
-        written = sorted(rel for rel, data in changes.items() if data is not None)
+        written = _written(changes)
         if not written:
             return
         from dream_memory.adapters.git.attributes import Attributes
@@ -208,3 +206,8 @@ class Checks(Reading):
                 f"check a branch out (git -C {self.root} checkout main) or give dream run --branch NAME; "
                 "dream-memory committed nothing"
             )
+
+
+def _written(changes: Mapping[str, bytes | None]) -> list[str]:
+    """The paths a commit of ``changes`` writes (None deletes), sorted."""
+    return sorted(rel for rel, data in changes.items() if data is not None)
