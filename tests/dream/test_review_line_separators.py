@@ -9,10 +9,13 @@ into a newline, and provenance gave the line numbers of the cut text, not the fi
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from dream_memory.core.edits import apply_edit
+from dream_memory.core.versions import unified_diff
 from dream_memory.testing import clean_env
 from dream_memory.testing.hostile import Outcome, cli
 
@@ -85,3 +88,54 @@ def test_provenance_line_numbers_are_the_files_own(tmp_path: Path) -> None:
     lines = memory.read_text(encoding="utf-8").split("\n")
     for line in shown:
         assert lines[line["line"] - 1] == line["text"], (line, lines)
+
+
+USER_WITH_SEPARATORS = (
+    "# User\n\n## Profile\n\n- notes by hand: a{sep}b\n- lives in Lyon\n\n## Preferences\n\n- Likes tea\n"
+)
+
+
+@pytest.mark.parametrize("sep", [*BREAKS, "\r"], ids=[f"U+{ord(c):04X}" for c in [*BREAKS, "\r"]])
+def test_a_fact_filed_below_a_line_holding_a_separator_moves_no_line(tmp_path: Path, sep: str) -> None:
+    """The offline engine found the section by one rule for where lines end and spliced the file
+    by another (``str.splitlines``): with U+2028 or a form feed in a line above the section, the new
+    bullet went in one line too early. The heading was glued to the end of the person's line, the
+    text after the separator was lost, and a line of the section was written twice."""
+    ws, env = _ws(tmp_path)
+    before = USER_WITH_SEPARATORS.format(sep=sep)
+    (ws / "USER.md").write_text(before, encoding="utf-8", newline="")
+    assert cli("append", "- [durable] User prefers dark mode", env=env).code == 0
+    _run(env)
+    after = (ws / "USER.md").read_bytes().decode("utf-8")
+    assert after == before.replace("- Likes tea\n", "- Likes tea\n- User prefers dark mode\n"), repr(after)
+
+
+@pytest.mark.parametrize("sep", BREAKS, ids=[f"U+{ord(c):04X}" for c in BREAKS])
+def test_a_models_loose_edit_below_a_line_holding_a_separator_replaces_the_line_it_quoted(sep: str) -> None:
+    """An ``edit_file`` call whose old_text matches only once trailing spaces or indentation are
+    ignored was numbered by one rule for where lines end and spliced by another: it replaced the
+    text after the separator, a line of the person's, and left the quoted line as it was."""
+    text = USER_WITH_SEPARATORS.format(sep=sep)
+    for quoted in ("- lives in Lyon   ", "    - lives in Lyon"):
+        edited = apply_edit(text, quoted, "- lives in Porto", "USER.md")
+        assert edited == text.replace("- lives in Lyon\n", "- lives in Porto\n"), repr(edited)
+
+
+@pytest.mark.parametrize("sep", BREAKS, ids=[f"U+{ord(c):04X}" for c in BREAKS])
+def test_a_diff_counts_lines_as_git_does(tmp_path: Path, sep: str) -> None:
+    """`dream review show`, `dream log -p` and the pull request's body showed a line holding U+2028
+    or a form feed as two lines, the first marked "No newline at end of file"."""
+    before = USER_WITH_SEPARATORS.format(sep=sep)
+    after = before.replace("- lives in Lyon", "- lives in Porto").replace(f"a{sep}b", f"a{sep}c")
+    change = unified_diff("USER.md", before.encode(), after.encode())
+    assert "No newline" not in change.diff
+    assert (change.added, change.removed) == (2, 2)
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "USER.md").write_text(before, encoding="utf-8", newline="")
+    subprocess.run(["git", "-C", str(repo), "add", "USER.md"], check=True)
+    (repo / "USER.md").write_text(after, encoding="utf-8", newline="")
+    numstat = subprocess.run(
+        ["git", "-C", str(repo), "diff", "--numstat"], check=True, capture_output=True, text=True
+    ).stdout.split()
+    assert numstat[:2] == ["2", "2"]

@@ -36,6 +36,7 @@ from typing import Any
 
 from dream_memory.adapters.forgotten import PurgedValues
 from dream_memory.adapters.secret_rules import ENV_NAME, MARK, SHAPES, TOKEN_TAIL, Hit, Rule, strip_tail
+from dream_memory.core.bounded import newline_lines
 
 # detect-secrets detectors we do not use: a public IP address is not a credential, and memory
 # legitimately records hosts.
@@ -229,7 +230,7 @@ class SecretScanner:
                 marks += [(first, kind) for kind, n in found.items() for _ in range(n)]
                 continue
             out: list[str] = []
-            for line in _lines(text):
+            for line in newline_lines(text):  # only at newlines: a rule's class may hold "\r" or U+2028
                 known = self._shaped.get((first, line))
                 if known is None:
                     known = self._shape_line(first, rules, line)
@@ -400,15 +401,6 @@ def _segment(local: tuple[bool, ...]) -> tuple[tuple[int, tuple[Rule, ...]], ...
 
 _LOCAL = tuple(_line_local(rule) for rule in SHAPES)
 _SEGMENTS = _segment(_LOCAL)
-
-
-def _lines(text: str) -> list[str]:
-    """The text cut after each newline, and only there (a rule's class may hold "\\r" or U+2028)."""
-    pieces = text.split("\n")
-    lines = [piece + "\n" for piece in pieces[:-1]]
-    if pieces[-1]:
-        lines.append(pieces[-1])
-    return lines
 
 
 # Lines whose verdicts are kept (a few MB at most: short lines only); past it the memo starts again.

@@ -11,6 +11,7 @@ line by line and this module stops pulling one line past what it can show.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
@@ -144,6 +145,25 @@ def split_lines(text: str) -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return lines
+
+
+# Two rules for where a line ends, each used on both sides of an index: code that finds line N by
+# one rule and splices line N by another replaces the wrong text. ``str.splitlines`` follows
+# neither (it also ends a line at U+2028, U+0085, form feeds and more, which pasted chat text holds).
+_ENDS = re.compile(r"(?<=\n)|(?<=\r)(?!\n)")
+
+
+def lines_with_ends(text: str) -> list[str]:
+    """``split_lines``' lines with their endings kept: ``"".join(lines_with_ends(t)) == t``. The
+    numbering of read_file, search and the sections of a memory file."""
+    return [line for line in _ENDS.split(text) if line]
+
+
+def newline_lines(text: str) -> list[str]:
+    """Lines as git counts them, endings kept: a line ends at ``\\n`` and nowhere else (a
+    carriage return stays in its line). ``"".join(newline_lines(t)) == t``."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def bound_text(

@@ -13,7 +13,7 @@ import difflib
 import re
 from dataclasses import dataclass
 
-from dream_memory.core.bounded import split_lines
+from dream_memory.core.bounded import lines_with_ends, split_lines
 from dream_memory.errors import EditRejected
 
 _CLOSEST_LINES = 3
@@ -146,7 +146,7 @@ def _indent(line: str) -> str:
 def _replace_lines(text: str, start: int, old_text: str, new_text: str, level: str) -> str:
     """Replace the matched whole lines with ``new_text``, in the file's line endings and (for an
     indentation match) shifted by the indentation the model left out or added."""
-    lines = text.splitlines(keepends=True)
+    lines = lines_with_ends(text)  # the rule _line_matches numbered them by
     needle = _needle_lines(old_text)
     matched = lines[start : start + len(needle)]
     eol = "\r\n" if matched and matched[0].endswith("\r\n") else "\n"

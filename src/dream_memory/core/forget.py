@@ -23,6 +23,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from dream_memory.core import layout
+from dream_memory.core.bounded import newline_lines
 from dream_memory.core.history import split_physical_lines
 from dream_memory.core.surrogates import json_dumps_utf8, to_bytes
 from dream_memory.errors import InputError
@@ -277,16 +278,6 @@ class TextChange:
     removed_lines: int = 0
 
 
-def _lines_with_ends(text: str) -> list[str]:
-    """Lines as files count them, each with its newline (the last may have none): split at "\n"
-    only. ``str.splitlines`` also splits at U+2028, U+0085, form feeds and more, which JSON lines
-    may hold raw: the line numbers and cursors a purge reports would then be off."""
-    lines = [line + "\n" for line in split_physical_lines(text)]
-    if lines and not text.endswith("\n"):
-        lines[-1] = lines[-1][:-1]
-    return lines
-
-
 def purge_markdown(text: str, target: Target, *, rel: str) -> TextChange:
     """A text file's lines with the value replaced; index.md rows linking to a forgotten
     entity's file are removed."""
@@ -294,7 +285,7 @@ def purge_markdown(text: str, target: Target, *, rel: str) -> TextChange:
     changed: list[int] = []
     total = removed = 0
     is_index = rel == layout.INDEX
-    for number, line in enumerate(_lines_with_ends(text), start=1):
+    for number, line in enumerate(newline_lines(text), start=1):
         if is_index and _index_row_links(line, target):
             changed.append(number)
             removed += 1
@@ -311,7 +302,7 @@ def purge_jsonl(text: str, target: Target) -> TextChange:
     out: list[str] = []
     changed: list[int] = []
     total = 0
-    for number, line in enumerate(_lines_with_ends(text), start=1):
+    for number, line in enumerate(newline_lines(text), start=1):
         body = line.rstrip("\n")
         new, n = replace_json_line(body, target.value, fold=target.fold, protected=PROTECTED_FIELDS)
         if n:

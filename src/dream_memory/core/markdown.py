@@ -10,9 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from dream_memory.core.bounded import lines_with_ends
 from dream_memory.core.search import split_sections as search_split
-
-_LINE_ENDS = re.compile(r"(?<=\n)|(?<=\r)(?!\n)")
 
 
 @dataclass(frozen=True)
@@ -31,7 +30,7 @@ class MdSection:
 def split_sections(text: str) -> list[MdSection]:
     """Sections delimited by headings (any level), as the read side's search splits them
     (``core.search.split_sections``: one rule for both), with each section's exact text."""
-    lines = [line for line in _LINE_ENDS.split(text) if line]
+    lines = lines_with_ends(text)
     return [
         MdSection(s.heading, s.level, s.start_line, s.end_line, "".join(lines[s.start_line - 1 : s.end_line]))
         for s in search_split(text)

@@ -32,6 +32,8 @@ from typing import Literal, cast
 import merge3
 import patiencediff
 
+from dream_memory.core.bounded import newline_lines
+
 Prefer = Literal["none", "theirs"]
 
 
@@ -51,13 +53,6 @@ _Key = str
 
 def _opcodes(a: Sequence[_Key], b: Sequence[_Key]) -> Sequence[tuple[str, int, int, int, int]]:
     return patiencediff.PatienceSequenceMatcher(None, a, b).get_opcodes()
-
-
-def _lines(text: str) -> list[str]:
-    """Lines as git counts them: split at "\n" only (str.splitlines also splits at form feeds,
-    U+2028 and more, which would shift every line number after them)."""
-    parts = text.split("\n")
-    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def _key(line: str) -> _Key:
@@ -81,7 +76,9 @@ def merge_texts(base: str, ours: str, theirs: str, *, prefer: Prefer = "none") -
         raise ValueError(f"prefer must be 'none' or 'theirs' (got {prefer!r})")
     if ours == base or theirs in (base, ours):
         return Merged(theirs if ours == base else ours, ())
-    b_lines, o_lines, t_lines = _lines(base), _lines(ours), _lines(theirs)
+    # Lines as git counts them: str.splitlines would also split at form feeds, U+2028 and more,
+    # and shift every line number after them.
+    b_lines, o_lines, t_lines = newline_lines(base), newline_lines(ours), newline_lines(theirs)
     t_out = t_lines
     end = _line_end(o_lines)
     if end is not None and _line_end(b_lines) not in (None, end):

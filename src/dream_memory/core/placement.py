@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import lru_cache
 
 from dream_memory.core import layout, scopes
-from dream_memory.core.bounded import split_lines
+from dream_memory.core.bounded import lines_with_ends, split_lines
 from dream_memory.core.dates import merged_trail, split_trail
 from dream_memory.core.facts import Fact, slug
 from dream_memory.core.frontmatter import render_frontmatter
@@ -115,7 +115,7 @@ def add_fact(text: str, path: str, fact_text: str, avoid: Collection[str] = ()) 
     request to forget removes the line it names and adds nothing."""
     if is_forget(fact_text):
         wanted = _normalize(superseded_value(fact_text) or "")
-        lines = text.splitlines(keepends=True)
+        lines = lines_with_ends(text)
         kept = [
             ln for ln in lines if not (ln.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize_line(ln))
         ]
@@ -126,7 +126,7 @@ def add_fact(text: str, path: str, fact_text: str, avoid: Collection[str] = ()) 
     old = superseded_value(fact_text)
     if old:
         wanted = _normalize(old)
-        lines = text.splitlines(keepends=True)
+        lines = lines_with_ends(text)
         for i, line in enumerate(lines):
             # A line's own trail names values it no longer holds: those never match.
             if line.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize(split_trail(line)[0]):
@@ -142,7 +142,7 @@ def add_fact(text: str, path: str, fact_text: str, avoid: Collection[str] = ()) 
     joined = f"{body}\n\n{bullet}\n" if body.count("\n") == 0 else f"{body}\n{bullet}\n"
     trailing = section.text[len(section.text.rstrip("\n")) :]
     replacement = joined + ("\n" if trailing.count("\n") > 1 else "")
-    lines = text.splitlines(keepends=True)
+    lines = lines_with_ends(text)
     return "".join(lines[: section.start - 1]) + replacement + "".join(lines[section.end :])
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
 from dream_memory.core import layout
-from dream_memory.core.bounded import split_lines
+from dream_memory.core.bounded import newline_lines, split_lines
 from dream_memory.core.provenance import removals_in
 
 GITIGNORE_BEGIN = "# >>> dream-memory: version only the memory files"
@@ -154,8 +154,8 @@ def unified_diff(path: str, old: bytes | None, new: bytes | None) -> FileChange:
     old_b, new_b = old or b"", new or b""
     if b"\0" in old_b or b"\0" in new_b:
         return FileChange(path, status, 0, 0, f"Binary files a/{path} and b/{path} differ\n", binary=True)
-    old_lines = old_b.decode("utf-8", errors="replace").splitlines(keepends=True)
-    new_lines = new_b.decode("utf-8", errors="replace").splitlines(keepends=True)
+    old_lines = newline_lines(old_b.decode("utf-8", errors="replace"))  # as git diffs them
+    new_lines = newline_lines(new_b.decode("utf-8", errors="replace"))
     lines = list(
         difflib.unified_diff(
             old_lines,
