@@ -66,3 +66,28 @@ def test_why_shows_a_crlf_line_without_its_carriage_return(dream: Dream, tmp_pat
     assert shown.stdout.splitlines()[0] == "USER.md:5  - User lives in Lyon"
     exact = json.loads(dream("why", "-w", str(ws), "USER.md:5", "--json").stdout)
     assert exact["text"] == "- User lives in Lyon\r"
+
+
+def test_a_crlf_file_reads_on_screen_without_a_literal_carriage_return(dream: Dream, tmp_path: Path) -> None:
+    """`dream context` and `dream review show` printed a CRLF file (a Windows editor's) with a
+    literal `\\x0d` at the end of every line: the terminal guard escaped each carriage return. A
+    carriage return that ends a line is now printed as it is; one inside a line, which would let the
+    text after it print over the text before, is still shown as an escape."""
+    ws = build_workspace(tmp_path / "ws", files={"USER.md": USER})
+    user = ws / "USER.md"
+    _run(dream, ws, "- [durable] User prefers dark mode")
+    user.write_bytes(user.read_bytes().replace(b"\n", b"\r\n").replace(b"Name: Ada", b"Name: Ada\rEve"))
+    held = _run(dream, ws, "- [correction] User lives in Porto (was Lyon)")
+    assert held["held"], held
+
+    context = dream("context", "-w", str(ws))
+    assert context.returncode == 0, context.stderr
+    assert "- User lives in Lyon\n" in context.stdout  # CRLF (the capture reads line ends as \n)
+    assert "\\x0d" not in context.stdout.replace("Ada\\x0dEve", "")
+    assert "Ada\\x0dEve" in context.stdout and "Ada\rEve" not in context.stdout
+
+    listed = json.loads(dream("review", "-w", str(ws), "--json").stdout)
+    shown = dream("review", "show", listed["changes"][0]["id"], "-w", str(ws))
+    assert shown.returncode == 0, shown.stderr
+    assert "Lyon" in shown.stdout and "Porto" in shown.stdout
+    assert "\\x0d" not in shown.stdout.replace("Ada\\x0dEve", ""), shown.stdout

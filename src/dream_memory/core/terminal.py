@@ -4,7 +4,10 @@ Memory text comes from a model and from files anyone may have written: an escape
 would be acted on by the terminal that shows it (OSC 52 writes the clipboard, CSI sequences clear
 the screen or move the cursor, a bidi override makes a line read as something else). Every human
 rendering passes its text through ``for_terminal``: controls are shown as visible escapes
-(``\\x1b``), never sent. Tabs and newlines stay.
+(``\\x1b``), never sent. Tabs and newlines stay, and so does a carriage return that ends a line
+(CRLF): the terminal acts on it as on the newline alone, and a file saved by a Windows editor
+would otherwise show a literal ``\\x0d`` at the end of every line. A carriage return anywhere else
+returns to the start of the line, where the text after it would print over what came before.
 
 JSON output stays exact: ``json_for_terminal`` only writes the few characters JSON leaves raw
 (C1 controls, bidi controls, line and paragraph separators) as ``\\uXXXX`` escapes, which any JSON
@@ -17,8 +20,9 @@ import json
 import re
 from typing import Any
 
-# C0 but tab and newline, DEL, C1, the bidi embedding/override/isolate controls, lone surrogates.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# C0 but tab, newline and a carriage return before a newline, DEL, C1, the bidi
+# embedding/override/isolate controls, lone surrogates.
+_UNSAFE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]|\r(?!\n)")
 # What json.dumps(ensure_ascii=False) leaves raw that a terminal may act on.
 _UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 

@@ -60,7 +60,11 @@ def _render_one(result: dict[str, Any]) -> None:
     echo(f"from batch {result['cursor_from']}..{result['cursor_to']}")
     for fact in result.get("facts") or []:
         echo(f"asked for by {fact}")
-    echo(result.get("diff", "").rstrip("\n"))
+    diff = result.get("diff", "")
+    if diff:
+        # As it is, with its own last line end: a CRLF file's diff ends in "\r\n", and cut to
+        # its "\r" it would end in a literal \x0d.
+        echo(diff, nl=not diff.endswith("\n"))
 
 
 COMMANDS = [review]
