@@ -194,7 +194,7 @@ def test_a_memory_file_under_a_git_filter_is_never_committed_unfiltered(tmp_path
     ws = repo / "bot"
     init = dream("init", "--workspace", str(ws))
     assert init.returncode == 2, init.stderr
-    assert "USER.md has the git filter 'rot' (.gitattributes)" in init.stderr
+    assert f"USER.md has the git filter 'rot' ({repo / '.gitattributes'})" in init.stderr
     assert "`bot/USER.md -filter`" in init.stderr
     assert git(repo, "log", "--format=%s").splitlines() == ["attributes"]
 

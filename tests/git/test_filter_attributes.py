@@ -78,7 +78,23 @@ def test_the_user_wide_attributes_file_counts_below_the_repositorys(tmp_path: Pa
     assert said.strip().endswith(": crypt"), said
     init = dream("init", "--workspace", str(repo / "bot"))
     assert init.returncode == 2, init.stdout + init.stderr
-    assert "USER.md has the git filter 'crypt'" in init.stderr
+    # The file that set it, not the repository's .gitattributes, which does not exist.
+    assert f"USER.md has the git filter 'crypt' ({user_file})" in " ".join(init.stderr.split())
+    assert f"`bot/USER.md -filter` at the end of {user_file}" in " ".join(init.stderr.split())
+
+    # The hint, followed, works: git and Dream agree the filter is unset.
+    with user_file.open("a", encoding="utf-8") as f:
+        f.write("bot/USER.md -filter\n")
+    said = subprocess.run(
+        ["git", "-C", str(repo), "check-attr", "filter", "--", "bot/USER.md"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=clean_env,
+    ).stdout
+    assert said.strip().endswith(": unset"), said
+    init = dream("init", "--workspace", str(repo / "bot"))
+    assert init.returncode == 0, init.stdout + init.stderr
 
 
 def test_an_empty_xdg_config_home_reads_as_unset(tmp_path: Path, monkeypatch) -> None:

@@ -33,6 +33,11 @@ class Attributes:
     def filter_of(self, repo_path: bytes) -> bytes | None:
         """The filter driver git would run on ``repo_path`` (relative to ``root``, the work
         tree's top), or None when the attribute is unset or unspecified."""
+        found = self.filter_source(repo_path)
+        return None if found is None else found[0]
+
+    def filter_source(self, repo_path: bytes) -> tuple[bytes, Path] | None:
+        """``filter_of``'s driver with the file whose line set it (the one a person must edit)."""
         parts = repo_path.split(b"/")
         files = [(self.user_file, 0)] if self.user_file is not None else []  # the lowest
         files += [
@@ -45,6 +50,7 @@ class Attributes:
         files.append((self.control / "info" / "attributes", 0))
         macros: dict[bytes, dict[bytes, AttributeValue]] = {}
         found: AttributeValue = None
+        source = self.root / ".gitattributes"
         for path, depth in files:
             below = b"/".join(parts[depth:])
             for pattern, attrs in self._rules(path) or ():
@@ -56,10 +62,10 @@ class Attributes:
                     continue
                 for name, value in attrs.items():
                     if name == b"filter":
-                        found = value
+                        found, source = value, path
                     elif value is True and b"filter" in macros.get(name, {}):
-                        found = macros[name][b"filter"]
-        return found if isinstance(found, bytes) else None
+                        found, source = macros[name][b"filter"], path
+        return (found, source) if isinstance(found, bytes) else None
 
     def _rules(self, path: Path) -> Rules | None:
         if path not in self._parsed:

@@ -137,15 +137,17 @@ class Checks(Reading):
 
         attributes = Attributes(self.root, Path(self.repo.commondir()), self._user_attributes())
         for rel in written:
-            driver = attributes.filter_of(self.repo_path(rel))
-            if driver is not None:
-                name = driver.decode("utf-8", "replace")
+            found = attributes.filter_source(self.repo_path(rel))
+            if found is not None:
+                name, source = found[0].decode("utf-8", "replace"), found[1]
+                shown = self.repo_path(rel).decode("utf-8", "replace")
                 raise RepositoryStateError(
-                    f"{rel} has the git filter {name!r} (.gitattributes): dream-memory commits a file as "
+                    f"{rel} has the git filter {name!r} ({source}): dream-memory commits a file as "
                     "it is on disk, without running filters, so the commit would hold it unfiltered "
                     "(with git-crypt: in plaintext); nothing was committed",
-                    hint=f"unset the filter for the memory files (`{self.repo_path(rel).decode('utf-8', 'replace')} "
-                    "-filter` in .gitattributes), or keep the workspace in a repository of its own",
+                    # A later line of the same file wins, whichever file it is.
+                    hint=f"unset the filter for the memory files (a line `{shown} -filter` at the end of "
+                    f"{source}), or keep the workspace in a repository of its own",
                 )
 
     def _user_attributes(self) -> Path:
