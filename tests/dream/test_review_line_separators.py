@@ -139,3 +139,14 @@ def test_a_diff_counts_lines_as_git_does(tmp_path: Path, sep: str) -> None:
         ["git", "-C", str(repo), "diff", "--numstat"], check=True, capture_output=True, text=True
     ).stdout.split()
     assert numstat[:2] == ["2", "2"]
+
+
+def test_a_diff_counts_lines_starting_with_dashes_or_pluses() -> None:
+    """A markdown rule (`---`), front matter's fences and a `-- signed` line were left out of a
+    diff's counts, which feed commit subjects, `dream log`, restore's output and the run report:
+    removing two such lines read `+0 -0`."""
+    before = "---\nname: ada\n---\n# User\n\n- likes tea\n---\n-- signed, Ada\n+++ note\n"
+    change = unified_diff("USER.md", before.encode(), b"# User\n\n- likes tea\n")
+    assert (change.added, change.removed) == (0, 6)
+    change = unified_diff("USER.md", b"# User\n", b"# User\n---\n++ more\n")
+    assert (change.added, change.removed) == (2, 0)

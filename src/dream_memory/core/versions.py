@@ -164,8 +164,11 @@ def unified_diff(path: str, old: bytes | None, new: bytes | None) -> FileChange:
             tofile="/dev/null" if new is None else f"b/{path}",
         )
     )
-    added = sum(1 for ln in lines if ln.startswith("+") and not ln.startswith("+++"))
-    removed = sum(1 for ln in lines if ln.startswith("-") and not ln.startswith("---"))
+    # The two header lines only: a line of the file may itself start with "---" (a markdown rule,
+    # front matter) or "++", and counts as the line it is.
+    body = lines[2:]
+    added = sum(1 for ln in body if ln.startswith("+"))
+    removed = sum(1 for ln in body if ln.startswith("-"))
     text = "".join(ln if ln.endswith("\n") else ln + "\n\\ No newline at end of file\n" for ln in lines)
     return FileChange(path, status, added, removed, text)
 
