@@ -104,9 +104,14 @@ def _record(git: GitStore, held_id: str, folder: str) -> dict[str, Any]:
     return meta
 
 
-def _folder_removal(git: GitStore, folder: str) -> dict[str, bytes | None]:
-    """Every file of the held folder, for deletion; nothing beyond a symlink is listed."""
-    return dict.fromkeys(git.fs.walk_files(folder))
+def folder_removal(git: GitStore, folder: str) -> dict[str, bytes | None]:
+    """Every file of the held folder, for deletion: those on disk (nothing beyond a symlink is
+    listed) and those committed. A folder a person deleted by hand is still in HEAD, and Dream's
+    own files are never taken up as a manual edit: listed from the disk alone, it stayed in
+    HEAD, and `git status` showed it deleted, for good."""
+    prefix = folder.rstrip("/") + "/"
+    committed = [path for path in git.files_at(git.head()) if path.startswith(prefix)]
+    return dict.fromkeys([*git.fs.walk_files(folder), *committed])
 
 
 def _held_change(git: GitStore, held_id: str) -> bool:
@@ -137,7 +142,7 @@ def apply_held_batch(git: GitStore, held_id: str, *, force: bool = False) -> dic
             f"cannot apply held batch {held_id}: {', '.join(conflicts)} changed since it was held; nothing was changed",
             conflicts,
         )
-    changes: dict[str, bytes | None] = _folder_removal(git, folder)
+    changes: dict[str, bytes | None] = folder_removal(git, folder)
     for item in files:
         changes[item["path"]] = None if item["after"] is None else item["after"].encode("utf-8")
     changes[layout.DREAM_STATE] = state.without_held(held_id).to_json().encode()
@@ -165,7 +170,7 @@ def discard_held_batch(git: GitStore, held_id: str) -> dict[str, Any]:
         done = reject(git, [held_id])
         return {**done["rejected"][0], "discarded": held_id, "message": done["message"]}
     state, held, folder = _state(git, held_id)
-    changes: dict[str, bytes | None] = _folder_removal(git, folder)
+    changes: dict[str, bytes | None] = folder_removal(git, folder)
     changes[layout.DREAM_STATE] = state.without_held(held_id).to_json().encode()
     commit = apply_commit(git, changes, f"dream: discard held {held_id} ({_one_line(held.reason)})")
     return {

@@ -13,6 +13,7 @@ from typing import Any
 
 from dream_memory.adapters.git import GITIGNORE_BEGIN, CommitInfo, FileChange, GitStore, unified_diff
 from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.app.held import folder_removal
 from dream_memory.app.restore_plan import (
     Plan,
     Replay,
@@ -235,7 +236,7 @@ def _discard_held(git: GitStore, commits: list[CommitInfo], changes: dict[str, b
         else:
             continue  # settled already (accepted, rejected, discarded)
         discarded.append(held_id)
-        changes.update(dict.fromkeys(git.fs.walk_files(f"{layout.DREAM_HELD_DIR}/{held_id}")))
+        changes.update(folder_removal(git, f"{layout.DREAM_HELD_DIR}/{held_id}"))
     if discarded:
         changes[layout.DREAM_STATE] = state.to_json().encode()
     return discarded

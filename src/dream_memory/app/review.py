@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Any
 from dream_memory.adapters.git import GitStore, unified_diff
 from dream_memory.app.held import (
     _check_id,
-    _folder_removal,
     _one_line,
     apply_held_batch,
     discard_held_batch,
+    folder_removal,
     read_record,
 )
 from dream_memory.app.versioning import apply_commit, commit_manual_edits, recover
@@ -268,7 +268,7 @@ def accept(git: GitStore, ids: Sequence[str], *, every: bool = False, force: boo
     for record, before, text in plan:
         item = record.item
         state = _state(git).without_change(item.id)
-        changes: dict[str, bytes | None] = _folder_removal(git, f"{layout.DREAM_HELD_DIR}/{item.id}")
+        changes: dict[str, bytes | None] = folder_removal(git, f"{layout.DREAM_HELD_DIR}/{item.id}")
         changes[item.path] = _as_bytes(text)
         changes[layout.DREAM_STATE] = state.to_json().encode()
         subject = f"dream: apply held {item.id}: {_where(item)} (accepted in review)"
@@ -314,7 +314,7 @@ def reject(git: GitStore, ids: Sequence[str], *, every: bool = False) -> dict[st
         if item is None:
             continue
         _check_id(item.id)
-        changes: dict[str, bytes | None] = _folder_removal(git, f"{layout.DREAM_HELD_DIR}/{item.id}")
+        changes: dict[str, bytes | None] = folder_removal(git, f"{layout.DREAM_HELD_DIR}/{item.id}")
         changes[layout.DREAM_STATE] = _state(git).without_change(item.id).to_json().encode()
         subject = f"dream: reject held {item.id}: {_where(item)} (rejected in review)"
         body = f"{_one_line(item.reason)}\n\nHeld-Range: {item.cursor_from}..{item.cursor_to}\nHeld-Change: {item.id}"
