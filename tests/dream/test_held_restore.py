@@ -79,3 +79,39 @@ def test_restoring_the_restore_brings_the_held_change_back(isolated: Cli) -> Non
     accepted = isolated.run("review", "accept", held_id)
     assert accepted.exit_code == 0, accepted.output
     assert "EET" in (ws / "USER.md").read_text(encoding="utf-8")
+
+
+def test_restoring_the_first_batch_keeps_a_change_a_later_batch_asked_for_again(isolated: Cli) -> None:
+    """Batch 1 added a line and held a change; batch 2 asked for the same change, which was not held
+    a second time. Restoring batch 1 discarded the change, and with it what batch 2 asked for, which
+    no run would ask for again (its entries are consumed) (found by an independent review). It now
+    waits for review still, and the restore says for which batch; undoing batch 2 as well
+    discards it."""
+    ws = make_workspace(isolated, [FACT, "- [durable] User likes jazz."])
+    assert isolated.run("init").exit_code == 0
+    (ws / "USER.md").write_text(USER, encoding="utf-8")
+    code, report = isolated.run_json("run", "--model", "offline")
+    assert code == 0 and len(report["held"]) == 1, report
+    held_id = report["held"][0]["id"]
+    first = git(ws, "log", "-1", "--format=%H").strip()
+    assert isolated.run("append", FACT).exit_code == 0
+    code, report = isolated.run_json("run", "--model", "offline")
+    assert code == 0 and report["held"] == [], report
+    second = git(ws, "log", "-1", "--format=%H").strip()
+    assert f"Dream-Held-Again: {held_id}" in git(ws, "log", "-1", "--format=%b")
+
+    restored = isolated.run("restore", first)
+    assert restored.exit_code == 0, restored.output
+    assert f"kept the held change {held_id} waiting for review: the later batch {second[:10]}" in restored.stdout
+    assert "discarded" not in restored.stdout
+    assert "jazz" not in (ws / "USER.md").read_text(encoding="utf-8")
+    code, listed = isolated.run_json("review", "--json")
+    assert code == 0 and [c["id"] for c in listed["changes"]] == [held_id], listed
+    assert git(ws, "status", "--porcelain") == ""
+
+    both = isolated.run("restore", second)  # nothing that stays asks for it now
+    assert both.exit_code == 0, both.output
+    assert f"discarded the held change(s) {held_id}" in both.stdout
+    code, listed = isolated.run_json("review", "--json")
+    assert code == 0 and listed["count"] == 0, listed
+    assert git(ws, "status", "--porcelain") == ""

@@ -118,6 +118,12 @@ def commits_to_revert(git: GitStore, rev: str) -> list[CommitInfo]:
 
 # A revert names what it undid: ours with a ``Reverts: <sha>`` trailer per commit, git's own
 # ``git revert`` with ``This reverts commit <sha>.``
+# The trailer of a batch that proposed a change already waiting for review (landing.py): undoing the
+# batch that first held it leaves it held for this one. A batch that held a change says
+# "Dream-Held: ID path:lines".
+HELD_AGAIN = "Dream-Held-Again"
+_HELD_AGAIN = re.compile(rf"^{HELD_AGAIN}: (\S+)$", re.MULTILINE)
+_HELD_CLAIMS = re.compile(rf"^(?:Dream-Held|{HELD_AGAIN}): (\S+)", re.MULTILINE)
 _REVERTS = re.compile(r"^(?:Reverts: |This reverts commit )([0-9a-f]{40})\b", re.MULTILINE)
 
 
@@ -240,6 +246,35 @@ def cursor_range(info: CommitInfo) -> tuple[int, int] | None:
     if not (first.strip().isdigit() and last.strip().isdigit()):
         return None
     return int(first), int(last)
+
+
+def held_claimed_by(git: GitStore, commits: list[CommitInfo]) -> list[str]:
+    """The held changes the commits stand for: those they put under memory/.dream_held/, and
+    those they asked for again while the change already waited (not held a second time)."""
+    found = held_made_by(git, commits)
+    again = (held_id for info in commits for held_id in _HELD_AGAIN.findall(info.message))
+    return list(dict.fromkeys([*found, *again]))
+
+
+def held_claimed_elsewhere(git: GitStore, commits: list[CommitInfo], ids: list[str]) -> dict[str, str]:
+    """Of ``ids``, those a batch that stays (in HEAD's history, not among ``commits``, not undone)
+    held or asked for again: id -> that batch. A message scan, newest first: a revert is seen
+    before what it undid, and one a later revert undid no longer counts."""
+    leaving = {info.sha for info in commits}
+    wanted, found, undone = set(ids), dict[str, str](), set[str]()
+    for commit in git.first_parent_chain():
+        if not wanted - found.keys():
+            break
+        sha = commit.id.decode("ascii")
+        if sha in undone:
+            continue
+        message = commit.message.decode("utf-8", errors="replace")
+        undone.update(reverted_by(message))
+        if sha not in leaving:
+            for held_id in _HELD_CLAIMS.findall(message):
+                if held_id in wanted:
+                    found.setdefault(held_id, sha)
+    return found
 
 
 def held_made_by(git: GitStore, commits: list[CommitInfo]) -> list[str]:

@@ -19,7 +19,8 @@ from dream_memory.app.restore_plan import (
     Replay,
     batches_in_range,
     commits_to_revert,
-    held_made_by,
+    held_claimed_by,
+    held_claimed_elsewhere,
     joint_range,
     line_range,
     plan_reverts,
@@ -204,7 +205,12 @@ def _settle_held(
     """The held changes a restore takes away (an undone batch's) or brings back (an undone
     restore's), added to ``changes``; a note for each kind, and the ids discarded."""
     notes: list[str] = []
-    discarded = _discard_held(git, commits, changes)
+    discarded, kept = _discard_held(git, commits, changes)
+    notes += [
+        f"kept the held change {held_id} waiting for review: the later batch {sha[:10]}, which stays, "
+        "proposed the same change"
+        for held_id, sha in kept.items()
+    ]
     if discarded:
         notes.append(
             f"discarded the held change(s) {', '.join(discarded)} of the undone batch (`dream review` no longer "
@@ -219,16 +225,25 @@ def _settle_held(
     return notes, discarded
 
 
-def _discard_held(git: GitStore, commits: list[CommitInfo], changes: dict[str, bytes | None]) -> list[str]:
+def _discard_held(
+    git: GitStore, commits: list[CommitInfo], changes: dict[str, bytes | None]
+) -> tuple[list[str], dict[str, str]]:
     """Add to ``changes`` the removal of every held change the commits made that still waits
-    (its folder, and its entry in .dream_state.json); returns their ids."""
-    made = held_made_by(git, commits)
+    (its folder, and its entry in .dream_state.json); returns their ids, and those kept because
+    a later batch that stays proposed the same change (with that batch)."""
+    made = held_claimed_by(git, commits)
     if not made:
-        return []
+        return [], {}
+    again = held_claimed_elsewhere(git, commits, made)
     data = git.read_file(layout.DREAM_STATE)
     state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
     discarded: list[str] = []
+    kept: dict[str, str] = {}
     for held_id in made:
+        waiting = state.find_change(held_id) is not None or state.find_held(held_id) is not None
+        if waiting and held_id in again:
+            kept[held_id] = again[held_id]
+            continue
         if state.find_change(held_id) is not None:
             state = state.without_change(held_id)
         elif state.find_held(held_id) is not None:
@@ -239,7 +254,7 @@ def _discard_held(git: GitStore, commits: list[CommitInfo], changes: dict[str, b
         changes.update(folder_removal(git, f"{layout.DREAM_HELD_DIR}/{held_id}"))
     if discarded:
         changes[layout.DREAM_STATE] = state.to_json().encode()
-    return discarded
+    return discarded, kept
 
 
 def _bring_back_held(git: GitStore, commits: list[CommitInfo], changes: dict[str, bytes | None]) -> list[str]:

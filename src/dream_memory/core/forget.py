@@ -53,7 +53,7 @@ _OWN_PATHS = (
 )  # fmt: skip
 _OWN_WORDS = (
     *PROTECTED_FIELDS, "content", "dream-memory", "dream:", "memory: init", "memory: manual edits",
-    "Dream-Range", "Dream-Model", "Dream-Tokens", "Dream-Scope", "Dream-Held", "[REDACTED:",
+    "Dream-Range", "Dream-Model", "Dream-Tokens", "Dream-Scope", "Dream-Held", "Dream-Held-Again", "[REDACTED:",
 )  # fmt: skip
 OWN_NAMES = tuple(dict.fromkeys(part for path in _OWN_PATHS for part in path.split("/"))) + _OWN_WORDS
 

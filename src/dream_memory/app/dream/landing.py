@@ -25,6 +25,7 @@ from dream_memory.app.dream.phases import ModelSaid
 from dream_memory.app.dream.provenance import attribute_batch, commit_body, save_note
 from dream_memory.app.dream.report import STATUS_FAILED, BatchRecord, DreamReport, scrub
 from dream_memory.app.onto_edits import utf8_or_none, writing_onto_edits
+from dream_memory.app.restore_plan import HELD_AGAIN
 from dream_memory.app.versioning import MANUAL_SUBJECT, apply_commit, commit_disk_state
 from dream_memory.core import layout
 from dream_memory.core.bounded import split_lines
@@ -182,8 +183,8 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
     message = _commit_message(
         subject, batch, diffs if record.outcome == "committed" else [], record, ctx.model.name, scope=scope
     )
-    if held:
-        message += "\n" + "\n".join(f"Dream-Held: {i.id} {i.path}:{i.first_line}-{i.last_line}" for i, _ in held)
+    message += "".join(f"\nDream-Held: {i.id} {i.path}:{i.first_line}-{i.last_line}" for i, _ in held)
+    message += "".join(f"\n{HELD_AGAIN}: {held_id}" for held_id in again)  # a restore of its first batch keeps it
     # The check above was made before the commit was built; an edit since then (nanobot's
     # write_user while git writes objects) is merged onto as each file is written.
     with (
