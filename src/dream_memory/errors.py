@@ -92,6 +92,13 @@ class RepositoryStateError(VersionStoreError):
     exit_code = EXIT_USAGE
 
 
+class RepositoryChanged(VersionStoreError):
+    """The repository's pack files were replaced while they were read (a repack by ``dream
+    forget`` or ``git gc``); running the command again reads the new ones."""
+
+    exit_code = EXIT_LOCKED
+
+
 class RestoreConflict(VersionStoreError):
     """A restore would overwrite later work; nothing was changed."""
 

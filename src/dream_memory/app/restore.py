@@ -7,6 +7,8 @@ on every face.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -129,12 +131,7 @@ def restore(rt: Runtime, request: RestoreRequest) -> RestoreResult:
     from dream_memory.app.cursor import dream_cursor_check
     from dream_memory.app.reverting import restore_commit
 
-    git = rt.git(create=False) if rt.has_workspace() else None
-    if git is None or git.head() is None:
-        if git is not None:
-            git.close()
-        raise UsageError(f"no memory versions in {rt.root} to restore")
-    with git, rt.dream_lock():
+    with rt.dream_lock(), _open_under_lock(rt, f"no memory versions in {rt.root} to restore") as git:
         # The cursor Dream trusts, as status and run see it, not the file (a gateway moves it).
         trusted = dream_cursor_check(rt.history, git, follow_external=rt.settings.dream.follow_external_cursor)
         return restore_commit(
@@ -145,6 +142,20 @@ def restore(rt: Runtime, request: RestoreRequest) -> RestoreResult:
             dream_cursor=trusted.value,
             history=rt.history,
         )
+
+
+@contextlib.contextmanager
+def _open_under_lock(rt: Runtime, missing: str) -> Iterator[GitStore]:
+    """The repository, for a command that holds the Dream lock, opened once it holds it: one
+    opened before kept the pack files of that moment, which a `dream forget` holding the lock
+    meanwhile replaced (the next read raised dulwich's PackFileDisappeared)."""
+    git = rt.git(create=False) if rt.has_workspace() else None
+    if git is None or git.head() is None:
+        if git is not None:
+            git.close()
+        raise UsageError(missing)
+    with git:
+        yield git
 
 
 # --- held batches ----------------------------------------------------------------------------------
@@ -181,10 +192,7 @@ class HeldReport:
 def settle_held(rt: Runtime, request: SettleRequest) -> HeldReport:
     from dream_memory.app.held import apply_held_batch, discard_held_batch
 
-    git = rt.git(create=False) if rt.has_workspace() else None
-    if git is None:
-        raise UsageError(f"no memory versions in {rt.root}")
-    with git, rt.dream_lock():
+    with rt.dream_lock(), _open_under_lock(rt, f"no memory versions in {rt.root}") as git:
         if request.action == "apply":
             done = apply_held_batch(git, request.held_id, force=request.force)
         else:

@@ -15,6 +15,7 @@ record can still be rejected.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -354,21 +355,23 @@ def review(rt: Runtime, request: ReviewRequest) -> dict[str, Any]:
     Dream lock, so no run lands a batch meanwhile)."""
     if request.action not in ACTIONS:
         raise UsageError(f"unknown review action {request.action!r}; use one of: {', '.join(ACTIONS)}")
-    git = rt.git(create=False) if rt.has_workspace() else None
-    if git is None:
-        raise UsageError(f"no memory versions in {rt.root}: nothing can be held there")
-    with git:
-        if request.action == "list":
-            if request.ids or request.every:
-                raise UsageError("`dream review` lists everything; give `show ID` to see one change")
-            return list_held(git)
-        if request.action == "show":
-            if len(request.ids) != 1 or request.every:
-                raise UsageError("`dream review show` takes exactly one id")
-            return show_held(git, request.ids[0])
-        if request.every and request.ids:
-            raise UsageError("give ids or --all, not both")
-        with rt.dream_lock():
+    if request.action == "list" and (request.ids or request.every):
+        raise UsageError("`dream review` lists everything; give `show ID` to see one change")
+    if request.action == "show" and (len(request.ids) != 1 or request.every):
+        raise UsageError("`dream review show` takes exactly one id")
+    if request.every and request.ids:
+        raise UsageError("give ids or --all, not both")
+    # Accept and reject open the repository once they hold the lock: one opened before kept the
+    # pack files of that moment, which a `dream forget` holding the lock meanwhile replaced.
+    with rt.dream_lock() if request.action in ("accept", "reject") else contextlib.nullcontext():
+        git = rt.git(create=False) if rt.has_workspace() else None
+        if git is None:
+            raise UsageError(f"no memory versions in {rt.root}: nothing can be held there")
+        with git:
+            if request.action == "list":
+                return list_held(git)
+            if request.action == "show":
+                return show_held(git, request.ids[0])
             if request.action == "accept":
                 return accept(git, request.ids, every=request.every)
             return reject(git, request.ids, every=request.every)

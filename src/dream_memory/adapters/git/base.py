@@ -24,6 +24,7 @@ from dulwich.errors import (
 )
 from dulwich.file import GitFile
 from dulwich.objects import ObjectID
+from dulwich.pack import PackFileDisappeared
 from dulwich.refs import Ref, SymrefLoop
 from dulwich.repo import Repo
 
@@ -33,7 +34,7 @@ from dream_memory.core.bounded import split_lines
 from dream_memory.core.ports import Clock
 from dream_memory.core.surrogates import escape_lone_surrogates, to_bytes
 from dream_memory.core.versions import parse_identity
-from dream_memory.errors import DreamError, VersionStoreError
+from dream_memory.errors import DreamError, RepositoryChanged, VersionStoreError
 
 if TYPE_CHECKING:
     # dulwich.index is imported when the index is first read: `dream log` never reads it
@@ -111,6 +112,8 @@ def git_errors(func: Callable[P, R]) -> Callable[P, R]:
         except (DreamError, UnicodeEncodeError):
             # Encoding is our side's doing, never a sign of a damaged object: not "run git fsck".
             raise
+        except PackFileDisappeared as exc:
+            raise _repacked() from exc
         except DAMAGE as exc:
             if not is_damage(exc):
                 raise
@@ -131,6 +134,8 @@ def git_iter_errors(func: Callable[P, Iterator[R]]) -> Callable[P, Iterator[R]]:
         except (DreamError, UnicodeEncodeError):
             # Encoding is our side's doing, never a sign of a damaged object: not "run git fsck".
             raise
+        except PackFileDisappeared as exc:
+            raise _repacked() from exc
         except DAMAGE as exc:
             if not is_damage(exc):
                 raise
@@ -139,6 +144,16 @@ def git_iter_errors(func: Callable[P, Iterator[R]]) -> Callable[P, Iterator[R]]:
             raise store._damaged(exc) from exc
 
     return wrapper
+
+
+def _repacked() -> RepositoryChanged:
+    # A reader outside the Dream lock (log, review list, the read side) while `dream forget` or
+    # git gc swaps the packs: dulwich retries most reads, not all (iter_prefix).
+    return RepositoryChanged(
+        "the repository's pack files were replaced while this command read them (another process "
+        "repacked it: dream forget, git gc)",
+        hint="run the command again",
+    )
 
 
 def oid(sha: str | bytes) -> ObjectID:
