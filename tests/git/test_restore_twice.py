@@ -39,3 +39,30 @@ def test_restoring_a_commit_already_undone_writes_nothing(dream: Dream, tmp_path
     back = dream("restore", "-w", str(ws), undone)  # a restore of the restore still brings it back
     assert back.returncode == 0, back.stderr
     assert "dark mode" in user.read_text() and "allergic to nuts" in user.read_text()
+
+
+def test_replaying_a_commit_already_undone_says_how_instead_of_moving_nothing(dream: Dream, tmp_path: Path) -> None:
+    """`restore X --replay` after `restore X` said "the Dream cursor moved from 2 to 2", exit 0, and
+    moved nothing (found by an independent review): the undo had happened without --replay. It is
+    refused (exit 2) with the way that works, which then re-reads the batch's entries; the output
+    names the commit, not a range."""
+    ws = build_workspace(tmp_path / "ws", history=["- [durable] User prefers dark mode", "- [durable] User likes jazz"])
+    assert dream("run", "-w", str(ws), "--model", "offline", "--batch-size", "1").returncode == 0
+    first = subprocess.run(["git", "-C", str(ws), "rev-parse", "HEAD~1"], capture_output=True, text=True).stdout.strip()
+    assert dream("restore", "-w", str(ws), first).returncode == 0
+    undone = _head(ws)
+    cursor = (ws / "memory" / ".dream_cursor").read_text()
+
+    again = dream("restore", "-w", str(ws), first)
+    assert again.returncode == 0 and again.stdout.startswith(f"restored {first[:10]}:"), again.stdout
+
+    replay = dream("restore", "-w", str(ws), first, "--replay")
+    assert replay.returncode == 2, replay.stdout + replay.stderr
+    assert f"already undone by {undone[:10]}" in replay.stderr
+    assert f"restore {undone[:10]} first" in replay.stderr
+    assert (ws / "memory" / ".dream_cursor").read_text() == cursor and _head(ws) == undone
+
+    assert dream("restore", "-w", str(ws), undone).returncode == 0  # the hint, followed
+    replayed = dream("restore", "-w", str(ws), first, "--replay")
+    assert replayed.returncode == 0, replayed.stderr
+    assert (ws / "memory" / ".dream_cursor").read_text().strip() == "0"

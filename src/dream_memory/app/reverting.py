@@ -113,11 +113,18 @@ def restore_commit(
         # Restored before (or a restore killed after its commit): its lines are already gone,
         # and a second three-way merge of the same undo is a conflict whose --force deleted the
         # lines a person wrote since.
+        if replay:  # it said "the Dream cursor moved from N to N" and moved nothing
+            raise UsageError(
+                f"{commits[0].sha[:10]} ({commits[0].subject}) is already undone by {undone[:10]}, without "
+                "--replay; nothing was changed",
+                hint=f"restore {undone[:10]} first (its batch comes back), then `dream restore "
+                f"{commits[0].sha[:10]} --replay`",
+            )
         commits, skipped = [], [f"{commits[0].sha[:10]} ({commits[0].subject}) is already undone by {undone[:10]}"]
     what = _what(in_range)
     if not commits:
         return RestoreResult(
-            restored=rev_range(in_range),
+            restored=in_range[0].sha if len(in_range) == 1 and ".." not in rev else rev_range(in_range),
             commit=None,
             files=(),
             cursor_before=dream_cursor,
