@@ -71,7 +71,7 @@ def test_restoring_the_restore_brings_the_held_change_back(isolated: Cli) -> Non
 
     back = isolated.run("restore", revert)
     assert back.exit_code == 0, back.output
-    assert f"the held change(s) {held_id} that the undone restore discarded wait for review again" in back.stdout
+    assert f"the held change(s) {held_id} that the undone commit settled wait for review again" in back.stdout
     assert (ws / "memory" / ".dream_held" / held_id / "change.json").is_file()
     assert git(ws, "status", "--porcelain") == ""
     code, listed = isolated.run_json("review", "--json")
@@ -114,4 +114,35 @@ def test_restoring_the_first_batch_keeps_a_change_a_later_batch_asked_for_again(
     assert f"discarded the held change(s) {held_id}" in both.stdout
     code, listed = isolated.run_json("review", "--json")
     assert code == 0 and listed["count"] == 0, listed
+    assert git(ws, "status", "--porcelain") == ""
+
+
+def test_a_reject_or_an_accept_can_be_undone_and_the_change_waits_again(isolated: Cli) -> None:
+    """`dream restore` listed a reject among Dream's commits but refused it ("changed no memory
+    file"), so a change rejected by mistake was only in git history (found by an independent
+    review). Undoing a reject, or an accept (with the lines it wrote), puts the change back to
+    wait for review."""
+    ws, held_id = _held_once(isolated)
+    assert isolated.run("review", "reject", held_id).exit_code == 0
+    reject = git(ws, "log", "-1", "--format=%H").strip()
+    assert isolated.run_json("review", "--json")[1]["count"] == 0
+
+    undone = isolated.run("restore", reject)
+    assert undone.exit_code == 0, undone.output
+    assert f"the held change(s) {held_id} that the undone commit settled wait for review again" in undone.stdout
+    code, listed = isolated.run_json("review", "--json")
+    assert code == 0 and [c["id"] for c in listed["changes"]] == [held_id], listed
+    assert git(ws, "status", "--porcelain") == ""
+
+    assert isolated.run("review", "accept", held_id).exit_code == 0
+    assert "EET" in (ws / "USER.md").read_text(encoding="utf-8")
+    accept = git(ws, "log", "-1", "--format=%H").strip()
+    undone = isolated.run("restore", accept)
+    assert undone.exit_code == 0, undone.output
+    assert HAND_LINE in (ws / "USER.md").read_text(encoding="utf-8")
+    assert "EET" not in (ws / "USER.md").read_text(encoding="utf-8")
+    code, listed = isolated.run_json("review", "--json")
+    assert code == 0 and [c["id"] for c in listed["changes"]] == [held_id], listed
+    assert isolated.run("review", "accept", held_id).exit_code == 0  # and it can be decided again
+    assert "EET" in (ws / "USER.md").read_text(encoding="utf-8")
     assert git(ws, "status", "--porcelain") == ""

@@ -226,8 +226,7 @@ def _settle_held(
     back = _bring_back_held(git, commits, changes)
     if back:
         notes.append(
-            f"the held change(s) {', '.join(back)} that the undone restore discarded wait for review again "
-            "(dream review)"
+            f"the held change(s) {', '.join(back)} that the undone commit settled wait for review again (dream review)"
         )
     return notes, discarded
 
@@ -264,16 +263,22 @@ def _discard_held(
     return discarded, kept
 
 
+# Commits that settle held changes: undoing one puts them back to wait for review.
+_SETTLING = ("dream: revert", "dream: reject held", "dream: discard held", "dream: apply held")
+
+
 def _bring_back_held(git: GitStore, commits: list[CommitInfo], changes: dict[str, bytes | None]) -> list[str]:
     """Undoing a restore brings back the held changes it discarded with its batch (their folder
     as the restore's parent had it, and their entry in .dream_state.json), unless settled since;
-    returns their ids. Before, the batch's lines came back and the change waiting on them did not."""
+    returns their ids. Before, the batch's lines came back and the change waiting on them did not.
+    Undoing a reject or discard brings its change back the same way (a reject touched no memory
+    file, so it could not be undone at all), and undoing an accept too, with the lines it wrote."""
     prefix = layout.DREAM_HELD_DIR + "/"
     data = git.read_file(layout.DREAM_STATE)
     state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
     back: list[str] = []
     for info in commits:
-        if not info.subject.startswith("dream: revert") or info.parent is None:
+        if not info.subject.startswith(_SETTLING) or info.parent is None:
             continue
         gone = {
             path[len(prefix) :].partition("/")[0]
