@@ -8,6 +8,8 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from dream_memory.testing import build_workspace
 
 Dream = Callable[..., subprocess.CompletedProcess[str]]
@@ -66,3 +68,22 @@ def test_replaying_a_commit_already_undone_says_how_instead_of_moving_nothing(dr
     replayed = dream("restore", "-w", str(ws), first, "--replay")
     assert replayed.returncode == 0, replayed.stderr
     assert (ws / "memory" / ".dream_cursor").read_text().strip() == "0"
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("log", ""), "an empty revision names no commit"),  # it showed HEAD's change
+        (("log", "HEAD~1...HEAD"), "takes two dots"),  # "no branch or commit named '.HEAD'"
+        (("restore", "HEAD...HEAD~1"), "hint: give HEAD..HEAD~1"),
+    ],
+)
+def test_a_revision_that_names_nothing_is_refused_saying_why(
+    dream: Dream, tmp_path: Path, args: tuple[str, ...], said: str
+) -> None:
+    ws = build_workspace(tmp_path / "ws", history=["- [durable] User prefers dark mode", "- [durable] User likes jazz"])
+    assert dream("run", "-w", str(ws), "--model", "offline", "--batch-size", "1").returncode == 0
+    before = _head(ws)
+    done = dream(*args, "-w", str(ws))
+    assert done.returncode == 2 and said in done.stderr, done.stdout + done.stderr
+    assert done.stdout == "" and _head(ws) == before

@@ -73,6 +73,7 @@ def log_of(git: GitStore | None, request: LogRequest) -> LogReport:
     """``log`` on a repository already opened (``dream log`` opens it read-only, with no
     settings loaded: nothing in a config file changes what it shows). Closes it."""
     from dream_memory.app.versioning import compare, latest_dream_change
+    from dream_memory.core.versions import split_range
 
     if git is None:
         return LogReport("none")
@@ -80,10 +81,10 @@ def log_of(git: GitStore | None, request: LogRequest) -> LogReport:
         if git.head() is None:
             return LogReport("none")
         rev = request.rev
-        if rev and ".." in rev:
-            old, _, new = rev.partition("..")
+        if rev is not None and (span := split_range(rev)) is not None:
+            old, new = span
             return LogReport("comparison", comparison=compare(git, old or "HEAD", new or "HEAD"), versions=True)
-        info = git.info(git.resolve(rev)) if rev else latest_dream_change(git)
+        info = git.info(git.resolve(rev)) if rev is not None else latest_dream_change(git)
         return LogReport("none" if info is None else "commit", commit=info, shallow=git.is_shallow, versions=True)
 
 

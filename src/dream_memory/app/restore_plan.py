@@ -13,6 +13,7 @@ from dream_memory.core import layout
 from dream_memory.core.cursor_truth import cursor_commit
 from dream_memory.core.merge import merge_texts
 from dream_memory.core.provenance import KIND_DREAM, KIND_INIT, commit_kind
+from dream_memory.core.versions import split_range
 from dream_memory.errors import UsageError
 
 
@@ -97,9 +98,10 @@ class Replay:
 def commits_to_revert(git: GitStore, rev: str) -> list[CommitInfo]:
     """``rev`` is one commit, or ``A..B`` (B empty: HEAD): the commits after A up to B along
     first parents, newest first, as ``git revert A..B`` takes them."""
-    if ".." not in rev:
+    span = split_range(rev)
+    if span is None:
         return [git.info(git.resolve(rev), with_files=False)]
-    old_rev, _, new_rev = rev.partition("..")
+    old_rev, new_rev = span
     if not old_rev.strip():
         raise UsageError(f"{rev!r}: a range needs its older end, as in A..B or A.. (A..HEAD)")
     old, new = git.resolve(old_rev), git.resolve(new_rev or "HEAD")

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta, timezone
 from dream_memory.core import layout
 from dream_memory.core.bounded import newline_lines, split_lines
 from dream_memory.core.provenance import removals_in
+from dream_memory.errors import UnknownRevision
 
 GITIGNORE_BEGIN = "# >>> dream-memory: version only the memory files"
 GITIGNORE_END = "# <<< dream-memory"
@@ -147,6 +148,20 @@ class CommitInfo:
             "files": [f.to_json(with_diff=with_diff) for f in self.files],
             "removed": removals_in(self.message),  # what a Dream batch removed or replaced, and why
         }
+
+
+def split_range(rev: str) -> tuple[str, str] | None:
+    """``A..B`` as (A, B), B empty for HEAD, as git reads it; None for one revision. Three dots
+    (git's symmetric difference) would split into A and ``.B``, a name that exists nowhere."""
+    if ".." not in rev:
+        return None
+    if "..." in rev:
+        raise UnknownRevision(
+            f"{rev!r}: a range here takes two dots (A..B: the commits after A up to B), not three",
+            hint=f"give {rev.replace('...', '..', 1)}",
+        )
+    old, _, new = rev.partition("..")
+    return old, new
 
 
 def unified_diff(path: str, old: bytes | None, new: bytes | None) -> FileChange:

@@ -363,6 +363,10 @@ class Reading(GitBase):
         does, so a prefix git calls ambiguous is ambiguous here too.
         """
         text = rev.strip()
+        if not text:  # `dream log ''` showed HEAD
+            raise UnknownRevision(
+                "an empty revision names no commit", hint="give a branch name, HEAD, HEAD~N or a SHA prefix"
+            )
         upper = text.upper()
         if upper == "HEAD" or upper.startswith("HEAD~"):
             sha = self.head()

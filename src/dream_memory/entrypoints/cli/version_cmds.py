@@ -210,7 +210,9 @@ def _restore_one(
             if result.replay_from_archive:
                 archived = f", {result.replay_from_archive} of them from memory/archive/"
             start = (result.cursor_after or 0) + 1
-            reads = f"{result.replay_entries} entries from cursor {start} on"
+            reads = (
+                f"{result.replay_entries} {'entry' if result.replay_entries == 1 else 'entries'} from cursor {start} on"
+            )
             echo(f"--replay: the next Dream run reads {reads}{archived}")
     for line in result.notes:
         echo(line)
