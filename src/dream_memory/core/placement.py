@@ -135,7 +135,9 @@ def add_fact(text: str, path: str, fact_text: str, avoid: Collection[str] = ()) 
     title = section_for(path, fact_text, avoid)
     section = find_section(text, title)
     if section is None:
-        base = text if text.endswith("\n") or not text else text + "\n"
+        if not text.strip():  # an emptied file: no blank line above its first heading
+            return f"## {title}\n\n{bullet}\n"
+        base = text if text.endswith("\n") else text + "\n"
         return f"{base}\n## {title}\n\n{bullet}\n"
     body = section.text.rstrip("\n")
     # Keep one blank line after the heading when the section is still empty.

@@ -94,7 +94,9 @@ def _files_in(text: str) -> dict[str, str | None]:
             continue
         match = re.match(r"````markdown\n(.*?)\n````", rest, re.DOTALL)
         if match:
-            files[path] = match.group(1) + "\n"
+            # An empty (or blank) file is shown as an empty block: "\n" is no text of it, and an
+            # edit quoting it was refused (the fact was dropped, the batch still committed).
+            files[path] = match.group(1) + "\n" if match.group(1).strip() else ""
     return files
 
 
