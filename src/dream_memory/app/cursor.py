@@ -85,6 +85,28 @@ def committed_cursor(git: GitStore) -> CommittedCursor:
     return CommittedCursor(head_value, own, tuple(reversed(moves)))
 
 
+def head_cursor(git: GitStore) -> int | None:
+    """HEAD's committed memory/.dream_cursor, as it is now (None: no commit, no file, unreadable)."""
+    head = git.head()
+    data = None if head is None else git.read_at(head, layout.DREAM_CURSOR)
+    return None if data is None else parse_cursor_text(data.decode("utf-8", errors="replace"))
+
+
+def moved_back(git: GitStore, seen: int | None) -> str | None:
+    """Why a batch must not land: HEAD's committed cursor went back below ``seen`` (what the run
+    read at its start, or its last batch committed) while the batch ran: a `git reset --hard`, a
+    checkout of an older branch. A commit on top would carry the batch's cursor and skip, for
+    good, the entries between the two."""
+    now = head_cursor(git)
+    if seen is None or now is None or now >= seen:
+        return None
+    return (
+        f"the repository's committed Dream cursor went back from {seen} to {now} while the batch ran (a git "
+        "reset or checkout?): landing the batch would skip the entries between; nothing of it was committed, "
+        f"and the next run dreams from cursor {now}"
+    )
+
+
 def _cursor_blob(git: GitStore, sha: str) -> bytes | None:
     entry = git.entries_at(sha, [layout.DREAM_CURSOR]).get(layout.DREAM_CURSOR)
     return None if entry is None else entry[1]

@@ -31,6 +31,7 @@ from dream_memory.adapters.git import FileChange, GitStore, unified_diff
 from dream_memory.adapters.locks import LockHolder, dream_lock, dream_lock_shared
 from dream_memory.adapters.staging import StagingWorkspace
 from dream_memory.adapters.workspace import ensure_folder, init_workspace, private_scope_files
+from dream_memory.app.cursor import head_cursor, moved_back
 from dream_memory.app.dream.budget import BudgetExceeded, Interrupted, MeteredModel, usage_since
 from dream_memory.app.dream.landing import (
     BatchContext,
@@ -230,6 +231,7 @@ class _Run:
     shared_staging: StagingWorkspace | None
     origins: RunOrigins = field(default_factory=RunOrigins)  # git blames, carried from batch to batch
     late_now: frozenset[str] = frozenset()  # keys of the late entries in history.jsonl (core/late_entries.py)
+    head_cursor: int | None = None  # HEAD's committed cursor at the start, then after each batch landed
 
 
 def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, report: DreamReport) -> None:
@@ -246,6 +248,7 @@ def _run_batches(ctx: DreamContext, git: GitStore | None, model: MeteredModel, r
     report.status = STATUS_DRY_RUN if ctx.options.dry_run else STATUS_OK
     shared_staging = _new_staging(ctx) if ctx.options.dry_run else None
     run = _Run(ctx, git, model, report, state, Protocols(ctx.options.edit_protocol), shared_staging, late_now=late_now)
+    run.head_cursor = head_cursor(git) if git is not None else None
     for number, batch in enumerate(batches):
         if _stop_before(run, number, batches) or not _one_batch(run, batch):
             break
@@ -422,6 +425,8 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
     if ctx.options.dry_run:
         record.outcome = "dry_run"
         record.files_changed = _diffs(staging, staged_before)
+    elif run.git is not None and (why := moved_back(run.git, run.head_cursor)) is not None:
+        return _batch_failed(report, record, meter, why, why)
     else:
         try:
             run.state = land_batch(where, staging, run.state)
@@ -429,7 +434,7 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
             # Not the content's fault: the model is not counted against (no set-aside), the
             # cursor stays before the batch, and the report says why.
             return _batch_failed(report, record, meter, str(exc), str(exc))
-        report.cursor_after = max(report.cursor_after, batch.cursor_to)
+        report.cursor_after = run.head_cursor = max(report.cursor_after, batch.cursor_to)
     report.entries_processed += record.entries
     meter.stop()
     return True
