@@ -37,6 +37,9 @@ def test_a_commit_that_landed_is_in_the_report_though_the_run_failed_after_it(tm
     assert report["status"] == "failed" and "no space left" in " ".join(report["errors"])
     assert [(b["outcome"], b["commit"]) for b in report["batches"]] == [("committed", landed)]
     assert report["commits"] == [landed]
+    # The commit carries the cursor past the batch: so does the report (it said 1 -> 1, 0 entries).
+    assert git(root, "show", "HEAD:memory/.dream_cursor").strip() == "2"
+    assert (report["cursor_after"], report["entries_processed"]) == (2, 1), report
 
     again = dream_in_process(root).to_json()  # finishes the interrupted change
     assert again["status"] in ("ok", "nothing_to_do"), again

@@ -123,9 +123,11 @@ def _open_unless_committed(git: GitStore, record: BatchRecord, report: DreamRepo
         landed = None
         with contextlib.suppress(Exception):  # the error being raised is the one to report
             landed = git.head()
-        if landed is not None and landed != before:
+        if landed is not None and landed != before:  # its commit holds the cursor past it
             record.commit = landed
             report.commits.append(landed)
+            report.cursor_after = max(report.cursor_after, record.cursor_to)
+            report.entries_processed += record.entries
         else:
             record.outcome, record.files_changed = "", []
         raise
