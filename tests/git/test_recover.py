@@ -3,6 +3,7 @@ command (or rolled back when HEAD never moved), and is never committed as `memor
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -144,3 +145,33 @@ def test_a_change_still_being_made_is_not_recovered(tmp_path: Path, dream, store
     with store(ws) as s:
         assert recover(s) is not None  # its writer is gone now: abandoned (HEAD is neither)
     assert not journal.exists()
+
+
+@pytest.mark.slow
+def test_a_lock_made_long_after_the_interrupted_change_is_left_to_its_owner(
+    tmp_path: Path, dream, git, clean_env: dict[str, str]
+) -> None:
+    """An index.lock made well after the interrupted change's journal is no lock of the killed
+    process: a person's `git commit` holds one while its editor is open. Recovery removed it, and
+    the person's commit then failed ("unable to write new_index file") (found by an independent
+    review). It is left alone, the command says what blocks it, and once the lock is gone the
+    next command recovers."""
+    ws = tmp_path / "ws"
+    assert dream("init", "--workspace", str(ws)).returncode == 0
+    proc = subprocess.run([sys.executable, "-c", KILLER, "git.index", "1", str(ws)], capture_output=True, env=clean_env)
+    assert proc.returncode == -signal.SIGKILL
+    lock = ws / ".git" / "index.lock"
+    lock.write_bytes(b"a person's git commit, its editor open")
+    journal = (ws / "memory" / ".dream_journal.json").stat().st_mtime
+    os.utime(lock, (journal + 120, journal + 120))  # made two minutes after the crash
+
+    blocked = dream("init", "--workspace", str(ws))
+    assert blocked.returncode != 0 and "index.lock" in blocked.stderr, blocked.stdout + blocked.stderr
+    assert "Traceback" not in blocked.stderr, blocked.stderr
+    assert lock.read_bytes() == b"a person's git commit, its editor open"
+
+    lock.unlink()  # the person's commit ended
+    init = dream("init", "--workspace", str(ws))
+    assert init.returncode == 0, init.stderr
+    assert git(ws, "status", "--porcelain") == ""
+    assert git(ws, "log", "--format=%s").splitlines() == ["dream: two facts", "memory: init"]

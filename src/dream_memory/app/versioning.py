@@ -187,9 +187,9 @@ def recover(git: GitStore) -> Recovery | None:
     if locks.writer_alive(data.get("pid"), data.get("host"), journal):
         return None
     # index.lock or a ref lock left by the killed writer would block this and every later commit
-    git.clear_stale_locks(since=fsutil.mtime(journal))
+    removed = git.clear_stale_locks(since=fsutil.mtime(journal))
     head = git.head()
-    notes: tuple[str, ...] = ()
+    notes: tuple[str, ...] = tuple(f"removed .git/{lock}, which the interrupted change left" for lock in removed)
     if head == sha:
         # The journal is a plain file in the workspace: its paths are taken only where the
         # commit itself changed them, so a tampered journal can name nothing else to write.
@@ -197,7 +197,7 @@ def recover(git: GitStore) -> Recovery | None:
         if not data.get("on_disk"):
             files = git.entries_at(sha, paths)
             contents = {rel: git.blob(files[rel][1]) if rel in files else None for rel in paths}
-            notes = _finish_writing(git, sha, _memory_files(contents))
+            notes += _finish_writing(git, sha, _memory_files(contents))
         git.sync_index(paths, sha)
         action = "finished"
     elif head == base:

@@ -26,6 +26,10 @@ from dream_memory.adapters.git.worktree import Worktree, together
 from dream_memory.errors import VersionStoreError
 
 _STALE_LOCK_WAIT_SECONDS = 2.0
+# How long after its journal was last written an interrupted commit may still have been writing
+# its index and ref: a lock younger than that is someone else's (a `git commit` waiting on its
+# editor), whoever it blocks.
+_STALE_LOCK_WINDOW_SECONDS = 30.0
 
 TreeChange = tuple[list[bytes], int, ObjectID | None]  # path parts, mode, blob (None deletes)
 
@@ -225,7 +229,9 @@ class Writing(Worktree):
         writing them left them behind (they would block every later commit, as they block git).
 
         Only for a change known to be interrupted (its journal, written at ``since``, outlived
-        its writer): a lock older than that is not judged, and a younger one is first given
+        its writer): a lock older than that is not judged, nor one made more than
+        ``_STALE_LOCK_WINDOW_SECONDS`` after it (a person's `git commit` holds index.lock while
+        its editor is open: removing it failed their commit), and the rest are first given
         ``wait`` seconds to go away, as a live git's would within milliseconds.
         """
         control = Path(self.repo.controldir())
@@ -236,7 +242,7 @@ class Writing(Worktree):
         removed: list[str] = []
         for lock in candidates:
             try:
-                if lock.stat().st_mtime < since - 1:
+                if not since - 1 <= lock.stat().st_mtime <= since + _STALE_LOCK_WINDOW_SECONDS:
                     continue
             except FileNotFoundError:
                 continue
