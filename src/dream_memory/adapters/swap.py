@@ -10,13 +10,16 @@ That remaining window cannot be closed from here: POSIX has no rename that fails
 target changed, and the other writers take no lock (nanobot writes in place, truncating then
 writing). A write that lands between the check and the rename, or an in-place write still under
 way at the check (its rest then goes to the file the rename unlinks), is overwritten; every edit
-that completed before the check is seen, and the caller merges onto it.
+that completed before the check is seen, and the caller merges onto it. A file found edited is
+first given time to be written whole (``settled``: the same bytes for a quarter of a second), so
+only a save that pauses longer than that between its writes can still be cut.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import time
 
 from dream_memory.adapters.rooted import RootedDir, _is_link_error
 
@@ -42,6 +45,30 @@ def replace_if_unchanged(
         return _content(folder, name) != expect
 
     return fs.write(rel, data, site="memory.write", sync_folder=sync_folder, keep=changed)
+
+
+# A file that holds the same bytes this long is no longer being written: an in-place save comes in
+# write(2) calls microseconds apart (Python's buffered writes past 8 KiB, a save in chunks).
+QUIET_SECONDS = 0.25
+SETTLE_LIMIT_SECONDS = 5.0
+
+
+def settled(
+    fs: RootedDir, rel: str, seen: bytes | None, *, quiet: float = QUIET_SECONDS, limit: float = SETTLE_LIMIT_SECONDS
+) -> tuple[bytes | None, bool]:
+    """``rel`` once it has held the same bytes for ``quiet`` seconds, starting from ``seen`` (what
+    the caller just read); and False when it was still changing after ``limit`` seconds. Read
+    between two writes of an in-place save, a file is cut short: committed, or merged onto and
+    renamed over, the cut is what stays, and the rest of the save goes to the unlinked file."""
+    deadline = time.monotonic() + limit
+    while True:
+        time.sleep(quiet)
+        now = fs.read(rel)
+        if now == seen:
+            return now, True
+        if time.monotonic() >= deadline:
+            return now, False
+        seen = now
 
 
 def _content(folder: int, name: str) -> bytes | None:

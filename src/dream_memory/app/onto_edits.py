@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from dream_memory.adapters.git import GitStore
-from dream_memory.adapters.swap import replace_if_unchanged
+from dream_memory.adapters.swap import replace_if_unchanged, settled
 from dream_memory.core.merge import merge_texts
 
 # A file still changing after this many merges is left alone: the person is still at it.
@@ -73,6 +73,11 @@ def write_onto_edit(git: GitStore, rel: str, base: bytes | None, target: bytes |
     now = git.read_file(rel)
     for _ in range(_TRIES):
         edited = now not in (base, target)
+        if edited:  # taken once the person's save is whole (adapters.swap.settled)
+            now, done = settled(git.fs, rel, now)
+            if not done:
+                return "kept"
+            edited = now not in (base, target)
         data = _merged(base, now, target) if edited else target
         if edited and data is None:
             return "kept"

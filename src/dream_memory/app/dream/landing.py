@@ -19,30 +19,25 @@ from dream_memory.adapters.git import FileChange, GitStore, unified_diff
 from dream_memory.adapters.staging import StagingWorkspace
 from dream_memory.adapters.workspace import archive_paths, is_template, read_files
 from dream_memory.app.deletion_window import recent_removals
+from dream_memory.app.dream.meanwhile import onto_edits_made_meanwhile
 from dream_memory.app.dream.options import DreamContext
 from dream_memory.app.dream.origins import LazyOrigins, RunOrigins
 from dream_memory.app.dream.phases import ModelSaid
 from dream_memory.app.dream.provenance import attribute_batch, commit_body, save_note
 from dream_memory.app.dream.report import STATUS_FAILED, BatchRecord, DreamReport, scrub
-from dream_memory.app.onto_edits import utf8_or_none, writing_onto_edits
+from dream_memory.app.onto_edits import writing_onto_edits
 from dream_memory.app.restore_plan import HELD_AGAIN
-from dream_memory.app.versioning import MANUAL_SUBJECT, apply_commit, commit_disk_state
+from dream_memory.app.versioning import apply_commit
 from dream_memory.core import layout
 from dream_memory.core.bounded import split_lines
 from dream_memory.core.guards import hold_reasons, net_removed
 from dream_memory.core.history import Batch
 from dream_memory.core.late_entries import still_late
-from dream_memory.core.merge import merge_texts
 from dream_memory.core.provenance import attribute
 from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldChange, SetAside
 from dream_memory.core.surrogates import json_dumps_utf8
 from dream_memory.core.write_policy import Hunk, plan_file
 from dream_memory.errors import BadReply, DreamError
-
-
-class EditedMeanwhile(DreamError):
-    """A file the batch edits was changed on disk while the batch ran, on the lines the batch
-    changes: the hand edit is committed, the batch is not, and the next run does it again."""
 
 
 @dataclass(frozen=True)
@@ -138,7 +133,7 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
     under memory/.dream_held/ for each change they hold, the cursor past the batch, the state."""
     ctx, git, batch, record, report = where.ctx, where.git, where.batch, where.record, where.report
     assert git is not None
-    changes = _onto_edits_made_meanwhile(where, staging.changes())
+    changes = onto_edits_made_meanwhile(git, where.record, staging.changes())
     state = state.clear_failure()
 
     def template(path: str, text: str | None) -> bool:
@@ -200,59 +195,6 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
     if record.commit and record.outcome == "committed":
         _provenance_note(where)
     return state
-
-
-def _onto_edits_made_meanwhile(
-    where: BatchContext, changes: dict[str, tuple[str | None, str]]
-) -> dict[str, tuple[str | None, str]]:
-    """The batch's changes, moved onto any hand edit made to the same files while it ran.
-
-    The run committed the hand edits it found when it started; a file edited after that (while
-    the model was thinking) no longer holds the text the batch read. Writing the batch's text
-    over it would erase the new lines in no commit at all. So such a file's hand edit is
-    committed first, as its own commit, and the batch's change is merged into it (core.merge);
-    when the two changed the same lines, the batch does not land (EditedMeanwhile) and the next
-    run does it again from the edited text."""
-    git = where.git
-    assert git is not None
-    head = git.head()
-    meanwhile: dict[str, bytes | None] = {}
-    for path, (before, _) in changes.items():
-        now, read = git.read_file(path), as_bytes(before)
-        # Edited after the batch read the file, or before it (the batch then read the edit, and
-        # its commit would carry the person's lines as Dream's).
-        committed = git.read_at(head, path) if head is not None else None
-        # Line ends count too: a CRLF rewrite riding in Dream's commit made every line Dream's
-        # (blame), so a later batch could remove a person's line without holding it.
-        if now != read or read != committed:
-            meanwhile[path] = now
-    if not meanwhile:
-        return changes
-    names = sorted(meanwhile)
-    body = "\n".join(f"- {path}" for path in names)
-    sha = commit_disk_state(git, names, f"{MANUAL_SUBJECT}\n\nEdited outside Dream while it ran:\n{body}")
-    kept = f"the hand edit was committed first ({sha[:10]})" if sha else "the hand edit is kept"
-    moved = dict(changes)
-    overlapping: list[str] = []
-    for path, now in meanwhile.items():
-        before, after = changes[path]
-        text = utf8_or_none(now)
-        merged = merge_texts(before, text, after) if before is not None and text is not None else None
-        if merged is None or not merged.clean:
-            overlapping.append(path)
-            continue
-        del moved[path]
-        if merged.text != text:
-            moved[path] = (text, merged.text)
-    if overlapping:
-        raise EditedMeanwhile(
-            f"{', '.join(sorted(overlapping))} changed on disk while the batch ran, on the lines the batch "
-            f"changes: {kept}, and the batch runs again next time, from the edited text"
-        )
-    where.record.notes.append(
-        f"{', '.join(names)} changed on disk while the batch ran: {kept}, and the batch's change merged into it"
-    )
-    return moved
 
 
 _Held = list[tuple[HeldChange, dict[str, Any]]]

@@ -35,12 +35,12 @@ from dream_memory.app.cursor import head_cursor, moved_back
 from dream_memory.app.dream.budget import BudgetExceeded, Interrupted, MeteredModel, usage_since
 from dream_memory.app.dream.landing import (
     BatchContext,
-    EditedMeanwhile,
     as_bytes,
     compact,
     content_failure,
     land_batch,
 )
+from dream_memory.app.dream.meanwhile import EditedMeanwhile
 from dream_memory.app.dream.options import DreamContext
 from dream_memory.app.dream.origins import RunOrigins
 from dream_memory.app.dream.prompting import guide_note
