@@ -8,7 +8,7 @@ an empty state written back would lose. Writing is canonical.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
 from dream_memory.core import jsontext
@@ -145,13 +145,15 @@ class DreamState:
             return cls()
         try:
             data = jsontext.loads(text)
+            if not isinstance(data, dict):
+                raise ValueError("it is not a JSON object")
             failure = data.get("failure")
             return cls(
-                failure=FailureRecord(**failure) if failure else None,
-                set_aside=tuple(SetAside(**s) for s in data.get("set_aside", [])),
-                held=tuple(HeldBatch(**{**h, "files": tuple(h.get("files", ()))}) for h in data.get("held", [])),
-                changes=tuple(HeldChange(**c) for c in data.get("changes", None) or []),
-                late_dreamt=tuple(str(k) for k in data.get("late_dreamt", None) or []),
+                failure=_record(FailureRecord, failure, "failure") if failure else None,
+                set_aside=tuple(_record(SetAside, s, f"set_aside[{i}]") for i, s in _items(data, "set_aside")),
+                held=tuple(_held_batch(h, f"held[{i}]") for i, h in _items(data, "held")),
+                changes=tuple(_record(HeldChange, c, f"changes[{i}]") for i, c in _items(data, "changes")),
+                late_dreamt=tuple(str(k) for _, k in _items(data, "late_dreamt")),
             )
         except (ValueError, TypeError, AttributeError) as exc:
             # Never read as empty: the state holds the held batches (and the set-aside ranges),
@@ -163,3 +165,34 @@ class DreamState:
                     "or delete it to start over (its held batches and set-aside ranges are then forgotten)"
                 ),
             ) from exc
+
+
+def _items(data: dict[str, Any], key: str) -> list[tuple[int, Any]]:
+    items = data.get(key) or []
+    if not isinstance(items, list):
+        raise ValueError(f"{key} is not a list")
+    return list(enumerate(items))
+
+
+def _record(kind: Any, item: Any, where: str) -> Any:
+    """``kind(**item)``, or a ValueError naming what is wrong with the record at ``where`` (the
+    message a person fixing the file by hand reads: not Python's argument errors)."""
+    if not isinstance(item, dict):
+        raise ValueError(f"{where} is not an object")
+    known = {f.name: f for f in fields(kind)}
+    missing = [n for n, f in known.items() if f.default is MISSING and f.default_factory is MISSING and n not in item]
+    if missing:
+        raise ValueError(f"{where} lacks {', '.join(missing)}")
+    unknown = sorted(str(name) for name in item if name not in known)
+    if unknown:
+        raise ValueError(f"{where} has fields no version of dream-memory writes: {', '.join(unknown)}")
+    return kind(**item)
+
+
+def _held_batch(item: Any, where: str) -> HeldBatch:
+    if isinstance(item, dict) and not isinstance(item.get("files", []), list):
+        raise ValueError(f"{where}.files is not a list")
+    batch: HeldBatch = _record(
+        HeldBatch, {**item, "files": tuple(item.get("files", ()))} if isinstance(item, dict) else item, where
+    )
+    return batch
