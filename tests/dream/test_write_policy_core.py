@@ -101,3 +101,20 @@ def test_blank_lines_and_a_missing_last_newline_are_not_rewrites() -> None:
     before = "# User\n\n- Name: Ada"
     plan = plan_file("USER.md", before, "# User\n- Name: Ada\n- More\n", [MANUAL] * 3, WritePolicy())
     assert not plan.held
+
+
+def test_a_carriage_return_inside_a_line_above_does_not_move_a_pinned_section() -> None:
+    """A line holding lone carriage returns (pasted text, an old Mac file) above a pinned section:
+    the sections were read with each such return ending a line, and compared with lines that end
+    only at a newline, so every return moved the section one line down. An edit of its first
+    lines passed as one in the section above, and Dream rewrote pinned lines (found by an
+    independent review)."""
+    pinned = WritePolicy(files=(FileRule("USER.md", sections=(("Secrets", Rule(pin=True)),)),))
+    before = "# User\n\n## Profile\n\n- note a\rb\rc\rd\n\n## Secrets\n- keep me\n- and me\n"
+    after = before.replace("- keep me", "- Dream rewrote this")
+    problem = pinned_problem("USER.md", before, after, pinned)
+    assert problem is not None and "'Secrets'" in problem, problem
+    lines = len(before.split("\n")) - 1
+    plan = plan_file("USER.md", before, after, [DREAM] * lines, pinned)
+    assert [plan.hunks[i].pinned for i in plan.held] == [True]
+    assert pinned_problem("USER.md", before, before.replace("- note a", "- note A"), pinned) is None

@@ -29,6 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from dream_memory.core.bounded import newline_lines
 from dream_memory.core.markdown import split_sections
 
 APPLY = "apply"
@@ -166,18 +167,18 @@ class FilePlan:
         return "".join(out)
 
 
-def lines_of(text: str) -> list[str]:
-    """Lines as git counts them (split after each "\\n", line ends kept): blame's numbering."""
-    parts = text.split("\n")
-    lines = [part + "\n" for part in parts[:-1]]
-    if parts[-1]:
-        lines.append(parts[-1])
-    return lines
+# Lines as git counts them (a line ends at "\n" only, line ends kept): blame's numbering.
+lines_of = newline_lines
+_LONE_CR = re.compile("\r(?!\n)")
 
 
 def _headings_at(text: str) -> list[tuple[int, int, str, int]]:
-    """(start, end) 0-based inclusive line spans of each heading's section, subsections included."""
-    sections = split_sections(text)
+    """(start, end) 0-based inclusive line spans of each heading's section, subsections included,
+    in ``lines_of``'s numbering. The sections are read with a carriage return that ends no line
+    shown as a space: the section reader also ends a line there, and each such return above a
+    heading shifted its span one line down from the lines it is compared with (an edit inside a
+    pinned section passed as one in the section above)."""
+    sections = split_sections(_LONE_CR.sub(" ", text))
     spans: list[tuple[int, int, str, int]] = []
     for n, section in enumerate(sections):
         if section.level == 0:
