@@ -102,7 +102,7 @@ def test_restoring_the_first_batch_keeps_a_change_a_later_batch_asked_for_again(
 
     restored = isolated.run("restore", first)
     assert restored.exit_code == 0, restored.output
-    assert f"kept the held change {held_id} waiting for review: the later batch {second[:10]}" in restored.stdout
+    assert f"kept the held change {held_id} waiting for review: batch {second[:10]}, which stays" in restored.stdout
     assert "discarded" not in restored.stdout
     assert "jazz" not in (ws / "USER.md").read_text(encoding="utf-8")
     code, listed = isolated.run_json("review", "--json")
@@ -146,3 +146,51 @@ def test_a_reject_or_an_accept_can_be_undone_and_the_change_waits_again(isolated
     assert isolated.run("review", "accept", held_id).exit_code == 0  # and it can be decided again
     assert "EET" in (ws / "USER.md").read_text(encoding="utf-8")
     assert git(ws, "status", "--porcelain") == ""
+
+
+def test_restoring_only_the_batch_that_asked_again_leaves_the_change_to_the_one_that_held_it(isolated: Cli) -> None:
+    """Batch 2 only asked again for the change batch 1 holds: undoing batch 2 leaves it waiting, and
+    says nothing about it (it said "kept ... the later batch <batch 1>") (found by a review)."""
+    ws, held_id = _held_once(isolated)
+    assert isolated.run("append", FACT).exit_code == 0
+    assert isolated.run("append", "- [durable] User likes jazz.").exit_code == 0
+    assert isolated.run_json("run", "--model", "offline")[0] == 0
+    second = git(ws, "log", "-1", "--format=%H").strip()
+    assert f"Dream-Held-Again: {held_id}" in git(ws, "log", "-1", "--format=%b")
+    restored = isolated.run("restore", second)
+    assert restored.exit_code == 0, restored.output
+    assert held_id not in restored.stdout, restored.stdout
+    code, listed = isolated.run_json("review", "--json")
+    assert code == 0 and [c["id"] for c in listed["changes"]] == [held_id], listed
+
+
+def test_undoing_a_reject_brings_back_no_duplicate_and_no_change_of_an_undone_batch(isolated: Cli) -> None:
+    """Undoing a reject brings its change back only while the batch that held it stays, and not
+    when the same change waits under another id: review listed it twice, or offered a change of
+    an undone batch (found by a review)."""
+    ws = make_workspace(isolated, [FACT, "- [durable] User likes jazz."])
+    assert isolated.run("init").exit_code == 0
+    (ws / "USER.md").write_text(USER, encoding="utf-8")
+    code, report = isolated.run_json("run", "--model", "offline")
+    assert code == 0 and len(report["held"]) == 1, report
+    held_id = report["held"][0]["id"]
+    batch = git(ws, "log", "-1", "--format=%H").strip()
+    assert isolated.run("review", "reject", held_id).exit_code == 0
+    reject = git(ws, "log", "-1", "--format=%H").strip()
+    assert isolated.run("append", FACT).exit_code == 0
+    code, report = isolated.run_json("run", "--model", "offline")
+    assert code == 0 and len(report["held"]) == 1, report
+    again = report["held"][0]["id"]
+
+    undone = isolated.run("restore", reject)
+    assert f"the held change {held_id} stays settled: the same change waits for review as {again}" in undone.stdout
+    code, listed = isolated.run_json("review", "--json")
+    assert [c["id"] for c in listed["changes"]] == [again], listed
+    assert git(ws, "status", "--porcelain") == ""
+
+    assert isolated.run("review", "reject", again).exit_code == 0
+    assert isolated.run("restore", batch).exit_code == 0  # the batch that held the first one
+    undone = isolated.run("restore", reject)
+    assert f"the held change {held_id} stays settled: the batch that held it is undone" in undone.stdout
+    code, listed = isolated.run_json("review", "--json")
+    assert listed["count"] == 0, listed

@@ -87,3 +87,18 @@ def test_a_revision_that_names_nothing_is_refused_saying_why(
     done = dream(*args, "-w", str(ws))
     assert done.returncode == 2 and said in done.stderr, done.stdout + done.stderr
     assert done.stdout == "" and _head(ws) == before
+
+
+def test_a_second_replay_of_a_commit_undone_with_replay_says_so(dream: Dream, tmp_path: Path) -> None:
+    """`restore X --replay` twice: the second was refused as undone "without --replay", and its hint
+    made two needless commits (found by a review). It is a no-op that says how X was undone."""
+    ws = build_workspace(tmp_path / "ws", history=["- [durable] User prefers dark mode", "- [durable] User likes jazz"])
+    assert dream("run", "-w", str(ws), "--model", "offline", "--batch-size", "1").returncode == 0
+    first = subprocess.run(["git", "-C", str(ws), "rev-parse", "HEAD~1"], capture_output=True, text=True).stdout.strip()
+    assert dream("restore", "-w", str(ws), first, "--replay").returncode == 0
+    undone = _head(ws)
+    again = dream("restore", "-w", str(ws), first, "--replay")
+    assert again.returncode == 0, again.stderr
+    assert f"is already undone by {undone[:10]}, with --replay" in again.stdout
+    assert "--replay: the Dream cursor stays at 0" in again.stdout
+    assert _head(ws) == undone

@@ -185,3 +185,26 @@ def _one_line(value: object) -> str:
     """A record's free text in a commit subject: one line, printable, bounded."""
     text = "" if value is None else str(value)
     return "".join(c if c.isprintable() else " " for c in text)[:200]
+
+
+def same_change(meta: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes two held changes the same one for review: the file and the lines it removes
+    and adds (line numbers move as other lines land), or the whole text for a file held whole."""
+    if meta.get("change") == "file":
+        return (meta.get("path"), "file", meta.get("base"), meta.get("theirs"))
+    return (meta.get("path"), meta.get("change"), tuple(meta.get("removed") or ()), tuple(meta.get("added") or ()))
+
+
+def waiting_changes(git: GitStore, state: DreamState) -> dict[tuple[Any, ...], str]:
+    """The held changes waiting for review, by what they change; a record that cannot be read is
+    left out (it is never taken for a duplicate)."""
+    found: dict[tuple[Any, ...], str] = {}
+    for item in state.changes:
+        data = git.read_file(f"{layout.DREAM_HELD_DIR}/{item.id}/change.json")
+        try:
+            meta = json.loads(data.decode("utf-8")) if data is not None else None
+        except (UnicodeDecodeError, ValueError):
+            continue
+        if isinstance(meta, dict) and meta.get("path") == item.path:
+            found.setdefault(same_change(meta), item.id)
+    return found

@@ -250,32 +250,31 @@ def cursor_range(info: CommitInfo) -> tuple[int, int] | None:
     return int(first), int(last)
 
 
-def held_claimed_by(git: GitStore, commits: list[CommitInfo]) -> list[str]:
+def held_claimed_by(git: GitStore, commits: list[CommitInfo]) -> tuple[list[str], list[str]]:
     """The held changes the commits stand for: those they put under memory/.dream_held/, and
     those they asked for again while the change already waited (not held a second time)."""
-    found = held_made_by(git, commits)
     again = (held_id for info in commits for held_id in _HELD_AGAIN.findall(info.message))
-    return list(dict.fromkeys([*found, *again]))
+    return held_made_by(git, commits), list(dict.fromkeys(again))
 
 
 def held_claimed_elsewhere(git: GitStore, commits: list[CommitInfo], ids: list[str]) -> dict[str, str]:
     """Of ``ids``, those a batch that stays (in HEAD's history, not among ``commits``, not undone)
     held or asked for again: id -> that batch. A message scan, newest first: a revert is seen
-    before what it undid, and one a later revert undid no longer counts."""
+    before what it undid, and one a later revert undid no longer counts, nor one of ``commits``
+    (being undone itself: what it undid comes back)."""
     leaving = {info.sha for info in commits}
     wanted, found, undone = set(ids), dict[str, str](), set[str]()
     for commit in git.first_parent_chain():
         if not wanted - found.keys():
             break
         sha = commit.id.decode("ascii")
-        if sha in undone:
+        if sha in undone or sha in leaving:
             continue
         message = commit.message.decode("utf-8", errors="replace")
         undone.update(reverted_by(message))
-        if sha not in leaving:
-            for held_id in _HELD_CLAIMS.findall(message):
-                if held_id in wanted:
-                    found.setdefault(held_id, sha)
+        for held_id in _HELD_CLAIMS.findall(message):
+            if held_id in wanted:
+                found.setdefault(held_id, sha)
     return found
 
 

@@ -8,12 +8,13 @@ the same commit.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from dream_memory.adapters.git import GITIGNORE_BEGIN, CommitInfo, FileChange, GitStore, unified_diff
 from dream_memory.adapters.history_log import HistoryLog
-from dream_memory.app.held import folder_removal
+from dream_memory.app.held import folder_removal, same_change, waiting_changes
 from dream_memory.app.restore_plan import (
     Plan,
     Replay,
@@ -113,14 +114,16 @@ def restore_commit(
         # Restored before (or a restore killed after its commit): its lines are already gone,
         # and a second three-way merge of the same undo is a conflict whose --force deleted the
         # lines a person wrote since.
-        if replay:  # it said "the Dream cursor moved from N to N" and moved nothing
+        replayed = "\nReplay-From: " in git.info(undone, with_files=False).message
+        if replay and not replayed:  # it said "the Dream cursor moved from N to N" and moved nothing
             raise UsageError(
                 f"{commits[0].sha[:10]} ({commits[0].subject}) is already undone by {undone[:10]}, without "
                 "--replay; nothing was changed",
                 hint=f"restore {undone[:10]} first (its batch comes back), then `dream restore "
                 f"{commits[0].sha[:10]} --replay`",
             )
-        commits, skipped = [], [f"{commits[0].sha[:10]} ({commits[0].subject}) is already undone by {undone[:10]}"]
+        how = ", with --replay" if replayed else ""
+        commits, skipped = [], [f"{commits[0].sha[:10]} ({commits[0].subject}) is already undone by {undone[:10]}{how}"]
     what = _what(in_range)
     if not commits:
         return RestoreResult(
@@ -214,8 +217,7 @@ def _settle_held(
     notes: list[str] = []
     discarded, kept = _discard_held(git, commits, changes)
     notes += [
-        f"kept the held change {held_id} waiting for review: the later batch {sha[:10]}, which stays, "
-        "proposed the same change"
+        f"kept the held change {held_id} waiting for review: batch {sha[:10]}, which stays, asked for the same change"
         for held_id, sha in kept.items()
     ]
     if discarded:
@@ -223,11 +225,12 @@ def _settle_held(
             f"discarded the held change(s) {', '.join(discarded)} of the undone batch (`dream review` no longer "
             "lists them; they stay in git history)"
         )
-    back = _bring_back_held(git, commits, changes)
+    back, not_back = _bring_back_held(git, commits, changes)
     if back:
         notes.append(
             f"the held change(s) {', '.join(back)} that the undone commit settled wait for review again (dream review)"
         )
+    notes += not_back
     return notes, discarded
 
 
@@ -235,20 +238,23 @@ def _discard_held(
     git: GitStore, commits: list[CommitInfo], changes: dict[str, bytes | None]
 ) -> tuple[list[str], dict[str, str]]:
     """Add to ``changes`` the removal of every held change the commits made that still waits
-    (its folder, and its entry in .dream_state.json); returns their ids, and those kept because
-    a later batch that stays proposed the same change (with that batch)."""
-    made = held_claimed_by(git, commits)
-    if not made:
+    (its folder, and its entry in .dream_state.json); returns their ids, and those the commits
+    held that stay because a batch that stays asked for the same change (with that batch). One
+    the commits only asked for again stays, without a word, while the batch that held it does."""
+    made, asked_again = held_claimed_by(git, commits)
+    claimed = list(dict.fromkeys([*made, *asked_again]))
+    if not claimed:
         return [], {}
-    again = held_claimed_elsewhere(git, commits, made)
+    elsewhere = held_claimed_elsewhere(git, commits, claimed)
     data = git.read_file(layout.DREAM_STATE)
     state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
     discarded: list[str] = []
     kept: dict[str, str] = {}
-    for held_id in made:
+    for held_id in claimed:
         waiting = state.find_change(held_id) is not None or state.find_held(held_id) is not None
-        if waiting and held_id in again:
-            kept[held_id] = again[held_id]
+        if waiting and held_id in elsewhere:
+            if held_id in made:
+                kept[held_id] = elsewhere[held_id]
             continue
         if state.find_change(held_id) is not None:
             state = state.without_change(held_id)
@@ -267,16 +273,22 @@ def _discard_held(
 _SETTLING = ("dream: revert", "dream: reject held", "dream: discard held", "dream: apply held")
 
 
-def _bring_back_held(git: GitStore, commits: list[CommitInfo], changes: dict[str, bytes | None]) -> list[str]:
+def _bring_back_held(
+    git: GitStore, commits: list[CommitInfo], changes: dict[str, bytes | None]
+) -> tuple[list[str], list[str]]:
     """Undoing a restore brings back the held changes it discarded with its batch (their folder
     as the restore's parent had it, and their entry in .dream_state.json), unless settled since;
     returns their ids. Before, the batch's lines came back and the change waiting on them did not.
     Undoing a reject or discard brings its change back the same way (a reject touched no memory
-    file, so it could not be undone at all), and undoing an accept too, with the lines it wrote."""
+    file, so it could not be undone at all), and undoing an accept too, with the lines it wrote.
+    Not a change no batch that stays held or asked for (its batch was undone since), nor one the
+    same as a change waiting now (review lists a change once): a note says why, for each."""
     prefix = layout.DREAM_HELD_DIR + "/"
     data = git.read_file(layout.DREAM_STATE)
     state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
+    waiting = waiting_changes(git, state)
     back: list[str] = []
+    not_back: list[str] = []
     for info in commits:
         if not info.subject.startswith(_SETTLING) or info.parent is None:
             continue
@@ -287,10 +299,21 @@ def _bring_back_held(git: GitStore, commits: list[CommitInfo], changes: dict[str
         }
         before_data = git.read_at(info.parent, layout.DREAM_STATE)
         before = DreamState.from_json(None if before_data is None else before_data.decode("utf-8", errors="replace"))
+        # Undoing a restore brings its batch back too; undoing a reject brings back a change only
+        # while the batch that held it (or asked for it again) stays.
+        reverts = info.subject.startswith("dream: revert")
+        claimed = set(gone) if reverts else set(held_claimed_elsewhere(git, commits, sorted(gone)))
         for held_id in sorted(gone):
             change, batch = before.find_change(held_id), before.find_held(held_id)
             if state.find_change(held_id) or state.find_held(held_id) or git.fs.walk_files(f"{prefix}{held_id}"):
                 continue  # waiting again, or a folder of that name exists: never written over
+            if held_id not in claimed:
+                not_back.append(f"the held change {held_id} stays settled: the batch that held it is undone")
+                continue
+            same = waiting.get(same_change(_record_at(git, info.parent, f"{prefix}{held_id}/change.json")))
+            if same is not None:
+                not_back.append(f"the held change {held_id} stays settled: the same change waits for review as {same}")
+                continue
             if change is not None:
                 state = state.add_changes((change,))
             elif batch is not None:
@@ -303,7 +326,17 @@ def _bring_back_held(git: GitStore, commits: list[CommitInfo], changes: dict[str
             back.append(held_id)
     if back:
         changes[layout.DREAM_STATE] = state.to_json().encode()
-    return back
+    return back, not_back
+
+
+def _record_at(git: GitStore, sha: str, path: str) -> dict[str, Any]:
+    """A held record as commit ``sha`` holds it ({} when missing or unreadable)."""
+    data = git.read_at(sha, path)
+    try:
+        meta = json.loads(data.decode("utf-8")) if data is not None else {}
+    except (UnicodeDecodeError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def rev_range(commits: list[CommitInfo]) -> str:

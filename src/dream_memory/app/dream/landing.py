@@ -9,7 +9,6 @@ rolls back the commit).
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -25,6 +24,7 @@ from dream_memory.app.dream.origins import LazyOrigins, RunOrigins
 from dream_memory.app.dream.phases import ModelSaid
 from dream_memory.app.dream.provenance import attribute_batch, commit_body, save_note
 from dream_memory.app.dream.report import STATUS_FAILED, BatchRecord, DreamReport, scrub
+from dream_memory.app.held import same_change, waiting_changes
 from dream_memory.app.onto_edits import writing_onto_edits
 from dream_memory.app.restore_plan import HELD_AGAIN
 from dream_memory.app.versioning import apply_commit
@@ -215,7 +215,7 @@ def _sort(
     landed: dict[str, tuple[str | None, str | None]] = {}
     held: list[tuple[HeldChange, dict[str, Any]]] = []
     taken = {c.id for c in state.changes} | {h.id for h in state.held}
-    waiting = _waiting(git, state)
+    waiting = waiting_changes(git, state)
     again: list[str] = []  # ids of held changes this batch asked for again
     for path, (before, after) in changes.items():
         reasons = hold_reasons({path: (before, after)}, ctx.options.guard, is_template=template, recent=window)
@@ -226,7 +226,7 @@ def _sort(
         for piece in pieces:
             change_id = _next_id(batch, taken)
             item, meta = _held_change(ctx, record, batch, change_id, piece)
-            if (same := waiting.get(_same_change(meta))) is not None:
+            if (same := waiting.get(same_change(meta))) is not None:
                 again.append(same)  # review would show it twice: the one waiting stands for both
                 continue
             taken.add(change_id)
@@ -288,29 +288,6 @@ def _joined(hunks: Sequence[Hunk], group: list[int]) -> Hunk:
         added=tuple(line for h in parts for line in h.added),
         reason=lead.reason.replace("removes ", "moves ", 1).replace("replaces ", "moves ", 1),
     )
-
-
-def _same_change(meta: dict[str, Any]) -> tuple[Any, ...]:
-    """What makes two held changes the same one for review: the file and the lines it removes
-    and adds (line numbers move as other lines land), or the whole text for a file held whole."""
-    if meta.get("change") == "file":
-        return (meta.get("path"), "file", meta.get("base"), meta.get("theirs"))
-    return (meta.get("path"), meta.get("change"), tuple(meta.get("removed") or ()), tuple(meta.get("added") or ()))
-
-
-def _waiting(git: GitStore, state: DreamState) -> dict[tuple[Any, ...], str]:
-    """The held changes waiting for review, by what they change; a record that cannot be read is
-    left out (it is never taken for a duplicate)."""
-    found: dict[tuple[Any, ...], str] = {}
-    for item in state.changes:
-        data = git.read_file(f"{layout.DREAM_HELD_DIR}/{item.id}/change.json")
-        try:
-            meta = json.loads(data.decode("utf-8")) if data is not None else None
-        except (UnicodeDecodeError, ValueError):
-            continue
-        if isinstance(meta, dict) and meta.get("path") == item.path:
-            found.setdefault(_same_change(meta), item.id)
-    return found
 
 
 def _next_id(batch: Batch, taken: set[str]) -> str:

@@ -18,6 +18,7 @@ from dream_memory.entrypoints.cli._common import (
 
 if TYPE_CHECKING:
     from dream_memory.app.restore import LogReport
+    from dream_memory.app.reverting import RestoreResult
     from dream_memory.core.versions import CommitInfo, FileChange
 
 
@@ -204,19 +205,24 @@ def _restore_one(
         where = "; ".join(result.forced_places())
         echo(f"--force: took the restore's side in {where} (what was there stays in git history: dream log shows it)")
     if replay:
-        echo(f"--replay: the Dream cursor moved from {result.cursor_before} to {result.cursor_after}")
-        if result.replay_entries is not None:
-            archived = ""
-            if result.replay_from_archive:
-                archived = f", {result.replay_from_archive} of them from memory/archive/"
-            start = (result.cursor_after or 0) + 1
-            reads = (
-                f"{result.replay_entries} {'entry' if result.replay_entries == 1 else 'entries'} from cursor {start} on"
-            )
-            echo(f"--replay: the next Dream run reads {reads}{archived}")
+        _render_replay(result)
     for line in result.notes:
         echo(line)
     return 0
+
+
+def _render_replay(result: RestoreResult) -> None:
+    if result.cursor_before == result.cursor_after:
+        echo(f"--replay: the Dream cursor stays at {result.cursor_after}")
+    else:
+        echo(f"--replay: the Dream cursor moved from {result.cursor_before} to {result.cursor_after}")
+    if result.replay_entries is not None:
+        archived = ""
+        if result.replay_from_archive:
+            archived = f", {result.replay_from_archive} of them from memory/archive/"
+        start = (result.cursor_after or 0) + 1
+        count = f"{result.replay_entries} {'entry' if result.replay_entries == 1 else 'entries'}"
+        echo(f"--replay: the next Dream run reads {count} from cursor {start} on{archived}")
 
 
 def _settle_held(
