@@ -5,6 +5,7 @@ which dulwich's reader does not expand."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -122,3 +123,34 @@ def test_an_unreadable_user_wide_attributes_file_is_gone_without(tmp_path: Path)
     repo = tmp_path / "repo"
     (repo / ".git" / "info").mkdir(parents=True)
     assert Attributes(repo, repo / ".git", loop).filter_of(PATH.encode()) is None
+
+
+@pytest.mark.parametrize("source", ["ws/.gitattributes", ".gitattributes", ".git/info/attributes"])
+def test_the_hint_of_a_filter_refusal_works_in_the_file_it_names(tmp_path: Path, dream, clean_env, source: str) -> None:
+    """The refusal names the file that set the filter and a line to add at its end. For a
+    .gitattributes in a subfolder the line's pattern was the path from the repository's top,
+    which git reads from that subfolder: following the hint changed nothing (found by a review)."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, env=clean_env)
+    (repo / "ws").mkdir()
+    rules = repo / source
+    rules.parent.mkdir(parents=True, exist_ok=True)
+    rules.write_text("*.md filter=crypt\n", encoding="utf-8")
+    refused = dream("init", "--workspace", str(repo / "ws"))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    said = " ".join(refused.stderr.split())
+    match = re.search(r"a line `(?P<line>[^`]+)` at the end of (?P<file>\S+?)\)", said)
+    assert match and Path(match["file"]) == rules, said
+
+    refused_file = re.search(r"error: (\S+) has the git filter", said)
+    assert refused_file, said
+    with rules.open("a", encoding="utf-8") as f:
+        f.write(match["line"] + "\n")
+    check = subprocess.run(
+        ["git", "-C", str(repo), "check-attr", "filter", "--", f"ws/{refused_file[1]}"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=clean_env,
+    ).stdout
+    assert check.strip().endswith(": unset"), (match["line"], check)

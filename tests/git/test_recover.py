@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -175,3 +176,32 @@ def test_a_lock_made_long_after_the_interrupted_change_is_left_to_its_owner(
     assert init.returncode == 0, init.stderr
     assert git(ws, "status", "--porcelain") == ""
     assert git(ws, "log", "--format=%s").splitlines() == ["dream: two facts", "memory: init"]
+
+
+def test_the_journal_is_fresh_when_the_index_is_written(tmp_path: Path, dream, store) -> None:
+    """Recovery judges an index.lock by how soon after the journal it was made; writing the files
+    onto edits made meanwhile can take seconds (each edited file is given time to be saved whole),
+    so a commit killed in its index write left a lock recovery would have taken for a person's
+    (found by a review). The journal is touched right before the index is written."""
+    from dream_memory.adapters import fsutil
+    from dream_memory.app.versioning import apply_commit
+
+    ws = tmp_path / "ws"
+    assert dream("init", "--workspace", str(ws)).returncode == 0
+    journal = ws / "memory" / ".dream_journal.json"
+    seen: dict[str, float] = {}
+
+    def slow_files(at: str, path: object) -> None:
+        if at == "memory.write" and "files_done" not in seen:
+            time.sleep(1.5)
+            seen["files_done"] = time.time()
+        if at == "git.index" and journal.exists():
+            seen["journal"] = journal.stat().st_mtime
+
+    fsutil.set_fault_injector(slow_files)
+    try:
+        with store(ws) as s:
+            assert apply_commit(s, {"USER.md": b"# User\n- new pref\n"}, "dream: a test change")
+    finally:
+        fsutil.set_fault_injector(None)
+    assert seen["journal"] >= seen["files_done"] - 0.1, seen

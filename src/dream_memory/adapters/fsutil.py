@@ -198,6 +198,12 @@ def mtime(path: Path) -> float:
     return path.stat().st_mtime
 
 
+def touch(path: Path) -> None:
+    """``path``'s mtime set to now; a file that cannot be touched keeps its time."""
+    with contextlib.suppress(OSError):
+        os.utime(path)
+
+
 def describe_os_error(exc: OSError) -> str:
     if exc.errno == errno.ENOSPC:
         return "no space left on the device"

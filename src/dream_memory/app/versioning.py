@@ -104,6 +104,9 @@ def apply_commit(git: GitStore, changes: dict[str, bytes | None], message: str, 
     git.move_head(sha, base, message.partition("\n")[0])
     if not on_disk:
         git.write_files(_memory_files(effective))
+    # Recovery takes an index.lock for the killed writer's only when it was made soon after the
+    # journal (a later one is a person's git): writing the files onto edits can take seconds.
+    fsutil.touch(journal)
     git.sync_index(effective, sha)
     fsutil.remove(journal, site="journal.remove")
     return sha

@@ -7,7 +7,7 @@ and, in a repository not ours, no file its own ignore rules keep out.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from dream_memory.adapters.git.base import name_bytes
@@ -141,6 +141,9 @@ class Checks(Reading):
             if found is not None:
                 name, source = found[0].decode("utf-8", "replace"), found[1]
                 shown = self.repo_path(rel).decode("utf-8", "replace")
+                if source.name == ".gitattributes" and source.parent != self.root:
+                    # A pattern with a slash is read from that file's own folder.
+                    shown = str(PurePosixPath(shown).relative_to(source.parent.relative_to(self.root).as_posix()))
                 raise RepositoryStateError(
                     f"{rel} has the git filter {name!r} ({source}): dream-memory commits a file as "
                     "it is on disk, without running filters, so the commit would hold it unfiltered "
