@@ -76,6 +76,8 @@ def test_replaying_a_commit_already_undone_says_how_instead_of_moving_nothing(dr
         (("log", ""), "an empty revision names no commit"),  # it showed HEAD's change
         (("log", "HEAD~1...HEAD"), "takes two dots"),  # "no branch or commit named '.HEAD'"
         (("restore", "HEAD...HEAD~1"), "hint: give HEAD..HEAD~1"),
+        (("log", "HEAD~1....HEAD"), "hint: give HEAD~1..HEAD"),  # it offered three dots again
+        (("restore", "...HEAD"), "hint: give A..B"),  # it offered ..HEAD, which restore refuses
     ],
 )
 def test_a_revision_that_names_nothing_is_refused_saying_why(

@@ -7,6 +7,7 @@ ignore blocks dream-memory keeps in a repository (pure: strings and ``difflib``,
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -156,12 +157,14 @@ def split_range(rev: str) -> tuple[str, str] | None:
     if ".." not in rev:
         return None
     if "..." in rev:
+        two = re.sub(r"\.{3,}", "..", rev.strip())
+        sides = two.split("..")
         raise UnknownRevision(
             f"{rev!r}: a range here takes two dots (A..B: the commits after A up to B), not three",
-            hint=f"give {rev.replace('...', '..', 1)}",
+            hint=f"give {two}" if len(sides) == 2 and all(s.strip() for s in sides) else "give A..B",
         )
     old, _, new = rev.partition("..")
-    return old, new
+    return old.strip(), new.strip()
 
 
 def unified_diff(path: str, old: bytes | None, new: bytes | None) -> FileChange:

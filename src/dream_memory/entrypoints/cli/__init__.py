@@ -72,7 +72,8 @@ def cli() -> None:
     commit per batch; every change can be inspected (dream log) and undone (dream restore).
 
     Exit codes: 0 ok or nothing to do, 1 the work failed, 2 bad usage/config/input,
-    75 the workspace is locked by another Dream run.
+    75 the workspace is locked by another Dream run (or its repository was repacked while
+    read): nothing was done, run again later.
     """
 
 
