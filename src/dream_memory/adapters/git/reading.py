@@ -27,6 +27,7 @@ from dream_memory.adapters.git.base import (
     name_bytes,
     oid,
 )
+from dream_memory.core import layout
 from dream_memory.core.paths import describe, entry_name_problem, path_problem
 from dream_memory.core.versions import CommitInfo, FileChange, format_time, unified_diff
 from dream_memory.errors import UnknownRevision, UnsafeTree, VersionStoreError
@@ -400,6 +401,12 @@ class Reading(GitBase):
             if isinstance(self.repo.object_store[sha], Commit)
         )
         if not matches:
+            if (self.workspace / layout.FORGOTTEN_RECORD).is_file():
+                raise UnknownRevision(
+                    f"no commit matches {rev!r}: `dream forget` rewrote this repository's history, and every "
+                    "commit from before the purge has a new id",
+                    hint="`dream restore` lists the commits as they are now (`dream log` shows one)",
+                )
             raise UnknownRevision(f"no branch or commit matches {rev!r}", hint=f"give {accepted}")
         if len(matches) > 1:
             raise UnknownRevision(
