@@ -13,10 +13,11 @@ USER = "# User\n\n## Profile\n\n" + HAND_LINE + "\n\n## Preferences\n\n## Work C
 FACT = "- [durable] User's timezone is EET (was CET) since moving to Helsinki."
 
 
-def _held_once(isolated: Cli) -> tuple[Path, str]:
-    """A hand-written timezone line, then a batch that would replace it: the policy holds the
-    replacement. Returns the workspace and the held change's id."""
-    ws = make_workspace(isolated, [FACT])
+def _held_once(isolated: Cli, also: str | None = None) -> tuple[Path, str]:
+    """A hand-written timezone line, then a batch that would replace it (and, with ``also``, add
+    that fact's line): the policy holds the replacement. Returns the workspace and the held
+    change's id."""
+    ws = make_workspace(isolated, [FACT, *([also] if also else [])])
     assert isolated.run("init").exit_code == 0
     (ws / "USER.md").write_text(USER, encoding="utf-8")
     code, report = isolated.run_json("run", "--model", "offline")
@@ -87,12 +88,7 @@ def test_restoring_the_first_batch_keeps_a_change_a_later_batch_asked_for_again(
     no run would ask for again (its entries are consumed) (found by an independent review). It now
     waits for review still, and the restore says for which batch; undoing batch 2 as well
     discards it."""
-    ws = make_workspace(isolated, [FACT, "- [durable] User likes jazz."])
-    assert isolated.run("init").exit_code == 0
-    (ws / "USER.md").write_text(USER, encoding="utf-8")
-    code, report = isolated.run_json("run", "--model", "offline")
-    assert code == 0 and len(report["held"]) == 1, report
-    held_id = report["held"][0]["id"]
+    ws, held_id = _held_once(isolated, also="- [durable] User likes jazz.")
     first = git(ws, "log", "-1", "--format=%H").strip()
     assert isolated.run("append", FACT).exit_code == 0
     code, report = isolated.run_json("run", "--model", "offline")
@@ -168,12 +164,7 @@ def test_undoing_a_reject_brings_back_no_duplicate_and_no_change_of_an_undone_ba
     """Undoing a reject brings its change back only while the batch that held it stays, and not
     when the same change waits under another id: review listed it twice, or offered a change of
     an undone batch (found by a review)."""
-    ws = make_workspace(isolated, [FACT, "- [durable] User likes jazz."])
-    assert isolated.run("init").exit_code == 0
-    (ws / "USER.md").write_text(USER, encoding="utf-8")
-    code, report = isolated.run_json("run", "--model", "offline")
-    assert code == 0 and len(report["held"]) == 1, report
-    held_id = report["held"][0]["id"]
+    ws, held_id = _held_once(isolated, also="- [durable] User likes jazz.")
     batch = git(ws, "log", "-1", "--format=%H").strip()
     assert isolated.run("review", "reject", held_id).exit_code == 0
     reject = git(ws, "log", "-1", "--format=%H").strip()

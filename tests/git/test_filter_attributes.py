@@ -51,6 +51,17 @@ def test_the_filter_is_the_one_git_check_attr_names(tmp_path: Path, case: str) -
     assert Attributes(repo, repo / ".git").filter_of(PATH.encode()) == expected, said
 
 
+def _filter_by_git(repo: Path, path: str, env: dict[str, str]) -> str:
+    """`git check-attr filter -- PATH`: git's own verdict, as it prints it."""
+    return subprocess.run(
+        ["git", "-C", str(repo), "check-attr", "filter", "--", path],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    ).stdout
+
+
 @pytest.mark.parametrize("where", ["xdg", "core.attributesFile"])
 def test_the_user_wide_attributes_file_counts_below_the_repositorys(tmp_path: Path, dream, clean_env, where) -> None:
     """git reads ~/.config/git/attributes (or core.attributesFile) under every repository's own
@@ -69,13 +80,7 @@ def test_the_user_wide_attributes_file_counts_below_the_repositorys(tmp_path: Pa
     subprocess.run(["git", "init", "-q", str(repo)], check=True, env=clean_env)
     (repo / "bot").mkdir()
     (repo / "bot" / "USER.md").write_text("# User\n", encoding="utf-8")
-    said = subprocess.run(
-        ["git", "-C", str(repo), "check-attr", "filter", "--", "bot/USER.md"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=clean_env,
-    ).stdout
+    said = _filter_by_git(repo, "bot/USER.md", clean_env)
     assert said.strip().endswith(": crypt"), said
     init = dream("init", "--workspace", str(repo / "bot"))
     assert init.returncode == 2, init.stdout + init.stderr
@@ -86,13 +91,7 @@ def test_the_user_wide_attributes_file_counts_below_the_repositorys(tmp_path: Pa
     # The hint, followed, works: git and Dream agree the filter is unset.
     with user_file.open("a", encoding="utf-8") as f:
         f.write("bot/USER.md -filter\n")
-    said = subprocess.run(
-        ["git", "-C", str(repo), "check-attr", "filter", "--", "bot/USER.md"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=clean_env,
-    ).stdout
+    said = _filter_by_git(repo, "bot/USER.md", clean_env)
     assert said.strip().endswith(": unset"), said
     init = dream("init", "--workspace", str(repo / "bot"))
     assert init.returncode == 0, init.stdout + init.stderr
@@ -146,11 +145,5 @@ def test_the_hint_of_a_filter_refusal_works_in_the_file_it_names(tmp_path: Path,
     assert refused_file, said
     with rules.open("a", encoding="utf-8") as f:
         f.write(match["line"] + "\n")
-    check = subprocess.run(
-        ["git", "-C", str(repo), "check-attr", "filter", "--", f"ws/{refused_file[1]}"],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=clean_env,
-    ).stdout
+    check = _filter_by_git(repo, f"ws/{refused_file[1]}", clean_env)
     assert check.strip().endswith(": unset"), (match["line"], check)
