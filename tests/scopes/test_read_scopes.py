@@ -272,3 +272,32 @@ def test_the_index_as_served_names_another_scopes_entity_to_nobody_else(ws: Path
         text = store.index_page().text
     assert ("alice-notes" in text) is shown, text
     assert "standup" in text
+
+
+@pytest.mark.parametrize("scope", ["user:bob", "shared"])
+def test_an_index_row_naming_a_link_to_another_scopes_file_is_withheld_whole(ws: Path, scope: str) -> None:
+    """Rows whose File is a hard link or a symlink to Alice's file (entities/hard.md, leak.md):
+    resolve answered with them, memory://index listed them, and the "known entities" hint of a
+    missing entity named them and Alice's own row (found by an independent review). They are
+    withheld like the file itself: resolve answers with the broader root."""
+    from dream_memory.app.read.scoping import ReaderScope
+    from dream_memory.app.read.store import ReadStore
+    from dream_memory.errors import NotFound
+
+    index = ws / "index.md"
+    index.write_text(
+        index.read_text(encoding="utf-8")
+        + "| viahard | entities/hard.md | /home/u/team/hard |\n| viasym | entities/leak.md | /home/u/team/sym |\n",
+        encoding="utf-8",
+    )
+    with ReadStore(ws, home="/home/u", scope=ReaderScope(scope)) as store:
+        for root in ("/home/u/team/hard/x", "/home/u/team/sym/x"):
+            assert store.resolve(root).entity == "standup"
+        served = store.index_page().text
+        with pytest.raises(NotFound) as missing:
+            store.entity("nosuch")
+    assert "viahard" not in served and "viasym" not in served and "standup" in served
+    hint = str(missing.value)
+    assert "standup" in hint, hint
+    for name in ("alice-notes", "viahard", "viasym", "hard", "leak"):
+        assert name not in hint.replace("standup", ""), hint

@@ -14,12 +14,11 @@ session key or history needs them).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dream_memory.core import scopes
-from dream_memory.core.index_table import IndexRow, name_key, safe_relative
 from dream_memory.core.scopes import SHARED, ScopeRules
 from dream_memory.errors import UsageError
 
@@ -57,13 +56,6 @@ class ReaderScope:
     def sees(self, path: str) -> bool:
         """True when this reader may read the workspace-relative ``path``."""
         return scopes.can_see(self.name, path)
-
-    def unseen_entities(self, rows: Iterable[IndexRow]) -> frozenset[str]:
-        """The entities (name keys) whose File this reader may not read: not even their names
-        are shown to it, since a name alone can say whom the scope is about."""
-        return frozenset(
-            name_key(r.entity) for r in rows if r.file and (rel := safe_relative(r.file)) and not self.sees(rel)
-        )
 
     def problem(self, path: str) -> str | None:
         """Why this reader may not read ``path`` (None when it may); names no content."""

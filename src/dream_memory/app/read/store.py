@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,7 +39,7 @@ from dream_memory.adapters.store_tree import absolute_path, real_path
 from dream_memory.adapters.store_tree import open_tree as _open_tree
 from dream_memory.adapters.store_watch import StoreWatch
 from dream_memory.app.read.results import PROVISIONAL_NOTICE, ReadResult, ResolveResult, SearchResult
-from dream_memory.app.read.scoping import SHARED_READER, ReaderScope, private_identities
+from dream_memory.app.read.scoping import SHARED_READER, ReaderScope
 from dream_memory.app.read.text import (
     EXCLUDE_VARIABLE,
     MAX_SEARCH_FILE_BYTES,
@@ -49,6 +49,7 @@ from dream_memory.app.read.text import (
     looks_binary,
     stream_lines,
 )
+from dream_memory.app.read.withholding import Withholding
 from dream_memory.core import layout
 from dream_memory.core.bounded import MAX_BYTES, bound_lines, cli_hint, split_lines
 from dream_memory.core.index_table import (
@@ -79,7 +80,7 @@ CACHE_MIN_FILES = 500
 
 
 @dataclass
-class ReadStore:
+class ReadStore(Withholding):
     """A read-only view of one store folder, now or at a git revision, with excludes applied.
 
     ``home`` expands ``~`` in the index's Repos cells (default: the current user's home).
@@ -187,133 +188,6 @@ class ReadStore:
         row = parse_index(text, home=self.home, only=name).find(name)
         return row if row is not None else self.index.find(name)
 
-    def is_excluded_name(self, name: str) -> bool:
-        return name_key(name) in self.excludes
-
-    def excluded_files(self, rows: Iterable[tuple[str, str]] | None = None) -> set[str]:
-        """Files of excluded entities (casefolded). With ``--at``, the rows of today's index count
-        too, so an entity excluded now stays hidden in a revision that mapped it elsewhere."""
-        if not self.excludes:
-            return set()
-        pairs = list(rows) if rows is not None else [(r.entity, r.file) for r in self.index.rows]
-        if self._tree.revision is not None:
-            pairs += self._rows_of_today()
-        files: set[str] = set()
-        for entity, file in pairs:
-            if name_key(entity) in self.excludes:
-                rel = safe_relative(file) if file else None
-                if rel:
-                    files.add(name_key(rel))
-        return files
-
-    def _rows_of_today(self) -> list[tuple[str, str]]:
-        """The (entity, file) rows of index.md as it is now (read with ``--at``)."""
-        now = self.open_tree(self.root, None)
-        try:
-            today = now.read(layout.INDEX, MAX_SEARCH_FILE_BYTES)
-        except (Refused, TooLarge):
-            today = None
-        finally:
-            now.close()
-        if not today:
-            return []
-        return [(r.entity, r.file) for r in parse_index(today.decode("utf-8", "replace"), home=self.home).rows]
-
-    def excluded_identities(self) -> set[object]:
-        """The file identities (device and inode; the blob with ``--at``) of every excluded
-        entity's file: a second name for the same file (a hard link, a symlink, another index
-        row spelling the path differently) is withheld too."""
-        if self._excluded_ids is None:
-            ids: set[object] = set()
-            if self.excludes:
-                excluded = self.excluded_files()
-                rels = {
-                    rel
-                    for entity, file in [(r.entity, r.file) for r in self.index.rows]
-                    if name_key(entity) in self.excludes and file and (rel := safe_relative(file))
-                }
-                rels.update(
-                    rel for rel in self._tree.list_markdown(layout.ENTITIES_DIR) if self.is_excluded_path(rel, excluded)
-                )
-                for rel in rels:
-                    ident = self._tree.identity(rel)
-                    if ident is not None:
-                        ids.add(ident)
-            self._excluded_ids = ids
-        return self._excluded_ids
-
-    def _refuse_same_file(self, rel: str, ident: object) -> None:
-        if ident is not None and ident in self.excluded_identities():
-            raise Refused(
-                f"{rel} is the same file as an entity excluded by {EXCLUDE_VARIABLE} (a link or a second "
-                "index row); it is not served"
-            )
-
-    def hidden_identities(self) -> set[object]:
-        """The identities of the files below ``scopes/`` this reader's scope cannot see: a link
-        or a second name for one of them is withheld like the file itself."""
-        if self._private_ids is None:
-            self._private_ids = private_identities(self._tree, self.scope)
-        return self._private_ids[0]
-
-    def own_identities(self) -> set[object]:
-        """The identities of this reader's own private files (a link to one is never indexed)."""
-        self.hidden_identities()
-        assert self._private_ids is not None
-        return self._private_ids[1]
-
-    def _refuse_hidden(self, rel: str, ident: object | None = None) -> None:
-        problem = self.scope.problem(rel)
-        if problem is None and ident is not None and ident in self.hidden_identities():
-            problem = f"{rel} is the same file as one of another scope (a link to it)"
-        if problem is not None:
-            raise Refused(f"{problem}; it is not served", hint=f"this reader reads as {self.scope.label()}")
-
-    def is_excluded_path(self, rel: str, excluded_files: set[str] | None = None) -> bool:
-        """True for a file that belongs to an excluded entity (by the index, or by its name under
-        entities/)."""
-        if not self.excludes:
-            return False
-        files = self.excluded_files() if excluded_files is None else excluded_files
-        if name_key(rel) in files:
-            return True
-        if rel.startswith(layout.ENTITIES_DIR + "/") and rel.endswith(".md"):
-            stem = rel.rsplit("/", 1)[-1][:-3]
-            under = rel[len(layout.ENTITIES_DIR) + 1 : -3]
-            return name_key(stem) in self.excludes or name_key(under) in self.excludes
-        return False
-
-    def withholds(self, rel: str) -> bool:
-        """True for a file of an excluded entity: by its path, or as the same file under another
-        name (a link, another row's File)."""
-        if not self.excludes:
-            return False
-        if self.is_excluded_path(rel):
-            return True
-        ident = self._tree.identity(rel)
-        return ident is not None and ident in self.excluded_identities()
-
-    def entity_names(self) -> list[str]:
-        """Known, visible entities: index rows first, then entity files without a row."""
-        names = [n for n in self.index.names() if not self.is_excluded_name(n)]
-        known = {n.casefold() for n in names}
-        excluded_files = self.excluded_files()
-        for rel in self._tree.list_markdown(layout.ENTITIES_DIR):
-            name = rel[len(layout.ENTITIES_DIR) + 1 : -3]
-            if name.casefold() not in known and not self.is_excluded_path(rel, excluded_files):
-                names.append(name)
-                known.add(name.casefold())
-        return names
-
-    def section_names(self) -> list[str]:
-        excluded_files = self.excluded_files()
-        names = [
-            rel[len(layout.SECTIONS_DIR) + 1 : -3]
-            for rel in self._tree.list_markdown(layout.SECTIONS_DIR)
-            if not self.is_excluded_path(rel, excluded_files)
-        ]
-        return [*SECTION_ALIASES, *self.scope.own_sections(), *names]
-
     # --- resolve ----------------------------------------------------------------------------
 
     def resolve(self, path: str) -> ResolveResult:
@@ -330,7 +204,7 @@ class ReadStore:
                 f"no entity resolves {absolute}: {self.root / layout.INDEX} has no Entity/File/Repos table rows"
             )
         # An entity whose File is another scope's never resolves: a broader root answers instead.
-        withheld = self.excludes | self.scope.unseen_entities(table.rows)
+        withheld = self.excludes | self._unseen(table.rows)
         found = resolve(table.rows, absolute, excluded=withheld)
         if found is None:
             real = real_path(absolute)
@@ -461,7 +335,7 @@ class ReadStore:
     def index_page(self, *, offset_line: int = 1, hint: Callable[[int], str] = cli_hint) -> ReadResult:
         """index.md as served: the rows of excluded entities and other scopes' removed, bounded."""
         table, text = self._index_source()
-        shown = filtered_index_text(text, table, self.excludes | self.scope.unseen_entities(table.rows))
+        shown = filtered_index_text(text, table, self.excludes | self._unseen(table.rows))
         page = bound_lines(split_lines(shown), offset_line=offset_line, hint=hint)
         return ReadResult.from_page("index", "index", layout.INDEX, page, revision=self.revision)
 
