@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dream_memory.core.history import split_text
+from dream_memory.core.parts import split_text
 from dream_memory.core.prompts import NOTHING
 from dream_memory.core.sessions import ParsedSession
 

@@ -320,46 +320,6 @@ def plan_batches(
     return batches
 
 
-def split_text(text: str, max_tokens: int, count_tokens: Callable[[str], int]) -> list[str]:
-    """Split text into parts of at most ``max_tokens`` each, on line boundaries where possible.
-
-    Joining the parts with "" gives back the text exactly: nothing is cut, only divided.
-    """
-    if max_tokens < 1:
-        raise ValueError("max_tokens must be at least 1")
-    if count_tokens(text) <= max_tokens:
-        return [text]
-    parts: list[str] = []
-    current = ""
-    for line in text.splitlines(keepends=True):
-        if count_tokens(line) > max_tokens:
-            if current:
-                parts.append(current)
-                current = ""
-            parts.extend(_split_long_line(line, max_tokens, count_tokens))
-            continue
-        if current and count_tokens(current + line) > max_tokens:
-            parts.append(current)
-            current = ""
-        current += line
-    if current:
-        parts.append(current)
-    return parts
-
-
-def _split_long_line(line: str, max_tokens: int, count_tokens: Callable[[str], int]) -> list[str]:
-    parts: list[str] = []
-    start = 0
-    while start < len(line):
-        # Grow a window by halving the step: token counts are not linear in characters.
-        size = max(1, min(len(line) - start, max_tokens * 4))
-        while size > 1 and count_tokens(line[start : start + size]) > max_tokens:
-            size //= 2
-        parts.append(line[start : start + size])
-        start += size
-    return parts
-
-
 # --- compaction ------------------------------------------------------------------------------
 
 

@@ -15,8 +15,9 @@ from dream_memory.adapters.staging import StagingWorkspace
 from dream_memory.app.dream.options import DreamContext
 from dream_memory.core import layout
 from dream_memory.core.frontmatter import skill_description
-from dream_memory.core.history import Batch, split_text
+from dream_memory.core.history import Batch
 from dream_memory.core.markdown import outline
+from dream_memory.core.parts import split_text
 from dream_memory.core.prompts import (
     FileContext,
     render_entry,
