@@ -205,6 +205,15 @@ def test_stdio_server_serves_a_store_with_no_workspace_around_it(store: Path, tm
                 assert {t.name for t in (await client.list_tools()).tools} == TOOLS
                 found = await client.call_tool("dream_search", {"query": "colmena", "maxResults": 5})
                 assert not found.is_error and text_of(found).startswith("sections/deploys.md")
+                # The context, its prompt and why read the store, the one memory there is: they
+                # failed ("Error reading resource", a traceback in the server's log) on the
+                # missing default workspace (found by an independent review).
+                context = (await client.read_resource("memory://context")).contents[0].text
+                assert "# Long-term memory" in context
+                prompt = await client.get_prompt("memory_context", {"budget": "300"})
+                assert "# Long-term memory" in prompt.messages[0].content.text
+                why = await client.call_tool("dream_why", {"path": "USER.md", "line": 1})
+                assert why.is_error and "no memory versions" in text_of(why)  # true of this store: no git
 
     anyio.run(go)
     assert not (tmp_path / "home").exists()  # no default workspace was made on the way

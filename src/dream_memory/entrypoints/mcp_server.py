@@ -366,6 +366,10 @@ def serve_runtime(rt: Runtime, *, log_level: str = "WARNING", scope: ReaderScope
     stdin/stdout until the client closes the connection."""
     from dream_memory.settings import search_cache_dir
 
+    if not rt.has_workspace():
+        # A store served with no workspace around it (--store, DREAM_MEMORY_STORE): the context,
+        # its prompt and why read the store, as build_server's default does, not a missing folder.
+        rt = rt.for_workspace(rt.read_settings.store).with_store(rt.read_settings.store)
     rs = rt.read_settings
     server = build_server(
         rs.store,
