@@ -256,3 +256,15 @@ def test_the_progress_is_written_under_the_field_the_agent_reads() -> None:
     assert keys_to_write('{"_type": "metadata", "last_consolidated": 1}', nanobot_store=True) == ("last_consolidated",)
     assert keys_to_write('{"_type": "metadata"}', nanobot_store=True) == ("last_archived", "last_consolidated")
     assert keys_to_write('{"_type": "metadata"}', nanobot_store=False) == ("last_consolidated",)
+
+
+def test_a_byte_order_mark_before_the_metadata_line_keeps_the_sessions_key() -> None:
+    """A session file an editor saved with a BOM: its metadata line read as unreadable line 1, and
+    its entries were filed under the file name's guess instead of the key (found by a review)."""
+    meta = json.dumps({"_type": "metadata", "key": "telegram:42", "last_consolidated": 0})
+    turn = json.dumps({"role": "user", "content": "hello", "timestamp": "2026-04-03T10:00:00"})
+    parsed = parse_session("\ufeff" + meta + "\n" + turn + "\n")
+    assert parsed.meta.key == "telegram:42" and parsed.meta.line_no == 1
+    assert [r.line_no for r in parsed.records] == [2]
+    first_record = parse_session("\ufeff" + turn + "\n")  # no metadata line: the record is whole
+    assert [(r.line_no, r.role, r.problem) for r in first_record.records] == [(1, "user", None)]

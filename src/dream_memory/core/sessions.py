@@ -324,6 +324,8 @@ def parse_session(text: str) -> ParsedSession:
     private = 0
     for index, raw in enumerate(pieces):
         line_no = index + 1
+        # A byte order mark an editor put at byte 0 is no part of the first line (its key was lost).
+        raw = raw.removeprefix("\ufeff") if index == 0 else raw
         if not raw.strip():
             continue
         if meta.line_no is None and not records:
