@@ -322,10 +322,10 @@ def parse_session(text: str) -> ParsedSession:
     meta = SessionMeta()
     records: list[SessionRecord] = []
     private = 0
+    if pieces:  # a byte order mark an editor put at byte 0 is no part of the first line (its key was lost)
+        pieces[0] = pieces[0].removeprefix("\ufeff")
     for index, raw in enumerate(pieces):
         line_no = index + 1
-        # A byte order mark an editor put at byte 0 is no part of the first line (its key was lost).
-        raw = raw.removeprefix("\ufeff") if index == 0 else raw
         if not raw.strip():
             continue
         if meta.line_no is None and not records:
