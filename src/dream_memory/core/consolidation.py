@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dream_memory.core.parts import split_text
+from dream_memory.core.parts import pack, split_text
 from dream_memory.core.prompts import NOTHING
 from dream_memory.core.sessions import ParsedSession
 
@@ -122,27 +122,11 @@ def plan_parts(lines: Sequence[str], max_tokens: int, count: Callable[[str], int
     """Transcript lines grouped into parts of at most ``max_tokens`` each, in order.
 
     A line larger than a part is divided (``split_text``: the pieces join back to the line), so no
-    part is ever cut short and no text is left out.
+    part is ever cut short and no text is left out. A line costs its tokens and one for its newline.
     """
-    parts: list[list[str]] = []
-    current: list[str] = []
-    used = 0
-    for line in lines:
-        cost = count(line) + 1
-        if cost > max_tokens:
-            if current:
-                parts.append(current)
-                current, used = [], 0
-            parts.extend([piece] for piece in split_text(line, max(1, max_tokens - 1), count))
-            continue
-        if current and used + cost > max_tokens:
-            parts.append(current)
-            current, used = [], 0
-        current.append(line)
-        used += cost
-    if current:
-        parts.append(current)
-    return parts
+    return pack(
+        lines, max_tokens, lambda line: count(line) + 1, lambda line: split_text(line, max(1, max_tokens - 1), count)
+    )
 
 
 def is_nothing(reply: str) -> bool:

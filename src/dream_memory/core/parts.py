@@ -5,7 +5,10 @@ to the text.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 def split_text(text: str, max_tokens: int, count_tokens: Callable[[str], int]) -> list[str]:
@@ -21,22 +24,32 @@ def split_text(text: str, max_tokens: int, count_tokens: Callable[[str], int]) -
         raise ValueError("max_tokens must be at least 1")
     if count_tokens(text) <= max_tokens:
         return [text]
-    parts: list[list[str]] = []
-    current: list[str] = []
+    lines = text.splitlines(keepends=True)
+    groups = pack(lines, max_tokens, count_tokens, lambda line: _split_long_line(line, max_tokens, count_tokens))
+    return [piece for group in groups for piece in _fit(group, max_tokens, count_tokens)]
+
+
+def pack(
+    items: Iterable[T], max_tokens: int, cost: Callable[[T], int], oversized: Callable[[T], list[T]]
+) -> list[list[T]]:
+    """``items`` grouped in order, each group's summed ``cost`` at most ``max_tokens``; an item
+    that costs more on its own is replaced by ``oversized(item)``, each piece a group of its own."""
+    groups: list[list[T]] = []
+    current: list[T] = []
     used = 0
-    for line in text.splitlines(keepends=True):
-        cost = count_tokens(line)
-        if cost > max_tokens:
-            parts += [current, *([piece] for piece in _split_long_line(line, max_tokens, count_tokens))]
+    for item in items:
+        spent = cost(item)
+        if spent > max_tokens:
+            groups += [current, *([piece] for piece in oversized(item))]
             current, used = [], 0
             continue
-        if current and used + cost > max_tokens:
-            parts.append(current)
+        if current and used + spent > max_tokens:
+            groups.append(current)
             current, used = [], 0
-        current.append(line)
-        used += cost
-    parts.append(current)
-    return [piece for lines in parts if lines for piece in _fit(lines, max_tokens, count_tokens)]
+        current.append(item)
+        used += spent
+    groups.append(current)
+    return [group for group in groups if group]
 
 
 def _fit(lines: list[str], max_tokens: int, count_tokens: Callable[[str], int]) -> list[str]:

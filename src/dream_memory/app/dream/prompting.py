@@ -17,7 +17,7 @@ from dream_memory.core import layout
 from dream_memory.core.frontmatter import skill_description
 from dream_memory.core.history import Batch
 from dream_memory.core.markdown import outline
-from dream_memory.core.parts import split_text
+from dream_memory.core.parts import pack, split_text
 from dream_memory.core.prompts import (
     FileContext,
     render_entry,
@@ -153,27 +153,15 @@ def history_blocks(ctx: DreamContext, batch: Batch, budget: int | None = None) -
     limit = ctx.options.batch_tokens if budget is None else budget
     if batch.tokens <= limit:
         return [[render_entry(entry) for entry in batch.entries]]
-    blocks: list[list[str]] = []
-    current: list[str] = []
-    used = 0
-    for entry in batch.entries:
-        rendered = render_entry(entry)
-        cost = ctx.counter.count(rendered)
-        if cost > limit:
-            if current:
-                blocks.append(current)
-                current, used = [], 0
-            parts = split_text(entry.content, max(50, limit - 40), ctx.counter.count)
-            blocks += [[render_entry(entry, (i, len(parts)), part)] for i, part in enumerate(parts, start=1)]
-            continue
-        if current and used + cost > limit:
-            blocks.append(current)
-            current, used = [], 0
-        current.append(rendered)
-        used += cost
-    if current:
-        blocks.append(current)
-    return blocks
+    rendered = [render_entry(entry) for entry in batch.entries]
+    entry_of = dict(zip(rendered, batch.entries, strict=True))
+
+    def in_parts(text: str) -> list[str]:
+        entry = entry_of[text]
+        parts = split_text(entry.content, max(50, limit - 40), ctx.counter.count)
+        return [render_entry(entry, (i, len(parts)), part) for i, part in enumerate(parts, start=1)]
+
+    return pack(rendered, limit, ctx.counter.count, in_parts)
 
 
 def skills_listing(root: Path) -> list[str]:
