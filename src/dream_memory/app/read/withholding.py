@@ -6,6 +6,7 @@ they live here so the store's reads and its withholding can each be read whole.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 
 from dream_memory.app.read.scoping import ReaderScope, private_identities
@@ -16,7 +17,7 @@ from dream_memory.core.ports import StoreTree, TooLarge
 from dream_memory.errors import Refused
 
 
-class Withholding:
+class Withholding(ABC):
     """The excludes and scope rules of ``ReadStore`` (whose fields these are)."""
 
     root: object
@@ -29,8 +30,9 @@ class Withholding:
     _private_ids: tuple[set[object], set[object]] | None
 
     @property
+    @abstractmethod
     def index(self) -> IndexTable:
-        raise NotImplementedError
+        """The store's index table, as ``ReadStore`` parses it (once, on first use)."""
 
     def is_excluded_name(self, name: str) -> bool:
         return name_key(name) in self.excludes
