@@ -200,11 +200,16 @@ def waiting_changes(git: GitStore, state: DreamState) -> dict[tuple[Any, ...], s
     left out (it is never taken for a duplicate)."""
     found: dict[tuple[Any, ...], str] = {}
     for item in state.changes:
-        data = git.read_file(f"{layout.DREAM_HELD_DIR}/{item.id}/change.json")
-        try:
-            meta = json.loads(data.decode("utf-8")) if data is not None else None
-        except (UnicodeDecodeError, ValueError):
-            continue
-        if isinstance(meta, dict) and meta.get("path") == item.path:
+        meta = record_json(git.read_file(f"{layout.DREAM_HELD_DIR}/{item.id}/change.json"))
+        if meta.get("path") == item.path:
             found.setdefault(same_change(meta), item.id)
     return found
+
+
+def record_json(data: bytes | None) -> dict[str, Any]:
+    """A held record's change.json as an object; {} when missing, not UTF-8, not JSON or not an object."""
+    try:
+        meta = json.loads(data.decode("utf-8")) if data is not None else {}
+    except (UnicodeDecodeError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}

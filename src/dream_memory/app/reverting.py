@@ -8,13 +8,12 @@ the same commit.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from dream_memory.adapters.git import GITIGNORE_BEGIN, CommitInfo, FileChange, GitStore, unified_diff
 from dream_memory.adapters.history_log import HistoryLog
-from dream_memory.app.held import folder_removal, same_change, waiting_changes
+from dream_memory.app.held import folder_removal, record_json, same_change, waiting_changes
 from dream_memory.app.restore_plan import (
     Plan,
     Replay,
@@ -114,7 +113,7 @@ def restore_commit(
         # Restored before (or a restore killed after its commit): its lines are already gone,
         # and a second three-way merge of the same undo is a conflict whose --force deleted the
         # lines a person wrote since.
-        replayed = "\nReplay-From: " in git.info(undone, with_files=False).message
+        replayed = f"\n{_REPLAY_FROM}: " in git.info(undone, with_files=False).message
         if replay and not replayed:  # it said "the Dream cursor moved from N to N" and moved nothing
             raise UsageError(
                 f"{commits[0].sha[:10]} ({commits[0].subject}) is already undone by {undone[:10]}, without "
@@ -269,6 +268,8 @@ def _discard_held(
     return discarded, kept
 
 
+# The trailer of a restore that moved the cursor back (--replay).
+_REPLAY_FROM = "Replay-From"
 # Commits that settle held changes: undoing one puts them back to wait for review.
 _SETTLING = ("dream: revert", "dream: reject held", "dream: discard held", "dream: apply held")
 
@@ -310,7 +311,7 @@ def _bring_back_held(
             if held_id not in claimed:
                 not_back.append(f"the held change {held_id} stays settled: the batch that held it is undone")
                 continue
-            same = waiting.get(same_change(_record_at(git, info.parent, f"{prefix}{held_id}/change.json")))
+            same = waiting.get(same_change(record_json(git.read_at(info.parent, f"{prefix}{held_id}/change.json"))))
             if same is not None:
                 not_back.append(f"the held change {held_id} stays settled: the same change waits for review as {same}")
                 continue
@@ -327,16 +328,6 @@ def _bring_back_held(
     if back:
         changes[layout.DREAM_STATE] = state.to_json().encode()
     return back, not_back
-
-
-def _record_at(git: GitStore, sha: str, path: str) -> dict[str, Any]:
-    """A held record as commit ``sha`` holds it ({} when missing or unreadable)."""
-    data = git.read_at(sha, path)
-    try:
-        meta = json.loads(data.decode("utf-8")) if data is not None else {}
-    except (UnicodeDecodeError, ValueError):
-        return {}
-    return meta if isinstance(meta, dict) else {}
 
 
 def rev_range(commits: list[CommitInfo]) -> str:
@@ -375,7 +366,7 @@ def _revert_message(commits: list[CommitInfo], plan: Plan, merged: tuple[str, ..
     if plan.conflicts:
         lines.append("Forced-Over: " + "; ".join(r.describe(rel) for _, rel, r in plan.conflicts))
     if replay_from is not None:
-        lines.append(f"Replay-From: {replay_from}")
+        lines.append(f"{_REPLAY_FROM}: {replay_from}")
     return subject + "\n\n" + "\n".join(lines)
 
 
