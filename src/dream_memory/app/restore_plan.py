@@ -123,9 +123,9 @@ def commits_to_revert(git: GitStore, rev: str) -> list[CommitInfo]:
 # The trailer of a batch that proposed a change already waiting for review (landing.py): undoing the
 # batch that first held it leaves it held for this one. A batch that held a change says
 # "Dream-Held: ID path:lines".
-HELD_AGAIN = "Dream-Held-Again"
+HELD, HELD_AGAIN = "Dream-Held", "Dream-Held-Again"
 _HELD_AGAIN = re.compile(rf"^{HELD_AGAIN}: (\S+)$", re.MULTILINE)
-_HELD_CLAIMS = re.compile(rf"^(?:Dream-Held|{HELD_AGAIN}): (\S+)", re.MULTILINE)
+_HELD_CLAIMS = re.compile(rf"^(?:{HELD}|{HELD_AGAIN}): (\S+)", re.MULTILINE)
 _REVERTS = re.compile(r"^(?:Reverts: |This reverts commit )([0-9a-f]{40})\b", re.MULTILINE)
 
 

@@ -26,7 +26,7 @@ from dream_memory.app.dream.provenance import attribute_batch, commit_body, save
 from dream_memory.app.dream.report import STATUS_FAILED, BatchRecord, DreamReport, scrub
 from dream_memory.app.held import same_change, waiting_changes
 from dream_memory.app.onto_edits import writing_onto_edits
-from dream_memory.app.restore_plan import HELD_AGAIN
+from dream_memory.app.restore_plan import HELD, HELD_AGAIN
 from dream_memory.app.versioning import apply_commit
 from dream_memory.core import layout
 from dream_memory.core.bounded import split_lines
@@ -180,7 +180,7 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
     message = _commit_message(
         subject, batch, diffs if record.outcome == "committed" else [], record, ctx.model.name, scope=scope
     )
-    message += "".join(f"\nDream-Held: {i.id} {i.path}:{i.first_line}-{i.last_line}" for i, _ in held)
+    message += "".join(f"\n{HELD}: {i.id} {i.path}:{i.first_line}-{i.last_line}" for i, _ in held)
     message += "".join(f"\n{HELD_AGAIN}: {held_id}" for held_id in again)  # a restore of its first batch keeps it
     # The check above was made before the commit was built; an edit since then (nanobot's
     # write_user while git writes objects) is merged onto as each file is written.
