@@ -190,9 +190,8 @@ def _record(kind: Any, item: Any, where: str) -> Any:
 
 
 def _held_batch(item: Any, where: str) -> HeldBatch:
-    if isinstance(item, dict) and not isinstance(item.get("files", []), list):
+    files = item.get("files", []) if isinstance(item, dict) else []
+    if not isinstance(files, list):
         raise ValueError(f"{where}.files is not a list")
-    batch: HeldBatch = _record(
-        HeldBatch, {**item, "files": tuple(item.get("files", ()))} if isinstance(item, dict) else item, where
-    )
-    return batch
+    batch: HeldBatch = _record(HeldBatch, item, where)
+    return replace(batch, files=tuple(files))
