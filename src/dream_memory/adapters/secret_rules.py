@@ -234,6 +234,8 @@ class Rule:
     # The judge reads the text around the value (the words before it), which may be on the line
     # before: the rule is run over the whole text, never line by line (adapters.secrets).
     reads_around: bool = False
+    # The base64 lines right above a match are the secret's too (a private key's body).
+    body_above: bool = False
 
 
 def _rule(
@@ -243,9 +245,10 @@ def _rule(
     *,
     flags: int = 0,
     extend: bool = True,
+    body_above: bool = False,
 ) -> Rule:
     reads_around = judge in (_password_value, _token_value)
-    return Rule(kind, re.compile(pattern, flags), judge, extend, reads_around)
+    return Rule(kind, re.compile(pattern, flags), judge, extend, reads_around, body_above)
 
 
 # A token ends where token characters end; a trailing \b fails on tokens ending in "-".
@@ -265,6 +268,16 @@ SHAPES: tuple[Rule, ...] = (
         r"|[^\n]*(?:\n(?:[A-Za-z0-9+/=]{16,}|[A-Za-z-]+:[^\n]*)[ \t]*(?=\n|\Z))*)",
         flags=re.DOTALL,
         extend=False,
+    ),
+    _rule(
+        "private_key",
+        # A key's tail without its BEGIN line (cut at a history entry's or an edit's end, or
+        # its BEGIN line redacted already): the base64 lines above its END line go with it
+        # (found walking up from the END line: a pattern reaching up to it would be tried
+        # again at every line of a long base64 blob).
+        r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----",
+        extend=False,
+        body_above=True,
     ),
     _rule(
         "private_key",

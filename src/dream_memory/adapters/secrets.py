@@ -273,6 +273,8 @@ class SecretScanner:
                 continue
             if rule.judge is not None and not rule.judge(Hit(value, start, end, text, groups)):
                 continue
+            if rule.body_above:
+                start = _body_start(text, start)
             if rule.extend:
                 while end < len(text) and text[end] in TOKEN_TAIL:
                     end += 1
@@ -345,6 +347,19 @@ class SecretScanner:
 _NOT_LOCAL_ESCAPES = frozenset({r"\s", r"\D", r"\W", r"\n", r"\A", r"\Z", r"\B"})
 
 
+_BODY_LINE = re.compile(r"[A-Za-z0-9+/=]{16,}[ \t]*\r?")
+
+
+def _body_start(text: str, start: int) -> int:
+    """Where the base64 lines right above a match starting a line begin (``start`` if none)."""
+    while start > 0 and text[start - 1] == "\n":
+        above = text.rfind("\n", 0, start - 1) + 1
+        if not _BODY_LINE.fullmatch(text, above, start - 1):
+            break
+        start = above
+    return start
+
+
 def _line_local(rule: Rule) -> bool:
     """Whether every match of ``rule`` lies inside one line and is judged by that line alone, so
     running it line by line (each line keeping its newline) gives what one run over the text gives.
@@ -354,7 +369,7 @@ def _line_local(rule: Rule) -> bool:
     and a judge that reads only the value. ``\\b`` and lookarounds at a line's edge see the
     newline in the whole text and nothing in the line: with the rest excluded they agree.
     """
-    if rule.reads_around or rule.pattern.flags & (re.DOTALL | re.MULTILINE):
+    if rule.reads_around or rule.body_above or rule.pattern.flags & (re.DOTALL | re.MULTILINE):
         return False
     source = rule.pattern.pattern
     i, klass, negated, members = 0, False, False, ""

@@ -8,10 +8,12 @@ ToolExecutor of the phase-2 loop: every refusal is a result the model reads.
 from __future__ import annotations
 
 from collections.abc import Callable
+from difflib import SequenceMatcher
 from pathlib import Path
 
 from dream_memory.core import policy
 from dream_memory.core.agent_loop import ToolOutcome
+from dream_memory.core.bounded import newline_lines
 from dream_memory.core.edits import apply_edit, create_file
 from dream_memory.core.markdown import find_section, outline
 from dream_memory.core.ports import NoRedaction, Redactor
@@ -191,12 +193,26 @@ class StagingWorkspace:
             self.redactions[kind] = self.redactions.get(kind, 0) + n
         return clean
 
+    def _redact_new(self, rel: str, text: str) -> str:
+        """``text`` with every secret in the lines the batch wrote redacted, each run of them
+        whole: a secret sent in two pieces (half a token per edit, a key's body in one call and
+        its BEGIN line in the next) is whole only in the file, so an edit's own text is never
+        redacted alone (its BEGIN line redacted first, the body that follows would no longer
+        read as a key). Lines the file held on disk are the person's and stay as they are."""
+        disk = self.disk_text(rel)
+        old, new = newline_lines(disk or ""), newline_lines(text)
+        pieces: list[str] = []
+        for tag, _, _, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+            written = "".join(new[j1:j2])
+            pieces.append(written if tag == "equal" else self._redact(written))
+        return "".join(pieces)
+
     def _edit_file(self, arguments: dict[str, object]) -> ToolOutcome:
         rel = self._checked_path(arguments.get("path"), lambda raw: policy.check_writable(raw, self.scope))
         old_text = self._string_arg(arguments, "old_text", required=False)
-        new_text = self._redact(_writable_text(rel, self._string_arg(arguments, "new_text")))
+        new_text = _writable_text(rel, self._string_arg(arguments, "new_text"))
         current = self.read(rel)
-        updated = _writable_text(rel, apply_edit(current, old_text, new_text, rel))
+        updated = self._redact_new(rel, _writable_text(rel, apply_edit(current, old_text, new_text, rel)))
         if updated == current:
             raise EditRejected(f"no-op edit of {rel}: the file would not change")
         self._check_pins(rel, updated)
@@ -211,8 +227,8 @@ class StagingWorkspace:
 
     def _write_file(self, arguments: dict[str, object]) -> ToolOutcome:
         rel = self._checked_path(arguments.get("path"), lambda raw: policy.check_writable(raw, self.scope))
-        content = self._redact(_writable_text(rel, self._string_arg(arguments, "content")))
-        created = _writable_text(rel, create_file(self.read(rel), content, rel))
+        content = _writable_text(rel, self._string_arg(arguments, "content"))
+        created = self._redact_new(rel, _writable_text(rel, create_file(self.read(rel), content, rel)))
         self._check_pins(rel, created)
         self.overlay[rel] = created
         return ToolOutcome(True, f"created {rel}", changed=True)

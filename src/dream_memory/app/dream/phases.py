@@ -66,7 +66,10 @@ def phase1(ctx: DreamContext, model: ChatModel, batch: Batch, staging: StagingWo
     rejected = [line for result in collected for line in result.rejected]
     if rejected:
         record.notes.append(f"not facts, left out: {'; '.join(rejected[:5])}")
-    record.found = tuple(replace(f, text=scrub(ctx.redactor, f.text)) for f in facts)
+    # The name too: an entity's or a skill's name reaches the provenance note and the report.
+    record.found = tuple(
+        replace(f, text=scrub(ctx.redactor, f.text), name=f.name and scrub(ctx.redactor, f.name)) for f in facts
+    )
     return Facts(facts, skip=not facts)
 
 
