@@ -208,3 +208,33 @@ def test_a_memory_file_under_a_git_filter_is_never_committed_unfiltered(tmp_path
     assert "memory/MEMORY.md has the git filter 'rot'" in run.stderr
     assert git(repo, "rev-parse", "HEAD") == head
     assert "PostgreSQL" not in git(repo, "log", "-p", "--all")
+
+
+def test_compaction_in_a_repository_tracking_history_commits_the_archive(tmp_path: Path, dream, git) -> None:
+    """A CI checkout: the agent commits history.jsonl, Dream runs with a small history cap. The
+    compaction commit shortened the tracked history.jsonl and left the archive untracked, so a
+    fresh clone (the runner is thrown away) had lost the archived entries. Now a clone holds
+    every entry, in history.jsonl or memory/archive/, and neither shows in `git status`."""
+    repo = tmp_path / "project"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    ws = repo / "bot"
+    assert dream("init", "--workspace", str(ws)).returncode == 0
+    (ws / "dream.json").write_text('{"agents": {"defaults": {"dream": {"maxHistoryEntries": 10}}}}\n')
+    for n in range(1, 13):
+        assert dream("append", f"- [memory] fact number {n}", "--workspace", str(ws)).returncode == 0
+    git(repo, "add", "bot/memory/history.jsonl", "bot/dream.json")
+    git(repo, "commit", "-q", "-m", "agent: history", identity=True)
+
+    run = dream("run", "--model", "offline", "--workspace", str(ws), "--config", str(ws / "dream.json"))
+    assert run.returncode == 0, run.stderr
+    assert git(repo, "log", "-1", "--format=%s").startswith("dream: compact history (")
+    assert git(repo, "status", "--porcelain", "bot/memory/history.jsonl", "bot/memory/archive") == ""
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    kept = [
+        line
+        for path in [clone / "bot/memory/history.jsonl", *sorted((clone / "bot/memory/archive").glob("*.jsonl"))]
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
+    assert [f"fact number {n}" in " ".join(kept) for n in range(1, 13)] == [True] * 12, kept

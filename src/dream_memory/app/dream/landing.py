@@ -59,11 +59,14 @@ def as_bytes(text: str | None) -> bytes | None:
 
 
 def _carried(ctx: DreamContext, git: GitStore) -> dict[str, bytes | None]:
-    """In an enclosing repository: memory/ files it already tracks ride along with Dream's commit."""
+    """In an enclosing repository: memory/ files it already tracks ride along with Dream's commit,
+    and the archive with a tracked history.jsonl: compaction moves its entries there, and a
+    commit of the shortened history without the archive would drop them from the repository
+    (a CI checkout or a Job's emptyDir, thrown away after the run, held the only copy)."""
     if not git.enclosing:
         return {}
     paths = set(git.tracked_in_head(layout.CARRIED_PATTERNS))
-    if any(p.startswith(layout.ARCHIVE_DIR + "/") for p in paths):
+    if layout.HISTORY in paths or any(p.startswith(layout.ARCHIVE_DIR + "/") for p in paths):
         paths |= set(archive_paths(ctx.root))
     with ctx.history.lock():  # a consistent snapshot while appenders may be writing
         return read_files(ctx.root, sorted(paths))
