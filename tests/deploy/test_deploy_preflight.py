@@ -253,3 +253,32 @@ def test_umask_makes_dreams_new_files_and_locks_group_writable(
     for path in [*locks, ws / "memory" / ".dream_cursor"]:
         mode = path.stat().st_mode
         assert mode & stat.S_IWGRP, f"{path.name} is {stat.filemode(mode)}"
+
+
+def test_doctor_names_the_git_folder_run_cannot_write(tmp_path: Path, dream: Callable[..., object]) -> None:
+    """The workspace is this process's, but .git/objects is another uid's (a volume shared with
+    a container running as someone else). `dream run` exits 2 naming it; `dream doctor` said
+    "healthy" with exit 0, so a scheduled job checked by doctor failed on every run."""
+    ws = _workspace(tmp_path, dream)
+    objects = ws / ".git" / "objects"
+    if os.geteuid() == 0:
+        for path in [ws, *ws.rglob("*")]:
+            if objects not in (path, *path.parents):
+                os.chown(path, OTHER_UID, OTHER_GID, follow_symlinks=False)
+    else:
+        objects.chmod(0o555)
+    env = {"HOME": str(tmp_path), "PATH": os.environ.get("PATH", "")}
+    doctor = ["doctor", "--workspace", str(ws), "--model", "offline"]
+    try:
+        if os.geteuid() == 0:
+            doctor_code, text = _as_other_user(lambda: _cli(doctor, env))
+            run_code, _ = _as_other_user(lambda: _cli(["run", "--workspace", str(ws), "--model", "offline"], env))
+        else:
+            doctor_code, text = _cli(doctor, env)
+            run_code, _ = _cli(["run", "--workspace", str(ws), "--model", "offline"], env)
+    finally:
+        if os.geteuid() != 0:
+            objects.chmod(0o755)
+    assert run_code == 2
+    assert doctor_code != 0 and "healthy" not in text.splitlines()[-1], text
+    assert "the folder .git/objects in" in text and "cannot write the workspace" in text, text

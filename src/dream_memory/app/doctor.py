@@ -19,6 +19,7 @@ from typing import Any, Literal
 from dream_memory.adapters import health
 from dream_memory.adapters.git import GitStore
 from dream_memory.adapters.history_log import HistoryLog
+from dream_memory.adapters.preflight import check_workspace_writable
 from dream_memory.adapters.workspace import require_usable_history
 from dream_memory.app.doctor_model import key_source, safe_endpoint
 from dream_memory.core import layout
@@ -132,8 +133,9 @@ def _workspace_check(root: Path) -> Check:
             f"{root} is not a dream workspace (no SOUL.md, USER.md or memory/)",
             fix=f"check the path; `{init}` adds the templates there (it never overwrites a file)",
         )
-    try:  # the same check append, run and consolidate make before they start
+    try:  # the same checks append, run and consolidate make before they start
         require_usable_history(root, write=True)
+        check_workspace_writable(root)  # run's: .git/objects owned by another uid is not "healthy"
     except DreamError as exc:
         return Check("workspace", "problem", exc.message, fix=exc.hint)
     missing = [rel for rel in layout.DURABLE_FILES if rel not in found]
