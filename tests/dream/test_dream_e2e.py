@@ -270,11 +270,25 @@ def test_budget_stops_between_batches(isolated: Cli, offline_server: ScriptedLLM
     """A token budget stops the run cleanly: status budget_exhausted, exit 0, cursor at the last commit."""
     use_server(isolated, offline_server)
     make_workspace(isolated, sample_entries(45))
-    code, report = isolated.run_json("run", "--max-tokens", "500")
-    assert code == 0 and report["status"] == "budget_exhausted"
+    code, report = isolated.run_json("run", "--max-tokens", "12000", "--batch-size", "5")
+    assert code == 0 and report["status"] == "budget_exhausted", report
     committed = [b for b in report["batches"] if b["outcome"] == "committed"]
-    assert dream_cursor(isolated.workspace) == (committed[-1]["cursor_to"] if committed else 0)
-    assert dream_cursor(isolated.workspace) < 45
+    assert committed and dream_cursor(isolated.workspace) == committed[-1]["cursor_to"] < 45
+    assert report["errors"] == []
+
+
+def test_a_budget_no_batch_fits_in_fails_the_run(isolated: Cli, offline_server: ScriptedLLMServer) -> None:
+    """A budget spent inside the run's first batch: every run would pay for that batch and stop
+    at the same place, so it is a failure (exit 1) saying what to change, not budget_exhausted
+    with exit 0 run after run while no entry is ever dreamt."""
+    use_server(isolated, offline_server)
+    make_workspace(isolated, sample_entries(45))
+    for _ in range(2):
+        code, report = isolated.run_json("run", "--max-tokens", "500")
+        assert code == 1 and report["status"] == "failed", report
+        assert report["usage"]["total_tokens"] > 0 and dream_cursor(isolated.workspace) == 0
+        (error,) = report["errors"]
+        assert "ran out inside its first batch" in error and "--max-tokens" in error and "--batch-size" in error
 
 
 def test_branch_option_commits_on_that_branch(isolated: Cli, offline_server: ScriptedLLMServer) -> None:

@@ -382,7 +382,8 @@ def test_dream_refuses_to_commit_during_a_conflicted_merge(tmp_path: Path) -> No
 
 def test_dream_refuses_a_detached_head_of_its_own_repository(tmp_path: Path) -> None:
     """After `git checkout <older sha>` in the repository dream-memory made, `dream run` exits 2
-    saying HEAD is detached and how to fix it (no commit that no branch would hold); with
+    saying HEAD is detached and how to fix it (no commit that no branch would hold), before any
+    model call; with
     --branch it checks a branch out and commits there."""
     ws, run = _init(tmp_path)
     assert run("append", "the user likes tea").code == 0
@@ -392,6 +393,8 @@ def test_dream_refuses_a_detached_head_of_its_own_repository(tmp_path: Path) -> 
     assert run("append", "the user likes coffee").code == 0
     outcome = run("run", "--model", "offline")
     assert outcome.code == 2 and "detached" in json.loads(outcome.out)["errors"][0], outcome
+    # Found before the model is asked: a scheduled job with a paid model pays nothing for it.
+    assert json.loads(outcome.out)["usage"]["llm_calls"] == 0, outcome
     assert _git(ws, "rev-parse", "HEAD") == head
     outcome = run("run", "--model", "offline", "--branch", "dream/recovered")
     assert outcome.code == 0, outcome

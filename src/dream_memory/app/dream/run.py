@@ -30,7 +30,7 @@ from dream_memory.adapters import fsutil
 from dream_memory.adapters.git import FileChange, GitStore, unified_diff
 from dream_memory.adapters.locks import LockHolder, dream_lock, dream_lock_shared
 from dream_memory.adapters.staging import StagingWorkspace
-from dream_memory.adapters.workspace import ensure_folder, init_workspace, private_scope_files
+from dream_memory.adapters.workspace import ensure_folder, init_workspace
 from dream_memory.app.cursor import head_cursor, moved_back
 from dream_memory.app.dream.budget import BudgetExceeded, Interrupted, MeteredModel, usage_since
 from dream_memory.app.dream.landing import (
@@ -45,6 +45,7 @@ from dream_memory.app.dream.options import DreamContext
 from dream_memory.app.dream.origins import RunOrigins
 from dream_memory.app.dream.prompting import guide_note
 from dream_memory.app.dream.protocols import Protocols, dream_batch
+from dream_memory.app.dream.refusals import refuse_before_any_change
 from dream_memory.app.dream.report import (
     STATUS_BUDGET,
     STATUS_DRY_RUN,
@@ -69,7 +70,7 @@ from dream_memory.core.ports import Redactor
 from dream_memory.core.state import DreamState
 from dream_memory.core.stop import signal_name
 from dream_memory.core.write_policy import pinned_problem
-from dream_memory.errors import BadReply, DreamError, ModelError, UsageError
+from dream_memory.errors import BadReply, DreamError, ModelError
 
 
 def run_dream(ctx: DreamContext) -> DreamReport:
@@ -146,8 +147,7 @@ def _fail_run(ctx: DreamContext, report: DreamReport, exc: Exception) -> None:
 
 def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
     """Workspace, migration, crash recovery, branch and hand edits: before any batch."""
-    _refuse_after_an_interrupted_forget(ctx.root)  # before anything changes, dry runs included
-    _refuse_private_scopes_without_rules(ctx)
+    refuse_before_any_change(ctx)  # dry runs included
     if ctx.options.dry_run:
         if ctx.history.legacy_pending():
             report.notes.append("memory/HISTORY.md is waiting to be migrated; a dry run does not migrate")
@@ -179,38 +179,11 @@ def _prepare(ctx: DreamContext, report: DreamReport) -> GitStore | None:
         report.notes.append(f"removed {len(stale)} temp file(s) a killed writer left: {names}{more}")
     if ctx.options.branch and git.checkout_branch(ctx.options.branch):
         report.notes.append(f"created branch {ctx.options.branch}")
+    git.check_can_commit()  # a detached HEAD found before the model is paid, not at the first commit
     report.manual_edits_commit = commit_manual_edits(git, report.notes)
     if (cut := guide_note(ctx.root)) is not None:
         report.notes.append(cut)
     return git
-
-
-def _refuse_after_an_interrupted_forget(root: Path) -> None:
-    """A purge stopped half way left some files without the value and others with it: a run now
-    would commit that state as hand edits and dream from entries still holding it."""
-    from dream_memory.app.history import FORGET_UNFINISHED_HINT, forget_unfinished_message, interrupted_forget
-
-    journal = interrupted_forget(root)
-    if journal is not None:
-        raise UsageError(
-            forget_unfinished_message(journal) + "; Dream runs after it is finished", hint=FORGET_UNFINISHED_HINT
-        )
-
-
-def _refuse_private_scopes_without_rules(ctx: DreamContext) -> None:
-    """A workspace that keeps private scopes, run without its scope rules (a scheduled job that
-    lost DREAM_CONFIG, a config file not found): every entry would be shared, and private ones
-    would be filed into the files every reader is served."""
-    if ctx.options.scopes.configured:
-        return
-    kept = next(private_scope_files(ctx.root), None)
-    if kept is not None:
-        raise UsageError(
-            f"this workspace keeps private scopes ({kept}), but no scope rules are configured: dreaming now would "
-            "file private entries into the shared files every reader is served",
-            hint="give the config that holds agents.defaults.scopes (--config, DREAM_CONFIG, <workspace>/dream.json); "
-            "to stop using scopes, move the scopes/ folder out of the workspace first",
-        )
 
 
 def _read_state(root: Path) -> DreamState:
@@ -409,6 +382,10 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
         _interrupted(report, exc.signum, f"in batch {batch.cursor_from}..{batch.cursor_to}")
         return False
     except BudgetExceeded as exc:
+        if not any(b.outcome in _LANDED for b in report.batches):  # every run would pay and stop here
+            ran_out = f"the run's budget ran out inside its first batch ({exc}): no batch can land within it"
+            hint = "raise --max-tokens, --max-cost or --max-seconds (or their settings), or lower --batch-size"
+            return _batch_failed(report, record, meter, f"budget: {exc}", f"{ran_out}; {hint}")
         record.outcome, record.error = "failed", str(exc)
         report.status = STATUS_BUDGET
         report.notes.append(f"stopped in batch {batch.cursor_from}..{batch.cursor_to}: {exc}; it will run again")
@@ -438,6 +415,9 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
     report.entries_processed += record.entries
     meter.stop()
     return True
+
+
+_LANDED = ("committed", "nothing_new", "held", "set_aside", "dry_run")  # a batch of the run got through
 
 
 def _batch_failed(report: DreamReport, record: BatchRecord, meter: _Meter, error: str, reported: str) -> bool:
