@@ -28,7 +28,7 @@ from dream_memory import Workspace
 from dream_memory.adapters.locks import dream_lock
 from dream_memory.entrypoints.cli import cli
 from dream_memory.entrypoints.mcp_server import build_server
-from dream_memory.errors import InputError
+from dream_memory.errors import InputError, NotFound
 from dream_memory.testing import build_workspace
 
 # The fault soak's Ops (tests/faults/soak/ops.py) is the fourth face.
@@ -299,3 +299,26 @@ def test_status_is_a_typed_result_rendered_as_the_cli_prints_it(tmp_path: Path) 
     assert (status.cursor, status.dream_cursor, status.pending, status.dirty) == (3, 2, 1, [])
     cli = invoke(tmp_path, "status", "--json", "--workspace", str(ws))
     assert cli.exit_code == 0 and json.loads(cli.stdout) == status.to_json()
+
+
+def test_reading_past_the_end_of_a_file_is_a_miss_on_every_face(tmp_path: Path) -> None:
+    """`offsetLine` past an entity's last line: the CLI noted "has no line 99" on stderr with exit
+    0, and MCP answered an empty success (isError false, no text), which an agent reads as an
+    empty file. Now it is a miss everywhere: CLI exit 1, the API's NotFound, an MCP tool error,
+    each naming the file and the line, and how to read it from the start in that face's words."""
+    index = "| Entity | File | Repos |\n|---|---|---|\n| billing | entities/billing.md | /srv/billing |\n"
+    ws = build_workspace(tmp_path / "ws", files={"index.md": index, "entities/billing.md": "# Billing\n\n- a\n"})
+    cli_done = invoke(tmp_path, "entity", "billing", "--workspace", str(ws), "--offset-line", "99")
+    assert cli_done.exit_code == 1 and cli_done.stdout == ""
+    assert "entities/billing.md has no line 99" in cli_done.stderr and "--offset-line 1" in cli_done.stderr
+    with pytest.raises(NotFound, match=r"entities/billing\.md has no line 99") as raised:
+        api(ws, tmp_path).entity("billing", offset_line=99)
+    assert raised.value.exit_code == cli_done.exit_code
+    answer = mcp_call(
+        build_server(ws, home=str(tmp_path)),
+        lambda c: c.call_tool("dream_entity", {"name": "billing", "offsetLine": 99}),
+    )
+    assert answer.is_error and "entities/billing.md has no line 99" in answer.content[0].text
+    assert "offsetLine" in answer.content[0].text
+    last = api(ws, tmp_path).entity("billing", offset_line=3)  # the last line is still a page
+    assert last.text == "- a\n"

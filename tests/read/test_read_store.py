@@ -86,13 +86,14 @@ def test_section_names(store: Path, name: str, path: str) -> None:
 
 
 def test_observations_are_framed_as_provisional(store: Path) -> None:
-    """Text from observations.md always starts with a '> Provisional:' line."""
+    """Text from observations.md always starts with a '> Provisional:' line, a later page too."""
     page = reader(store).section("observations")
     assert page.text.splitlines()[0] == PROVISIONAL_NOTICE
     assert page.text.startswith("> Provisional:")
     assert page.provisional
+    (store / "observations.md").write_text("- 2026-04-01 one\n- 2026-04-02 two\n", encoding="utf-8")
     later = reader(store).section("observations", offset_line=2)
-    assert later.text.startswith("> Provisional:")
+    assert later.text == f"{PROVISIONAL_NOTICE}\n- 2026-04-02 two\n"
 
 
 def test_unknown_section(store: Path) -> None:

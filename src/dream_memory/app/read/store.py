@@ -299,6 +299,10 @@ class ReadStore(Withholding):
                 header=PROVISIONAL_NOTICE if provisional else "",
                 hint=hint,
             )
+        if page.last_line == 0 and offset_line > 1:  # a miss, in every face: never an empty page
+            raise NotFound(
+                f"{rel} has no line {offset_line}{self._at_suffix()}", hint=f"{hint(1)} reads it from the start"
+            )
         return ReadResult.from_page(kind, name, rel, page, provisional=provisional, revision=self.revision)
 
     def _at_suffix(self) -> str:
