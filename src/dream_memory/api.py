@@ -19,11 +19,12 @@ until a method calls a model.
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from dream_memory.app.runtime import Runtime, require_read_root
 from dream_memory.settings import defaults
@@ -46,6 +47,22 @@ if TYPE_CHECKING:
 
 def _warn(message: str) -> None:
     warnings.warn(f"dream-memory: {message}", UserWarning, stacklevel=3)
+
+
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _own_umask(method: _Method) -> _Method:
+    """A writing method sets ``DREAM_UMASK`` for what it writes, and gives the host its own back."""
+
+    @functools.wraps(method)
+    def call(self: Workspace, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self._rt.restore_umask()
+
+    return cast("_Method", call)
 
 
 class Workspace:
@@ -85,6 +102,7 @@ class Workspace:
 
     # --- history -----------------------------------------------------------------------------
 
+    @_own_umask
     def init(self) -> InitReport:
         """Create missing template files and start versioning (``report.created``: the files made).
         Under a Dream run's lock the commit is left to that run (``report.deferred``)."""
@@ -96,12 +114,14 @@ class Workspace:
         """Append one history entry under the history lock; returns it with its cursor."""
         return self.append_report(text, session_key=session_key).entry
 
+    @_own_umask
     def append_report(self, text: str, *, session_key: str | None = None) -> Appended:
         """``append`` with the secrets redacted before storing (``.redactions``)."""
         from dream_memory.app.history import AppendRequest, append
 
         return append(self._ws, AppendRequest(text, session_key))
 
+    @_own_umask
     def append_many(self, entries: Iterable[NewEntry | Mapping[str, Any] | str]) -> AppendedMany:
         """Append many entries in one locked, all-or-nothing write (``dream append --jsonl``):
         each a mapping with ``content`` and optional ``session_key`` and ``timestamp`` (or a bare
@@ -119,6 +139,7 @@ class Workspace:
 
     # --- Dream and the Consolidator -----------------------------------------------------------
 
+    @_own_umask
     def dream(
         self,
         *,
@@ -141,6 +162,7 @@ class Workspace:
         request = RunRequest(model, batch_size, max_batches, dry_run, branch, max_tokens, max_cost, max_seconds)
         return dream(self._ws, request)
 
+    @_own_umask
     def consolidate(
         self,
         *,
@@ -273,6 +295,7 @@ class Workspace:
 
         return versions(self._ws, VersionsRequest(limit))
 
+    @_own_umask
     def restore(self, rev: str, *, force: bool = False, replay: bool = False) -> RestoreResult:
         """Undo exactly the changes of commit ``rev``, or of each commit of ``"A..B"`` newest first
         (same rules and report as ``dream restore``)."""
@@ -280,18 +303,21 @@ class Workspace:
 
         return restore(self._ws, RestoreRequest(rev, force=force, replay=replay))
 
+    @_own_umask
     def apply_held(self, held_id: str, *, force: bool = False) -> HeldReport:
         """Apply a held batch (``dream restore --apply-held``)."""
         from dream_memory.app.restore import SettleRequest, settle_held
 
         return settle_held(self._ws, SettleRequest(held_id, "apply", force=force))
 
+    @_own_umask
     def discard_held(self, held_id: str) -> HeldReport:
         """Discard a held batch (``dream restore --discard-held``)."""
         from dream_memory.app.restore import SettleRequest, settle_held
 
         return settle_held(self._ws, SettleRequest(held_id, "discard"))
 
+    @_own_umask
     def forget(self, value: str | None = None, *, entity: str | None = None, dry_run: bool = False) -> ForgetReport:
         """Purge ``value`` (or the entity ``entity``) from memory and every commit of git history,
         as ``dream forget`` does (docs/forget.md); ``dry_run`` lists what would change."""
@@ -299,6 +325,7 @@ class Workspace:
 
         return forget(self._ws, ForgetRequest(value=value, entity=entity, dry_run=dry_run))
 
+    @_own_umask
     def review(self, action: str = "list", *ids: str, every: bool = False) -> dict[str, Any]:
         """The held changes (``dream review``): ``"list"``, ``"show", ID``, ``"accept", ID...`` or
         ``"reject", ID...`` (``every=True``: all of them); the same JSON as ``--json``."""

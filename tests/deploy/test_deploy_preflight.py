@@ -282,3 +282,23 @@ def test_doctor_names_the_git_folder_run_cannot_write(tmp_path: Path, dream: Cal
     assert run_code == 2
     assert doctor_code != 0 and "healthy" not in text.splitlines()[-1], text
     assert "the folder .git/objects in" in text and "cannot write the workspace" in text, text
+
+
+def test_the_python_api_gives_its_host_its_own_umask_back(tmp_path: Path) -> None:
+    """An agent embedding the API with DREAM_UMASK=0077 set: what Dream writes is private, and
+    the agent's own files afterwards are made with its own umask again. Before, the API left the
+    host process at 0077 for good."""
+    from dream_memory import Workspace
+
+    previous = os.umask(0o022)
+    try:
+        ws = Workspace(tmp_path / "ws", env={"HOME": str(tmp_path), "DREAM_UMASK": "0077"})
+        ws.init()
+        ws.append("- [durable] User prefers tea.")
+        report = ws.dream(model="offline")
+        after = os.umask(0o022)
+    finally:
+        os.umask(previous)
+    assert report.exit_code == 0
+    assert after == 0o022
+    assert stat.S_IMODE((tmp_path / "ws" / "memory" / ".dream_cursor").stat().st_mode) & 0o077 == 0

@@ -43,12 +43,6 @@ class WorkspaceNotWritable(ConfigError):
         self.path = path
 
 
-def prepare_run(root: Path, env: Mapping[str, str], *, dry_run: bool = False) -> None:
-    """What ``dream run`` does before any lock or work: the umask, then the write check."""
-    apply_umask(env)
-    check_workspace_writable(root, lock_only=dry_run)
-
-
 def apply_umask(env: Mapping[str, str]) -> int | None:
     """Set the umask from ``DREAM_UMASK`` when it is set; returns the previous one (None: unset)."""
     raw = env.get(UMASK_ENV, "").strip()

@@ -50,6 +50,7 @@ class Runtime:
     clock: Clock = field(default=None)  # type: ignore[assignment]
     log: Callable[[str], None] = stderr_logger
     store: Path | None = None  # the read side's store when --store names one (else the settings')
+    umask_before: int | None = field(default=None, repr=False)  # the process's own, while DREAM_UMASK is set
 
     def __post_init__(self) -> None:
         if self.clock is None:
@@ -103,13 +104,23 @@ class Runtime:
         octal umask, or that denies the files' own owner)."""
         from dream_memory.adapters.preflight import apply_umask
 
-        apply_umask(self.settings.env)
+        previous = apply_umask(self.settings.env)
+        if previous is not None and self.umask_before is None:
+            self.umask_before = previous
+
+    def restore_umask(self) -> None:
+        """The process's own umask back: a library call must not change its host's for good (the
+        CLI's process ends with its command, the API's host goes on creating files)."""
+        if self.umask_before is not None:
+            os.umask(self.umask_before)
+            self.umask_before = None
 
     def preflight(self, *, dry_run: bool = False) -> None:
         """The umask, then whether this process can write what a run writes (exit 2 if not)."""
-        from dream_memory.adapters.preflight import prepare_run
+        from dream_memory.adapters.preflight import check_workspace_writable
 
-        prepare_run(self.root, self.settings.env, dry_run=dry_run)
+        self.apply_umask()
+        check_workspace_writable(self.root, lock_only=dry_run)
 
     @cached_property
     def history(self) -> HistoryLog:
