@@ -241,6 +241,12 @@ def _plan(
     cursor = _trusted_cursor(ctx, git, report)
     report.cursor_before = report.cursor_after = cursor
     scan = ctx.history.scan()
+    if scan.problems:  # stderr said so too; the report is what a scheduler keeps
+        shown = "; ".join(p.describe() for p in scan.problems[:5])
+        more = f"; and {len(scan.problems) - 5} more" if len(scan.problems) > 5 else ""
+        report.notes.append(
+            f"{len(scan.problems)} history.jsonl line(s) not read as written (left in the file): {shown}{more}"
+        )
     behind = missed(scan.entries, cursor, state.late_dreamt)
     if behind:
         report.notes.append(
