@@ -10,6 +10,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 from deploy_helpers import BIN, REPO
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -276,3 +277,64 @@ def test_help_and_the_command_import_no_litellm(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "intervalH" in proc.stdout
     assert "0 */2 * * *" in proc.stdout
+
+
+def test_a_sub_minute_interval_says_what_cron_can_do() -> None:
+    """intervalH below a minute: the note must not promise a gap that every-minute cannot keep."""
+    chosen = effective_schedule(None, 0.001)
+    assert chosen.expression == "* * * * *"
+    assert chosen.note is not None
+    assert "never more than 0.001 hours" not in chosen.note
+    assert "once a minute" in chosen.note
+    assert "0.0167 hours" in chosen.note
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (("--format", "k8s", "--image", "reg/x:1 # comment"), "--image 'reg/x:1 # comment' is not a container image"),
+        (("--format", "k8s", "--image", "x\n  hostNetwork: true"), "--image 'x\\n  hostNetwork: true' is not"),
+        (("--format", "k8s", "--image", "Reg/Dream:1"), "is not a container image reference"),
+        (("--format", "k8s", "--image", ""), "is not a container image reference"),
+        (("--format", "github", "--action", "not a ref"), "--action 'not a ref' is not an action reference"),
+        (("--format", "github", "--action", "me/dream-memory"), "is not an action reference"),
+        (("--format", "github", "--action", "me/x@v1\n  - run: id"), "is not an action reference"),
+        (("--format", "cron", "--image", "foo"), "--image is for --format k8s; --format cron has no place"),
+        (("--format", "github", "--image", "foo"), "--image is for --format k8s"),
+        (("--format", "k8s", "--action", "me/x@v1"), "--action is for --format github"),
+        (("--action", "me/x@v1"), "--action is for --format github; --format cron"),
+    ],
+)
+def test_cli_bad_image_or_action_is_exit_2_and_prints_nothing(
+    tmp_path: Path, args: tuple[str, ...], fragment: str
+) -> None:
+    """A value that would break or inject into the YAML, or an option the format drops, is refused
+    before anything is printed, with what a good value looks like."""
+    proc = _dream(tmp_path, *args)
+    assert proc.returncode == 2, proc.stdout
+    assert proc.stdout == ""
+    assert fragment in proc.stderr
+    assert "hint: " in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["1.0", "true", "reg.example.com:5000/team/dream-memory:1.2", "dream@sha256:" + "ab" * 32, "localhost/x__y:V_1"],
+)
+def test_cli_k8s_image_reaches_the_manifest_as_that_string(tmp_path: Path, image: str) -> None:
+    """Any valid reference comes out as exactly that string, quoted where YAML would read it as
+    something else (1.0 is a float, true a boolean)."""
+    proc = _dream(tmp_path, "--format", "k8s", "--image", image)
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    cronjob = next(d for d in docs if d["kind"] == "CronJob")
+    containers = cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert [c["image"] for c in containers] == [image]
+
+
+def test_cli_github_action_reaches_the_workflow_as_that_string(tmp_path: Path) -> None:
+    proc = _dream(tmp_path, "--format", "github", "--action", "me/dream-memory/sub@release/v1.2+b")
+    assert proc.returncode == 0, proc.stderr
+    workflow = yaml.safe_load(proc.stdout)
+    uses = [s["uses"] for s in workflow["jobs"]["dream"]["steps"] if "dream-memory/sub" in s.get("uses", "")]
+    assert uses == ["me/dream-memory/sub@release/v1.2+b"]

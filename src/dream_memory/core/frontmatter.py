@@ -90,3 +90,15 @@ def render_frontmatter(fields: dict[str, Any]) -> str:
     order; non-ASCII text is written as it is."""
     body = yaml.safe_dump(fields, sort_keys=False, allow_unicode=True, default_flow_style=False, width=10_000)
     return f"---\n{body}---\n"
+
+
+def yaml_scalar(value: str) -> str:
+    """``value`` for a ``key: value`` line of a YAML file: as written when YAML reads it back as
+    that same string, else double-quoted (JSON's quoting is YAML's), so ``1.0`` or ``true`` stays
+    a string and ``#`` or a line break cannot end the value or start another key."""
+    try:
+        if yaml.safe_load(f"v: {value}") == {"v": value}:
+            return value
+    except yaml.YAMLError:
+        pass
+    return json.dumps(value)

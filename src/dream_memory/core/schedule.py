@@ -25,8 +25,9 @@ import math
 import re
 from dataclasses import dataclass
 
+from dream_memory.core.frontmatter import yaml_scalar
 from dream_memory.core.schedule_templates import GITHUB_WORKFLOW_TEMPLATE, K8S_CRONJOB_TEMPLATE
-from dream_memory.errors import ConfigError
+from dream_memory.errors import ConfigError, UsageError
 
 CRON_SETTING = "agents.defaults.dream.cron"
 INTERVAL_SETTING = "agents.defaults.dream.intervalH"
@@ -192,7 +193,15 @@ def effective_schedule(cron: str | None, interval_h: float) -> Schedule:
         return Schedule(expression, CRON_SETTING, True, note)
     expression, exact = interval_to_cron(interval_h)
     note = None
-    if not exact:
+    if not exact and interval_h * 60 < 1:
+        # Cron's finest step is a minute: the promise "never further apart than intervalH" cannot
+        # be kept, so say what the expression really does.
+        note = (
+            f"intervalH {interval_h:g} is shorter than a minute, the finest step cron has; "
+            f"{expression!r} runs once a minute (0.0167 hours apart), the most often a schedule can "
+            f"(set {CRON_SETTING} for a precise schedule)"
+        )
+    elif not exact:
         note = (
             f"intervalH {interval_h:g} cannot be expressed exactly in cron; {expression!r} runs more "
             f"often, so runs are never more than {_describe_hours(interval_h)} apart "
@@ -225,11 +234,49 @@ _FULL_SHA = re.compile(r"@[0-9a-f]{40}$")
 UNPINNED_NOTE = "  # zizmor: ignore[unpinned-uses] (a release tag; pin its SHA)"
 
 
+# Docker's reference grammar (distribution/reference): [host[:port]/]path[/path...][:tag][@digest].
+_IMAGE_PATH = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE = re.compile(
+    r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?/)?"
+    rf"{_IMAGE_PATH}(?:/{_IMAGE_PATH})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
+# What `uses:` takes for an action in another repository: OWNER/REPO[/PATH]@REF.
+_ACTION = re.compile(
+    r"^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?/[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*"
+    r"@[A-Za-z0-9_][A-Za-z0-9._/+-]*$"
+)
+
+
+def check_action_ref(action_ref: str) -> str:
+    """The ``--action`` reference, or UsageError (exit 2) saying what one looks like."""
+    if not _ACTION.match(action_ref) or ".." in action_ref or action_ref.endswith((".", "/", ".lock")):
+        raise UsageError(
+            f"--action {action_ref!r} is not an action reference GitHub's `uses:` accepts",
+            hint=f"give OWNER/REPO@REF, e.g. {DEFAULT_ACTION}@v0.1.0, or pinned to a release's full "
+            "commit SHA: OWNER/dream-memory@FULL_COMMIT_SHA (40 hex digits)",
+        )
+    return action_ref
+
+
+def check_image(image: str) -> str:
+    """The ``--image`` reference, or UsageError (exit 2) saying what one looks like."""
+    if not _IMAGE.match(image) or len(image) > 255:
+        raise UsageError(
+            f"--image {image!r} is not a container image reference",
+            hint="give [REGISTRY[:PORT]/]NAME[:TAG][@sha256:DIGEST] with a lower-case NAME and no spaces, "
+            "e.g. registry.example.com/team/dream-memory:0.1.0",
+        )
+    return image
+
+
 def render_github_workflow(expression: str, action_ref: str) -> str:
     """The pull-request workflow; an action reference not pinned to a full SHA says so in place."""
-    uses = action_ref if _FULL_SHA.search(action_ref) else action_ref + UNPINNED_NOTE
+    ref = yaml_scalar(check_action_ref(action_ref))
+    uses = ref if _FULL_SHA.search(action_ref) else ref + UNPINNED_NOTE
     return GITHUB_WORKFLOW_TEMPLATE.replace("@@CRON@@", expression).replace("@@ACTION@@", uses)
 
 
 def render_k8s_cronjob(expression: str, image: str) -> str:
-    return K8S_CRONJOB_TEMPLATE.replace("@@CRON@@", expression).replace("@@IMAGE@@", image)
+    return K8S_CRONJOB_TEMPLATE.replace("@@CRON@@", expression).replace("@@IMAGE@@", yaml_scalar(check_image(image)))

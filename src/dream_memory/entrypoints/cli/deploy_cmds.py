@@ -48,7 +48,15 @@ def schedule(
     cron expression is exit 2, naming the field. Times are UTC on GitHub and in the CronJob.
     """
     from dream_memory.core import schedule as sched
+    from dream_memory.errors import UsageError
 
+    # An option the chosen format has no place for would be dropped without a word.
+    for given, option, wanted in ((image, "--image", "k8s"), (action_ref, "--action", "github")):
+        if given is not None and fmt != wanted:
+            raise UsageError(
+                f"{option} is for --format {wanted}; --format {fmt} has no place for it",
+                hint=f"add --format {wanted}, or leave out {option}",
+            )
     settings = load_settings(workspace, config_path)
     dream = settings.dream
     result = sched.effective_schedule(dream.cron, dream.interval_h)
@@ -72,10 +80,11 @@ def schedule(
         gap = sched.min_gap_minutes(result.expression)
         if gap is not None and gap < 5:
             note("dream: note: GitHub Actions runs scheduled workflows at most every 5 minutes")
-        ref = action_ref or f"{sched.DEFAULT_ACTION}@v{__version__}"
+        ref = f"{sched.DEFAULT_ACTION}@v{__version__}" if action_ref is None else action_ref
         click.echo(sched.render_github_workflow(result.expression, ref), nl=False)
         return 0
-    click.echo(sched.render_k8s_cronjob(result.expression, image or f"dream-memory:{__version__}"), nl=False)
+    image = f"dream-memory:{__version__}" if image is None else image
+    click.echo(sched.render_k8s_cronjob(result.expression, image), nl=False)
     return 0
 
 
