@@ -31,7 +31,9 @@
 #   DREAM_RUN             the Dream command (default: dream-run); extra arguments after `run` are
 #                         passed to it
 # Exit codes: those of dream-run (0, 1, 2, 75); 1 when every push attempt was rejected (or the
-# remote could not be read); 2 when the review branch holds commits not made by Dream; 143 when
+# remote could not be read); 2 when the review branch holds commits not made by Dream, or the
+# configuration is unusable (DREAM_GIT_URL unset, a count that is not a whole number from 1, `run`
+# with no clone in DREAM_GIT_DIR): retrying would not help; 143 when
 # stopped by SIGTERM (the step under way, a chunk or a push, is finished or abandoned, what was
 # committed is pushed, and no further chunk starts).
 set -euo pipefail
@@ -52,6 +54,21 @@ unset GIT_TOKEN DREAM_GIT_TOKEN_FILE
 
 say() { printf 'dream-git-sync: %s\n' "$*" >&2; }
 
+# Bad configuration is exit 2, so the Job's podFailurePolicy ends it instead of retrying.
+config_error() {
+  say "$*"
+  exit 2
+}
+
+# need_count NAME VALUE: VALUE is a whole number from 1 (a word would loop `[ -ge ]` without bound).
+need_count() {
+  case "$2" in
+    "" | *[!0-9]* | ??????????*) ;;
+    *) [ "$((10#$2))" -ge 1 ] && return 0 ;;
+  esac
+  config_error "$1 is ${2:-empty}: it must be a whole number from 1 (e.g. 3), or unset for the default"
+}
+
 git_() {
   # The token, when set, is in the environment of this git process only, read by the helper at
   # the moment git asks for it.
@@ -66,7 +83,8 @@ git_() {
 }
 
 cmd_clone() {
-  : "${DREAM_GIT_URL:?set DREAM_GIT_URL to the repository to clone}"
+  [ -n "${DREAM_GIT_URL:-}" ] ||
+    config_error "DREAM_GIT_URL is not set: set it to the repository to clone (https://... or a path)"
   if [ -d "$GIT_DIR_PATH/.git" ]; then
     say "$GIT_DIR_PATH is already a clone; fetching $BRANCH"
     git_ -C "$GIT_DIR_PATH" fetch --quiet origin "$BRANCH"
@@ -194,6 +212,9 @@ run_chunk() {
 }
 
 cmd_run() {
+  [ -d "$GIT_DIR_PATH/.git" ] ||
+    config_error "$GIT_DIR_PATH holds no clone: run \`dream-git-sync clone\` before \`run\` (the init container" \
+      "of cronjob-git.yaml), with the same DREAM_GIT_DIR and the same volume mounted there"
   cd "$GIT_DIR_PATH"
   export DREAM_WORKSPACE="${DREAM_WORKSPACE:-$GIT_DIR_PATH}"
   local attempt=1 before chunk=0 extra=() rc
@@ -267,6 +288,9 @@ cmd_run() {
     start_over
   done
 }
+
+need_count DREAM_GIT_ATTEMPTS "$ATTEMPTS"
+need_count DREAM_GIT_PUSH_EVERY "$PUSH_EVERY"
 
 case "${1:-}" in
   clone) shift; cmd_clone "$@" ;;

@@ -164,6 +164,37 @@ def test_usage() -> None:
     assert subprocess.run(["bash", str(SCRIPT)], capture_output=True, check=False).returncode == 2
 
 
+@pytest.mark.parametrize("name", ["DREAM_GIT_ATTEMPTS", "DREAM_GIT_PUSH_EVERY"])
+@pytest.mark.parametrize("value", ["three", "0", "-1", "2.5"])
+def test_a_count_that_is_not_one_or_more_is_exit_2_before_dream_runs(
+    tmp_path: Path, sync_env: dict[str, str], name: str, value: str
+) -> None:
+    """A word where a count belongs once looped without bound on a moving remote; now it is bad
+    configuration (exit 2, the Job does not retry it), named, and nothing runs or is pushed."""
+    assert sync(sync_env, "clone").returncode == 0
+    before = git(tmp_path, "ls-remote", str(remote_of(sync_env)), "refs/heads/main")
+    proc = sync(sync_env, "run", **{name: value})
+    assert proc.returncode == 2, proc.stderr
+    assert f"{name} is {value}: it must be a whole number from 1" in proc.stderr
+    assert "integer expression expected" not in proc.stderr
+    assert git(tmp_path, "ls-remote", str(remote_of(sync_env)), "refs/heads/main") == before
+
+
+def test_clone_without_a_url_is_exit_2_naming_the_variable(tmp_path: Path, run_env: dict[str, str]) -> None:
+    proc = sync(run_env, "clone", DREAM_GIT_DIR=str(tmp_path / "repo"))
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        "dream-git-sync: DREAM_GIT_URL is not set: set it to the repository to clone (https://... or a path)\n"
+    )
+
+
+def test_run_without_a_clone_is_exit_2_saying_what_to_do(tmp_path: Path, run_env: dict[str, str]) -> None:
+    proc = sync(run_env, "run", DREAM_GIT_DIR=str(tmp_path / "repo"))
+    assert proc.returncode == 2
+    assert f"{tmp_path / 'repo'} holds no clone: run `dream-git-sync clone` before `run`" in proc.stderr
+    assert "No such file" not in proc.stderr
+
+
 def counting_wrapper(tmp_path: Path, hang_from: int) -> tuple[str, Path]:
     """A DREAM_RUN stand-in that runs the real dream-run, except from invocation HANG_FROM on, when
     it hangs like a run waiting on a slow model; touches started-<n> as each invocation starts."""
