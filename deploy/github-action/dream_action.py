@@ -90,6 +90,14 @@ def _git(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> subpro
 
 def continue_from(workspace: str, branch: str) -> Branch:
     """Put the open review branch's commits on top of the checkout (see the module docstring)."""
+    # A name no branch can have would read as "no branch yet", and the push step would then
+    # replace the real review branch with one rebuilt from the checkout.
+    named = _git(Path(workspace), "check-ref-format", "--branch", branch)
+    if named.returncode != 0 or named.stdout.strip() != branch:
+        raise ActionInputError(
+            f"input 'continue-from' {branch!r} is not a branch name (`git check-ref-format --branch` refuses it); "
+            "give the review branch as the workflow pushes it, e.g. dream/memory"
+        )
     top = _git(Path(workspace), "rev-parse", "--show-toplevel")
     if top.returncode != 0:
         raise ActionInputError(f"input 'continue-from' needs the workspace in a git checkout ({top.stderr.strip()})")
@@ -98,9 +106,12 @@ def continue_from(workspace: str, branch: str) -> Branch:
     remote_ref = f"refs/remotes/origin/{branch}"
     tip = _git(repo, "rev-parse", "--verify", "--quiet", remote_ref).stdout.strip()
     if not tip:
-        return Branch(
-            repo, branch, base, False, f"no {branch} branch on the remote: Dream starts from the checkout", False
+        note = (
+            f"no branch {branch!r} on the remote (the checkout has no origin/{branch}): Dream starts from the "
+            f"checkout and the workflow creates {branch}. If it exists, check the spelling of continue-from "
+            "and that the checkout fetched every branch (actions/checkout with fetch-depth: 0)"
         )
+        return Branch(repo, branch, base, False, note, False)
     if _git(repo, "merge-base", "--is-ancestor", tip, base).returncode == 0:
         note = f"{branch} is merged into the checkout: Dream starts from the checkout"
         return Branch(repo, branch, base, False, note, False)

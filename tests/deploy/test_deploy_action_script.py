@@ -15,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from deploy_helpers import REPO
+from deploy_helpers import REPO, git
 
 SCRIPT = REPO / "deploy/github-action/dream_action.py"
 SHA1 = "a" * 40
@@ -309,3 +309,59 @@ def test_a_cancel_landing_while_dream_starts_is_passed_on_not_lost(
                 proc.wait()
     assert done.returncode == 130
     assert json.loads(done.stdout)["status"] == "interrupted"
+
+
+def _checkout_with_review_branch(tmp_path: Path) -> Path:
+    """A checkout of main whose remote also has the review branch dream/memory (fetch-depth: 0)."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(remote))
+    seed = tmp_path / "seed"
+    git(tmp_path, "clone", "-q", str(remote), str(seed))
+    (seed / "USER.md").write_text("# User\n", encoding="utf-8")
+    git(seed, "add", "-A")
+    git(seed, "commit", "-q", "-m", "agent: workspace")
+    git(seed, "push", "-q", "origin", "HEAD:refs/heads/main", "HEAD:refs/heads/dream/memory")
+    tree = tmp_path / "checkout"
+    git(tmp_path, "clone", "-q", "--no-single-branch", str(remote), str(tree))
+    return tree
+
+
+def continue_step(tmp_path: Path, branch: str) -> tuple[subprocess.CompletedProcess[str], dict[str, str], bool]:
+    """The run step with continue-from BRANCH on a real checkout; whether dream-run was started."""
+    tree = _checkout_with_review_branch(tmp_path)
+    venv = fake_bin(tmp_path, json.dumps(REPORT), 0)
+    env = {
+        "DREAM_ACTION_VENV": str(venv),
+        "DREAM_ACTION_WORKSPACE": str(tree),
+        "DREAM_ACTION_CONTINUE_FROM": branch,
+        "RUNNER_TEMP": str(tmp_path),
+        "GITHUB_OUTPUT": str(tmp_path / "output"),
+        "PATH": "/usr/bin:/bin",
+    }
+    proc = subprocess.run([sys.executable, str(SCRIPT)], env=env, capture_output=True, text=True, check=False)
+    outputs = dict(line.split("=", 1) for line in (tmp_path / "output").read_text(encoding="utf-8").splitlines())
+    return proc, outputs, (tmp_path / "argv.json").exists()
+
+
+@pytest.mark.parametrize("branch", ["dream memory", "dream/memory.lock", "-dream", "dream..memory", "HEAD"])
+def test_continue_from_a_name_no_branch_can_have_is_exit_2(tmp_path: Path, branch: str) -> None:
+    """An impossible name once read as "no branch yet": Dream rebuilt from the checkout and
+    update-pr=true let the push step replace the real review branch. Now nothing runs."""
+    proc, outputs, ran = continue_step(tmp_path, branch)
+    assert proc.returncode == 2
+    assert not ran
+    assert f"input 'continue-from' {branch!r} is not a branch name" in proc.stderr
+    assert "e.g. dream/memory" in proc.stderr
+    assert outputs["update-pr"] == "false"
+    assert outputs["exit-code"] == "2"
+
+
+def test_continue_from_a_branch_the_remote_lacks_says_so_by_name(tmp_path: Path) -> None:
+    """A valid name that is not on the remote (a typo?) still starts from the checkout, and the log
+    names the branch and what to check."""
+    proc, outputs, ran = continue_step(tmp_path, "dream/memroy")
+    assert proc.returncode == 0, proc.stderr
+    assert ran
+    assert "no branch 'dream/memroy' on the remote" in proc.stderr
+    assert "check the spelling of continue-from" in proc.stderr
+    assert outputs["continued"] == "false"
