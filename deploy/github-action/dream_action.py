@@ -4,7 +4,8 @@ Reads the action's inputs from ``DREAM_ACTION_*`` variables (never interpolated 
 runs ``dream-run`` / ``dream-consolidate`` / ``dream-restore`` from the action's venv, saves the
 JSON it prints as the report, writes the step outputs (report, summary, changed, commits, status,
 exit-code, held, continued, update-pr) and a markdown summary to ``$GITHUB_STEP_SUMMARY``, and
-exits with the command's exit code (0 ok, 1 failed, 2 bad usage or config, 75 locked).
+exits with the command's exit code (0 ok, 1 failed, 2 bad usage or config, 75 locked, 130/143
+interrupted by SIGINT/SIGTERM).
 
 With ``continue-from`` (the pull-request flow, docs/examples/dream-pr.yml), Dream continues from
 the open review branch instead of starting over from the checkout: that branch's commits are
@@ -37,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 COMMANDS = {"run": "dream-run", "consolidate": "dream-consolidate", "restore": "dream-restore"}
-STATUS_BY_EXIT = {0: "ok", 1: "failed", 2: "usage_error", 75: "locked"}
+# A command that printed no report (killed, or stopped before its report): its status from the code.
+STATUS_BY_EXIT = {0: "ok", 1: "failed", 2: "usage_error", 75: "locked", 130: "interrupted", 143: "interrupted"}
 MAX_FILES_LISTED = 50
 MAX_COMMITS_LISTED = 50
 HELD_DIR = "memory/.dream_held"

@@ -133,7 +133,9 @@ def test_run_ok_outputs_summary_and_report_file(tmp_path: Path) -> None:
         assert fragment in summary, fragment
 
 
-@pytest.mark.parametrize(("code", "status"), [(1, "failed"), (75, "locked"), (2, "usage_error")])
+@pytest.mark.parametrize(
+    ("code", "status"), [(1, "failed"), (75, "locked"), (2, "usage_error"), (130, "interrupted"), (143, "interrupted")]
+)
 def test_exit_codes_pass_through_without_a_report(tmp_path: Path, code: int, status: str) -> None:
     """A command that printed no JSON still gets outputs; its exit code is the step's."""
     rc, outputs, summary, _ = run_step(tmp_path, "not json\n", code)

@@ -15,6 +15,9 @@ import pytest
 import yaml
 from deploy_helpers import REPO
 
+from dream_memory.app.outcome import EXIT_FOR_STATUS, SIGTERM, Status, exit_for_signal
+from dream_memory.errors import EXIT_USAGE
+
 SHA_PIN = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 ACTION_INPUTS = {"command", "workspace", "model", "args", "continue-from", "python-version"}
 ACTION_OUTPUTS = {
@@ -177,6 +180,23 @@ def test_action_docs_list_every_input_and_output() -> None:
     doc = read("docs/deploy-github-actions.md")
     assert _doc_table_names(doc, "### Inputs") == ACTION_INPUTS
     assert _doc_table_names(doc, "### Outputs") == ACTION_OUTPUTS
+
+
+def test_action_status_and_exit_code_outputs_list_every_value() -> None:
+    """What a workflow may compare `status` and `exit-code` with: every status a report carries
+    (app.outcome's table) plus the step's own usage_error, and every exit code a run ends with."""
+    statuses = {status.value for status in Status} | {"usage_error"}
+    codes = {str(code) for code in EXIT_FOR_STATUS.values()} | {str(EXIT_USAGE), str(exit_for_signal(SIGTERM))}
+    action = yaml.safe_load(read("action.yml"))
+    doc = read("docs/deploy-github-actions.md")
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([\w-]+)` \| (.*) \|$", doc, re.M)}
+    for text, quoted in ((action["outputs"]["status"]["description"], False), (rows["status"], True)):
+        words = re.findall(
+            r"`([a-z_]+)`" if quoted else r"\b([a-z]+_[a-z_]+|ok|failed|locked|held|interrupted)\b", text
+        )
+        assert set(words) == statuses, text
+    for text in (action["outputs"]["exit-code"]["description"], rows["exit-code"]):
+        assert set(re.findall(r"\b(\d+)\b", text)) == codes, text
 
 
 # ---- example workflows ----------------------------------------------------------------------------
