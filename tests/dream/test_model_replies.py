@@ -137,6 +137,31 @@ def test_search_replace_blocks_are_read_with_their_paths() -> None:
     assert problems and "names no file" in problems[0]
 
 
+def test_a_block_under_a_file_that_is_not_memory_is_refused_not_given_the_last_file() -> None:
+    """A block headed by `.git/hooks/post-commit` or `notes.txt` took the previous block's file
+    (USER.md here) and was applied there. It is refused, naming the file; a block after prose
+    (no file named at all) still goes on in the previous block's file, as aider's form has it."""
+    block = "<<<<<<< SEARCH\n{0}\n=======\n{1}\n>>>>>>> REPLACE\n"
+    text = (
+        "USER.md\n"
+        + block.format("a", "b")
+        + "\n.git/hooks/post-commit\n"
+        + block.format("", "#!/bin/sh")
+        + "\n`notes.txt`\n"
+        + block.format("c", "d")
+        + "\nAnd one more change:\n"
+        + block.format("e", "f")
+    )
+    blocks, problems = parse_edit_blocks(text)
+    assert [(b.path, b.search) for b in blocks] == [("USER.md", "a\n"), ("USER.md", "e\n")]
+    assert problems == [
+        "block 2 names '.git/hooks/post-commit', which is not a memory file: Dream edits only the "
+        "workspace's .md memory files; the block was not applied",
+        "block 3 names 'notes.txt', which is not a memory file: Dream edits only the workspace's .md "
+        "memory files; the block was not applied",
+    ]
+
+
 def test_a_consolidation_reply_answering_the_question_is_not_a_summary() -> None:
     """Prose with no list item answered the conversation; bullets or (nothing) are summaries."""
     assert summary_problem("The capital of France is Paris. Let me know if you need more!")

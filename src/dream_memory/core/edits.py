@@ -219,6 +219,12 @@ _DIVIDER = re.compile(r"^\s*={5,9}\s*$")
 _REPLACE = re.compile(r"^\s*>{5,9}\s*REPLACE\b.*$", re.IGNORECASE)
 _FENCE_LINE = re.compile(r"^\s*```")
 _PATH_LINE = re.compile(r"^[\s>*_`#-]*(?:(?:file|path)\s*:\s*)?(?P<path>[\w./-]+\.md)[\s*_`:]*$", re.IGNORECASE)
+# A line naming some other file (a folder in it, or an extension): its block is not a memory
+# file's, and must not fall back to the previous block's file.
+_OTHER_PATH_LINE = re.compile(
+    r"^[\s>*_`#-]*(?:(?:file|path)\s*:\s*)?(?P<path>[\w.~-]*(?:/[\w.~-]+)+|[\w~-][\w.~-]*\.\w{1,10})[\s*_`:]*$",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -268,9 +274,19 @@ def _block_text(lines: list[str]) -> str:
     return "\n".join(lines) + "\n" if lines else ""
 
 
-def parse_edit_blocks(  # noqa: C901 -- one scan of the reply: path line, SEARCH, =======, REPLACE, and each way a block can be cut short
-    text: str, default_path: str | None = None
-) -> tuple[list[EditBlock], list[str]]:
+def _named(line: str, candidate: str | None, other: str | None) -> tuple[str | None, str | None]:
+    """What a line before a block says of the block's file: (a memory file, some other file);
+    blank lines and fences say nothing, prose names neither."""
+    named = _PATH_LINE.match(line)
+    if named:
+        return named["path"], None
+    if not line.strip() or _FENCE_LINE.match(line):
+        return candidate, other
+    stray = _OTHER_PATH_LINE.match(line)
+    return None, stray["path"] if stray else None
+
+
+def parse_edit_blocks(text: str, default_path: str | None = None) -> tuple[list[EditBlock], list[str]]:
     """SEARCH/REPLACE blocks in aider's edit-block form, and what could not be read (for the model).
 
     The file's path is the last line before ``<<<<<<< SEARCH`` that looks like a path (backticks,
@@ -282,19 +298,16 @@ def parse_edit_blocks(  # noqa: C901 -- one scan of the reply: path line, SEARCH
     lines = split_lines(text)
     path = default_path
     candidate: str | None = None
+    other: str | None = None  # a file named before the block that is not a memory file
     index = 0
     while index < len(lines):
         line = lines[index]
         if not _SEARCH.match(line):
-            named = _PATH_LINE.match(line)
-            if named:
-                candidate = named["path"]
-            elif line.strip() and not _FENCE_LINE.match(line):
-                candidate = None
+            candidate, other = _named(line, candidate, other)
             index += 1
             continue
         path = candidate or path
-        candidate = None
+        names_other, candidate, other = other, None, None
         search: list[str] = []
         replace: list[str] = []
         index += 1
@@ -316,6 +329,12 @@ def parse_edit_blocks(  # noqa: C901 -- one scan of the reply: path line, SEARCH
             problems.append(f"block {len(blocks) + len(problems) + 1} does not end with >>>>>>> REPLACE")
             continue
         index += 1
+        if names_other is not None:
+            problems.append(
+                f"block {len(blocks) + len(problems) + 1} names {names_other!r}, which is not a memory file: "
+                "Dream edits only the workspace's .md memory files; the block was not applied"
+            )
+            continue
         if path is None:
             problems.append(
                 f"block {len(blocks) + len(problems) + 1} names no file: put the path alone on the line before it"
