@@ -162,7 +162,7 @@ def test_a_write_larger_than_dream_can_read_is_refused_as_a_tool_error(isolated:
 def test_a_nul_byte_or_a_lone_surrogate_in_a_write_is_refused(isolated: Cli) -> None:
     """A NUL byte (Dream's reads refuse binary files, so the next run would fail on it) or a lone
     UTF-16 surrogate (not encodable as UTF-8: the commit would crash) in write_file or edit_file
-    content is a tool error; nothing of it is committed."""
+    content is a tool error; nothing of it is committed (the fact it was for waits for review)."""
     current = facts_file(3)
     calls = [
         tool_call("write_file", path="entities/nul.md", content="# Nul\n\n- a\x00b\n"),
@@ -183,7 +183,9 @@ def test_a_nul_byte_or_a_lone_surrogate_in_a_write_is_refused(isolated: Cli) -> 
         tool_results = [
             str(m["content"]) for r in server.requests for m in r.body.get("messages", []) if m.get("role") == "tool"
         ]
-    assert code == 0 and report["status"] == "ok", report["errors"]
+    # The entity's fact, whose only write was refused, is not dropped: it waits for review.
+    assert code == 0 and report["status"] == "held", report["errors"]
+    assert sorted(h["path"] for h in report["held"]) == ["entities/nul.md", "index.md"], report["held"]
     assert any("NUL" in t for t in tool_results) and any("surrogate" in t for t in tool_results)
     assert not (isolated.workspace / "entities" / "nul.md").exists()
     assert (isolated.workspace / MEMORY).read_text(encoding="utf-8") == current + "- a good fact\n"

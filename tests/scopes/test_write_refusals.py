@@ -40,7 +40,7 @@ def test_a_private_fact_written_to_the_shared_user_md_is_refused_and_the_rest_la
     """Alice's batch: the model puts her tea into the shared USER.md and her laptop into her own
     MEMORY.md. The first edit is refused with a message naming scopes/user/alice/USER.md, the
     second lands in the batch's commit, USER.md is untouched, and the report counts one refusal
-    (per batch and for the run) and notes the fact that may be missing."""
+    (per batch and for the run); the refused fact waits for review in her own USER.md."""
     dream = scoped_cli(tmp_path, ALICE_ONLY)
     shared_user = (dream.workspace / layout.USER).read_bytes()
     edits = Reply(
@@ -69,9 +69,14 @@ def test_a_private_fact_written_to_the_shared_user_md_is_refused_and_the_rest_la
         1,
     )
     assert any("refused 1 edit(s) of another scope's file (USER.md)" in note for note in batch["notes"])
-    assert any(f"{ALICE_DIR}USER.md may not all be applied" in note for note in batch["notes"])
+    # The tea fact is not dropped: it waits for review in her own USER.md, as the rules would add it.
+    assert report["status"] == "held", report
+    (waiting,) = report["held"]
+    assert waiting["path"] == f"{ALICE_DIR}USER.md" and "did not apply 1 fact(s)" in waiting["reason"], waiting
     assert (dream.workspace / layout.USER).read_bytes() == shared_user
     assert memory_files_holding(dream.workspace, ALICE_TEA) == []
+    assert dream.run("review", "accept", waiting["id"]).exit_code == 0
+    assert memory_files_holding(dream.workspace, ALICE_TEA) == [f"{ALICE_DIR}USER.md"]
     assert memory_files_holding(dream.workspace, ALICE_LAPTOP) == [f"{ALICE_DIR}MEMORY.md"]
     tea, laptop = batch["provenance"]["facts"]  # provenance names the scope's files
     assert (tea["target"], tea["lines"]) == (f"{ALICE_DIR}USER.md", [])

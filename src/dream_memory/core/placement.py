@@ -220,3 +220,9 @@ def place_facts(
             base = scopes.new_file_text(path) if text is None else text
             after[path] = add_fact(base, path, fact.text, (avoid or {}).get(path, ()))
     return {p: (before[p], a) for p, a in after.items() if a is not None and a != before[p]}
+
+
+def unapplied_facts(facts: Sequence[Fact], read: Callable[[str], str | None], today: str) -> tuple[Fact, ...]:
+    """The facts the placement rules would still add to the files ``read`` gives: the ones an
+    edit phase left out (or wrote in words of its own, which these rules cannot tell apart)."""
+    return tuple(fact for fact in facts if place_facts([fact], read, today))

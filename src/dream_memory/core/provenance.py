@@ -136,6 +136,30 @@ def _fact_words(fact: Fact) -> set[str]:
     return key_words(f"{fact.name or ''} {fact.text}")
 
 
+def replaced_in_batch(numbers: Sequence[int], facts: Sequence[Fact], landed: Collection[int]) -> dict[int, int]:
+    """Which of the facts ``numbers`` a later fact of the same batch replaces: fact number -> the
+    number of the one replacing it. A fact for the same file, learnt only from later entries,
+    with lines in memory (``landed``), sharing three quarters of the first one's key words says
+    the same thing anew ("the sync moved to Wednesdays" after "the sync is on Tuesdays"), where
+    "User's name is Maya" and "User's manager's name is Tomasz" share too few."""
+    found: dict[int, int] = {}
+    for number in numbers:
+        fact, words = facts[number - 1], _fact_words(facts[number - 1])
+        for other in sorted(landed):
+            later = facts[other - 1]
+            if (
+                other != number
+                and later.target == fact.target
+                and fact.sources
+                and later.sources
+                and min(later.sources) > max(fact.sources)
+                and len(words & _fact_words(later)) * 4 >= len(words) * 3 > 0
+            ):
+                found[number] = other
+                break
+    return found
+
+
 def _best(line: str, candidates: Sequence[int], facts: Sequence[Fact]) -> tuple[int, ...]:
     """The candidates sharing the most key words with ``line`` (none shares any: empty)."""
     words = key_words(line)

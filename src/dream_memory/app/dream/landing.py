@@ -24,6 +24,7 @@ from dream_memory.app.dream.origins import LazyOrigins, RunOrigins
 from dream_memory.app.dream.phases import ModelSaid
 from dream_memory.app.dream.provenance import attribute_batch, commit_body, save_note
 from dream_memory.app.dream.report import STATUS_FAILED, BatchRecord, DreamReport, scrub
+from dream_memory.app.dream.unapplied import Piece, unapplied_pieces
 from dream_memory.app.held import same_change, waiting_changes
 from dream_memory.app.onto_edits import writing_onto_edits
 from dream_memory.app.restore_plan import HELD, HELD_AGAIN
@@ -31,7 +32,7 @@ from dream_memory.app.versioning import apply_commit
 from dream_memory.core import layout
 from dream_memory.core.bounded import split_lines
 from dream_memory.core.guards import hold_reasons, net_removed
-from dream_memory.core.history import Batch
+from dream_memory.core.history import Batch, format_timestamp
 from dream_memory.core.late_entries import still_late
 from dream_memory.core.provenance import attribute
 from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldChange, SetAside
@@ -150,7 +151,7 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
         if before is not None and not template(path, before) and net_removed(before, after) > 0
     ]
     window = recent_removals(git, removing, ctx.options.guard.window_batches, is_template=template)
-    files, landed, held, again = _sort(where, changes, state, template, window)
+    files, landed, held, again = _sort(where, changes, state, template, window, read=staging.read)
     if again:
         record.notes.append(
             f"not held again: the same change is already waiting for review as {', '.join(again)} (dream review)"
@@ -165,7 +166,7 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
         record.notes.append(
             f"held {len(held)} change(s) for review (dream review): " + "; ".join(i.reason for i, _ in held)
         )
-    if not changes:
+    if not changes and not held and not again:
         record.outcome = "nothing_new"
         subject = f"dream: nothing new in {batch.cursor_from}..{batch.cursor_to}"
     elif not landed:
@@ -209,9 +210,12 @@ def _sort(
     state: DreamState,
     template: Callable[[str, str | None], bool],
     window: Any,
+    *,
+    read: Callable[[str], str | None],
 ) -> tuple[dict[str, bytes | None], dict[str, tuple[str | None, str | None]], _Held, list[str]]:
-    """Each file's change split into what lands and what is held; a held change the same as one
-    already waiting is not held again (its id is listed instead)."""
+    """Each file's change split into what lands and what is held, then the facts phase 2 left
+    out, held as the placement rules would add them; a held change the same as one already
+    waiting is not held again (its id is listed instead). ``read``: a file the batch left alone."""
     ctx, git, batch, record = where.ctx, where.git, where.batch, where.record
     assert git is not None
     files: dict[str, bytes | None] = {}
@@ -220,20 +224,34 @@ def _sort(
     taken = {c.id for c in state.changes} | {h.id for h in state.held}
     waiting = waiting_changes(git, state)
     again: list[str] = []  # ids of held changes this batch asked for again
+    pieces: list[tuple[Piece, list[str] | None]] = []
     for path, (before, after) in changes.items():
         reasons = hold_reasons({path: (before, after)}, ctx.options.guard, is_template=template, recent=window)
-        result, pieces = _split(where, path, (before, after), reasons, template(path, before))
+        result, split = _split(where, path, (before, after), reasons, template(path, before))
         if result != before:
             landed[path] = (before, result)
             files[path] = as_bytes(result)
-        for piece in pieces:
-            change_id = _next_id(batch, taken)
-            item, meta = _held_change(ctx, record, batch, change_id, piece)
-            if (same := waiting.get(same_change(meta))) is not None:
-                again.append(same)  # review would show it twice: the one waiting stands for both
-                continue
-            taken.add(change_id)
-            held.append((item, meta))
+        pieces.extend((piece, None) for piece in split)
+
+    def as_landing(path: str) -> str | None:
+        if path in landed:
+            return landed[path][1]
+        return changes[path][0] if path in changes else read(path)
+
+    today = format_timestamp(ctx.clock.now())[:10]
+    left_out, notes = unapplied_pieces(record, as_landing, landed, [piece for piece, _ in pieces], today)
+    pieces.extend(left_out)
+    record.notes.extend(notes)
+    for piece, facts in pieces:
+        change_id = _next_id(batch, taken)
+        item, meta = _held_change(ctx, record, batch, change_id, piece)
+        if facts is not None:
+            meta["facts"] = facts
+        if (same := waiting.get(same_change(meta))) is not None:
+            again.append(same)  # review would show it twice: the one waiting stands for both
+            continue
+        taken.add(change_id)
+        held.append((item, meta))
     return files, landed, held, again
 
 
@@ -256,12 +274,9 @@ def _provenance_note(where: BatchContext) -> None:
         where.report.notes.append(f"batch {batch.cursor_from}..{batch.cursor_to}: {missing}")
 
 
-_Piece = tuple[str, Hunk, str | None, str | None]  # path, hunk, text it starts from, text with it
-
-
 def _split(
     where: BatchContext, path: str, change: tuple[str | None, str], reasons: list[str], template: bool
-) -> tuple[str | None, list[_Piece]]:
+) -> tuple[str | None, list[Piece]]:
     """The file's text as it lands, and the changes that wait (each with its base and theirs)."""
     before, after = change
     if reasons:  # the guards hold the file's whole change, as they held whole batches before
@@ -311,7 +326,7 @@ def _facts_of(record: BatchRecord, path: str, base: str | None, theirs: str | No
 
 
 def _held_change(
-    ctx: DreamContext, record: BatchRecord, batch: Batch, change_id: str, piece: _Piece
+    ctx: DreamContext, record: BatchRecord, batch: Batch, change_id: str, piece: Piece
 ) -> tuple[HeldChange, dict[str, Any]]:
     path, hunk, base, theirs = piece
     first, last = hunk.lines if hunk.change != "file" else (1, max(1, len(split_lines(base or ""))))

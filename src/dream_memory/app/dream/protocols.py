@@ -26,7 +26,7 @@ from dream_memory.core.agent_loop import (
 from dream_memory.core.facts import Fact, Facts
 from dream_memory.core.history import Batch, format_timestamp
 from dream_memory.core.markdown import query_terms
-from dream_memory.core.placement import place_facts
+from dream_memory.core.placement import place_facts, unapplied_facts
 from dream_memory.core.ports import ChatModel, Redactor
 from dream_memory.core.prompts import (
     PHASE2_SYSTEM,
@@ -98,7 +98,8 @@ def dream_batch(
     edits = _Edits(ctx, model, facts, targets, staging, scoped, format_timestamp(ctx.clock.now())[:10], record)
     record.declared = declaring.declared
     try:
-        _check_applied(edits, _edit_until_changed(edits, protocols))
+        _edit_until_changed(edits, protocols)
+        _check_applied(edits)
     finally:
         _count_refusals(record, scoped.refused)
 
@@ -164,7 +165,7 @@ def _nothing_applied(edits: _Edits, protocol: str, loop: LoopResult) -> str | No
     return following
 
 
-def _check_applied(edits: _Edits, protocol: str) -> None:
+def _check_applied(edits: _Edits) -> None:
     """Nothing changed is fine only when every fact is in memory already (the placement rules
     would add none); otherwise the batch failed on its content."""
     facts, record = edits.facts, edits.record
@@ -178,11 +179,8 @@ def _check_applied(edits: _Edits, protocol: str) -> None:
             edits.said,
             hint="try editProtocol 'auto' or 'facts' for a model that cannot edit (docs/configuration.md)",
         )
-    left = sorted({f.target for f in facts.facts if f.target in pending})
-    if left and protocol != "facts":
-        record.notes.append(
-            f"facts for {', '.join(left)} may not all be applied (the placement rules would still add some)"
-        )
+    # Not a note: landing holds the facts left out for review (app/dream/unapplied.py).
+    record.unapplied = unapplied_facts(facts.facts, edits.staging.read, edits.today)
 
 
 def _fallback(configured: str, protocol: str, loop: LoopResult) -> str | None:
