@@ -19,6 +19,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from dream_memory.errors import ConfigError
+
 
 def environment(env: Mapping[str, str] | None) -> dict[str, str]:
     """The variables settings are resolved from: ``env`` when given (the API, tests), else this
@@ -31,7 +33,19 @@ def default_workspace(env: Mapping[str, str]) -> Path:
     return home / ".nanoinfra" / "workspaces" / "default"
 
 
+def _not_empty(option: str | os.PathLike[str] | None, what: str, fallback: str) -> None:
+    """An empty path given on purpose is refused, not read as "not given": `-w "$WS"` with WS
+    unset would otherwise write to the default workspace, or ``--config ""`` name ".", quietly."""
+    if option is not None and not os.fspath(option):
+        raise ConfigError(
+            f"the {what} path is empty",
+            hint=f'name the {what} (an unset variable, as in "$WS", expands to an empty path), '
+            f"or leave the option out for {fallback}",
+        )
+
+
 def resolve_workspace(option: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path:
+    _not_empty(option, "workspace", "$DREAM_WORKSPACE, else ~/.nanoinfra/workspaces/default")
     raw = option if option is not None else env.get("DREAM_WORKSPACE") or None
     path = Path(raw).expanduser() if raw else default_workspace(env)
     return Path(os.path.abspath(path))
@@ -41,6 +55,7 @@ def resolve_config_path(
     option: str | os.PathLike[str] | None, workspace: Path, env: Mapping[str, str]
 ) -> tuple[Path | None, bool]:
     """The config file to read and whether it was asked for explicitly (then it must exist)."""
+    _not_empty(option, "config file", "$DREAM_CONFIG, <workspace>/dream.json, ~/.nanoinfra/config.json")
     if option is not None:
         return Path(option).expanduser(), True
     if env.get("DREAM_CONFIG"):
@@ -57,6 +72,7 @@ def resolve_config_path(
 
 def resolve_store(option: str | os.PathLike[str] | None, workspace: Path, env: Mapping[str, str]) -> Path:
     """The read side's store root: ``--store`` > ``DREAM_MEMORY_STORE`` > the workspace."""
+    _not_empty(option, "store", "$DREAM_MEMORY_STORE, else the workspace")
     raw = option if option is not None else env.get("DREAM_MEMORY_STORE") or None
     return Path(os.path.abspath(Path(raw).expanduser())) if raw else workspace
 
