@@ -71,6 +71,8 @@ def render_commands() -> str:
 def _type_name(annotation: Any) -> str:
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
+    if origin is typing.Annotated:  # strictness markers (settings/validation.py): the type is args[0]
+        return _type_name(args[0])
     if origin is typing.Literal:
         return " \\| ".join(f"`{a}`" for a in args)
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
@@ -98,6 +100,8 @@ def _range(metadata: list[Any]) -> str:
 def _default(field: Any) -> str:
     import dataclasses
 
+    if field.is_required():  # its default is pydantic's "undefined" marker, not a value
+        return "required"
     value = field.default_factory() if field.default_factory is not None else field.default
     if dataclasses.is_dataclass(value):
         return "(section)"

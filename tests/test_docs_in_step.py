@@ -42,3 +42,10 @@ def test_readme_starts_with_the_two_fresh_machine_commands() -> None:
     assert block[1] == "scripts/test"
     ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
     assert "scripts/test" in ci
+
+
+def test_the_config_reference_says_a_required_key_is_required() -> None:
+    """A preset's `model` has no default: the page says "required", not pydantic's marker."""
+    text = (REPO / "docs" / "reference" / "config.md").read_text(encoding="utf-8")
+    assert "PydanticUndefined" not in text
+    assert "| `modelPresets.<name>.model` | string | required |" in text

@@ -4,13 +4,16 @@
 
 from __future__ import annotations
 
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from conftest import Dream
 from dream_memory import Workspace
 from dream_memory.errors import ConfigError
+
+Dream = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def test_an_empty_workspace_is_refused_not_the_default(dream: Dream, clean_env: dict[str, str], tmp_path: Path) -> None:

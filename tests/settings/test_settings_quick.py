@@ -25,7 +25,7 @@ from settings_strategies import ODD_VALUES, configs, leaf_paths, nested
 from dream_memory.app.runtime import Runtime
 from dream_memory.errors import ConfigError
 from dream_memory.settings import load_settings, schema
-from dream_memory.settings.loading import _unknown_keys, parse_config
+from dream_memory.settings.loading import _unknown_keys, config_warnings, parse_config
 from dream_memory.settings.quick import Unsure, camel, check_config
 from dream_memory.settings.validation import validate
 
@@ -95,7 +95,7 @@ def test_a_file_quick_cannot_read_gets_pydantics_verdict(data: dict[str, Any]) -
             full: tuple[Any, ...] = ("ok", tree(config))
         except ConfigError as exc:
             full, extras, config = ("error", str(exc), exc.hint), {}, None
-    expected = [f"dream.json: unknown setting {k} is ignored" for k in _unknown_keys(config, extras)] if config else []
+    expected = config_warnings(config, extras, "dream.json") if config else []
     assert not caught
     assert outcome(data) == (*full, expected)
 

@@ -333,7 +333,7 @@ def _config_check(inputs: DoctorInputs) -> Check:
         return Check(
             "config",
             "warning",
-            f"{inputs.config_path} has {len(inputs.config_warnings)} unknown setting(s), ignored",
+            f"{inputs.config_path} has {len(inputs.config_warnings)} ignored key(s): unknown, or a setting given twice",
             details=inputs.config_warnings,
             fix="correct or remove them (a misspelt key, `pinn` for `pin`, leaves its setting off); "
             "docs/configuration.md lists every setting",

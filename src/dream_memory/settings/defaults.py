@@ -14,8 +14,12 @@ from typing import Final
 # --- the model (modelPresets.<name>) -------------------------------------------------------------
 OFFLINE_MODEL: Final = "offline"  # the built-in deterministic engine's model name
 MODEL_TEMPERATURE: Final = 0.0
+MODEL_TEMPERATURE_MAX: Final = 2.0  # the providers' own ceiling (OpenAI's; most others are lower)
 MODEL_MAX_TOKENS: Final = 4096  # the reply's token limit (maxTokens)
 MODEL_TIMEOUT_S: Final = 120.0
+# A day: longer than any answer is worth waiting for, and far below what a thread's join accepts
+# (threading.TIMEOUT_MAX, about 292 years), which a timeout of 1e12 overflowed on every call.
+MODEL_TIMEOUT_MAX_S: Final = 86_400.0
 MODEL_MAX_RETRIES: Final = 3
 MODEL_MAX_RETRIES_MAX: Final = 10
 MODEL_RETRY_BASE_S: Final = 1.0

@@ -9,6 +9,7 @@ config.json belongs to the agent and is ignored.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 from collections.abc import Mapping
@@ -28,31 +29,61 @@ __all__ = ["Config", "load_config_file", "parse_config"]
 _OWNED_SECTIONS = ("agents.defaults.dream", "agents.defaults.consolidate", "agents.defaults.context")
 
 
-def _unknown_keys(config: Config, extras: Mapping[int, list[str]]) -> list[str]:
-    """Every unknown key the file holds in an owned section; ``extras`` has each section read
-    from the file (by ``id``) with its unknown keys, in the file's order."""
-
-    def extra(node: Any) -> list[str]:
-        return extras.get(id(node), [])
-
-    found: list[str] = []
+def _sections(config: Config) -> list[tuple[str, Any]]:
+    """Every section whose unknown keys are ours to warn about, with its dotted key."""
+    found: list[tuple[str, Any]] = []
     for dotted in _OWNED_SECTIONS:
         node: Any = config
         for part in dotted.split("."):
             node = getattr(node, part)
-        found += [f"{dotted}.{key}" for key in extra(node)]
+        found.append((dotted, node))
         if dotted == "agents.defaults.dream":
-            found += [f"{dotted}.deletionGuard.{key}" for key in extra(node.deletion_guard)]
+            found.append((f"{dotted}.deletionGuard", node.deletion_guard))
             # a mistyped "pin" must not pass unnoticed
             policy, where = node.write_policy, f"{dotted}.writePolicy"
-            found += [f"{where}.{key}" for key in extra(policy)]
+            found.append((where, policy))
             for pattern, rule in policy.files.items():
-                found += [f"{where}.files.{pattern}.{key}" for key in extra(rule)]
-                for title, section in rule.sections.items():
-                    found += [f"{where}.files.{pattern}.sections.{title}.{key}" for key in extra(section)]
-    for name, preset in config.model_presets.items():
-        found += [f"modelPresets.{name}.{key}" for key in extra(preset)]
+                found.append((f"{where}.files.{pattern}", rule))
+                found += [(f"{where}.files.{pattern}.sections.{title}", sec) for title, sec in rule.sections.items()]
+    found += [(f"modelPresets.{name}", preset) for name, preset in config.model_presets.items()]
     return found
+
+
+def _unknown_keys(config: Config, extras: Mapping[int, list[str]]) -> list[str]:
+    """Every unknown key the file holds in an owned section; ``extras`` has each section read
+    from the file (by ``id``) with its keys left over, in the file's order. A field's snake_case
+    name is left over only when its camelCase key was given too (``_given_twice``), so it is not
+    unknown."""
+    return [
+        f"{dotted}.{key}"
+        for dotted, node in _sections(config)
+        for key in extras.get(id(node), [])
+        if key not in {f.name for f in dataclasses.fields(node)}
+    ]
+
+
+def _given_twice(config: Config, extras: Mapping[int, list[str]]) -> list[tuple[str, str]]:
+    """Each field given under both its keys (``max_batch_size`` and ``maxBatchSize``): the
+    section's dotted key with the snake_case key, and the camelCase key whose value is used."""
+    from dream_memory.settings.quick import camel
+
+    return [
+        (f"{dotted}.{key}", camel(key))
+        for dotted, node in _sections(config)
+        for key in extras.get(id(node), [])
+        if key in {f.name for f in dataclasses.fields(node)}
+    ]
+
+
+def config_warnings(config: Config, extras: Mapping[int, list[str]], source: str) -> list[str]:
+    """What a person is told about a valid file: the keys it ignores, and why."""
+    unknown = [f"{source}: unknown setting {key} is ignored" for key in _unknown_keys(config, extras)]
+    twice = [
+        f"{source}: {key.rsplit('.', 1)[0]}.{wins} is given twice, as {key.rsplit('.', 1)[1]} and {wins}: "
+        f"{wins} wins, {key.rsplit('.', 1)[1]} is ignored"
+        for key, wins in _given_twice(config, extras)
+    ]
+    return unknown + twice
 
 
 def parse_config(data: Mapping[str, Any], source: str) -> Config:
@@ -65,8 +96,8 @@ def parse_config(data: Mapping[str, Any], source: str) -> Config:
         from dream_memory.settings.validation import validate
 
         config, extras = validate(data, source)
-    for key in _unknown_keys(config, extras):
-        warnings.warn(f"{source}: unknown setting {key} is ignored", UserWarning, stacklevel=2)
+    for message in config_warnings(config, extras, source):
+        warnings.warn(message, UserWarning, stacklevel=2)
     return config
 
 

@@ -130,9 +130,11 @@ def _checked(meta: schema.Check, value: Any) -> Any:
 
 
 def within(bounds: schema.Range, value: float) -> bool:
-    """``value`` inside ``bounds`` (a NaN is inside none: every comparison with it fails)."""
+    """``value`` inside ``bounds``: a finite number, as the config file's are (a NaN or an
+    infinity is inside no bounds)."""
     return (
-        (bounds.ge is None or value >= bounds.ge)
+        (not isinstance(value, float) or math.isfinite(value))
+        and (bounds.ge is None or value >= bounds.ge)
         and (bounds.gt is None or value > bounds.gt)
         and (bounds.le is None or value <= bounds.le)
     )

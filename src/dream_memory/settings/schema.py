@@ -45,6 +45,15 @@ class Range:
     gt: float | None = None
     le: float | None = None
 
+    def describe(self) -> str:
+        """The bounds as a person reads them: "1..20", "at least 100", "more than 0", ..."""
+        low = f"{self.ge:g}" if self.ge is not None else None
+        if low is not None and self.le is not None:
+            return f"{low}..{self.le:g}"
+        parts = [f"at least {low}" if low is not None else "", f"more than {self.gt:g}" if self.gt is not None else ""]
+        parts.append(f"at most {self.le:g}" if self.le is not None else "")
+        return " and ".join(p for p in parts if p) or "any number"
+
 
 @dataclass(frozen=True)
 class Check:
@@ -89,9 +98,9 @@ class ModelPreset:
     model: str
     api_base: str | None = None
     api_key_env: str | None = None
-    temperature: float = D.MODEL_TEMPERATURE
+    temperature: Annotated[float, Range(ge=0, le=D.MODEL_TEMPERATURE_MAX)] = D.MODEL_TEMPERATURE
     max_tokens: Annotated[int, Range(ge=1)] = D.MODEL_MAX_TOKENS
-    timeout: Annotated[float, Range(gt=0)] = D.MODEL_TIMEOUT_S
+    timeout: Annotated[float, Range(gt=0, le=D.MODEL_TIMEOUT_MAX_S)] = D.MODEL_TIMEOUT_S
     context_window: Annotated[int | None, Range(ge=1)] = None
     max_retries: Annotated[int, Range(ge=0, le=D.MODEL_MAX_RETRIES_MAX)] = D.MODEL_MAX_RETRIES
     retry_base_seconds: Annotated[float, Range(ge=0)] = D.MODEL_RETRY_BASE_S
@@ -197,7 +206,7 @@ class AgentDefaults:
     provider: str | None = None
     max_tokens: Annotated[int | None, Range(ge=1)] = None
     context_window_tokens: Annotated[int | None, Range(ge=1)] = None
-    temperature: float | None = None
+    temperature: Annotated[float | None, Range(ge=0, le=D.MODEL_TEMPERATURE_MAX)] = None
     dream: DreamSettings = field(default_factory=DreamSettings)
     consolidate: ConsolidateSettings = field(default_factory=ConsolidateSettings)
     context: ContextSettings = field(default_factory=ContextSettings)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import types
 import typing
 from collections.abc import Mapping
 from typing import Any
@@ -17,10 +18,12 @@ from typing import Any
 from pydantic import (
     AfterValidator,
     AliasGenerator,
+    AllowInfNan,
     BaseModel,
     BeforeValidator,
     ConfigDict,
     Field,
+    Strict,
     ValidationError,
     create_model,
 )
@@ -68,6 +71,15 @@ def _for_pydantic(hint: Any) -> Any:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Annotated:
         return typing.Annotated[(_for_pydantic(args[0]), *(_marker(m) for m in hint.__metadata__))]
+    if hint in (int, bool):
+        # Strict: "5", 5.0 or true for an integer, "no" or 1 for a switch, are wrong types (exit 2),
+        # never quietly read as 5, 5, 1 or False.
+        return typing.Annotated[hint, Strict()]
+    if hint is float:
+        # An integer is a number (5 for 5.0); a string or a switch is not. NaN and infinity pass
+        # every range check pydantic makes, and then break each run (a timeout the thread's join
+        # overflows on, a temperature the provider refuses): not numbers here.
+        return typing.Annotated[float, Strict(), AllowInfNan(False)]
     if origin is None or origin is typing.Literal or not args:
         return hint
     inner = tuple(_for_pydantic(a) for a in args)
@@ -103,6 +115,39 @@ def _as_section(value: Any, extras: dict[int, list[str]]) -> Any:
     return value
 
 
+def _range_at(loc: tuple[int | str, ...]) -> schema.Range | None:
+    """The ``Range`` of the field at ``loc`` (an error's location), so that a refused number is
+    told what is allowed: "Input should be a finite number" alone does not say which numbers are."""
+    from dream_memory.settings.quick import camel
+
+    hint: Any = Config
+    for part in loc:
+        while True:  # down to the section, or the dict, holding the next key
+            origin, args = typing.get_origin(hint), typing.get_args(hint)
+            if origin is typing.Annotated:
+                hint = args[0]
+            elif origin in (typing.Union, types.UnionType):
+                others = [a for a in args if a is not type(None)]
+                if len(others) != 1:
+                    return None
+                hint = others[0]
+            else:
+                break
+        if dataclasses.is_dataclass(hint):
+            hints = typing.get_type_hints(hint, include_extras=True)
+            by_key = {k: f.name for f in dataclasses.fields(hint) for k in (f.name, camel(f.name))}
+            if part not in by_key:
+                return None
+            hint = hints[by_key[str(part)]]
+        elif typing.get_origin(hint) is dict:
+            hint = typing.get_args(hint)[1]
+        else:
+            return None
+    if typing.get_origin(hint) is typing.Annotated:
+        return next((m for m in hint.__metadata__ if isinstance(m, schema.Range)), None)
+    return None
+
+
 def validate(data: Mapping[str, Any], source: str) -> tuple[Config, dict[int, list[str]]]:
     """``data`` validated by pydantic, as the schema's dataclasses, with each section's unknown
     keys (by ``id``, as ``settings.quick`` gives them); ConfigError names ``source`` and the fields."""
@@ -112,7 +157,8 @@ def validate(data: Mapping[str, Any], source: str) -> tuple[Config, dict[int, li
         problems = []
         for err in exc.errors(include_input=False, include_url=False):
             where = ".".join(str(p) for p in err["loc"]) or "(top level)"
-            problems.append(f"{where}: {err['msg']}")
+            bounds = _range_at(err["loc"])
+            problems.append(f"{where}: {err['msg']}" + (f" (allowed: {bounds.describe()})" if bounds else ""))
         raise ConfigError(
             f"invalid configuration in {source}: " + "; ".join(problems),
             hint="see docs/configuration.md for every setting and its type",
