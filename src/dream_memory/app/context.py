@@ -28,7 +28,6 @@ from dream_memory.core.frontmatter import is_always_on
 from dream_memory.core.history import HistoryEntry, parse_line
 from dream_memory.core.ports import TokenCounter
 from dream_memory.core.scopes import new_file_text
-from dream_memory.errors import InputError
 from dream_memory.settings import defaults
 
 if TYPE_CHECKING:
@@ -256,14 +255,14 @@ class ContextRequest:
 
 
 def check_budget(budget: int) -> int:
-    """The one budget rule of every face (CLI, API, MCP resource and prompt)."""
-    low, high = defaults.CONTEXT_BUDGET_MIN, defaults.CONTEXT_BUDGET_MAX
-    if not low <= budget <= high:
-        raise InputError(
-            f"the context budget must be {low}..{high} tokens (got {budget})",
-            hint=f"the block's header and pointers alone need about {low} tokens",
-        )
-    return budget
+    """The one budget rule of every face (CLI, API, MCP resource and prompt): the config's
+    ``agents.defaults.context.budgetTokens`` range."""
+    from dream_memory.app.inputs import check_number, setting_range
+    from dream_memory.settings.schema import ContextSettings
+
+    bounds = setting_range(ContextSettings, "budget_tokens")
+    hint = f"the block's header and pointers alone need about {bounds.ge:g} tokens"
+    return int(check_number(budget, "the context budget (budget, --budget)", bounds, whole=True, hint=hint))
 
 
 def _reader(rt: Runtime, request: ContextRequest) -> ReaderScope:

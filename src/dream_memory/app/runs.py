@@ -18,8 +18,8 @@ from dream_memory.adapters.workspace import require_usable_history
 from dream_memory.app.models import ModelChoice, choose_model
 from dream_memory.app.outcome import Status, as_error
 from dream_memory.app.progress import Progress, ProgressEvent, RunEnded, RunStarted
-from dream_memory.errors import DreamError, InputError, LockBusy
-from dream_memory.settings import defaults
+from dream_memory.errors import DreamError, LockBusy
+from dream_memory.settings.schema import Range
 
 if TYPE_CHECKING:
     from dream_memory.app.consolidate import ConsolidateReport
@@ -45,15 +45,21 @@ class RunRequest:
 
 
 def _check_run(request: RunRequest) -> None:
-    if request.batch_size is not None and not 1 <= request.batch_size <= defaults.BATCH_SIZE_MAX:
-        raise InputError(f"the batch size must be 1..{defaults.BATCH_SIZE_MAX} (got {request.batch_size})")
-    if request.max_batches is not None and request.max_batches < 1:
-        raise InputError(f"max batches must be at least 1 (got {request.max_batches})")
-    for name, value in (("token", request.max_tokens), ("cost", request.max_cost), ("time", request.max_seconds)):
-        # Written as "not above" so NaN (no comparison holds) is refused too, as the config file
-        # and the CLI refuse it: a NaN budget would otherwise never stop the run.
-        if value is not None and not (value > 0 or (name == "cost" and value == 0)):
-            raise InputError(f"the run's {name} budget must be more than 0 (got {value})")
+    from dream_memory.app.inputs import check_number, setting_range
+    from dream_memory.settings.schema import DreamSettings
+
+    numbers = (
+        ("batch_size", "--batch-size", "the batch size", "max_batch_size", True),
+        ("max_tokens", "--max-tokens", "the run's token budget", "max_tokens_per_run", True),
+        ("max_cost", "--max-cost", "the run's cost budget in USD", "max_cost_usd", False),
+        ("max_seconds", "--max-seconds", "the run's time budget in seconds", "max_wall_seconds", False),
+    )
+    for name, flag, what, setting, whole in numbers:
+        value = getattr(request, name)
+        if value is not None:
+            check_number(value, f"{what} ({name}, {flag})", setting_range(DreamSettings, setting), whole=whole)
+    if request.max_batches is not None:
+        check_number(request.max_batches, "max batches (max_batches, --max-batches)", Range(ge=1), whole=True)
 
 
 def stopped_report(rt: Runtime, model: str, status: str, error: DreamError) -> DreamReport:
@@ -164,8 +170,12 @@ def consolidate(
     ``progress`` gets the run's events (app/progress.py) as it goes."""
     from dream_memory.app.consolidate import consolidate_sessions, select_sessions
 
-    if request.budget is not None and request.budget < 1:
-        raise InputError(f"the consolidation budget must be at least 1 token (got {request.budget})")
+    if request.budget is not None:
+        from dream_memory.app.inputs import check_number, setting_range
+        from dream_memory.settings.schema import ConsolidateSettings
+
+        bounds = setting_range(ConsolidateSettings, "budget_tokens")
+        check_number(request.budget, "the consolidation budget (budget, --budget)", bounds, whole=True)
     rt.require_workspace()
     # Summaries are appended to history.jsonl: one that cannot take them is exit 2 before any
     # model call is paid for (a dry run only reads it).

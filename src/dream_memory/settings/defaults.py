@@ -53,7 +53,9 @@ WRITE_POLICY_DREAM_OLD: Final = "apply"  # ... a Dream line older than dreamAgeD
 WRITE_POLICY_DREAM_AGE_DAYS: Final = 30
 
 # --- the Consolidator (agents.defaults.consolidate) ----------------------------------------------
-CONSOLIDATE_BUDGET_MIN: Final = 100
+# Any positive budget: a small one only folds a session often (examples/agent.py folds a
+# three-turn demo at 40), and the command line and the API always took one that small.
+CONSOLIDATE_BUDGET_MIN: Final = 1
 
 # --- the context block (agents.defaults.context, dream context, memory://context) --------------
 CONTEXT_BUDGET: Final = 8000

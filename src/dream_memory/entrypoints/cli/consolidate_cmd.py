@@ -52,9 +52,10 @@ def _summary(report: dict[str, Any]) -> str:
 )
 @click.option(
     "--budget",
-    type=click.IntRange(min=1),
+    type=int,  # its range is the service's (app/runs.py), the same for the API
     default=None,
-    help="Token budget of unconsolidated messages per session (default: config, else from the model's window).",
+    help="Token budget of unconsolidated messages per session, at least 1 (default: config, else from the "
+    "model's window).",
 )
 @click.option("--force", is_flag=True, help="Consolidate regardless of the budget (up to the last safe cut).")
 @click.option("--dry-run", is_flag=True, help="Change nothing and call no model; report what would be archived.")

@@ -48,30 +48,6 @@ def _summary(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-class _SettingRange(click.FloatRange):
-    """A budget option held to the rule of its setting in the config file (agents.defaults.dream,
-    its ``Range`` in settings/schema.py, checked as the config's quick check checks it): so
-    ``--max-cost nan`` is refused as ``"maxCostUsd": NaN`` is, where click's own range lets NaN by."""
-
-    def __init__(self, setting: str) -> None:
-        import typing
-
-        from dream_memory.settings.schema import DreamSettings, Range
-
-        hint = typing.get_type_hints(DreamSettings, include_extras=True)[setting]
-        self.bounds = next(m for m in hint.__metadata__ if isinstance(m, Range))
-        low = self.bounds.gt if self.bounds.gt is not None else self.bounds.ge
-        super().__init__(min=low, max=self.bounds.le, min_open=self.bounds.gt is not None)
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        from dream_memory.settings.quick import within
-
-        number = super().convert(value, param, ctx)
-        if not within(self.bounds, number):
-            self.fail(f"{number} is not in the range {self._describe_range()}.", param, ctx)
-        return number
-
-
 def _json_out(as_json: bool) -> bool:
     """The JSON report goes to stdout unless a person reads it there (a terminal, no --json):
     scripts, schedulers and pipes always get JSON."""
@@ -93,20 +69,21 @@ def _write_report(path: Path, text: str) -> str | None:
 
 
 @command("run")
-@click.option("--batch-size", type=click.IntRange(1, 20), default=None, help="Entries per batch (1..20).")
+# The numbers are checked by the service (app/runs.py), as they are for the API: click only parses.
+@click.option("--batch-size", type=int, default=None, help="Entries per batch (1..20).")
 @click.option(
     "--json", "as_json", is_flag=True, help="Print the JSON report on stdout (the default unless it is a terminal)."
 )
-@click.option("--max-batches", type=click.IntRange(min=1), default=None, help="Stop after this many batches.")
+@click.option("--max-batches", type=int, default=None, help="Stop after this many batches (at least 1).")
 @click.option("--dry-run", is_flag=True, help="Change nothing; the report carries the would-be diff.")
 @click.option("--branch", default=None, help="Commit on this branch (created from HEAD when missing).")
 @click.option(
     "--report", "report_path", type=click.Path(dir_okay=False), default=None, help="Also write the report here."
 )
 @click.option("--model", default=None, help="Model preset or litellm id ('offline' for the built-in engine).")
-@click.option("--max-tokens", type=click.IntRange(min=1), default=None, help="Token budget for this run.")
-@click.option("--max-cost", type=_SettingRange("max_cost_usd"), default=None, help="Cost budget in USD for this run.")
-@click.option("--max-seconds", type=_SettingRange("max_wall_seconds"), default=None, help="Wall-time budget.")
+@click.option("--max-tokens", type=int, default=None, help="Token budget for this run (at least 1).")
+@click.option("--max-cost", type=float, default=None, help="Cost budget in USD for this run (at least 0).")
+@click.option("--max-seconds", type=float, default=None, help="Wall-time budget in seconds (more than 0).")
 @progress_options
 @workspace_options
 def run(
