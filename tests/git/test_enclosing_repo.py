@@ -4,6 +4,7 @@ are left exactly as they were."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -238,3 +239,30 @@ def test_compaction_in_a_repository_tracking_history_commits_the_archive(tmp_pat
         for line in path.read_text(encoding="utf-8").splitlines()
     ]
     assert [f"fact number {n}" in " ".join(kept) for n in range(1, 13)] == [True] * 12, kept
+
+
+def test_compaction_waits_while_the_repository_ignores_the_archive(tmp_path: Path, dream, git) -> None:
+    """The repository tracks history.jsonl but ignores memory/archive/: compacting would take the
+    entries out of the repository. The first run failed (exit 2) after its batch had committed,
+    left history.jsonl shortened on disk, and every later run failed the same way. Now the run
+    is ok, history.jsonl keeps every entry, and a note says why and what to change."""
+    repo = tmp_path / "project"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    ws = repo / "bot"
+    assert dream("init", "--workspace", str(ws)).returncode == 0
+    (ws / "dream.json").write_text('{"agents": {"defaults": {"dream": {"maxHistoryEntries": 10}}}}\n')
+    (repo / ".gitignore").write_text("bot/memory/archive/\n")
+    for n in range(1, 13):
+        assert dream("append", f"- [memory] fact number {n}", "--workspace", str(ws)).returncode == 0
+    git(repo, "add", ".gitignore", "bot/memory/history.jsonl", "bot/dream.json")
+    git(repo, "commit", "-q", "-m", "agent: history", identity=True)
+    for _ in range(2):
+        run = dream("run", "--model", "offline", "--workspace", str(ws), "--config", str(ws / "dream.json"), "--json")
+        assert run.returncode == 0, run.stdout + run.stderr
+        report = json.loads(run.stdout)
+        assert report["compaction"] is None
+        assert any(n.startswith("history compaction skipped: the repository tracks") for n in report["notes"])
+        assert dream("append", "- [memory] one more", "--workspace", str(ws)).returncode == 0
+    assert len((ws / "memory/history.jsonl").read_text(encoding="utf-8").splitlines()) == 14
+    assert not (ws / "memory/archive").exists()

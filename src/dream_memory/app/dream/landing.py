@@ -73,6 +73,24 @@ def _carried(ctx: DreamContext, git: GitStore) -> dict[str, bytes | None]:
         return read_files(ctx.root, sorted(paths))
 
 
+def _archive_kept_out(git: GitStore) -> str | None:
+    """Why compaction must not run: the enclosing repository tracks history.jsonl but ignores the
+    archive, so the entries moved would leave the repository (and a CI checkout with them)."""
+    if not git.enclosing:
+        return None
+    tracked = set(git.tracked_in_head(layout.CARRIED_PATTERNS))
+    if layout.HISTORY not in tracked or any(p.startswith(layout.ARCHIVE_DIR + "/") for p in tracked):
+        return None
+    refusal = git.commit_refusal([f"{layout.ARCHIVE_DIR}/history-0000-00.jsonl"])
+    if refusal is None:
+        return None
+    return (
+        f"history compaction skipped: the repository tracks {layout.HISTORY} but would not take "
+        f"{layout.ARCHIVE_DIR}/, so the entries it moves would leave the repository ({refusal.message}); "
+        f"un-ignore {layout.ARCHIVE_DIR}/ there, or stop tracking {layout.HISTORY}"
+    )
+
+
 def _commit_message(
     subject: str, batch: Batch, changes: Sequence[FileChange], record: BatchRecord, model: str, *, scope: str | None
 ) -> str:
@@ -419,6 +437,9 @@ def compact(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> Non
     cursor = report.cursor_after
     # The state as this run's last commit (or failure) left it: which late entries are dreamt.
     dreamt_late = DreamState.from_json(fsutil.read_text(ctx.root / layout.DREAM_STATE)).late_dreamt
+    if git is not None and (kept_out := _archive_kept_out(git)) is not None:
+        report.notes.append(kept_out)
+        return
     result = ctx.history.compact(
         dream_cursor=cursor, max_entries=ctx.options.max_history_entries, dreamt_late=dreamt_late
     )
