@@ -151,9 +151,18 @@ def test_a_block_under_a_file_that_is_not_memory_is_refused_not_given_the_last_f
         + block.format("c", "d")
         + "\nAnd one more change:\n"
         + block.format("e", "f")
+        + "\nN/A\n"  # words with a slash or a dot name no file: the block stays the last file's
+        + block.format("g", "h")
+        + "\nv1.2\n"
+        + block.format("i", "j")
     )
     blocks, problems = parse_edit_blocks(text)
-    assert [(b.path, b.search) for b in blocks] == [("USER.md", "a\n"), ("USER.md", "e\n")]
+    assert [(b.path, b.search) for b in blocks] == [
+        ("USER.md", "a\n"),
+        ("USER.md", "e\n"),
+        ("USER.md", "g\n"),
+        ("USER.md", "i\n"),
+    ]
     assert problems == [
         "block 2 names '.git/hooks/post-commit', which is not a memory file: Dream edits only the "
         "workspace's .md memory files; the block was not applied",

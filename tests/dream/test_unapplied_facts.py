@@ -71,3 +71,86 @@ def test_a_fact_a_later_one_of_the_batch_replaced_is_named_not_held(dream: Dream
         for note in batch["notes"]
     ), batch["notes"]
     assert "Porto" not in (ws / "USER.md").read_text(encoding="utf-8")
+
+
+def _scripted(dream: Dream, tmp_path: Path, ws: Path, replies: list[Reply], *args: str, **dream_cfg: Any) -> Any:
+    with ScriptedLLMServer(replies) as server:
+        env = server.write_config(tmp_path / "dream.json")
+        if dream_cfg:
+            config = json.loads((tmp_path / "dream.json").read_text(encoding="utf-8"))
+            config["agents"]["defaults"]["dream"] = dream_cfg
+            (tmp_path / "dream.json").write_text(json.dumps(config), encoding="utf-8")
+        run = dream("run", "-w", str(ws), "--json", *args, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return json.loads(run.stdout)
+
+
+def _tea(after: str = "## Preferences") -> Reply:
+    return Reply(tool_calls=[tool_call("edit_file", path="USER.md", old_text=after, new_text=f"{after}\n\n- Tea.")])
+
+
+def test_facts_left_out_in_two_batches_are_accepted_after_later_lines_in_their_section(
+    dream: Dream, tmp_path: Path
+) -> None:
+    """Each held fact was a diff against the file as its batch left it: a second batch adding a
+    line under the same heading made accepting the first a conflict (exit 1, nothing accepted).
+    Accepting places the facts anew in the file as it is now."""
+    ws = build_workspace(tmp_path / "ws", history=["tea", "Ana in Porto", "Rui in Faro", "jazz"])
+    replies = [
+        Reply("[USER] User drinks tea. [from 1]\n[USER] User's sister Ana lives in Porto. [from 2]"),
+        _tea(),
+        Reply("Done."),
+        Reply("[USER] User likes jazz. [from 4]\n[USER] User's brother Rui lives in Faro. [from 3]"),
+        Reply(tool_calls=[tool_call("edit_file", path="USER.md", old_text="- Tea.", new_text="- Tea.\n- Jazz.")]),
+        Reply("Done."),
+    ]
+    report = _scripted(dream, tmp_path, ws, replies, "--batch-size", "2")
+    assert [h["path"] for h in report["held"]] == ["USER.md", "USER.md"], report["held"]
+    accepted = dream("review", "accept", "--all", "-w", str(ws))
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    user = (ws / "USER.md").read_text(encoding="utf-8")
+    assert "- User's sister Ana lives in Porto." in user and "- User's brother Rui lives in Faro." in user
+
+
+def test_a_left_out_fact_holding_a_secret_waits_redacted(dream: Dream, tmp_path: Path) -> None:
+    """The fact as phase 1 gave it held a token; the batch's record holds it redacted. Compared
+    with each other, the two never matched and the fact was dropped without a word."""
+    token = "ghp_" + "aB3dEfGh1jKlMn0pQrStUvWxYz0123456789"
+    ws = build_workspace(tmp_path / "ws", history=["tea", "my CI token is in the vault"])
+    facts = Reply(f"[USER] User drinks tea. [from 1]\n[USER] User's CI token is {token} [from 2]")
+    report = _scripted(dream, tmp_path, ws, [facts, _tea(), Reply("Done.")])
+    (waiting,) = report["held"]
+    record = (ws / "memory/.dream_held" / waiting["id"] / "change.json").read_text(encoding="utf-8")
+    assert "User's CI token is [REDACTED:github_token]" in record and token not in record
+
+
+def test_a_fact_about_someone_else_does_not_replace_the_users_own(dream: Dream, tmp_path: Path) -> None:
+    ws = build_workspace(tmp_path / "ws", history=["I am vegetarian.", "My wife is vegetarian too."])
+    facts = Reply("[USER] User is vegetarian. [from 1]\n[USER] User's wife is vegetarian. [from 2]")
+    edit = tool_call(
+        "edit_file", path="USER.md", old_text="## Profile", new_text="## Profile\n\n- User's wife is vegetarian."
+    )
+    report = _scripted(dream, tmp_path, ws, [facts, Reply(tool_calls=[edit]), Reply("Done.")])
+    assert report["status"] == "held", report
+    record = (ws / "memory/.dream_held" / report["held"][0]["id"] / "change.json").read_text(encoding="utf-8")
+    assert "User is vegetarian." in record
+
+
+def test_a_pinned_file_gets_no_proposal_and_a_note_says_so(dream: Dream, tmp_path: Path) -> None:
+    ws = build_workspace(tmp_path / "ws", history=["tea", "Ana in Porto"])
+    facts = Reply("[MEMORY] User drinks tea. [from 1]\n[USER] User's sister Ana lives in Porto. [from 2]")
+    first = (ws / "memory/MEMORY.md").read_text(encoding="utf-8").splitlines()[0]
+    edit = tool_call("edit_file", path="memory/MEMORY.md", old_text=first, new_text=f"{first}\n\n- Drinks tea.")
+    pin = {"writePolicy": {"files": {"USER.md": {"pin": True}}}}
+    report = _scripted(dream, tmp_path, ws, [facts, Reply(tool_calls=[edit]), Reply("Done.")], **pin)
+    assert report["status"] == "ok" and report["held"] == [], report
+    (batch,) = report["batches"]
+    assert any("left out of USER.md are not proposed for review: USER.md is pinned" in n for n in batch["notes"])
+
+
+def test_a_dry_run_says_facts_would_wait(dream: Dream, tmp_path: Path) -> None:
+    ws = build_workspace(tmp_path / "ws", history=["tea", "Ana in Porto"])
+    facts = Reply("[USER] User drinks tea. [from 1]\n[USER] User's sister Ana lives in Porto. [from 2]")
+    report = _scripted(dream, tmp_path, ws, [facts, _tea(), Reply("Done.")], "--dry-run")
+    (batch,) = report["batches"]
+    assert any("fact(s) phase 2 left out; a run holds those memory lacks for review" in n for n in batch["notes"])

@@ -109,3 +109,20 @@ def test_the_tail_of_a_key_without_its_begin_line_is_redacted() -> None:
     tail = "the rest:\n" + "\n".join(lines[-4:]) + "\nthanks"
     clean, counts = SecretScanner().redact(tail)
     assert clean == "the rest:\n[REDACTED:private_key]\nthanks" and counts == {"private_key": 1}
+
+
+def test_a_value_written_below_a_persons_password_label_is_redacted(dream: Dream, tmp_path: Path) -> None:
+    """The person's line `- Home Wi-Fi password:` stays; the model writes the value on the line
+    below it. Read alone, the new line held no keyword: it was committed in clear."""
+    ws = build_workspace(tmp_path / "ws", history=["The wifi password is on the router sticker."])
+    user = ws / "USER.md"
+    own = "- Home Wi-Fi password:\n"
+    user.write_text(user.read_text(encoding="utf-8").replace("## Preferences\n", f"## Preferences\n\n{own}"))
+    edit = tool_call("edit_file", path="USER.md", old_text=own, new_text=own + "  Tr0ub4dor&3xq\n")
+    facts = Reply("[USER] User's Wi-Fi password is on the router sticker. [from 1]")
+    with ScriptedLLMServer([facts, Reply(tool_calls=[edit]), Reply("Done.")]) as server:
+        run = dream("run", "-w", str(ws), "--json", env=server.write_config(tmp_path / "dream.json"))
+    assert run.returncode == 0, run.stdout + run.stderr
+    text = user.read_text(encoding="utf-8")
+    assert "Tr0ub4dor&3xq" not in text and own in text
+    assert json.loads(run.stdout)["redactions"] == {"password": 1}

@@ -8,7 +8,6 @@ ToolExecutor of the phase-2 loop: every refusal is a result the model reads.
 from __future__ import annotations
 
 from collections.abc import Callable
-from difflib import SequenceMatcher
 from pathlib import Path
 
 from dream_memory.core import policy
@@ -16,6 +15,7 @@ from dream_memory.core.agent_loop import ToolOutcome
 from dream_memory.core.bounded import newline_lines
 from dream_memory.core.edits import apply_edit, create_file
 from dream_memory.core.markdown import find_section, outline
+from dream_memory.core.merge import line_opcodes
 from dream_memory.core.ports import NoRedaction, Redactor
 from dream_memory.errors import EditRejected, ToolDenied
 
@@ -187,24 +187,29 @@ class StagingWorkspace:
             )
         return ToolOutcome(True, text)
 
-    def _redact(self, text: str) -> str:
-        clean, counts = self.redactor.redact(text)
-        for kind, n in counts.items():
-            self.redactions[kind] = self.redactions.get(kind, 0) + n
-        return clean
-
     def _redact_new(self, rel: str, text: str) -> str:
         """``text`` with every secret in the lines the batch wrote redacted, each run of them
         whole: a secret sent in two pieces (half a token per edit, a key's body in one call and
         its BEGIN line in the next) is whole only in the file, so an edit's own text is never
         redacted alone (its BEGIN line redacted first, the body that follows would no longer
-        read as a key). Lines the file held on disk are the person's and stay as they are."""
+        read as a key). Lines the file held on disk are the person's and stay as they are; the
+        line above a run is read with it (``password:`` there, the value below)."""
         disk = self.disk_text(rel)
         old, new = newline_lines(disk or ""), newline_lines(text)
         pieces: list[str] = []
-        for tag, _, _, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        for tag, _, _, j1, j2 in line_opcodes(old, new):
             written = "".join(new[j1:j2])
-            pieces.append(written if tag == "equal" else self._redact(written))
+            if tag == "equal":
+                pieces.append(written)
+                continue
+            above = new[j1 - 1] if j1 else ""
+            clean, counts = self.redactor.redact(above + written)
+            if not clean.startswith(above):  # the line above holds a secret of its own: the person's
+                clean, counts = self.redactor.redact(written)
+                above = ""
+            for kind, n in counts.items():
+                self.redactions[kind] = self.redactions.get(kind, 0) + n
+            pieces.append(clean[len(above) :])
         return "".join(pieces)
 
     def _edit_file(self, arguments: dict[str, object]) -> ToolOutcome:

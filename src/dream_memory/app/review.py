@@ -179,6 +179,14 @@ def _accepted_text(record: Record, ours: str | None, forced: list[str] | None = 
     path, base, theirs = record.item.path, record.base, record.theirs
     if ours == base:
         return theirs
+    # Facts phase 2 left out: placed anew in the file as it is now (lines added under the same
+    # heading since would make merging the held lines a conflict). Imported here: the dream
+    # package loads the whole run, which review needs for nothing else.
+    from dream_memory.app.dream.unapplied import placed_again
+
+    placed = placed_again(record.meta, path, ours, record.item.created[:10])
+    if placed is not None:
+        return placed
     if theirs is None or ours is None:  # a held deletion or creation meets a file that changed since
         if forced is not None:
             forced.append(path)

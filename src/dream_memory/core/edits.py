@@ -222,7 +222,10 @@ _PATH_LINE = re.compile(r"^[\s>*_`#-]*(?:(?:file|path)\s*:\s*)?(?P<path>[\w./-]+
 # A line naming some other file (a folder in it, or an extension): its block is not a memory
 # file's, and must not fall back to the previous block's file.
 _OTHER_PATH_LINE = re.compile(
-    r"^[\s>*_`#-]*(?:(?:file|path)\s*:\s*)?(?P<path>[\w.~-]*(?:/[\w.~-]+)+|[\w~-][\w.~-]*\.\w{1,10})[\s*_`:]*$",
+    r"^[\s>*_`#-]*(?:(?:file|path)\s*:\s*)?"
+    # a hidden or rooted path (.git/hooks/post-commit, ~/x, /etc/x), or a name with a file
+    # extension (notes.txt, src/app.py); not "1/2", "N/A", "and/or" or "v1.2"
+    r"(?P<path>[.~/][\w.~-]*/[\w.~/-]+|[\w.~/-]*[\w~-]\.[A-Za-z]\w{0,9})[\s*_`:]*$",
     re.IGNORECASE,
 )
 

@@ -51,7 +51,9 @@ class Merged:
 _Key = str
 
 
-def _opcodes(a: Sequence[_Key], b: Sequence[_Key]) -> Sequence[tuple[str, int, int, int, int]]:
+def line_opcodes(a: Sequence[str], b: Sequence[str]) -> Sequence[tuple[str, int, int, int, int]]:
+    """difflib's opcodes from ``a`` to ``b`` by patience diff: near-linear where difflib's
+    matcher is quadratic in a file's repeated lines (blank ones, a heading per section)."""
     return patiencediff.PatienceSequenceMatcher(None, a, b).get_opcodes()
 
 
@@ -158,7 +160,7 @@ class _Sides:
         at: dict[int, list[str]] = {}  # ours' lines placed before base line i (added, or rewriting from i)
         gone: dict[int, str] = {}  # base lines ours dropped: "delete", or "rewrite" (replaced by at[start])
         kept: dict[int, int] = {}  # base line -> the same line in ours
-        for tag, i1, i2, j1, j2 in _opcodes(base, self.ours[a0:a1]):
+        for tag, i1, i2, j1, j2 in line_opcodes(base, self.ours[a0:a1]):
             if tag == "equal":
                 kept.update((i, a0 + j1 + (i - i1)) for i in range(i1, i2))
                 continue
@@ -166,7 +168,7 @@ class _Sides:
                 at[i1] = self.ours_text[a0 + j1 : a0 + j2]
             gone.update(dict.fromkeys(range(i1, i2), "rewrite" if tag == "replace" else "delete"))
         out: list[str] = []
-        for tag, i1, i2, j1, j2 in _opcodes(base, self.theirs[t0:t1]):
+        for tag, i1, i2, j1, j2 in line_opcodes(base, self.theirs[t0:t1]):
             if tag in ("equal", "delete"):
                 for i in range(i1, i2):
                     if tag == "delete" and gone.get(i) == "rewrite":
@@ -196,7 +198,7 @@ def _edges(base: list[_Key], side: list[_Key]) -> tuple[int, int]:
     the rewrite and the lines beyond are additions. Anything else stays one change: a conflict."""
     if not base:
         return 0, 0
-    ops = _opcodes(base, side)
+    ops = line_opcodes(base, side)
     if not ops:
         return 0, 0
     if len(ops) == 1:  # one change in all: lines appended after a rewrite are the likelier reading

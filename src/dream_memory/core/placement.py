@@ -222,7 +222,8 @@ def place_facts(
     return {p: (before[p], a) for p, a in after.items() if a is not None and a != before[p]}
 
 
-def unapplied_facts(facts: Sequence[Fact], read: Callable[[str], str | None], today: str) -> tuple[Fact, ...]:
-    """The facts the placement rules would still add to the files ``read`` gives: the ones an
-    edit phase left out (or wrote in words of its own, which these rules cannot tell apart)."""
-    return tuple(fact for fact in facts if place_facts([fact], read, today))
+def unapplied_facts(facts: Sequence[Fact], read: Callable[[str], str | None], today: str) -> tuple[int, ...]:
+    """The numbers (1-based) of the facts the placement rules would still add to the files
+    ``read`` gives: the ones an edit phase left out (or wrote in words of its own, which these
+    rules cannot tell apart)."""
+    return tuple(n for n, fact in enumerate(facts, start=1) if place_facts([fact], read, today))

@@ -139,21 +139,25 @@ def _fact_words(fact: Fact) -> set[str]:
 def replaced_in_batch(numbers: Sequence[int], facts: Sequence[Fact], landed: Collection[int]) -> dict[int, int]:
     """Which of the facts ``numbers`` a later fact of the same batch replaces: fact number -> the
     number of the one replacing it. A fact for the same file, learnt only from later entries,
-    with lines in memory (``landed``), sharing three quarters of the first one's key words says
-    the same thing anew ("the sync moved to Wednesdays" after "the sync is on Tuesdays"), where
-    "User's name is Maya" and "User's manager's name is Tomasz" share too few."""
+    with lines in memory (``landed``), that shares three quarters of its key words both ways
+    (at least three) says the same thing anew ("the sync moved to Wednesdays" after "the sync
+    is on Tuesdays"). "User is vegetarian" and "User's wife is vegetarian" are two facts: too
+    few words to tell, and the later one brings a subject of its own."""
     found: dict[int, int] = {}
     for number in numbers:
         fact, words = facts[number - 1], _fact_words(facts[number - 1])
         for other in sorted(landed):
-            later = facts[other - 1]
+            later, theirs = facts[other - 1], _fact_words(facts[other - 1])
+            shared = len(words & theirs)
             if (
                 other != number
                 and later.target == fact.target
                 and fact.sources
                 and later.sources
                 and min(later.sources) > max(fact.sources)
-                and len(words & _fact_words(later)) * 4 >= len(words) * 3 > 0
+                and shared >= 3
+                and shared * 4 >= len(words) * 3
+                and shared * 4 >= len(theirs) * 3
             ):
                 found[number] = other
                 break

@@ -242,7 +242,7 @@ def _sort(
     taken = {c.id for c in state.changes} | {h.id for h in state.held}
     waiting = waiting_changes(git, state)
     again: list[str] = []  # ids of held changes this batch asked for again
-    pieces: list[tuple[Piece, list[str] | None]] = []
+    pieces: list[tuple[Piece, dict[str, Any] | None]] = []
     for path, (before, after) in changes.items():
         reasons = hold_reasons({path: (before, after)}, ctx.options.guard, is_template=template, recent=window)
         result, split = _split(where, path, (before, after), reasons, template(path, before))
@@ -257,14 +257,16 @@ def _sort(
         return changes[path][0] if path in changes else read(path)
 
     today = format_timestamp(ctx.clock.now())[:10]
-    left_out, notes = unapplied_pieces(record, as_landing, landed, [piece for piece, _ in pieces], today)
+    held_pieces = [piece for piece, _ in pieces]
+    left_out, notes = unapplied_pieces(
+        record, as_landing, landed, held_pieces, policy=ctx.options.write_policy, today=today
+    )
     pieces.extend(left_out)
     record.notes.extend(notes)
-    for piece, facts in pieces:
+    for piece, extra in pieces:
         change_id = _next_id(batch, taken)
         item, meta = _held_change(ctx, record, batch, change_id, piece)
-        if facts is not None:
-            meta["facts"] = facts
+        meta.update(extra or {})
         if (same := waiting.get(same_change(meta))) is not None:
             again.append(same)  # review would show it twice: the one waiting stands for both
             continue

@@ -179,8 +179,10 @@ def _check_applied(edits: _Edits) -> None:
             edits.said,
             hint="try editProtocol 'auto' or 'facts' for a model that cannot edit (docs/configuration.md)",
         )
-    # Not a note: landing holds the facts left out for review (app/dream/unapplied.py).
-    record.unapplied = unapplied_facts(facts.facts, edits.staging.read, edits.today)
+    # Not a note: landing holds the facts left out for review (app/dream/unapplied.py). By
+    # number: record.found holds them redacted, which the facts here are not.
+    if pending:  # one placement of them all says whether any is left out: most batches stop here
+        record.unapplied = unapplied_facts(facts.facts, edits.staging.read, edits.today)
 
 
 def _fallback(configured: str, protocol: str, loop: LoopResult) -> str | None:

@@ -58,7 +58,7 @@ class BatchRecord:
     declared: list[Declared] = field(default_factory=list, repr=False)
     cited: dict[int, HistoryEntry] = field(default_factory=dict, repr=False)  # cursor -> the entry its facts cite
     attribution: Attribution | None = field(default=None, repr=False)
-    unapplied: tuple[Fact, ...] = field(default=(), repr=False)  # facts phase 2 left out: held at landing
+    unapplied: tuple[int, ...] = field(default=(), repr=False)  # numbers of the facts phase 2 left out
 
     @property
     def facts_unsourced(self) -> int:

@@ -408,6 +408,11 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
     if ctx.options.dry_run:
         record.outcome = "dry_run"
         record.files_changed = _diffs(staging, staged_before)
+        if record.unapplied:  # landing would weigh them (app/dream/unapplied.py); a dry run says so
+            record.notes.append(
+                f"the placement rules would still add {len(record.unapplied)} fact(s) phase 2 left "
+                "out; a run holds those memory lacks for review"
+            )
     elif run.git is not None and (why := moved_back(run.git, run.head_cursor)) is not None:
         return _batch_failed(report, record, meter, why, why)
     else:

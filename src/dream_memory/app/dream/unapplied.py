@@ -11,19 +11,22 @@ line the batch removed (a correction, "Forget: ...") was applied by that removal
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from dream_memory.app.dream.report import BatchRecord
 from dream_memory.core import layout
 from dream_memory.core.bounded import newline_lines
+from dream_memory.core.facts import Fact
+from dream_memory.core.merge import line_opcodes
 from dream_memory.core.placement import place_facts
 from dream_memory.core.provenance import attribute, replaced_in_batch
 from dream_memory.core.surrogates import replace_lone_surrogates
-from dream_memory.core.write_policy import Hunk
+from dream_memory.core.write_policy import Hunk, WritePolicy, pinned_problem, pinned_section_in
 
 Piece = tuple[str, Hunk, str | None, str | None]  # path, hunk, text it starts from, text with it
+PLACE = "place"  # a held record's facts as review's accept places them again
 
 
 def unapplied_pieces(
@@ -31,18 +34,21 @@ def unapplied_pieces(
     read: Callable[[str], str | None],
     landed: Mapping[str, tuple[str | None, str | None]],
     held: Sequence[Piece],
+    *,
+    policy: WritePolicy,
     today: str,
-) -> tuple[list[tuple[Piece, list[str]]], list[str]]:
-    """One held change per file for the facts left out (each with its facts rendered for the
-    record), and the notes on facts a later one replaced. ``read``: each file as it lands;
-    ``held``: the batch's changes the guards and the write policy hold (their facts wait already)."""
+) -> tuple[list[tuple[Piece, dict[str, Any]]], list[str]]:
+    """One held change per file for the facts left out (each with what its record adds: the
+    facts rendered, and as ``dream review accept`` places them anew), and the batch's notes.
+    ``read``: each file as it lands; ``held``: the changes the guards and the write policy hold
+    (their facts wait already); ``policy``: a pinned file or section gets no proposal."""
     if not record.unapplied:
         return [], []
     tied: set[int] = set()
     for changes in [dict(landed), *({path: (base, theirs)} for path, _, base, theirs in held)]:
         ties = attribute({p: (b, a) for p, (b, a) in changes.items() if a is not None}, record.found, record.declared)
         tied |= {n for line in ties.lines for n in line.facts} | {n for gone in ties.removed for n in gone.facts}
-    numbers = [n for n, f in enumerate(record.found, start=1) if f in record.unapplied and n not in tied]
+    numbers = [n for n in record.unapplied if n not in tied and 0 < n <= len(record.found)]
     replaced = replaced_in_batch(numbers, record.found, tied)
     notes = [
         f"fact {n} ({record.found[n - 1].text[:80]!r}) is not in memory: the later fact {by} of the batch replaces it"
@@ -54,22 +60,69 @@ def unapplied_pieces(
         replace(f, text=replace_lone_surrogates(f.text), name=f.name and replace_lone_surrogates(f.name))
         for n, f in ((n, record.found[n - 1]) for n in numbers if n not in replaced)
     ]
-    pieces: list[tuple[Piece, list[str]]] = []
-    for path, (base, theirs) in place_facts(facts, read, today).items():
+    pieces: list[tuple[Piece, dict[str, Any]]] = []
+    for path, (base, theirs) in _placed(facts, read, today, policy, notes).items():
         mine = [f for f in facts if f.target == path or (f.tag == "ENTITY" and path == layout.INDEX)]
         reason = (
             f"phase 2 did not apply {len(mine)} fact(s); these lines are the placement rules': "
-            "accept to add them, reject if memory already says so in other words"
+            "accept to apply them, reject if memory already says so in other words"
         )
-        rendered = [f"{f.render()}  <- {', '.join(map(str, f.sources)) or 'unknown'}" for f in mine]
-        pieces.append(((path, _added(base or "", theirs, reason), base, theirs), rendered))
+        extra = {
+            "facts": [f"{f.render()}  <- {', '.join(map(str, f.sources)) or 'unknown'}" for f in mine],
+            PLACE: [{"tag": f.tag, "text": f.text, "name": f.name, "scope": f.scope} for f in mine],
+        }
+        pieces.append(((path, _added(base or "", theirs, reason), base, theirs), extra))
     return pieces, notes
+
+
+def _placed(
+    facts: Sequence[Fact], read: Callable[[str], str | None], today: str, policy: WritePolicy, notes: list[str]
+) -> dict[str, tuple[str | None, str]]:
+    """The placement rules' changes, kept out of pinned sections (the facts go under the next
+    fitting one, as ``place_with_rules`` does); a pinned file gets none, and a note says so."""
+    avoid: dict[str, set[str]] = {}
+    while True:  # each round avoids one more pinned section, of a file's few
+        placed = place_facts(facts, read, today, avoid)
+        pins = {path: pinned_problem(path, base, theirs, policy) for path, (base, theirs) in placed.items()}
+        sections = [s for problem in pins.values() if problem and (s := pinned_section_in(problem))]
+        fresh = [(path, title) for path, title in sections if title not in avoid.get(path, set())]
+        if not fresh:
+            break
+        for path, title in fresh:
+            avoid.setdefault(path, set()).add(title)
+    for path, problem in pins.items():
+        if problem is not None:
+            del placed[path]
+            notes.append(f"fact(s) phase 2 left out of {path} are not proposed for review: {problem}")
+    return placed
+
+
+def placed_again(meta: Mapping[str, Any], path: str, text: str | None, today: str) -> str | None:
+    """``dream review accept`` of facts left out, on the file as it is now: the facts placed
+    anew, so lines added since they were held are no conflict (merging the held lines would
+    be). None when the record holds no facts to place or the file is gone."""
+    raw = meta.get(PLACE)
+    if text is None or not isinstance(raw, list):
+        return None
+    facts = [
+        Fact(
+            str(f["tag"]),
+            str(f["text"]),
+            f.get("name") if isinstance(f.get("name"), str) else None,
+            (),
+            str(f["scope"]),
+        )
+        for f in raw
+        if isinstance(f, dict) and all(isinstance(f.get(k), str) for k in ("tag", "text", "scope"))
+    ]
+    changed = place_facts(facts, lambda rel: text if rel == path else None, today)
+    return changed[path][1] if path in changed else text
 
 
 def _added(base: str, theirs: str, reason: str) -> Hunk:
     """The one held hunk spanning every line the placement rules changed in ``base``."""
     old, new = newline_lines(base), newline_lines(theirs)
-    spans = [op for op in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes() if op[0] != "equal"]
+    spans = [op for op in line_opcodes(old, new) if op[0] != "equal"]
     start, end = spans[0][1], spans[-1][2]
     removed = tuple(line for _, i1, i2, _, _ in spans for line in old[i1:i2])
     added = tuple(line for _, _, _, j1, j2 in spans for line in new[j1:j2])

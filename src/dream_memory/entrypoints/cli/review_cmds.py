@@ -20,10 +20,11 @@ def review(
 ) -> int:
     """List, show, accept or reject the changes Dream held for review.
 
-    A change that replaces or removes a line a person wrote waits under memory/.dream_held/
-    instead of landing (agents.defaults.dream.writePolicy); the rest of its batch landed.
-    `dream review` lists them, `show ID` prints one with its diff, `accept ID...` merges each
-    into the file as it is now (a conflict exits 1 naming the file and lines, changing nothing),
+    A change that replaces or removes a line a person wrote (agents.defaults.dream.writePolicy),
+    one a guard stopped, and the facts a batch's edits left out wait under memory/.dream_held/
+    instead of landing; the rest of its batch landed. `dream review` lists them, `show ID`
+    prints one with its diff, `accept ID...` merges each into the file as it is now (facts left
+    out are placed anew there; a conflict exits 1 naming the file and lines, changing nothing),
     `reject ID...` drops it. Every accept and reject is its own commit.
     """
     from dream_memory.app.review import ReviewRequest
