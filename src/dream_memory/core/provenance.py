@@ -8,12 +8,12 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from difflib import SequenceMatcher
 from typing import TYPE_CHECKING
 
 from dream_memory.core import layout
 from dream_memory.core.bounded import split_lines
 from dream_memory.core.facts import Fact
+from dream_memory.core.merge import line_opcodes
 
 if TYPE_CHECKING:
     from dream_memory.core.agent_loop import ToolExecutor, ToolOutcome
@@ -210,7 +210,7 @@ def attribute(
     for path, (before, after) in sorted(changes.items()):
         old = split_lines(before or "")
         new = split_lines(after)
-        for tag, i1, i2, j1, j2 in SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        for tag, i1, i2, j1, j2 in line_opcodes(old, new):  # patience: linear in repeated blank lines
             if tag == "equal":
                 continue
             added = [(j, new[j]) for j in range(j1, j2) if new[j].strip()]
