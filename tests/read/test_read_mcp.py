@@ -15,6 +15,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
 from read_helpers import read_env, snapshot
 
 from dream_memory.app.read import ReadStore
@@ -151,6 +152,10 @@ def test_resources_honour_excludes(store: Path) -> None:
                 await client.read_resource("memory://entities/secret")
             with pytest.raises(MCPError):
                 await client.read_resource("memory://sections/..%2F..%2Fetc%2Fpasswd")
+            # A plain miss is the protocol's "not found" (invalid params), not an internal error.
+            with pytest.raises(MCPError, match="no entity named 'nope'") as missing:
+                await client.read_resource("memory://entities/nope")
+            assert missing.value.error.code == INVALID_PARAMS
 
     anyio.run(go)
 

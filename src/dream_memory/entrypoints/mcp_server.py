@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 
@@ -42,7 +42,7 @@ from dream_memory.entrypoints.mcp_args import (
     QueryArg,
     SectionArg,
 )
-from dream_memory.errors import EXIT_USAGE, DreamError, InputError
+from dream_memory.errors import EXIT_USAGE, DreamError, InputError, NotFound
 
 if TYPE_CHECKING:
     from dream_memory.app.runtime import Runtime
@@ -102,6 +102,8 @@ def _tool_errors() -> Iterator[None]:
 def _resource_errors() -> Iterator[None]:
     try:
         yield
+    except NotFound as exc:  # the SDK's not-found (invalid params), not an internal error
+        raise ResourceNotFoundError(_text(str(exc))) from exc
     except DreamError as exc:
         raise ResourceError(_text(str(exc))) from exc
 
