@@ -211,22 +211,28 @@ def test_a_memory_file_under_a_git_filter_is_never_committed_unfiltered(tmp_path
     assert "PostgreSQL" not in git(repo, "log", "-p", "--all")
 
 
-def test_compaction_in_a_repository_tracking_history_commits_the_archive(tmp_path: Path, dream, git) -> None:
-    """A CI checkout: the agent commits history.jsonl, Dream runs with a small history cap. The
-    compaction commit shortened the tracked history.jsonl and left the archive untracked, so a
-    fresh clone (the runner is thrown away) had lost the archived entries. Now a clone holds
-    every entry, in history.jsonl or memory/archive/, and neither shows in `git status`."""
+def _agent_repo_tracking_history(tmp_path: Path, dream, git, *, ignore: str = "") -> tuple[Path, Path]:
+    """A project whose agent committed 12 history entries of bot/, with a history cap of 10."""
     repo = tmp_path / "project"
     repo.mkdir()
     git(repo, "init", "-q")
     ws = repo / "bot"
     assert dream("init", "--workspace", str(ws)).returncode == 0
     (ws / "dream.json").write_text('{"agents": {"defaults": {"dream": {"maxHistoryEntries": 10}}}}\n')
+    (repo / ".gitignore").write_text(ignore)
     for n in range(1, 13):
         assert dream("append", f"- [memory] fact number {n}", "--workspace", str(ws)).returncode == 0
-    git(repo, "add", "bot/memory/history.jsonl", "bot/dream.json")
+    git(repo, "add", ".gitignore", "bot/memory/history.jsonl", "bot/dream.json")
     git(repo, "commit", "-q", "-m", "agent: history", identity=True)
+    return repo, ws
 
+
+def test_compaction_in_a_repository_tracking_history_commits_the_archive(tmp_path: Path, dream, git) -> None:
+    """A CI checkout: the agent commits history.jsonl, Dream runs with a small history cap. The
+    compaction commit shortened the tracked history.jsonl and left the archive untracked, so a
+    fresh clone (the runner is thrown away) had lost the archived entries. Now a clone holds
+    every entry, in history.jsonl or memory/archive/, and neither shows in `git status`."""
+    repo, ws = _agent_repo_tracking_history(tmp_path, dream, git)
     run = dream("run", "--model", "offline", "--workspace", str(ws), "--config", str(ws / "dream.json"))
     assert run.returncode == 0, run.stderr
     assert git(repo, "log", "-1", "--format=%s").startswith("dream: compact history (")
@@ -246,17 +252,7 @@ def test_compaction_waits_while_the_repository_ignores_the_archive(tmp_path: Pat
     entries out of the repository. The first run failed (exit 2) after its batch had committed,
     left history.jsonl shortened on disk, and every later run failed the same way. Now the run
     is ok, history.jsonl keeps every entry, and a note says why and what to change."""
-    repo = tmp_path / "project"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    ws = repo / "bot"
-    assert dream("init", "--workspace", str(ws)).returncode == 0
-    (ws / "dream.json").write_text('{"agents": {"defaults": {"dream": {"maxHistoryEntries": 10}}}}\n')
-    (repo / ".gitignore").write_text("bot/memory/archive/\n")
-    for n in range(1, 13):
-        assert dream("append", f"- [memory] fact number {n}", "--workspace", str(ws)).returncode == 0
-    git(repo, "add", ".gitignore", "bot/memory/history.jsonl", "bot/dream.json")
-    git(repo, "commit", "-q", "-m", "agent: history", identity=True)
+    _repo, ws = _agent_repo_tracking_history(tmp_path, dream, git, ignore="bot/memory/archive/\n")
     for _ in range(2):
         run = dream("run", "--model", "offline", "--workspace", str(ws), "--config", str(ws / "dream.json"), "--json")
         assert run.returncode == 0, run.stdout + run.stderr
