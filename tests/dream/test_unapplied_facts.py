@@ -154,3 +154,28 @@ def test_a_dry_run_says_facts_would_wait(dream: Dream, tmp_path: Path) -> None:
     report = _scripted(dream, tmp_path, ws, [facts, _tea(), Reply("Done.")], "--dry-run")
     (batch,) = report["batches"]
     assert any("fact(s) phase 2 left out; a run holds those memory lacks for review" in n for n in batch["notes"])
+
+
+def test_instead_of_replaces_the_line_about_it_not_one_quoting_its_words() -> None:
+    """From a real workspace (patria): "a full run instead of 'website only'" replaced the first
+    bullet holding "website only", a fact about Dutch that quoted the user asking "waarom website
+    only"; the fact it was about stayed. The line sharing most words with it is replaced now, and
+    the earlier fact it replaced is named, not held."""
+    from dream_memory.core.facts import Fact
+    from dream_memory.core.placement import add_fact
+    from dream_memory.core.provenance import replaced_in_batch
+
+    text = (
+        "# User\n\n## Preferences\n\n"
+        '- Communication style should be in Dutch (the user asked "waarom website only").\n\n'
+        '## Work Context\n\n- User requested a "website-only" run, skipping Bluesky and LinkedIn.\n'
+    )
+    later = 'The user requested a "full run" instead of "website only".'
+    after = add_fact(text, "USER.md", later)
+    assert "should be in Dutch" in after and "skipping Bluesky" not in after
+    assert '- The user requested a "full run" instead of "website only".' in after
+    facts = [
+        Fact("USER", 'User requested a "website-only" run, skipping Bluesky and LinkedIn.', sources=(1,)),
+        Fact("USER", later, sources=(9,)),
+    ]
+    assert replaced_in_batch([1], facts, {2}) == {1: 2}

@@ -95,6 +95,13 @@ def superseded_value(text: str) -> str | None:
     return None
 
 
+def names_as_old(fact_text: str, other: str) -> bool:
+    """Whether ``fact_text`` says it replaces a value ("instead of X", "(was X)") that ``other``
+    holds: the test the placement rules make before replacing a line."""
+    old = superseded_value(fact_text)
+    return bool(old) and _normalize(old or "") in _normalize(other)
+
+
 def _bullet_text(text: str) -> str:
     """The fact as it should read in memory: routing label and '(was X)' note dropped (a dated
     trail, '(was X until 2026-04-03)', is kept: the user asked for it, ``datedTrail``)."""
@@ -127,11 +134,20 @@ def add_fact(text: str, path: str, fact_text: str, avoid: Collection[str] = ()) 
     if old:
         wanted = _normalize(old)
         lines = lines_with_ends(text)
-        for i, line in enumerate(lines):
-            # A line's own trail names values it no longer holds: those never match.
-            if line.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize(split_trail(line)[0]):
-                lines[i] = merged_trail(bullet, line) + "\n"
-                return "".join(lines)
+        # A line's own trail names values it no longer holds: those never match. Of the lines
+        # naming the old value, the one sharing most words with the fact is the one it replaces:
+        # "a full run instead of website only" replaces "requested a website-only run", not a
+        # fact that merely quotes the user saying "website only".
+        named = [
+            i
+            for i, line in enumerate(lines)
+            if line.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize(split_trail(line)[0])
+        ]
+        if named:
+            words = set(_normalize(fact_text).split())
+            best = max(named, key=lambda i: (len(words & set(_normalize(lines[i]).split())), -i))
+            lines[best] = merged_trail(bullet, lines[best]) + "\n"
+            return "".join(lines)
     title = section_for(path, fact_text, avoid)
     section = find_section(text, title)
     if section is None:

@@ -14,6 +14,7 @@ from dream_memory.core import layout
 from dream_memory.core.bounded import split_lines
 from dream_memory.core.facts import Fact
 from dream_memory.core.merge import line_opcodes
+from dream_memory.core.placement import names_as_old
 
 if TYPE_CHECKING:
     from dream_memory.core.agent_loop import ToolExecutor, ToolOutcome
@@ -141,23 +142,24 @@ def replaced_in_batch(numbers: Sequence[int], facts: Sequence[Fact], landed: Col
     number of the one replacing it. A fact for the same file, learnt only from later entries,
     with lines in memory (``landed``), that shares three quarters of its key words both ways
     (at least three) says the same thing anew ("the sync moved to Wednesdays" after "the sync
-    is on Tuesdays"). "User is vegetarian" and "User's wife is vegetarian" are two facts: too
-    few words to tell, and the later one brings a subject of its own."""
+    is on Tuesdays"), or that names it as the old value ("a full run instead of website only"
+    after "requested a website-only run", as the placement rules read it). "User is vegetarian"
+    and "User's wife is vegetarian" are two facts: too few words to tell, and the later one
+    brings a subject of its own."""
     found: dict[int, int] = {}
     for number in numbers:
         fact, words = facts[number - 1], _fact_words(facts[number - 1])
         for other in sorted(landed):
             later, theirs = facts[other - 1], _fact_words(facts[other - 1])
             shared = len(words & theirs)
+            similar = shared >= 3 and shared * 4 >= len(words) * 3 and shared * 4 >= len(theirs) * 3
             if (
                 other != number
                 and later.target == fact.target
                 and fact.sources
                 and later.sources
                 and min(later.sources) > max(fact.sources)
-                and shared >= 3
-                and shared * 4 >= len(words) * 3
-                and shared * 4 >= len(theirs) * 3
+                and (similar or names_as_old(later.text, fact.text))
             ):
                 found[number] = other
                 break
