@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from dream_memory.adapters.git import GitStore
 from dream_memory.app.versioning import apply_commit, recover
 from dream_memory.core import layout, policy
+from dream_memory.core.facts import Fact
 from dream_memory.core.paths import describe, path_problem
+from dream_memory.core.placement import place_facts
 from dream_memory.core.state import DreamState, HeldBatch
 from dream_memory.errors import InputError, RestoreConflict, ToolDenied
 
@@ -213,3 +216,28 @@ def record_json(data: bytes | None) -> dict[str, Any]:
     except (UnicodeDecodeError, ValueError):
         return {}
     return meta if isinstance(meta, dict) else {}
+
+
+PLACE = "place"  # a held record's facts left out, as accept places them again (app/dream/unapplied.py)
+
+
+def placed_again(meta: Mapping[str, Any], path: str, text: str | None, today: str) -> str | None:
+    """``dream review accept`` of facts left out, on the file as it is now: the facts placed
+    anew, so lines added since they were held are no conflict (merging the held lines would
+    be). None when the record holds no facts to place or the file is gone."""
+    raw = meta.get(PLACE)
+    if text is None or not isinstance(raw, list):
+        return None
+    facts = [
+        Fact(
+            str(f["tag"]),
+            str(f["text"]),
+            f.get("name") if isinstance(f.get("name"), str) else None,
+            (),
+            str(f["scope"]),
+        )
+        for f in raw
+        if isinstance(f, dict) and all(isinstance(f.get(k), str) for k in ("tag", "text", "scope"))
+    ]
+    changed = place_facts(facts, lambda rel: text if rel == path else None, today)
+    return changed[path][1] if path in changed else text

@@ -27,6 +27,7 @@ from dream_memory.app.held import (
     apply_held_batch,
     discard_held_batch,
     folder_removal,
+    placed_again,
     read_record,
 )
 from dream_memory.app.versioning import apply_commit, commit_manual_edits, recover
@@ -180,10 +181,7 @@ def _accepted_text(record: Record, ours: str | None, forced: list[str] | None = 
     if ours == base:
         return theirs
     # Facts phase 2 left out: placed anew in the file as it is now (lines added under the same
-    # heading since would make merging the held lines a conflict). Imported here: the dream
-    # package loads the whole run, which review needs for nothing else.
-    from dream_memory.app.dream.unapplied import placed_again
-
+    # heading since would make merging the held lines a conflict).
     placed = placed_again(record.meta, path, ours, record.item.created[:10])
     if placed is not None:
         return placed

@@ -67,10 +67,14 @@ def _carried(ctx: DreamContext, git: GitStore) -> dict[str, bytes | None]:
     if not git.enclosing:
         return {}
     paths = set(git.tracked_in_head(layout.CARRIED_PATTERNS))
-    if layout.HISTORY in paths or any(p.startswith(layout.ARCHIVE_DIR + "/") for p in paths):
+    if layout.HISTORY in paths or _archive_tracked(paths):
         paths |= set(archive_paths(ctx.root))
     with ctx.history.lock():  # a consistent snapshot while appenders may be writing
         return read_files(ctx.root, sorted(paths))
+
+
+def _archive_tracked(paths: set[str]) -> bool:
+    return any(p.startswith(layout.ARCHIVE_DIR + "/") for p in paths)
 
 
 def _archive_kept_out(git: GitStore) -> str | None:
@@ -79,7 +83,7 @@ def _archive_kept_out(git: GitStore) -> str | None:
     if not git.enclosing:
         return None
     tracked = set(git.tracked_in_head(layout.CARRIED_PATTERNS))
-    if layout.HISTORY not in tracked or any(p.startswith(layout.ARCHIVE_DIR + "/") for p in tracked):
+    if layout.HISTORY not in tracked or _archive_tracked(tracked):
         return None
     refusal = git.commit_refusal([f"{layout.ARCHIVE_DIR}/history-0000-00.jsonl"])
     if refusal is None:
@@ -175,7 +179,6 @@ def land_batch(where: BatchContext, staging: StagingWorkspace, state: DreamState
             f"not held again: the same change is already waiting for review as {', '.join(again)} (dream review)"
         )
     diffs = [unified_diff(p, as_bytes(b), as_bytes(a)) for p, (b, a) in landed.items()]
-    attribute_batch(record, {p: (b, a) for p, (b, a) in landed.items() if a is not None})  # what lands
     for item, meta in held:
         files.update(_held_files(item, meta))
     state = state.add_changes(tuple(item for item, _ in held))
@@ -256,11 +259,10 @@ def _sort(
             return landed[path][1]
         return changes[path][0] if path in changes else read(path)
 
+    attribute_batch(record, {p: (b, a) for p, (b, a) in landed.items() if a is not None})  # what lands
     today = format_timestamp(ctx.clock.now())[:10]
     held_pieces = [piece for piece, _ in pieces]
-    left_out, notes = unapplied_pieces(
-        record, as_landing, landed, held_pieces, policy=ctx.options.write_policy, today=today
-    )
+    left_out, notes = unapplied_pieces(record, as_landing, held_pieces, policy=ctx.options.write_policy, today=today)
     pieces.extend(left_out)
     record.notes.extend(notes)
     for piece, extra in pieces:

@@ -11,11 +11,12 @@ line the batch removed (a correction, "Forget: ...") was applied by that removal
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from dream_memory.app.dream.report import BatchRecord
+from dream_memory.app.held import PLACE
 from dream_memory.core import layout
 from dream_memory.core.bounded import newline_lines
 from dream_memory.core.facts import Fact
@@ -26,13 +27,11 @@ from dream_memory.core.surrogates import replace_lone_surrogates
 from dream_memory.core.write_policy import Hunk, WritePolicy, pinned_problem, pinned_section_in
 
 Piece = tuple[str, Hunk, str | None, str | None]  # path, hunk, text it starts from, text with it
-PLACE = "place"  # a held record's facts as review's accept places them again
 
 
 def unapplied_pieces(
     record: BatchRecord,
     read: Callable[[str], str | None],
-    landed: Mapping[str, tuple[str | None, str | None]],
     held: Sequence[Piece],
     *,
     policy: WritePolicy,
@@ -40,14 +39,17 @@ def unapplied_pieces(
 ) -> tuple[list[tuple[Piece, dict[str, Any]]], list[str]]:
     """One held change per file for the facts left out (each with what its record adds: the
     facts rendered, and as ``dream review accept`` places them anew), and the batch's notes.
-    ``read``: each file as it lands; ``held``: the changes the guards and the write policy hold
-    (their facts wait already); ``policy``: a pinned file or section gets no proposal."""
+    ``read``: each file as it lands (``record.attribution`` ties its lines to the facts); ``held``:
+    the changes the guards and the write policy hold (their facts wait already); ``policy``: a
+    pinned file or section gets no proposal."""
     if not record.unapplied:
         return [], []
+    # What lands is tied already (record.attribution, for the report and the provenance note).
+    held_ties = [attribute({p: (b, t)}, record.found, record.declared) for p, _, b, t in held if t is not None]
     tied: set[int] = set()
-    for changes in [dict(landed), *({path: (base, theirs)} for path, _, base, theirs in held)]:
-        ties = attribute({p: (b, a) for p, (b, a) in changes.items() if a is not None}, record.found, record.declared)
-        tied |= {n for line in ties.lines for n in line.facts} | {n for gone in ties.removed for n in gone.facts}
+    for ties in [record.attribution, *held_ties]:
+        if ties is not None:
+            tied |= {n for line in ties.lines for n in line.facts} | {n for gone in ties.removed for n in gone.facts}
     numbers = [n for n in record.unapplied if n not in tied and 0 < n <= len(record.found)]
     replaced = replaced_in_batch(numbers, record.found, tied)
     notes = [
@@ -95,28 +97,6 @@ def _placed(
             del placed[path]
             notes.append(f"fact(s) phase 2 left out of {path} are not proposed for review: {problem}")
     return placed
-
-
-def placed_again(meta: Mapping[str, Any], path: str, text: str | None, today: str) -> str | None:
-    """``dream review accept`` of facts left out, on the file as it is now: the facts placed
-    anew, so lines added since they were held are no conflict (merging the held lines would
-    be). None when the record holds no facts to place or the file is gone."""
-    raw = meta.get(PLACE)
-    if text is None or not isinstance(raw, list):
-        return None
-    facts = [
-        Fact(
-            str(f["tag"]),
-            str(f["text"]),
-            f.get("name") if isinstance(f.get("name"), str) else None,
-            (),
-            str(f["scope"]),
-        )
-        for f in raw
-        if isinstance(f, dict) and all(isinstance(f.get(k), str) for k in ("tag", "text", "scope"))
-    ]
-    changed = place_facts(facts, lambda rel: text if rel == path else None, today)
-    return changed[path][1] if path in changed else text
 
 
 def _added(base: str, theirs: str, reason: str) -> Hunk:
