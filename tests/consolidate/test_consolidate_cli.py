@@ -416,6 +416,21 @@ def test_all_takes_every_session_file_and_ignores_lock_files(isolated: Cli, offl
     assert result.exit_code == 2 and "nope.jsonl" in result.stderr
 
 
+def test_all_warns_of_a_session_name_it_cannot_read(isolated: Cli, offline_server: ScriptedLLMServer) -> None:
+    """A sessions/*.jsonl that is a link to a moved file (or a folder) is named in the report's
+    warnings, not left out of it: the user learns that a session went unread."""
+    use_server(isolated, offline_server)
+    session(isolated, "a", turns(3))
+    sessions = isolated.workspace / "sessions"
+    (sessions / "moved.jsonl").symlink_to(isolated.workspace / "elsewhere" / "moved.jsonl")
+    (sessions / "odd.jsonl").mkdir()
+    code, report = isolated.consolidate("--all", "--force")
+    assert code == 0
+    assert [s["path"] for s in report["sessions"]] == ["sessions/a.jsonl"]
+    warned = "\n".join(report["warnings"])
+    assert "moved.jsonl is a link to a missing file" in warned and "odd.jsonl is not a file" in warned
+
+
 def test_after_a_reset_no_stale_position_is_written_back(isolated: Cli, offline_server: ScriptedLLMServer) -> None:
     """When the agent resets a session (/new) to a short one, --update-sessions does not write the
     old file's position into it, and the stale progress is forgotten (no second detection)."""

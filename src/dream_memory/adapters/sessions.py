@@ -424,11 +424,22 @@ def locate_session(raw: str, places: Sequence[Path]) -> Path:
     return found
 
 
-def session_files(folder: Path | None) -> list[Path]:
-    """The ``*.jsonl`` files of a sessions folder, sorted; none when there is no such folder."""
+def session_files(folder: Path | None) -> tuple[list[Path], list[str]]:
+    """The ``*.jsonl`` files of a sessions folder, sorted (none when there is no such folder), and
+    what was passed over: a ``*.jsonl`` name that is a link to nothing or not a file, said in
+    words, so a session that cannot be read is a warning rather than missing from the count."""
     if folder is None or not folder.is_dir():
-        return []
-    return sorted(p for p in folder.glob("*.jsonl") if p.is_file())
+        return [], []
+    files: list[Path] = []
+    passed_over: list[str] = []
+    for path in sorted(folder.glob("*.jsonl")):
+        if path.is_file():
+            files.append(path)
+        elif path.is_symlink() and not path.exists():
+            passed_over.append(f"{path} is a link to a missing file ({os.readlink(path)}): not read")
+        else:
+            passed_over.append(f"{path} is not a file: not read")
+    return files, passed_over
 
 
 def session_file_gone(root: Path, rel: str) -> bool:

@@ -182,6 +182,7 @@ def consolidate(
     require_usable_history(rt.root, write=not request.dry_run)
     choice = choose_model(rt, request.model, what="dream consolidate")
     sources: list[str] = []
+    passed_over: list[str] = []
     paths = select_sessions(
         rt.root,
         [str(s) for s in request.sessions],
@@ -189,6 +190,7 @@ def consolidate(
         request.cwd or rt.root,
         nanobot_roots=rt.nanobot_session_roots(),
         sources=sources,
+        passed_over=passed_over,
     )
     if not request.dry_run:
         rt.ensure_workspace()
@@ -208,6 +210,7 @@ def consolidate(
         progress(RunStarted(command="consolidate", unit="session", total=len(paths), model=choice.name))
     report = consolidate_sessions(ctx, paths)
     report.sources = sources
+    report.warnings[:0] = passed_over
     if progress is not None:
         done = sum(1 for s in report.sessions if s.outcome not in ("failed", "not_attempted", "interrupted"))
         progress(RunEnded("consolidate", report.status, done, report.duration_s, report.usage.total_tokens))

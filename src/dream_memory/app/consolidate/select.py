@@ -19,11 +19,13 @@ def select_sessions(
     *,
     nanobot_roots: Sequence[Path] = (),
     sources: list[str] | None = None,
+    passed_over: list[str] | None = None,
 ) -> list[Path]:
     """The session files to consolidate: ``--session`` paths (taken from the current folder, else
     the workspace, else its sessions/ folder) and, with ``--all``, every ``sessions/*.jsonl`` plus
     every session of this workspace in nanobot 0.3.5's session store (``nanobot_roots``: the
-    candidate ``<nanobot data dir>/sessions`` folders). ``sources`` receives where --all looked."""
+    candidate ``<nanobot data dir>/sessions`` folders). ``sources`` receives where --all looked,
+    ``passed_over`` the ``*.jsonl`` names there that could not be read (a dangling link, a folder)."""
     if not given and not all_sessions:
         raise UsageError(
             "say which sessions to consolidate",
@@ -31,11 +33,13 @@ def select_sessions(
         )
     chosen = [locate_session(raw, [cwd, root, root / layout.SESSIONS_DIR]) for raw in given]
     if all_sessions:
-        local = session_files(root / layout.SESSIONS_DIR)
+        local, skipped_local = session_files(root / layout.SESSIONS_DIR)
         chosen += local
         store = find_nanobot_sessions(root, nanobot_roots)
-        stored = session_files(store.folder) if store.folder else []
+        stored, skipped_stored = session_files(store.folder)
         chosen += stored
+        if passed_over is not None:
+            passed_over += skipped_local + skipped_stored
         if sources is not None:
             sources.append(f"{layout.SESSIONS_DIR}/: {len(local)} session file(s)")
             sources.append(f"{store.detail}: {len(stored)} session file(s)" if store.folder else store.detail)
