@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nanobot_driver import OLD, Nanobot
+from nanobot_driver import NEW, OLD, Nanobot
 
 from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.testing import FrozenClock
@@ -191,3 +191,108 @@ def test_consolidate_all_finds_nanobots_sessions_and_its_archiver_archives_nothi
                 continue  # media only: no text marker
             holding = [e for e in entries if re.search(rf"\b{marker}\b", e)]
             assert len(holding) == 1, (marker, holding)
+
+
+# A gateway that died mid-turn, as nanobot 0.3.5's AgentLoop leaves it: the session saved, then
+# its in-flight turn (a tool call and its finished result) in the <key>.checkpoint.json sidecar.
+DIES_MID_TURN = """
+import json, sys
+from pathlib import Path
+from nanobot.session.manager import SessionManager
+manager = SessionManager(Path(sys.argv[1]))
+session = manager.get_or_create("cli:direct")
+for i in range(6):
+    session.add_message("user", f"m{i}-user says something about topic {i}")
+    session.add_message("assistant", f"m{i}-answer replies about topic {i}")
+session.add_message("user", "m6-user asks for the long job")
+manager.save(session)
+session.metadata["runtime_checkpoint"] = {
+    "phase": "awaiting_tools",
+    "assistant_message": {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "exec", "arguments": "{}"}}]},
+    "completed_tool_results": [{"role": "tool", "tool_call_id": "c1", "name": "exec", "content": "TOOL-RESULT-KEPT"}],
+    "pending_tool_calls": [],
+}
+manager.save_runtime_checkpoint(session)
+print(json.dumps({"sidecar": str(manager._get_runtime_checkpoint_path(session.key))}))
+"""
+
+# The gateway starts again and finishes the turn from the sidecar, as its AgentLoop does.
+RESTARTS = """
+import json, sys
+from pathlib import Path
+from nanobot.session.manager import SessionManager
+from nanobot.session.recovery import restore_runtime_checkpoint
+session = SessionManager(Path(sys.argv[1])).get_or_create("cli:direct")
+restored = restore_runtime_checkpoint(session)
+print(json.dumps({"restored": restored, "kept": any(m.get("content") == "TOOL-RESULT-KEPT" for m in session.messages)}))
+"""
+
+
+def test_update_sessions_leaves_a_dead_gateways_unfinished_turn_for_nanobot_to_restore(
+    nanobot_of: Callable[[str], Nanobot], dream: Dream, tmp_path: Path
+) -> None:
+    """nanobot 0.3.5 drops a runtime checkpoint older than its session file unread. Rewriting the
+    session's metadata line while a dead gateway's checkpoint waits would lose that turn, so
+    --update-sessions leaves such a file alone and says why; the slice is consolidated all the
+    same, and the restarted gateway still restores its turn."""
+    nanobot = nanobot_of(NEW)
+    ws = tmp_path / "ws"
+    assert dream("init", "--workspace", str(ws)).returncode == 0
+    sidecar = Path(nanobot.run(DIES_MID_TURN, str(ws))["sidecar"])
+    proc = dream("consolidate", "--all", "--force", "--update-sessions", "--model", "offline", "--workspace", str(ws))
+    assert proc.returncode == 0, proc.stderr
+    [item] = json.loads(proc.stdout)["sessions"]
+    assert (item["outcome"], item["messages_archived"]) == ("consolidated", 12)
+    assert item["session_file"].startswith("skipped") and sidecar.name in item["session_file"]
+    assert any(sidecar.name in note for note in item["notes"])
+    assert nanobot.run(RESTARTS, str(ws)) == {"restored": True, "kept": True}
+
+
+# nanobot 0.3.5's first start beside a 0.3.0 workspace: it moves sessions/*.jsonl into its store
+# (same file names) and, not loading the moved file as the session, goes on in a file of its own.
+UPGRADED_CHATS_ON = """
+import sys
+from pathlib import Path
+from nanobot.session.manager import SessionManager
+manager = SessionManager(Path(sys.argv[1]))
+session = manager.get_or_create("telegram:42")
+session.add_message("user", "n1-user hello after the upgrade")
+session.add_message("assistant", "n1-answer hi again")
+manager.save(session)
+"""
+
+
+def test_after_the_upgrade_to_0_3_5_the_moved_file_keeps_its_progress_and_nothing_is_archived_twice(
+    nanobot_of: Callable[[str], Nanobot], dream: Dream, tmp_path: Path
+) -> None:
+    """A 0.3.0 session partly consolidated, then moved into 0.3.5's store by nanobot, which chats
+    on in a new file with the same key: the recorded progress goes to the moved file (same name),
+    not to the new one, so no message reaches history twice."""
+    nanobot = nanobot_of(NEW)
+    ws = tmp_path / "ws"
+    assert dream("init", "--workspace", str(ws)).returncode == 0
+    lines = [{"_type": "metadata", "key": "telegram:42", "created_at": "2026-04-03T09:58:12", "metadata": {}}]
+    for i in range(10):
+        lines.append(
+            {"role": "user", "content": f"m{i}-user I prefer blue {i}", "timestamp": f"2026-04-03T10:{i:02d}:00"}
+        )
+        lines.append(
+            {"role": "assistant", "content": f"m{i}-answer noted blue {i}", "timestamp": f"2026-04-03T10:{i:02d}:03"}
+        )
+    (ws / "sessions").mkdir()
+    (ws / "sessions/telegram_42.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
+    consolidate = ("consolidate", "--all", "--budget", "100", "--model", "offline", "--workspace", str(ws))
+    first = dream(*consolidate)
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["sessions"][0]["outcome"] == "consolidated"
+
+    nanobot.run(UPGRADED_CHATS_ON, str(ws))
+    assert not (ws / "sessions/telegram_42.jsonl").exists()
+    second = dream(*consolidate)
+    assert second.returncode == 0, second.stderr
+    by_name = {Path(s["path"]).name: s for s in json.loads(second.stdout)["sessions"]}
+    assert any("progress moved with it" in n for n in by_name["telegram_42.jsonl"]["notes"])
+    assert not any("moved" in n for s in by_name.values() if s is not by_name["telegram_42.jsonl"] for n in s["notes"])
+    seen = [m for entry in _history_text(ws) for m in MARK.findall(entry)]
+    assert seen and len(seen) == len(set(seen)), sorted(m for m in seen if seen.count(m) > 1)

@@ -200,6 +200,7 @@ def history_cursor_bound(history_path: Path) -> int:
 NANOBOT_WORKSPACE_ID = ".nanobot/workspace-id"
 NANOBOT_FILES_LOCK = ".session-files.lock"
 NANOBOT_WORKSPACE_MARKER = ".workspace"
+NANOBOT_CHECKPOINT_SUFFIX = ".checkpoint.json"  # session/manager.py _RUNTIME_CHECKPOINT_SUFFIX
 _WORKSPACE_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -366,6 +367,15 @@ def _try_update(path: Path, value: int, prefix: str | None) -> MetadataUpdate | 
     updated = with_progress(line, value, keys)
     if updated is None:
         return MetadataUpdate("skipped", f"{' and '.join(keys)} cannot be set without rewriting other fields")
+    sidecar = runtime_checkpoint(path)
+    if sidecar is not None:
+        # nanobot 0.3.5 drops a checkpoint older than its session file unread (the turn is lost).
+        return MetadataUpdate(
+            "skipped",
+            f"{sidecar.name} holds a turn nanobot left unfinished (its gateway stopped mid-turn); "
+            "writing the session file now would make nanobot discard it: the next run writes the "
+            "value once nanobot has restored that turn",
+        )
     try:
         if FileSignature.of(path) != before:
             return None
@@ -373,6 +383,15 @@ def _try_update(path: Path, value: int, prefix: str | None) -> MetadataUpdate | 
     except OSError as exc:
         raise WorkspaceError(f"cannot write session file {path}: {fsutil.describe_os_error(exc)}") from exc
     return MetadataUpdate("written", f"{' and '.join(keys)} {current} -> {value}")
+
+
+def runtime_checkpoint(path: Path) -> Path | None:
+    """nanobot 0.3.5's sidecar ``<name>.checkpoint.json`` of the session file ``path``, where a
+    gateway stopped mid-turn keeps that turn until it starts again; None when there is none."""
+    if not path.name.endswith(".jsonl"):
+        return None
+    sidecar = path.with_name(path.name.removesuffix(".jsonl") + NANOBOT_CHECKPOINT_SUFFIX)
+    return sidecar if os.path.lexists(sidecar) else None
 
 
 def _key_value(line: str, key: str) -> int | None:

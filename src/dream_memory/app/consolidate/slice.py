@@ -60,14 +60,18 @@ def _session_key(parsed_key: str | None, path: Path) -> str:
 def _moved_progress(
     ctx: ConsolidateContext, state: ConsolidationState, path: Path, rel: str
 ) -> tuple[str, Progress] | None:
-    """nanobot 0.3.5 moves a workspace's sessions/ files into its store on its first start: the
-    progress recorded under the old path, for the same session key, whose file is gone, is this
-    file's (its fingerprints still decide whether it applies)."""
+    """nanobot 0.3.5 moves a workspace's sessions/ files into its store on its first start, under
+    the same file name: the progress recorded under the old path, for the same session key and
+    file name, whose file is gone, is this file's (its fingerprints still decide whether it
+    applies). The session's new file (nanobot names it after the key, and starts it when the
+    moved one is not loaded) shares the key but not the name: given the moved file's progress,
+    it read as reset, and the moved file as never consolidated, so its slice went to history
+    twice."""
     if rel in state.sessions or not is_in_nanobot_store(path):
         return None
     key = _session_key(read_session(path).parsed.meta.key, path)
     for old, progress in state.sessions.items():
-        if progress.key == key and session_file_gone(ctx.root, old):
+        if progress.key == key and Path(old).name == path.name and session_file_gone(ctx.root, old):
             return old, progress
     return None
 
