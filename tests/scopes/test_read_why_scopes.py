@@ -94,6 +94,7 @@ def test_another_scopes_file_is_refused_by_why_and_blame_without_its_content(ws:
             result = dream(*args, "-w", str(ws), *who)
             assert result.returncode == 2, (args, who, result.stdout)
             assert "belongs to another scope" in result.stderr and ALICE_USER not in out(result)
+            assert "batch" not in result.stderr  # a reader, not a Dream batch
         absolute = dream("blame", str(ws / ALICE_USER_FILE), "-w", str(ws), *who)
         assert absolute.returncode == 2 and ALICE_USER not in out(absolute)
         searched = dream("why", "--text", ALICE_USER, "-w", str(ws), *who)

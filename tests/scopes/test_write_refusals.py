@@ -148,7 +148,7 @@ def test_a_shared_batch_may_not_write_or_read_a_private_scopes_files(tmp_path: P
         read, write, landed = _tool_results(server)
         every_prompt = "".join(str(r.body) for r in server.completion_requests())
     assert code == 0, report
-    assert read.startswith("Error: scopes/user/bob/USER.md belongs to another scope; this shared batch reads only")
+    assert read.startswith("Error: scopes/user/bob/USER.md belongs to another scope; the shared scope reads only")
     assert write.startswith(f"Error: {ALICE_DIR}USER.md belongs to a private scope; these entries are shared")
     assert landed.startswith("edited memory/MEMORY.md")
     assert BOB_COFFEE not in every_prompt

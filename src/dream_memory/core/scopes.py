@@ -220,7 +220,7 @@ def read_problem(scope: str, path: str) -> str | None:
     """Why a batch or a reader in ``scope`` may not read ``path`` (None when it may)."""
     if can_see(scope, path):
         return None
-    return f"{path} belongs to another scope; this {_who(scope)} reads only {_readable(scope)}"
+    return f"{path} belongs to another scope; {_who(scope)} reads only {_readable(scope)}"
 
 
 def write_problem(scope: str, path: str) -> str | None:
@@ -242,7 +242,8 @@ def write_problem(scope: str, path: str) -> str | None:
 
 
 def _who(scope: str) -> str:
-    return "shared batch" if scope == SHARED else f"scope ({scope})"
+    # Worded for both askers: a Dream batch (the model reads it) and a reader (why, blame, MCP).
+    return "the shared scope" if scope == SHARED else f"scope {scope}"
 
 
 def _readable(scope: str) -> str:
