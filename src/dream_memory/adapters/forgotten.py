@@ -259,6 +259,15 @@ def files_below(fs: RootedDir, tops: Iterable[str], scope: Callable[[str], bool]
     return sorted(set(found))
 
 
+def top_files(root: Path) -> list[str]:
+    """Names of the regular files (symlinks left out) directly in the workspace folder."""
+    try:
+        with os.scandir(root) as entries:
+            return sorted(entry.name for entry in entries if entry.is_file(follow_symlinks=False))
+    except OSError:
+        return []
+
+
 def remove_search_indexes(cache: Path, stores: Iterable[Path], *, dry_run: bool, warnings: list[str]) -> bool:
     """Remove the search index of each store (True when there was one). Removed whole: SQLite's
     free pages would keep the old text; the next search builds it again.

@@ -277,6 +277,38 @@ def _purge_files(
                 fs.remove(rel, site="forget.remove")
         elif new != data and not dry_run:
             fs.write(rel, new, site="forget.write")
+    _purge_top_files(fs, target, report, dry_run=dry_run)
+
+
+def _purge_top_files(fs: RootedDir, target: rules.Target, report: ForgetReport, *, dry_run: bool) -> None:
+    """The top folder's other files. A report Dream wrote there (``--report /workspace/report.json``
+    is the container's documented use) quotes the entries and diffs it read: purged as Dream's own
+    JSON files are. Any other file holding the value is the user's or the agent's: named, never
+    changed, so that no copy in the workspace is missed without a word."""
+    from dream_memory.adapters.forgotten import top_files
+
+    others: list[str] = []
+    for rel in top_files(fs.root):
+        if _disk_scope(rel):
+            continue
+        data = fs.read(rel)
+        if data is None or not target.holds(data):
+            continue
+        if not rules.is_dream_report(rel, data):
+            others.append(rel)
+            continue
+        new = rules.purge_bytes(rel, data, target)
+        if new is None or new == data:
+            continue
+        report.files[rel] = list(rules.purge_text_of(rel, data.decode("utf-8", errors="replace"), target).lines) or [1]
+        if not dry_run:
+            fs.write(rel, new, site="forget.write")
+    if others:
+        report.warnings.append(
+            f"{len(others)} file(s) in the workspace's top folder still hold it ({', '.join(others[:5])}"
+            f"{' ...' if len(others) > 5 else ''}): they are neither memory files nor reports dream-memory wrote, "
+            "so they were left as they are; edit or delete them"
+        )
 
 
 def _purge_history(rt: Runtime, target: rules.Target, report: ForgetReport, *, dry_run: bool) -> None:

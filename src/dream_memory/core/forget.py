@@ -350,6 +350,22 @@ def purge_bytes(rel: str, data: bytes, target: Target) -> bytes | None:
     return change.text.encode("utf-8")
 
 
+# Keys every `dream run` and `dream consolidate` report holds (docs/reference/report.md).
+_REPORT_KEYS = frozenset({"status", "workspace", "version", "model", "usage", "duration_s"})
+
+
+def is_dream_report(rel: str, data: bytes) -> bool:
+    """A top-level ``.json`` file that is a report dream-memory wrote (``--report``, or its stdout
+    sent there): purged like Dream's own files, since it quotes what the run read and wrote."""
+    if "/" in rel or not rel.endswith(".json"):
+        return False
+    try:
+        obj = json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(obj, dict) and obj.keys() >= _REPORT_KEYS
+
+
 def purge_name(rel: str, target: Target) -> str:
     """A path with the value replaced in its names (a file named after the value is renamed)."""
     if not _found(rel, target.value, target.fold):
