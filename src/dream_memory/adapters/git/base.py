@@ -113,7 +113,7 @@ def git_errors(func: Callable[P, R]) -> Callable[P, R]:
             # Encoding is our side's doing, never a sign of a damaged object: not "run git fsck".
             raise
         except PackFileDisappeared as exc:
-            raise _repacked() from exc
+            raise repacked() from exc
         except DAMAGE as exc:
             if not is_damage(exc):
                 raise
@@ -135,7 +135,7 @@ def git_iter_errors(func: Callable[P, Iterator[R]]) -> Callable[P, Iterator[R]]:
             # Encoding is our side's doing, never a sign of a damaged object: not "run git fsck".
             raise
         except PackFileDisappeared as exc:
-            raise _repacked() from exc
+            raise repacked() from exc
         except DAMAGE as exc:
             if not is_damage(exc):
                 raise
@@ -146,7 +146,7 @@ def git_iter_errors(func: Callable[P, Iterator[R]]) -> Callable[P, Iterator[R]]:
     return wrapper
 
 
-def _repacked() -> RepositoryChanged:
+def repacked() -> RepositoryChanged:
     # A reader outside the Dream lock (log, review list, the read side) while `dream forget` or
     # git gc swaps the packs: dulwich retries most reads, not all (iter_prefix).
     return RepositoryChanged(

@@ -11,11 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dulwich.index import ConflictedIndexEntry, Index
-from dulwich.objects import Commit, Tag, Tree
+from dulwich.objects import Commit, ShaFile, Tag, Tree
+from dulwich.pack import Pack, PackFileDisappeared
 from dulwich.repo import Repo
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.git.base import oid
+from dream_memory.adapters.git.base import oid, repacked
 from dream_memory.core.bounded import split_lines
 
 GITLINK = 0o160000
@@ -116,7 +117,15 @@ def reachable(repo: Repo) -> set[bytes]:
 
 def prune(repo_path: str) -> PruneResult:
     """Delete every object nothing reaches: loose ones, and packs holding any are written again
-    with only what is kept. Safe to repeat after a crash: a new pack lands before an old one goes."""
+    with only what is kept. Safe to repeat after a crash: a new pack lands before an old one goes.
+    Packs another process deletes meanwhile (git gc) are RepositoryChanged (exit 75)."""
+    try:
+        return _prune(repo_path)
+    except PackFileDisappeared as exc:
+        raise repacked() from exc
+
+
+def _prune(repo_path: str) -> PruneResult:
     with Repo(repo_path) as repo:
         keep = reachable(repo)
         store = repo.object_store
@@ -125,23 +134,29 @@ def prune(repo_path: str) -> PruneResult:
             if bytes(sha) not in keep:
                 store.delete_loose_object(sha)
                 loose += 1
-        rewritten = 0
         dropped = 0
         pack_dir = Path(store.pack_dir)
+        replaced: list[Pack] = []
+        kept: dict[bytes, ShaFile] = {}
         for pack in list(store.packs):
             shas = [bytes(s) for s in pack.index]  # hex ids
             gone = [s for s in shas if s not in keep]
             if not gone:
                 continue
-            kept = [store[oid(s)] for s in shas if s in keep]
+            kept.update((s, store[oid(s)]) for s in shas if s in keep)
             dropped += len(gone)
-            if kept:
-                store.add_objects([(obj, None) for obj in kept])
+            replaced.append(pack)
+        # One pack for what the old ones keep, written before any of them goes: a pack deleted
+        # while the store still caches it made the next add_objects read its .idx again (dulwich
+        # names every cached pack to find a duplicate), PackFileDisappeared, a traceback.
+        if kept:
+            store.add_objects([(obj, None) for obj in kept.values()])
+        for pack in replaced:
             base = Path(pack._basename)
             pack.close()
             for suffix in (".keep", ".bitmap", ".rev", ".mtimes", ".promisor", ".idx", ".pack"):
                 fsutil.remove(base.with_suffix(suffix), site="forget.prune")
-            rewritten += 1
+        rewritten = len(replaced)
         objects_info = Path(store.path) / "info"
         for stale in (objects_info / "commit-graph", pack_dir / "multi-pack-index", objects_info / "packs"):
             fsutil.remove(stale, site="forget.prune")

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dulwich.objects import Blob, Commit, ShaFile, Tag, Tree
+from dulwich.pack import PackFileDisappeared
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from dream_memory.adapters import fsutil
-from dream_memory.adapters.git.base import DAMAGE, is_damage, is_object_id, oid
+from dream_memory.adapters.git.base import DAMAGE, is_damage, is_object_id, oid, repacked
 from dream_memory.adapters.git.prune import GITLINK, SHA_ID, pseudo_files, reflog_files, reflogs
 from dream_memory.errors import VersionStoreError
 
@@ -365,7 +366,10 @@ def store_objects(repo: Repo, plan: RewritePlan) -> None:
     if plan.new_objects:
         fsutil.checkpoint("forget.objects", Path(repo.object_store.path))
         unique = {bytes(o.id): o for o in plan.new_objects}
-        repo.object_store.add_objects([(o, None) for o in unique.values()])
+        try:
+            repo.object_store.add_objects([(o, None) for o in unique.values()])
+        except PackFileDisappeared as exc:  # a pack this store had read was deleted (git gc)
+            raise repacked() from exc
 
 
 def move_refs(repo: Repo, rewriter: Rewriter) -> dict[str, tuple[str, str]]:
