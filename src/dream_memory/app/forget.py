@@ -50,6 +50,7 @@ class ForgetReport:
     history: dict[str, list[int]] = field(default_factory=dict)  # history.jsonl / archive -> lines
     cursors: list[int] = field(default_factory=list)  # history entries rewritten (cursors kept)
     search_index: bool = False  # a search index was removed
+    held_dropped: dict[str, str] = field(default_factory=dict)  # held change or batch id -> its file
     commits: int = 0  # commits walked
     commits_holding: list[str] = field(default_factory=list)  # commits whose content held it
     commits_rewritten: int = 0
@@ -62,7 +63,9 @@ class ForgetReport:
 
     @property
     def changed(self) -> bool:
-        return bool(self.files or self.removed or self.renamed or self.history or self.commits_rewritten)
+        return bool(
+            self.files or self.removed or self.renamed or self.history or self.commits_rewritten or self.held_dropped
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -76,6 +79,7 @@ class ForgetReport:
             "history": self.history,
             "cursors": self.cursors,
             "search_index_removed": self.search_index,
+            "held_dropped": self.held_dropped,
             "commits": self.commits,
             "commits_holding": self.commits_holding,
             "commits_rewritten": self.commits_rewritten,
@@ -167,6 +171,8 @@ def _run(rt: Runtime, git: GitStore | None, target: rules.Target, report: Forget
         # The guard first: an append made while the purge rewrites files and commits (it takes
         # no Dream lock) is redacted already. Saved last, it let the value back into history.
         _guard(root, target, report.purge_id)
+    if git is not None and git.head() is not None:
+        _settle_held(git, target, report, dry_run=dry_run)
     _purge_files(rt, git, target, report, dry_run=dry_run)
     _purge_history(rt, target, report, dry_run=dry_run)
     _purge_search_index(rt, report, dry_run=dry_run)
@@ -238,6 +244,18 @@ def _check_repository(git: GitStore, *, resumed: bool, dry_run: bool) -> None:
             f"memory files have uncommitted edits ({shown}); dream forget rewrites history and needs a clean tree",
             hint="let `dream run` commit them (or commit or restore them with git), then run dream forget again",
         )
+
+
+def _settle_held(git: GitStore, target: rules.Target, report: ForgetReport, *, dry_run: bool) -> None:
+    """A held change on a file the purge deletes or renames is dropped first, as `dream review
+    reject` drops it (its history stays consumed): left, its record named `entities/[forgotten].md`,
+    a damaged record that could be neither accepted nor restored from git after the purge."""
+    from dream_memory.app.held import discard_held_batch, held_on
+
+    report.held_dropped = held_on(git, lambda rel: target.drops(rel) or rules.purge_name(rel, target) != rel)
+    if not dry_run:
+        for held_id in report.held_dropped:
+            discard_held_batch(git, held_id)
 
 
 def _fs(rt: Runtime, git: GitStore | None) -> RootedDir:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from dream_memory.adapters.git import GitStore
@@ -182,6 +182,19 @@ def discard_held_batch(git: GitStore, held_id: str) -> dict[str, Any]:
         "message": f"discarded held batch {held_id} in commit {commit[:10] if commit else '(none)'}; "
         "its history stays consumed",
     }
+
+
+def held_on(git: GitStore, going: Callable[[str], bool]) -> dict[str, str]:
+    """Held changes and batches (id -> path) on a file ``going`` says is about to go or be
+    renamed (``dream forget``): their records would name a file that is no longer there."""
+    data = git.read_file(layout.DREAM_STATE)
+    state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
+    found = {item.id: item.path for item in state.changes if going(item.path)}
+    for batch in state.held:
+        hit = next((path for path in batch.files if going(path)), None)
+        if hit is not None:
+            found[batch.id] = hit
+    return found
 
 
 def _one_line(value: object) -> str:

@@ -31,6 +31,8 @@ def render(report: ForgetReport) -> None:
         echo(f"  {old}: {would}renamed to {new}")
     for rel, lines in sorted(report.history.items()):
         echo(f"  {rel}: {_lines(lines)}")
+    for held_id, rel in sorted(report.held_dropped.items()):
+        echo(f"  held change {held_id} on {rel}: {would}dropped (its file goes; its history stays consumed)")
     if report.cursors:
         echo(f"  history entries {would}rewritten (cursors kept): {len(report.cursors)}")
     if report.search_index:
