@@ -76,6 +76,29 @@ def stop_on_signals(
             signal.signal(signum, handler)
 
 
+@contextlib.contextmanager
+def end_on_signals(then: str) -> Iterator[None]:
+    """Within the block SIGINT and SIGTERM end the process at once, 128 + the signal's number,
+    after a line saying it was stopped and ``then`` (what to run next). For work with no model
+    call to wait for whose every step is idempotent (``dream forget``): ending it anywhere is what
+    a SIGKILL does, which the next run of the same command finishes; the line is what the user
+    needs to know that. Outside the main thread nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handle(signum: int, frame: FrameType | None) -> NoReturn:
+        _write(f"dream: {signal_name(signum)} received: stopped part way; {then}\n")
+        os._exit(128 + signum)
+
+    previous = {signum: signal.signal(signum, handle) for signum in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
 def _write(text: str) -> None:
     # os.write, not print: the handler may run while sys.stderr's buffer is mid-write, and a
     # buffered writer entered twice raises.

@@ -6,7 +6,7 @@ I/O and lives in adapters/signals.py; this is the faces' way to it (they call ap
 
 from __future__ import annotations
 
-from dream_memory.adapters.signals import STOP_SIGNALS, exit_at_once, stop_on_signals
+from dream_memory.adapters.signals import STOP_SIGNALS, end_on_signals, exit_at_once, stop_on_signals
 from dream_memory.core.stop import StopFlag
 
-__all__ = ["STOP_SIGNALS", "StopFlag", "exit_at_once", "stop_on_signals"]
+__all__ = ["STOP_SIGNALS", "StopFlag", "end_on_signals", "exit_at_once", "stop_on_signals"]
