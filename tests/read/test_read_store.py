@@ -125,10 +125,10 @@ def test_huge_single_line_file(make_store: Callable[..., Path]) -> None:
 
 
 def test_crlf_and_invalid_bytes_later_in_a_file(make_store: Callable[..., Path]) -> None:
-    """CRLF endings are shown as plain lines; a stray bad byte far in becomes U+FFFD."""
+    """CRLF endings are kept as they are; a stray bad byte far in becomes U+FFFD."""
     root = make_store({"entities/w.md": b"a\r\nb\r\n" + b"c" * 9000 + b"\xff\n"})
     text = reader(root).entity("w").text
-    assert text.startswith("a\nb\n")
+    assert text.startswith("a\r\nb\r\n")
     assert text.rstrip("\n").endswith("\ufffd")
 
 

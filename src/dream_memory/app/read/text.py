@@ -43,15 +43,17 @@ def looks_binary(head: bytes) -> bool:
 
 
 def stream_lines(stream: IO[bytes], first: bytes, max_line_bytes: int) -> Iterator[str]:
-    """Lines of a stream without endings, each read with a cap so a huge line is never held whole
-    (the rest of an over-long line is skipped)."""
+    """Lines of a stream without their newline, each read with a cap so a huge line is never held
+    whole (the rest of an over-long line is skipped). A carriage return stays in its line: the
+    answer is the file's exact text (a CRLF file reads back as CRLF), and a human rendering shows
+    the CR of a CRLF end as it is and any other as an escape (``core.terminal``)."""
     buffered = io.BufferedReader(_Prefixed(first, stream))
     while True:
         chunk = buffered.readline(max_line_bytes)
         if not chunk:
             return
         if chunk.endswith(b"\n"):
-            yield chunk[:-1].rstrip(b"\r").decode("utf-8", errors="replace")
+            yield chunk[:-1].decode("utf-8", errors="replace")
             continue
         if len(chunk) >= max_line_bytes:
             while True:
@@ -60,7 +62,7 @@ def stream_lines(stream: IO[bytes], first: bytes, max_line_bytes: int) -> Iterat
                     break
             yield chunk.decode("utf-8", errors="ignore")
             continue
-        yield chunk.rstrip(b"\r").decode("utf-8", errors="replace")
+        yield chunk.decode("utf-8", errors="replace")
 
 
 class _Prefixed(io.RawIOBase):

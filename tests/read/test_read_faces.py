@@ -1,0 +1,67 @@
+"""One case, every face: `dream entity`/`section`/`search` (text and --json) and the MCP tools
+(text content and structured content) say the same thing about the same file."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+from click.testing import CliRunner
+from mcp import Client
+from read_helpers import read_env
+
+from dream_memory.entrypoints.cli import cli as dream
+from dream_memory.entrypoints.mcp_server import build_server
+from dream_memory.testing.hostile import cli
+
+
+def printed(root: Path, *args: str) -> str:
+    """What `dream ARGS` prints on stdout, byte for byte (click's ``stdout`` turns CRLF into LF)."""
+    result = CliRunner().invoke(dream, [*args, "--store", str(root)], env=read_env(root))
+    return result.stdout_bytes.decode("utf-8")
+
+
+def mcp_calls(root: Path, *calls: tuple[str, dict[str, Any]]) -> list[Any]:
+    async def go() -> list[Any]:
+        async with Client(build_server(root, home="/home/u")) as client:
+            return [await client.call_tool(tool, args) for tool, args in calls]
+
+    return anyio.run(go)
+
+
+def text_of(result: Any) -> str:
+    return "".join(block.text for block in result.content)
+
+
+def test_crlf_line_ends_are_kept_exactly(make_store: Callable[..., Path]) -> None:
+    """A file saved with CRLF reads back byte for byte in --json and structured content, and the
+    text output prints the CR of a CRLF end as it is; a CR that does not end a line (the first of
+    `\\r\\r\\n`) is shown as `\\x0d`. Before, every CR was dropped, both of `\\r\\r\\n` included."""
+    raw = "# crlf\r\n\r\n- one\r\n- two\r\r\n"
+    root = make_store({"entities/crlf.md": raw.encode(), "sections/crlf.md": raw.encode()})
+    env = read_env(root)
+    shown = "# crlf\r\n\r\n- one\r\n- two\\x0d\r\n"
+    for command in ("entity", "section"):
+        exact = json.loads(cli(command, "crlf", "--json", "--store", str(root), env=env).out)
+        assert exact["text"] == raw
+        assert (exact["first_line"], exact["last_line"]) == (1, 4)
+        assert printed(root, command, "crlf") == shown
+    entity, section = mcp_calls(root, ("dream_entity", {"name": "crlf"}), ("dream_section", {"name": "crlf"}))
+    for answer in (entity, section):
+        assert not answer.is_error
+        assert answer.structured_content["text"] == raw
+        assert text_of(answer) == shown
+
+
+def test_crlf_lines_count_toward_the_byte_bound(make_store: Callable[..., Path]) -> None:
+    """The CR kept in each line counts toward the 16 KiB bound: the exact text never exceeds it."""
+    line = "- " + "x" * 98 + "\r\n"
+    root = make_store({"entities/big.md": (line * 300).encode()})
+    exact = json.loads(cli("entity", "big", "--json", "--store", str(root), env=read_env(root)).out)
+    assert exact["truncated"]
+    assert len(exact["text"].encode()) <= 16 * 1024
+    assert exact["text"].splitlines(keepends=True)[0] == line
+    assert exact["last_line"] * len(line) + len(exact["text"].splitlines()[-1]) + 1 == len(exact["text"].encode())
