@@ -115,6 +115,10 @@ class Refused(DreamError):
     """The read side refuses the request (excluded entity, path outside the store, binary)."""
 
 
+class Withheld(Refused):
+    """The read side withholds an entity or a file: excluded, or of a scope the reader cannot see."""
+
+
 class ModelError(DreamError):
     """A model call failed.
 

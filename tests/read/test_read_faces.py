@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from mcp import Client
 from read_helpers import read_env
 
+from dream_memory import Workspace
 from dream_memory.entrypoints.cli import cli as dream
 from dream_memory.entrypoints.mcp_server import build_server
 from dream_memory.testing.hostile import cli
@@ -65,3 +66,41 @@ def test_crlf_lines_count_toward_the_byte_bound(make_store: Callable[..., Path])
     assert len(exact["text"].encode()) <= 16 * 1024
     assert exact["text"].splitlines(keepends=True)[0] == line
     assert exact["last_line"] * len(line) + len(exact["text"].splitlines()[-1]) + 1 == len(exact["text"].encode())
+
+
+def test_context_names_an_entity_of_its_path_that_could_not_be_read(make_store: Callable[..., Path]) -> None:
+    """`dream context --path` and `Workspace.context(path=...)`: when the entity resolved for the
+    path is refused (binary) or its file is missing, what was left out names it; before, the block
+    said "nothing left out". An excluded entity and one of another scope stay unmentioned."""
+    table = (
+        "| Entity | File | Repos |\n|---|---|---|\n"
+        "| bin | entities/bin.md | /x/bin |\n"
+        "| gone | entities/gone.md | /x/gone |\n"
+        "| secret | entities/secret.md | /x/secret |\n"
+        "| alice | scopes/user/alice/USER.md | /x/alice |\n"
+    )
+    root = make_store(
+        {
+            "index.md": table,
+            "entities/bin.md": b"# bin\n\x00zebra\n",
+            "entities/secret.md": "# secret\n- SECRETWORD\n",
+            "scopes/user/alice/USER.md": "# alice\n- ALICEWORD\n",
+        }
+    )
+    env = read_env(root, DREAM_MEMORY_EXCLUDE="secret")
+
+    def left_out(path: str) -> tuple[list[str], list[str]]:
+        done = cli("context", "--workspace", str(root), "--path", path, "--json", env=env)
+        assert done.code == 0, done
+        api = Workspace(root, env=env).context(path=path).left_out
+        return json.loads(done.out)["left_out"], api
+
+    for cli_notes, api_notes in (left_out("/x/bin"), left_out("/x/gone")):
+        assert cli_notes == api_notes and len(cli_notes) == 1
+    assert left_out("/x/bin")[0] == [
+        "entity bin, whose root holds /x/bin: entities/bin.md is not a UTF-8 text file; "
+        "the read side serves text only; not included"
+    ]
+    assert "entities/gone.md does not exist" in left_out("/x/gone")[0][0]
+    for withheld in ("/x/secret", "/x/alice"):
+        assert left_out(withheld) == ([], [])

@@ -177,22 +177,32 @@ def _recent_history(
 
 def entity_for_path(
     store: Path, path: str, *, excludes: frozenset[str], home: str | None = None, who: ReaderScope = SHARED_READER
-) -> Part | None:
-    """The entity whose repository root holds ``path`` (read side's resolver), as a context part.
+) -> tuple[Part | None, str | None]:
+    """The entity whose repository root holds ``path`` (read side's resolver), as a context part,
+    or the note saying why its file was left out.
 
     An excluded entity (or one whose file is another scope's) never resolves, so it can never
-    reach a prompt through this door.
+    reach a prompt through this door, and it leaves no note: naming it would tell this scope
+    about an entity withheld from it. An entity of this scope whose file cannot be read (binary,
+    missing, leading out of the store) is named in what was left out.
     """
     from dream_memory.app.read import ReadStore
-    from dream_memory.errors import NotFound, Refused
+    from dream_memory.errors import NotFound, Refused, Withheld
 
     with ReadStore(store, excludes=excludes, home=home, scope=who) as reader:
         try:
             resolved = reader.resolve(path)
+        except (NotFound, Withheld):
+            return None, None
+        except Refused as exc:  # the row's File cell itself is refused (outside the store, not markdown)
+            return None, f"the entity for {path}: {exc.message}; not included"
+        try:
             page = reader.entity(resolved.entity)
-        except (NotFound, Refused):
-            return None
-    return Part(f"Entity: {resolved.entity} ({resolved.file})", page.text, f"`dream entity {resolved.entity}`")
+        except Withheld:
+            return None, None
+        except (NotFound, Refused) as exc:
+            return None, f"entity {resolved.entity}, whose root holds {path}: {exc.message}; not included"
+    return Part(f"Entity: {resolved.entity} ({resolved.file})", page.text, f"`dream entity {resolved.entity}`"), None
 
 
 def memory_context(
@@ -281,15 +291,19 @@ def context(rt: Runtime, request: ContextRequest) -> ContextBlock:
     budget = check_budget(request.budget if request.budget is not None else rt.settings.context.budget_tokens)
     who = _reader(rt, request)
     extra: list[Part] = []
+    notes: list[str] = []
     if request.work_path:
         rs = rt.read_settings
-        found = entity_for_path(rs.store, request.work_path, excludes=rs.excludes, home=rs.env.get("HOME"), who=who)
+        found, note = entity_for_path(
+            rs.store, request.work_path, excludes=rs.excludes, home=rs.env.get("HOME"), who=who
+        )
         extra = [found] if found is not None else []
+        notes = [note] if note is not None else []
     from dream_memory.app.sources import annotate  # dulwich and the blame walk: only for --sources
 
     git = rt.git(create=False) if request.sources else None
     try:
-        return memory_context(
+        block = memory_context(
             rt.root,
             rt.history,
             budget=budget,
@@ -302,3 +316,5 @@ def context(rt: Runtime, request: ContextRequest) -> ContextBlock:
     finally:
         if git is not None:
             git.close()
+    block.left_out += notes
+    return block

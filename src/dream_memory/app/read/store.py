@@ -65,7 +65,7 @@ from dream_memory.core.paths import describe, serve_problem
 from dream_memory.core.ports import SearchCache, StoreTree, TooLarge
 from dream_memory.core.search import DEFAULT_MAX_RESULTS, Query, as_query, check_max_results
 from dream_memory.core.terminal import one_line
-from dream_memory.errors import InputError, NotFound, Refused, UsageError
+from dream_memory.errors import InputError, NotFound, Refused, UsageError, Withheld
 
 if TYPE_CHECKING:
     from dream_memory.app.read.as_of import AsOfCommit
@@ -244,7 +244,7 @@ class ReadStore(Withholding):
                 hint="File must name a markdown file of the store, such as entities/NAME.md",
             )
         if not self.scope.sees(rel):
-            raise Refused(
+            raise Withheld(
                 f"{layout.INDEX} line {line_no}: the File cell of entity {entity!r} names a file of another "
                 "scope; it is not served",
                 hint=f"this reader reads as {self.scope.label()}",
@@ -255,7 +255,7 @@ class ReadStore(Withholding):
         """(display name, store-relative file) for an entity, or NotFound/Refused."""
         clean = check_name(name, "entity")
         if self.is_excluded_name(clean):
-            raise Refused(
+            raise Withheld(
                 f"entity {clean!r} is excluded by {EXCLUDE_VARIABLE}; it is not served",
                 hint=f"remove it from {EXCLUDE_VARIABLE} to read it",
             )
@@ -280,7 +280,7 @@ class ReadStore(Withholding):
         if offset_line < 1:
             raise InputError("--offset-line starts at 1")
         if self.is_excluded_path(rel):
-            raise Refused(f"{rel} belongs to an entity excluded by {EXCLUDE_VARIABLE}; it is not served")
+            raise Withheld(f"{rel} belongs to an entity excluded by {EXCLUDE_VARIABLE}; it is not served")
         stream = self._tree.open_stream(rel)
         if stream is None:
             raise NotFound(f"{kind} {name!r}: {rel} does not exist" + self._at_suffix())

@@ -14,7 +14,7 @@ from dream_memory.app.read.text import EXCLUDE_VARIABLE, MAX_SEARCH_FILE_BYTES, 
 from dream_memory.core import layout
 from dream_memory.core.index_table import IndexRow, IndexTable, name_key, parse_index, safe_relative
 from dream_memory.core.ports import StoreTree, TooLarge
-from dream_memory.errors import Refused
+from dream_memory.errors import Refused, Withheld
 
 
 class Withholding(ABC):
@@ -91,7 +91,7 @@ class Withholding(ABC):
 
     def _refuse_same_file(self, rel: str, ident: object) -> None:
         if ident is not None and ident in self.excluded_identities():
-            raise Refused(
+            raise Withheld(
                 f"{rel} is the same file as an entity excluded by {EXCLUDE_VARIABLE} (a link or a second "
                 "index row); it is not served"
             )
@@ -114,7 +114,7 @@ class Withholding(ABC):
         if problem is None and ident is not None and ident in self.hidden_identities():
             problem = f"{rel} is the same file as one of another scope (a link to it)"
         if problem is not None:
-            raise Refused(f"{problem}; it is not served", hint=f"this reader reads as {self.scope.label()}")
+            raise Withheld(f"{problem}; it is not served", hint=f"this reader reads as {self.scope.label()}")
 
     def is_excluded_path(self, rel: str, excluded_files: set[str] | None = None) -> bool:
         """True for a file that belongs to an excluded entity (by the index, or by its name under
