@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -104,3 +106,35 @@ def test_context_names_an_entity_of_its_path_that_could_not_be_read(make_store: 
     assert "entities/gone.md does not exist" in left_out("/x/gone")[0][0]
     for withheld in ("/x/secret", "/x/alice"):
         assert left_out(withheld) == ([], [])
+
+
+def test_a_path_that_is_not_a_regular_file_is_refused_as_what_it_is(make_store: Callable[..., Path]) -> None:
+    """A named pipe or a folder where a section file belongs, and a symlink committed where an
+    entity file belongs, are refused (exit 1, a tool error) naming what they are; before, they
+    were "does not exist" and `dream blame` said the symlink was "not committed yet"."""
+    root = make_store({"index.md": "| Entity | File | Repos |\n|---|---|---|\n| sl | entities/sl.md | /x/sl |\n"})
+    os.mkfifo(root / "sections" / "fifo.md")
+    (root / "sections" / "dir.md").mkdir()
+    (root / "entities" / "sl.md").symlink_to("../USER.md")
+    git = ["git", "-C", str(root), "-c", "user.name=U", "-c", "user.email=u@e"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "index.md", "USER.md", "entities/sl.md"], check=True)
+    subprocess.run([*git, "commit", "-qm", "memory: manual edits"], check=True)
+    env = read_env(root)
+    expected = {
+        ("section", "fifo"): "sections/fifo.md is a named pipe, not a regular file",
+        ("section", "dir"): "sections/dir.md is a folder, not a regular file",
+        ("entity", "sl", "--at", "HEAD"): "entities/sl.md is a symlink at ",
+        ("blame", "entities/sl.md", "--workspace", str(root)): "entities/sl.md is a symlink in commit ",
+        ("why", "entities/sl.md:1", "--workspace", str(root)): "entities/sl.md is a symlink in commit ",
+    }
+    for args, message in expected.items():
+        done = cli(*args, "--store", str(root), env=env) if args[0] in ("section", "entity") else cli(*args, env=env)
+        assert (done.code, done.out) == (1, ""), (args, done)
+        assert message in done.err, (args, done.err)
+        assert "does not exist" not in done.err and "not committed yet" not in done.err
+    fifo, why = mcp_calls(
+        root, ("dream_section", {"name": "fifo"}), ("dream_why", {"path": "entities/sl.md", "line": 1})
+    )
+    assert fifo.is_error and expected[("section", "fifo")] in text_of(fifo)
+    assert why.is_error and "entities/sl.md is a symlink in commit " in text_of(why)

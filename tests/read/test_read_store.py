@@ -194,10 +194,10 @@ def test_binary_files_are_refused(make_store: Callable[..., Path]) -> None:
 
 
 def test_fifo_in_the_store_does_not_hang(make_store: Callable[..., Path]) -> None:
-    """A named pipe where a file should be is reported missing instead of blocking the reader."""
+    """A named pipe where a file should be is refused as one instead of blocking the reader."""
     root = make_store()
     os.mkfifo(root / "sections" / "pipe.md")
-    with pytest.raises(NotFound):
+    with pytest.raises(Refused, match=r"sections/pipe\.md is a named pipe"):
         reader(root).section("pipe")
     reader(root).search("flakes")
 

@@ -19,7 +19,7 @@ from typing import IO
 
 from dream_memory.adapters.rooted import Beneath, OutsideRoot
 from dream_memory.core import layout
-from dream_memory.core.paths import serve_problem
+from dream_memory.core.paths import kind_of_mode, serve_problem
 from dream_memory.core.ports import StoreTree, TooLarge
 from dream_memory.errors import InputError, Refused, UsageError
 
@@ -109,6 +109,13 @@ class WorkTree:
     def open_stream(self, rel: str) -> IO[bytes] | None:
         fd = self._open_fd(rel)
         return None if fd is None else os.fdopen(fd, "rb")
+
+    def kind_of(self, rel: str) -> str | None:
+        try:
+            found = self.beneath.resolve(rel)
+        except OutsideRoot:
+            return None  # opening it refuses it with that reason
+        return None if found is None else kind_of_mode(found[1].st_mode)
 
     def identity_of(self, rel: str, stream: IO[bytes]) -> object:
         st = os.fstat(stream.fileno())
@@ -278,6 +285,14 @@ class RevisionTree:
 
     def has_file(self, rel: str) -> bool:
         return rel in self.files
+
+    def kind_of(self, rel: str) -> str | None:
+        # ``files`` holds only regular files: a symlink is committed as its target's path, and
+        # following it would read a file the commit may not hold, so it is named, never read.
+        if rel in self.files or self.revision is None:
+            return None
+        mode = self.git.mode_at(self.revision, rel)
+        return None if mode is None else kind_of_mode(mode)
 
     def identity_of(self, rel: str, stream: IO[bytes]) -> object:
         return self.identity(rel)

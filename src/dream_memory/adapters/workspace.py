@@ -262,6 +262,11 @@ def read_files(root: Path, rel_paths: Iterable[str]) -> dict[str, bytes | None]:
     return found
 
 
+def is_symlink(root: Path, rel: str) -> bool:
+    """True when ``rel`` itself is a symlink (not followed)."""
+    return (root / rel).is_symlink()
+
+
 def locate(root: Path, given: str) -> tuple[str | None, bool]:
     """``given`` (absolute, or relative to the current folder) as a path relative to ``root``
     when it lands inside it; otherwise (None, whether it plainly names something outside: an

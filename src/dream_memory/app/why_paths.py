@@ -7,9 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from dream_memory.adapters.git import GitStore
-from dream_memory.adapters.workspace import locate, read_files
+from dream_memory.adapters.workspace import is_symlink, locate, read_files
 from dream_memory.core import layout
-from dream_memory.errors import NotFound, UsageError
+from dream_memory.core.paths import kind_of_mode
+from dream_memory.errors import NotFound, Refused, UsageError
+
+_NOT_FOLLOWED = "dream why and dream blame read committed regular files only, never through a symlink"
 
 
 def check_path(path: str, root: Path | None = None) -> str:
@@ -47,9 +50,18 @@ def split_target(target: str) -> tuple[str, int] | None:
 
 
 def check_committed(store: GitStore, root: Path, rel: str, rev: str) -> None:
-    """A file on disk that HEAD does not hold yet: say so (not "not a file in commit X")."""
+    """A file on disk that HEAD does not hold yet: say so (not "not a file in commit X"). A path
+    committed or lying on disk as something other than a regular file (a symlink, which git
+    keeps as its target's path) is refused as what it is: no dream run would commit it as a file."""
+    sha = store.head() if rev == "HEAD" else store.resolve(rev)
+    mode = store.mode_at(sha, rel) if sha is not None else None
+    what = kind_of_mode(mode) if mode is not None else None
+    if what is not None and sha is not None:
+        raise Refused(f"{rel} is {what} in commit {sha[:10]}, not a regular file; {_NOT_FOLLOWED}")
     if rev != "HEAD":
         return
+    if is_symlink(root, rel):
+        raise Refused(f"{rel} is a symlink, not a regular file; {_NOT_FOLLOWED}")
     if rel not in store.files_at(store.head()) and read_files(root, [rel])[rel] is not None:
         raise NotFound(
             f"{rel} is not committed yet: the next dream run commits it",

@@ -19,6 +19,7 @@ Pure: no filesystem, no environment. Reasons are short phrases a message can quo
 from __future__ import annotations
 
 import re
+import stat
 
 from dream_memory.core import layout
 
@@ -100,6 +101,27 @@ def path_problem(path: str) -> str | None:
 def describe(path: str) -> str:
     """``path`` quoted for a message: escapes shown, never acted on by a terminal."""
     return ascii(path) if any(is_control(c) or "\ud800" <= c <= "\udfff" for c in path) else repr(path)
+
+
+_GITLINK = 0o160000  # a submodule's entry in a git tree
+
+
+def kind_of_mode(mode: int) -> str | None:
+    """What a file mode (an ``lstat``'s or a git tree entry's) names when it is not a regular
+    file, for a message ("a named pipe"); None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if mode & 0o170000 == _GITLINK:
+        return "a submodule"
+    kinds = (
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISFIFO, "a named pipe"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a device"),
+        (stat.S_ISBLK, "a device"),
+    )
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def memory_write_problem(path: str, *, gitignore: bool = False) -> str | None:

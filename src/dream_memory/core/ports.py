@@ -97,6 +97,12 @@ class StoreTree(Protocol):
         """The file opened for reading; None when it does not exist."""
         ...
 
+    def kind_of(self, rel: str) -> str | None:
+        """What ``rel`` names when something is there that is not a regular file the tree reads
+        ("a named pipe", "a folder"; at a revision also "a symlink"), for the message of a
+        refusal; None when it is missing or a regular file."""
+        ...
+
     def read(self, rel: str, limit: int, *, listed: bool = False) -> bytes | None:
         """All bytes of the file (None: missing or not a regular file); ``TooLarge`` past ``limit``.
         ``listed``: the path was just listed by ``list_markdown`` (the fast path of search)."""

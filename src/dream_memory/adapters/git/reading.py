@@ -10,7 +10,7 @@ import itertools
 import os
 import stat
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from dulwich.objects import Blob, Commit, ShaFile, Tree
@@ -212,23 +212,32 @@ class Reading(GitBase):
 
         found: dict[str, tuple[int, bytes]] = {}
         for rel in paths:
-            if path_problem(rel) is not None:
-                continue  # never a path of ours: nothing of it is read
-            *folders, name = self.repo_path(rel).split(b"/")
-            current: bytes | None = root
-            for part in folders:
-                assert current is not None
-                here = tree(current)
-                if part not in here or not stat.S_ISDIR(here[part][0]):
-                    current = None
-                    break
-                current = here[part][1]
-            if current is None:
-                continue
-            leaf = tree(current)
-            if name in leaf and stat.S_ISREG(leaf[name][0]):
-                found[rel] = (leaf[name][0], leaf[name][1])
+            entry = self._entry(root, rel, tree)
+            if entry is not None and stat.S_ISREG(entry[0]):
+                found[rel] = entry
         return found
+
+    def _entry(self, root: bytes, rel: str, tree: Callable[[bytes], Tree]) -> tuple[int, bytes] | None:
+        """(mode, object) of whatever ``rel`` names in the tree ``root``: a file, a symlink, a
+        folder or a submodule; None when nothing is there or the path is never one of ours."""
+        if path_problem(rel) is not None:
+            return None  # never a path of ours: nothing of it is read
+        *folders, name = self.repo_path(rel).split(b"/")
+        current = root
+        for part in folders:
+            here = tree(current)
+            if part not in here or not stat.S_ISDIR(here[part][0]):
+                return None
+            current = here[part][1]
+        leaf = tree(current)
+        return (leaf[name][0], leaf[name][1]) if name in leaf else None
+
+    @git_errors
+    def mode_at(self, sha: str, rel: str) -> int | None:
+        """The git mode of what ``rel`` names in commit ``sha`` (a symlink is ``0o120000``), also
+        when it is not a regular file; None when nothing is there."""
+        entry = self._entry(self._commit(sha).tree, rel, self._tree)
+        return None if entry is None else entry[0]
 
     @git_errors
     def blob(self, blob_sha: bytes) -> bytes:

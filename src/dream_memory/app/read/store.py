@@ -263,8 +263,10 @@ class ReadStore(Withholding):
         if row is not None and row.file:
             return row.entity, self._checked_file(row.entity, row.file, row.line_no)
         fallback = safe_relative(f"{layout.ENTITIES_DIR}/{clean}.md")
-        if fallback is not None and serve_problem(fallback) is None and self._tree.has_file(fallback):
-            return (row.entity if row else clean), fallback
+        if fallback is not None and serve_problem(fallback) is None:
+            if self._tree.has_file(fallback):
+                return (row.entity if row else clean), fallback
+            self._refuse_not_a_file(fallback)
         known = self.entity_names()[:12]
         where = (
             f"{layout.INDEX} has a row for it but no File"
@@ -283,6 +285,7 @@ class ReadStore(Withholding):
             raise Withheld(f"{rel} belongs to an entity excluded by {EXCLUDE_VARIABLE}; it is not served")
         stream = self._tree.open_stream(rel)
         if stream is None:
+            self._refuse_not_a_file(rel)
             raise NotFound(f"{kind} {name!r}: {rel} does not exist" + self._at_suffix())
         provisional = rel == layout.OBSERVATIONS
         with stream:
@@ -305,6 +308,19 @@ class ReadStore(Withholding):
             )
         return ReadResult.from_page(kind, name, rel, page, provisional=provisional, revision=self.revision)
 
+    def _refuse_not_a_file(self, rel: str) -> None:
+        """Something that is there but not a regular file is refused as what it is, never
+        reported as missing."""
+        what = self._tree.kind_of(rel)
+        if what is None:
+            return
+        why = (
+            "a read at a revision never follows a symlink"
+            if what == "a symlink"
+            else "the read side reads regular files only"
+        )
+        raise Refused(f"{rel} is {what}{self._at_suffix()}, not a regular file; {why}")
+
     def _at_suffix(self) -> str:
         return f" at {self.revision[:12]}" if self.revision else ""
 
@@ -323,6 +339,7 @@ class ReadStore(Withholding):
         if rel is None or serve_problem(rel) is not None:
             raise Refused(f"section name {clean!r} would leave the {layout.SECTIONS_DIR}/ folder; it is not served")
         if not self._tree.has_file(rel):
+            self._refuse_not_a_file(rel)
             names = self.section_names()
             raise NotFound(
                 f"no section named {clean!r} ({rel} does not exist{self._at_suffix()})",
