@@ -93,3 +93,36 @@ def test_an_interrupted_forget_is_shown_and_dream_waits_for_it(template: Path, t
     assert env.dream("forget", "--purge", CANARY).exit_code == 0
     assert env.dream_json("status")[1]["interrupted_forget"] is None
     assert env.dream("run", "--model", "offline").exit_code == 0
+
+
+# Every command that commits: each would save the half-purged files as hand edits
+COMMITTING = [
+    ("restore", "HEAD"),
+    ("restore", "--apply-held", "1-1"),
+    ("restore", "--discard-held", "1-1"),
+    ("review", "accept", "--all"),
+    ("review", "reject", "--all"),
+    ("init",),
+]
+
+
+@pytest.mark.parametrize("args", COMMITTING, ids=[" ".join(a) for a in COMMITTING])
+def test_every_command_that_commits_waits_for_an_interrupted_purge(
+    template: Path, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """A purge killed half way: the command refuses (exit 2), names the unfinished purge, says to
+    run it again and commits nothing; once it is finished, no `memory: manual edits` commit holds
+    the half-purged files."""
+    env = Env(tmp_path)
+    shutil.copytree(template, env.ws, symlinks=True)
+    killed = env.process("forget", "--purge", CANARY, kill=("forget.objects", 1))
+    assert killed.returncode == -9
+    head = env.git("rev-parse", "HEAD")
+    refused = env.dream(*args)
+    said = " ".join(refused.output.split())
+    assert refused.exit_code == 2 and "interrupted purge" in said, said
+    assert "run that same dream forget again" in said
+    assert env.git("rev-parse", "HEAD") == head
+    assert env.dream("forget", "--purge", CANARY).exit_code == 0
+    assert "memory: manual edits" not in env.git("log", "--format=%s")
+    assert holders(env) == {}

@@ -17,7 +17,7 @@ from dream_memory.core.bounded import split_lines
 from dream_memory.core.history import HistoryEntry, format_timestamp, parse_timestamp
 from dream_memory.core.ports import NoRedaction, Redactor
 from dream_memory.core.state import DreamState
-from dream_memory.errors import InputError
+from dream_memory.errors import InputError, UsageError
 
 if TYPE_CHECKING:
     # Only the status reads the repository: appending never loads git (dulwich costs ~65 ms a process).
@@ -171,6 +171,18 @@ FORGET_UNFINISHED_HINT = (
     f"remove {layout.FORGET_JOURNAL} and run the forget again); until then its value may still be in some files "
     "and in new entries"
 )
+
+
+def refuse_while_a_purge_is_unfinished(root: Path, command: str) -> None:
+    """The one check every command that commits makes first (under the Dream lock, where it takes
+    one): a purge stopped half way left some files without the value and others with it, and a
+    commit now would save that state as hand edits (docs/forget.md). UsageError, exit 2."""
+    journal = interrupted_forget(root)
+    if journal is not None:
+        raise UsageError(
+            f"{forget_unfinished_message(journal)}; {command} commits nothing until it is finished",
+            hint=FORGET_UNFINISHED_HINT,
+        )
 
 
 # --- many entries at once (dream append --jsonl) ---------------------------------------------------

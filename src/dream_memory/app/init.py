@@ -57,7 +57,7 @@ def init_workspace(rt: Runtime, *, guide_notes: bool = True) -> InitReport:
         )
     with git:
         try:
-            with rt.dream_lock():
+            with rt.commit_lock("dream init"):
                 commit = ensure_versioned(git) or record_dream_cursor(git)
         except LockBusy:
             rt.log(DEFERRED_NOTE)

@@ -132,7 +132,7 @@ def restore(rt: Runtime, request: RestoreRequest) -> RestoreResult:
     from dream_memory.app.cursor import dream_cursor_check
     from dream_memory.app.reverting import restore_commit
 
-    with rt.dream_lock(), _open_under_lock(rt, f"no memory versions in {rt.root} to restore") as git:
+    with rt.commit_lock("dream restore"), _open_under_lock(rt, f"no memory versions in {rt.root} to restore") as git:
         # The cursor Dream trusts, as status and run see it, not the file (a gateway moves it).
         trusted = dream_cursor_check(rt.history, git, follow_external=rt.settings.dream.follow_external_cursor)
         return restore_commit(
@@ -193,7 +193,8 @@ class HeldReport:
 def settle_held(rt: Runtime, request: SettleRequest) -> HeldReport:
     from dream_memory.app.held import apply_held_batch, discard_held_batch
 
-    with rt.dream_lock(), _open_under_lock(rt, f"no memory versions in {rt.root}") as git:
+    command = f"dream restore --{request.action}-held"
+    with rt.commit_lock(command), _open_under_lock(rt, f"no memory versions in {rt.root}") as git:
         if request.action == "apply":
             done = apply_held_batch(git, request.held_id, force=request.force)
         else:

@@ -369,7 +369,8 @@ def review(rt: Runtime, request: ReviewRequest) -> dict[str, Any]:
         raise UsageError("give ids or --all, not both")
     # Accept and reject open the repository once they hold the lock: one opened before kept the
     # pack files of that moment, which a `dream forget` holding the lock meanwhile replaced.
-    with rt.dream_lock() if request.action in ("accept", "reject") else contextlib.nullcontext():
+    committing = request.action in ("accept", "reject")
+    with rt.commit_lock(f"dream review {request.action}") if committing else contextlib.nullcontext():
         git = rt.git(create=False) if rt.has_workspace() else None
         if git is None:
             raise UsageError(f"no memory versions in {rt.root}: nothing can be held there")

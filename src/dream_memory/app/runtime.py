@@ -99,6 +99,17 @@ class Runtime:
         with dream_lock(self.root, now=self.clock.now()) as holder:
             yield holder
 
+    @contextlib.contextmanager
+    def commit_lock(self, command: str) -> Iterator[LockHolder | None]:
+        """The Dream lock for ``command``, which commits: refused (exit 2) while a purge is
+        unfinished. Checked once the lock is held, since a forget that still holds it is running,
+        not interrupted."""
+        from dream_memory.app.history import refuse_while_a_purge_is_unfinished
+
+        with self.dream_lock() as holder:
+            refuse_while_a_purge_is_unfinished(self.root, command)
+            yield holder
+
     def apply_umask(self) -> None:
         """``DREAM_UMASK``, set before a command writes anything (exit 2 for one that is not an
         octal umask, or that denies the files' own owner)."""

@@ -16,15 +16,11 @@ def refuse_before_any_change(ctx: DreamContext) -> None:
 
 
 def _refuse_after_an_interrupted_forget(root: Path) -> None:
-    """A purge stopped half way left some files without the value and others with it: a run now
-    would commit that state as hand edits and dream from entries still holding it."""
-    from dream_memory.app.history import FORGET_UNFINISHED_HINT, forget_unfinished_message, interrupted_forget
+    """Beyond the commit, a run would dream from entries still holding the value; a dry run is
+    refused too, so what it shows is what the run would do."""
+    from dream_memory.app.history import refuse_while_a_purge_is_unfinished
 
-    journal = interrupted_forget(root)
-    if journal is not None:
-        raise UsageError(
-            forget_unfinished_message(journal) + "; Dream runs after it is finished", hint=FORGET_UNFINISHED_HINT
-        )
+    refuse_while_a_purge_is_unfinished(root, "dream run")
 
 
 def _refuse_private_scopes_without_rules(ctx: DreamContext) -> None:
