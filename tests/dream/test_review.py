@@ -126,6 +126,25 @@ def test_restore_apply_held_and_discard_held_take_a_held_change(isolated: Cli) -
     assert "coffee every morning" in (ws / "USER.md").read_text(encoding="utf-8")
 
 
+def test_an_unknown_id_names_what_is_held_from_restore_and_review_alike(isolated: Cli) -> None:
+    """A mistyped id: `--apply-held`, `--discard-held` and `review accept` / `reject` each refuse
+    (exit 2) naming the held change's id, which is what the person meant to type."""
+    _hand_written(isolated)
+    with ScriptedLLMServer(responder=_model(ADD_AND_REWRITE)) as server:
+        use_server(isolated, server)
+        _, report = isolated.run_json("run")
+    held_id = report["held"][0]["id"]
+    for args in (
+        ("restore", "--apply-held"),
+        ("restore", "--discard-held"),
+        ("review", "accept"),
+        ("review", "reject"),
+    ):
+        refused = isolated.run(*args, "1-1.9")
+        assert refused.exit_code == 2 and f"(held now: {held_id})" in refused.output, (args, refused.output)
+    assert isolated.run_json("status", "--json")[1]["held"] == [held_id]
+
+
 def test_status_and_doctor_count_held_changes(isolated: Cli) -> None:
     """`dream status` lists the held change's id; `dream doctor` names it and says to run dream review."""
     _hand_written(isolated)

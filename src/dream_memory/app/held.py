@@ -49,9 +49,15 @@ def _state(git: GitStore, held_id: str) -> tuple[DreamState, HeldBatch, str]:
     state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
     held = state.find_held(held_id)
     if held is None:
-        known = ", ".join(h.id for h in state.held) or "none"
-        raise InputError(f"no held batch {held_id!r} (held now: {known})")
+        raise unknown_held(state, held_id)
     return state, held, f"{layout.DREAM_HELD_DIR}/{held_id}"
+
+
+def unknown_held(state: DreamState, held_id: str) -> InputError:
+    """An id that names nothing held, for restore's and review's ids alike: both take a held
+    change's id and a batch's, so both name every one waiting (`dream status` lists the same)."""
+    known = ", ".join([c.id for c in state.changes] + [h.id for h in state.held]) or "none"
+    return InputError(f"nothing held under {held_id!r} (held now: {known})", hint="`dream review` lists them")
 
 
 def read_record(git: GitStore, where: str, fix: str) -> Any:

@@ -29,6 +29,7 @@ from dream_memory.app.held import (
     folder_removal,
     placed_again,
     read_record,
+    unknown_held,
 )
 from dream_memory.app.versioning import apply_commit, commit_manual_edits, recover
 from dream_memory.core import layout, policy
@@ -117,11 +118,6 @@ def _find(state: DreamState, held_id: str) -> HeldChange | None:
     return state.find_change(held_id)
 
 
-def _unknown(state: DreamState, held_id: str) -> InputError:
-    known = ", ".join([c.id for c in state.changes] + [h.id for h in state.held]) or "none"
-    return InputError(f"nothing held under {held_id!r} (held now: {known})", hint="`dream review` lists them")
-
-
 def list_held(git: GitStore) -> dict[str, Any]:
     """Every change and batch waiting for a person; a damaged record is listed with its problem."""
     recover(git)
@@ -144,7 +140,7 @@ def show_held(git: GitStore, held_id: str) -> dict[str, Any]:
         return _record(git, item).to_json(full=True)
     batch = state.find_held(held_id)
     if batch is None:
-        raise _unknown(state, held_id)
+        raise unknown_held(state, held_id)
     diff = git.read_file(f"{layout.DREAM_HELD_DIR}/{held_id}/changes.diff") or b""
     return {**batch.to_report(), "type": "batch", "files": list(batch.files), "diff": diff.decode("utf-8", "replace")}
 
@@ -156,7 +152,7 @@ def _chosen(state: DreamState, ids: Sequence[str], every: bool) -> list[str]:
         raise InputError("name the held changes (dream review lists their ids), or give --all")
     for held_id in ids:
         if _find(state, held_id) is None and state.find_held(held_id) is None:
-            raise _unknown(state, held_id)
+            raise unknown_held(state, held_id)
     return list(dict.fromkeys(ids))
 
 
