@@ -124,6 +124,8 @@ ORDINARY = [
     "- Her password was rotated last week.",
     "- The wifi password is on the fridge.",
     "- password: see the team vault",
+    "- Password for the NAS: see the team vault",
+    "- The password for the guest wifi: changed every month",
     "- The token limit is 4096 per request.",
     "- Max tokens: 4096",
     "- Tokenizer: cl100k_base",

@@ -389,9 +389,11 @@ SHAPES: tuple[Rule, ...] = (
     _rule(
         "password",
         # password / passwd / passphrase / passcode (also inside a name: DB_PASSWORD, PGPASSWORD),
-        # or a bare pwd / pass / pw; then "=", ":", "is" (optionally "for the NAS is"), or a space.
+        # or a bare pwd / pass / pw; then "=", ":", "is" (optionally after "for the NAS": "is",
+        # ":" or "="), or a space.
         r"(?i:pass(?:word|wd|phrase|code)s?|(?<![A-Za-z])(?:pwd|pass|pw))(?![A-Za-z])"
-        r"(?:(?P<clause>[ \t]+(?i:for|of|on|to|at)(?:[ \t]+[^\s=:\"'`]{1,40}){1,4}?)(?P<op>" + _SAYS + r")"
+        r"(?:(?P<clause>[ \t]+(?i:for|of|on|to|at)(?:[ \t]+[^\s=:\"'`]{1,40}){1,4}?)"
+        r"(?P<op>" + _SAYS + r"|[ \t]*[:=][ \t]*)"
         r"|(?P<op2>[ \t]*[\"']?[ \t]*(?:=>|:=|==?|:|->)\s*|" + _SAYS + r"|[ \t]+))"
         r"(?:(?P<q>[\"'`])(?P<quoted>[^\"'`\n]{1,200})(?P=q)|(?P<secret>[^\s\"'`<>()\[\]{}]{1,200}))",
         _password_value,
