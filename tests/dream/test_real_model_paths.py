@@ -8,6 +8,7 @@ The scripted server plays those replies; the rules under test are Dream's.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -406,3 +407,21 @@ def test_a_block_copying_the_prompts_example_is_refused(isolated: Cli) -> None:
         assert code == 0, report
         assert "is the prompt's example" in server.completion_requests()[-1].messages[-1]["content"]
     assert (isolated.workspace / "USER.md").read_text() == "# User\n\n## Preferences\n\n- Tea\n"
+
+
+def test_a_context_window_too_small_names_the_smallest_that_fits(isolated: Cli) -> None:
+    """A contextWindow the prompt cannot fit in is exit 2 naming the smallest one that fits: that
+    window runs, one token less is refused the same way (the margins need no working out)."""
+    with ScriptedLLMServer(responder=from_chat_model(OfflineModel())) as server:
+        make_workspace(isolated, sample_entries(2))
+        use_preset(isolated, server, contextWindow=1280, maxTokens=128, editProtocol="facts")
+        refused = isolated.run("run", "--model", "local")
+        assert refused.exit_code == 2 and "contextWindow 1280 is too small" in refused.stderr
+        found = re.search(r"a contextWindow of at least (\d+)", refused.stderr)
+        assert found is not None, refused.stderr
+        smallest = int(found.group(1))
+        use_preset(isolated, server, contextWindow=smallest - 1, maxTokens=128, editProtocol="facts")
+        again = isolated.run("run", "--model", "local")
+        assert again.exit_code == 2 and f"at least {smallest}" in again.stderr
+        use_preset(isolated, server, contextWindow=smallest, maxTokens=128, editProtocol="facts")
+        assert isolated.run("run", "--model", "local").exit_code == 0

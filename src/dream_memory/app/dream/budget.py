@@ -100,17 +100,42 @@ class PromptBudget:
 _WINDOW_MARGIN = 0.85
 
 
+_MIN_ROOM = 400  # tokens of history and files below which a batch could hold nothing useful
+
+
+def _room(window: int, reply_tokens: int, system_tokens: int) -> int:
+    """What a prompt in ``window`` leaves for history and files (grows with the window)."""
+    reply = min(reply_tokens, window // 4)
+    return int((window - reply) * _WINDOW_MARGIN) - system_tokens - 200
+
+
+def _smallest_window(window: int, reply_tokens: int, system_tokens: int) -> int:
+    """The smallest contextWindow above ``window`` whose room reaches _MIN_ROOM: the figure a
+    refusal names, so the user need not work out the margins."""
+    low, high = window, max(2 * window, 1024)
+    while _room(high, reply_tokens, system_tokens) < _MIN_ROOM:
+        low, high = high, 2 * high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if _room(mid, reply_tokens, system_tokens) < _MIN_ROOM else (low, mid)
+    return high
+
+
 def prompt_budget(ctx: DreamContext, system: str) -> PromptBudget:
     """The prompt's budgets: the configured ones, tightened to fit the preset's contextWindow."""
     o = ctx.options
     if o.context_window is None:
         return PromptBudget(o.file_context_tokens, o.batch_tokens)
+    system_tokens = ctx.counter.count(system)
     reply = min(o.reply_tokens, o.context_window // 4)
-    room = int((o.context_window - reply) * _WINDOW_MARGIN) - ctx.counter.count(system) - 200
-    if room < 400:
+    room = _room(o.context_window, o.reply_tokens, system_tokens)
+    if room < _MIN_ROOM:
         raise ConfigError(
             f"contextWindow {o.context_window} is too small for Dream's prompt: the system part alone "
-            f"is about {ctx.counter.count(system)} tokens and {reply} are kept for the answer",
+            f"is about {system_tokens} tokens, {reply} are kept for the answer, and at least "
+            f"{_MIN_ROOM} must be left for history and files after a {round((1 - _WINDOW_MARGIN) * 100)}% "
+            f"margin for the server's own tokenizer; this prompt needs a contextWindow of at least "
+            f"{_smallest_window(o.context_window, o.reply_tokens, system_tokens)}",
             hint="raise the preset's contextWindow, lower its maxTokens, or shorten prompts/dream.md",
         )
     files = max(100, min(o.file_context_tokens, int(room * 0.45) // 3))
