@@ -428,7 +428,7 @@ def test_all_warns_of_a_session_name_it_cannot_read(isolated: Cli, offline_serve
     assert code == 0
     assert [s["path"] for s in report["sessions"]] == ["sessions/a.jsonl"]
     warned = "\n".join(report["warnings"])
-    assert "moved.jsonl is a link to a missing file" in warned and "odd.jsonl is not a file" in warned
+    assert "moved.jsonl is a link that leads to no file" in warned and "odd.jsonl is not a file" in warned
 
 
 def test_after_a_reset_no_stale_position_is_written_back(isolated: Cli, offline_server: ScriptedLLMServer) -> None:

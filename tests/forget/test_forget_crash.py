@@ -126,3 +126,15 @@ def test_every_command_that_commits_waits_for_an_interrupted_purge(
     assert env.dream("forget", "--purge", CANARY).exit_code == 0
     assert "memory: manual edits" not in env.git("log", "--format=%s")
     assert holders(env) == {}
+
+
+def test_init_refused_for_an_interrupted_purge_writes_nothing_either(template: Path, tmp_path: Path) -> None:
+    """`dream init` says it commits nothing until the purge is finished: it creates no missing
+    template file either."""
+    env = Env(tmp_path)
+    shutil.copytree(template, env.ws, symlinks=True)
+    assert env.process("forget", "--purge", CANARY, kill=("forget.objects", 1)).returncode == -9
+    (env.ws / "SOUL.md").unlink()
+    refused = env.dream("init")
+    assert refused.exit_code == 2 and "interrupted purge" in " ".join(refused.output.split())
+    assert not (env.ws / "SOUL.md").exists()

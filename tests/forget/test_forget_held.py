@@ -70,3 +70,20 @@ def test_a_dry_run_names_the_held_change_and_drops_nothing(tmp_path: Path) -> No
     assert code == 0 and dry["held_dropped"] == {"1-1.1": "entities/acmecorp.md"}
     assert (env.ws / "memory/.dream_held/1-1.1").is_dir()
     assert "1-1.1" in env.dream("review").output
+
+
+def test_a_held_record_it_cannot_read_fails_the_purge_before_it_starts(tmp_path: Path) -> None:
+    """A damaged Dream state committed to the repository: forget --entity cannot tell which held
+    changes it would drop, so it stops (exit 2) before its journal, leaving no unfinished purge
+    that every command that commits would then wait for."""
+    env = Env(tmp_path)
+    _held_on_the_entity(env, tmp_path)
+    (env.ws / "memory/.dream_state.json").write_text("{bad")
+    env.git("add", "-f", "memory/.dream_state.json")
+    env.git("commit", "-qm", "a damaged state")
+
+    failed = env.dream("forget", "--entity", "acmecorp")
+
+    assert failed.exit_code == 2, failed.output
+    assert not (env.ws / "memory/.forget_journal.json").exists()
+    assert "unfinished" not in env.dream("status").output

@@ -46,3 +46,24 @@ def test_a_dry_run_names_the_report_and_changes_nothing(tmp_path: Path) -> None:
     assert code == 0, done
     assert "report.json" in done["files"]
     assert report.read_bytes() == before
+
+
+def test_top_folder_files_it_cannot_open_or_will_not_read_are_named_and_the_purge_finishes(tmp_path: Path) -> None:
+    """An Office lock file (`~$plan.docx`, a name the store's own files never take) and a file too
+    large to read whole (a backup image) in the top folder: the purge finishes, exit 0, naming
+    the first as still holding the value and the second as not searched; nothing is left
+    unfinished for other commands to wait on."""
+    env = Env(tmp_path)
+    _with_report(env)
+    (env.ws / "~$plan.docx").write_text(f"draft: {CANARY}\n")
+    with (env.ws / "backup.img").open("wb") as image:
+        image.truncate(65 * 1024 * 1024)  # sparse: large, but no disk
+
+    code, done = env.dream_json("forget", "--purge", CANARY)
+
+    assert code == 0, done
+    warnings = "\n".join(done["warnings"])
+    assert "~$plan.docx" in warnings and "still hold it" in warnings
+    assert "backup.img is 68,157,440 bytes" in warnings and "not searched" in warnings
+    assert "[forgotten]" in (env.ws / "report.json").read_text()
+    assert env.dream("run", "--model", "offline").exit_code == 0

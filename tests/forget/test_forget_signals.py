@@ -48,3 +48,22 @@ def test_sigterm_says_the_purge_is_unfinished_and_the_same_forget_finishes_it(tm
     assert "Traceback" not in stopped.stderr
     assert env.process("forget", "--purge", CANARY).returncode == 0
     assert holders(env) == {}
+
+
+def test_sigterm_before_the_journal_says_nothing_was_changed(tmp_path: Path) -> None:
+    """Stopped before its journal is written, forget has changed nothing and says so: it does not
+    send the user to finish a purge that never started, and `dream run` is not refused."""
+    env = Env(tmp_path)
+    dreamt_workspace(env, batches=1)
+    stopped = subprocess.run(
+        [sys.executable, "-c", RUNNER, "forget.journal", "forget", "--purge", CANARY],
+        env={**os.environ, **env.env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
+    assert "the purge had not started: nothing was changed" in stopped.stderr
+    assert "run the same dream forget again" not in stopped.stderr
+    assert env.process("run", "--model", "offline").returncode == 0

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import secrets
+import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -259,13 +260,60 @@ def files_below(fs: RootedDir, tops: Iterable[str], scope: Callable[[str], bool]
     return sorted(set(found))
 
 
-def top_files(root: Path) -> list[str]:
-    """Names of the regular files (symlinks left out) directly in the workspace folder."""
+# A report is a few KiB to a few MiB; a larger file in the top folder (a backup image, a database)
+# is named as not searched rather than read into memory whole.
+TOP_FILE_CAP = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class TopFile:
+    """One regular file directly in the workspace folder: its bytes, or why they were not read."""
+
+    name: str
+    data: bytes | None
+    problem: str = ""
+
+
+def top_files(root: Path, cap: int = TOP_FILE_CAP) -> list[TopFile]:
+    """The regular files (symlinks left out) directly in the workspace folder, each read whole
+    when it is at most ``cap`` bytes. Never raises for one file: any name (an Office lock file
+    ``~$plan.docx``, bytes that are not UTF-8) is opened as the folder lists it, and a file that
+    cannot be read (another user's 0600 file) says why. Nothing here is ever written through
+    these names: the caller writes only reports, whose names it checks."""
     try:
-        with os.scandir(root) as entries:
-            return sorted(entry.name for entry in entries if entry.is_file(follow_symlinks=False))
+        folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return []
+    found: list[TopFile] = []
+    try:
+        with os.scandir(folder) as entries:
+            names = sorted(entry.name for entry in entries if entry.is_file(follow_symlinks=False))
+        for name in names:
+            found.append(_read_top_file(folder, name, cap))
+    except OSError:
+        pass
+    finally:
+        os.close(folder)
+    return found
+
+
+def _read_top_file(folder: int, name: str, cap: int) -> TopFile:
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    except OSError as exc:
+        return TopFile(name, None, f"cannot be read ({fsutil.describe_os_error(exc)})")
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # replaced since it was listed
+            return TopFile(name, None, "is no longer a regular file")
+        if info.st_size > cap:
+            return TopFile(name, None, f"is {info.st_size:,} bytes, more than the {cap:,} searched")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            return TopFile(name, handle.read(cap + 1))
+    except OSError as exc:
+        return TopFile(name, None, f"cannot be read ({fsutil.describe_os_error(exc)})")
+    finally:
+        os.close(fd)
 
 
 def remove_search_indexes(cache: Path, stores: Iterable[Path], *, dry_run: bool, warnings: list[str]) -> bool:

@@ -372,9 +372,9 @@ def _try_update(path: Path, value: int, prefix: str | None) -> MetadataUpdate | 
         # nanobot 0.3.5 drops a checkpoint older than its session file unread (the turn is lost).
         return MetadataUpdate(
             "skipped",
-            f"{sidecar.name} holds a turn nanobot left unfinished (its gateway stopped mid-turn); "
-            "writing the session file now would make nanobot discard it: the next run writes the "
-            "value once nanobot has restored that turn",
+            f"{sidecar.name} holds a turn nanobot has not finished (its gateway is in that turn, or "
+            "stopped in it); writing the session file now would make nanobot discard it: a later "
+            "run writes the value once nanobot has finished that turn",
         )
     try:
         if FileSignature.of(path) != before:
@@ -455,7 +455,7 @@ def session_files(folder: Path | None) -> tuple[list[Path], list[str]]:
         if path.is_file():
             files.append(path)
         elif path.is_symlink() and not path.exists():
-            passed_over.append(f"{path} is a link to a missing file ({os.readlink(path)}): not read")
+            passed_over.append(f"{path} is a link that leads to no file ({os.readlink(path)}): not read")
         else:
             passed_over.append(f"{path} is not a file: not read")
     return files, passed_over

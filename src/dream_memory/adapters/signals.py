@@ -77,18 +77,20 @@ def stop_on_signals(
 
 
 @contextlib.contextmanager
-def end_on_signals(then: str) -> Iterator[None]:
+def end_on_signals(then: str | Callable[[], str]) -> Iterator[None]:
     """Within the block SIGINT and SIGTERM end the process at once, 128 + the signal's number,
     after a line saying it was stopped and ``then`` (what to run next). For work with no model
     call to wait for whose every step is idempotent (``dream forget``): ending it anywhere is what
     a SIGKILL does, which the next run of the same command finishes; the line is what the user
-    needs to know that. Outside the main thread nothing is installed."""
+    needs to know that; a callable ``then`` is asked at the signal (what is left depends on how
+    far the work got). Outside the main thread nothing is installed."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handle(signum: int, frame: FrameType | None) -> NoReturn:
-        _write(f"dream: {signal_name(signum)} received: stopped part way; {then}\n")
+        left = then if isinstance(then, str) else then()
+        _write(f"dream: {signal_name(signum)} received: stopped part way; {left}\n")
         os._exit(128 + signum)
 
     previous = {signum: signal.signal(signum, handle) for signum in STOP_SIGNALS}

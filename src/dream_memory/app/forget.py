@@ -16,6 +16,8 @@ hash, never by its value):
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -115,11 +117,20 @@ def _disk_scope(rel: str) -> bool:
     )
 
 
-def _git_scope(rel: str) -> bool:
-    """The files the purge rewrites in commits: every file dream-memory writes (memory files,
-    and the history files an enclosing repository may carry). Anything else is the user's, and
-    is reported when it holds the value (docs/forget.md)."""
-    return layout.is_tracked(rel) or layout.matches_any(rel, layout.CARRIED_PATTERNS) or rel == ".gitignore"
+def after_a_stop(root: Path, *, dry_run: bool) -> Callable[[], str]:
+    """What a stopped `dream forget` leaves, asked at the signal: nothing before its journal is
+    written (so nothing has changed), an unfinished purge after."""
+
+    def left() -> str:
+        from dream_memory.adapters import forgotten
+
+        if dry_run:
+            return "nothing was written (a dry run)"
+        if forgotten.read_journal(root) is None:
+            return "the purge had not started: nothing was changed"
+        return "the purge is unfinished: run the same dream forget again to finish it"
+
+    return left
 
 
 def forget(rt: Runtime, request: ForgetRequest) -> ForgetReport:
@@ -163,6 +174,10 @@ def _run(rt: Runtime, git: GitStore | None, target: rules.Target, report: Forget
             report.resumed = True
     if git is not None:
         _check_repository(git, resumed=report.resumed, dry_run=dry_run)
+    if git is not None and git.head() is not None:
+        # Read before the journal: a held record it cannot read fails the purge while nothing
+        # has changed, not after, when every command that commits would wait for it.
+        report.held_dropped = _held_on(git, target)
     if not dry_run:
         started = rt.clock.now().isoformat(timespec="seconds")
         forgotten.write_journal(
@@ -171,14 +186,16 @@ def _run(rt: Runtime, git: GitStore | None, target: rules.Target, report: Forget
         # The guard first: an append made while the purge rewrites files and commits (it takes
         # no Dream lock) is redacted already. Saved last, it let the value back into history.
         _guard(root, target, report.purge_id)
-    if git is not None and git.head() is not None:
-        _settle_held(git, target, report, dry_run=dry_run)
+    if git is not None and not dry_run:
+        _drop_held(git, report.held_dropped)
     _purge_files(rt, git, target, report, dry_run=dry_run)
     _purge_history(rt, target, report, dry_run=dry_run)
     _purge_search_index(rt, report, dry_run=dry_run)
     _note_sessions(rt, target, report)
     if git is not None and git.head() is not None:
-        _purge_git(git, target, report, dry_run=dry_run)
+        from dream_memory.app.forget_git import purge_git
+
+        purge_git(git, target, report, dry_run=dry_run)
     if not dry_run:
         record = forgotten.load_or_create(root)
         entry = _guard(root, target, report.purge_id, record)
@@ -246,16 +263,20 @@ def _check_repository(git: GitStore, *, resumed: bool, dry_run: bool) -> None:
         )
 
 
-def _settle_held(git: GitStore, target: rules.Target, report: ForgetReport, *, dry_run: bool) -> None:
-    """A held change on a file the purge deletes or renames is dropped first, as `dream review
-    reject` drops it (its history stays consumed): left, its record named `entities/[forgotten].md`,
-    a damaged record that could be neither accepted nor restored from git after the purge."""
-    from dream_memory.app.held import discard_held_batch, held_on
+def _held_on(git: GitStore, target: rules.Target) -> dict[str, str]:
+    """The held changes on a file the purge deletes or renames: dropped first, as `dream review
+    reject` drops them (their history stays consumed). Left, a record named
+    `entities/[forgotten].md` was damaged: neither accepted nor restored from git after the purge."""
+    from dream_memory.app.held import held_on
 
-    report.held_dropped = held_on(git, lambda rel: target.drops(rel) or rules.purge_name(rel, target) != rel)
-    if not dry_run:
-        for held_id in report.held_dropped:
-            discard_held_batch(git, held_id)
+    return held_on(git, lambda rel: target.drops(rel) or rules.purge_name(rel, target) != rel)
+
+
+def _drop_held(git: GitStore, held_ids: dict[str, str]) -> None:
+    from dream_memory.app.held import discard_held_batch
+
+    for held_id in held_ids:
+        discard_held_batch(git, held_id)
 
 
 def _fs(rt: Runtime, git: GitStore | None) -> RootedDir:
@@ -302,31 +323,50 @@ def _purge_top_files(fs: RootedDir, target: rules.Target, report: ForgetReport, 
     """The top folder's other files. A report Dream wrote there (``--report /workspace/report.json``
     is the container's documented use) quotes the entries and diffs it read: purged as Dream's own
     JSON files are. Any other file holding the value is the user's or the agent's: named, never
-    changed, so that no copy in the workspace is missed without a word."""
+    changed, so that no copy in the workspace is missed without a word. A file that cannot be
+    searched (too large, unreadable) is named too, and never fails the purge: a purge failing
+    here, after the journal, could be finished by no rerun while every commit waited for it."""
     from dream_memory.adapters.forgotten import top_files
 
     others: list[str] = []
-    for rel in top_files(fs.root):
-        if _disk_scope(rel):
+    unsearched: list[str] = []
+    for top in top_files(fs.root):
+        if _disk_scope(top.name):
             continue
-        data = fs.read(rel)
-        if data is None or not target.holds(data):
+        if top.data is None:
+            unsearched.append(f"{top.name} {top.problem}")
             continue
-        if not rules.is_dream_report(rel, data):
-            others.append(rel)
+        if not target.holds(top.data):
             continue
-        new = rules.purge_bytes(rel, data, target)
-        if new is None or new == data:
+        if not (_REPORT_NAME.fullmatch(top.name) and rules.is_dream_report(top.name, top.data)):
+            others.append(top.name)
             continue
-        report.files[rel] = list(rules.purge_text_of(rel, data.decode("utf-8", errors="replace"), target).lines) or [1]
+        new = rules.purge_bytes(top.name, top.data, target)
+        if new is None or new == top.data:
+            continue
+        text = top.data.decode("utf-8", errors="replace")
+        report.files[top.name] = list(rules.purge_text_of(top.name, text, target).lines) or [1]
         if not dry_run:
-            fs.write(rel, new, site="forget.write")
+            fs.write(top.name, new, site="forget.write")
     if others:
         report.warnings.append(
-            f"{len(others)} file(s) in the workspace's top folder still hold it ({', '.join(others[:5])}"
-            f"{' ...' if len(others) > 5 else ''}): they are neither memory files nor reports dream-memory wrote, "
-            "so they were left as they are; edit or delete them"
+            f"{len(others)} file(s) in the workspace's top folder still hold it ({_first_five(others)}): they "
+            "are neither memory files nor reports dream-memory wrote, so they were left as they are; edit or "
+            "delete them"
         )
+    if unsearched:
+        report.warnings.append(
+            f"{len(unsearched)} file(s) in the workspace's top folder were not searched for it "
+            f"({_first_five(unsearched)}): check them yourself"
+        )
+
+
+# A name dream-memory could have written a report under (`--report` takes a plain .json name).
+_REPORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.json")
+
+
+def _first_five(items: list[str]) -> str:
+    return ", ".join(items[:5]) + (" ..." if len(items) > 5 else "")
 
 
 def _purge_history(rt: Runtime, target: rules.Target, report: ForgetReport, *, dry_run: bool) -> None:
@@ -383,106 +423,3 @@ def _note_sessions(rt: Runtime, target: rules.Target, report: ForgetReport) -> N
             f"{len(holding)} session file(s) in {layout.SESSIONS_DIR}/ still hold it ({', '.join(holding[:3])}"
             f"{' ...' if len(holding) > 3 else ''}): they are the agent's, not memory; delete them or their lines there"
         )
-
-
-def _purge_git(git: GitStore, target: rules.Target, report: ForgetReport, *, dry_run: bool) -> None:
-    from dream_memory.adapters.git import prune, rewrite
-
-    repo_rules = rewrite.Rules(
-        in_scope=_git_scope,
-        blob=lambda rel, data: rules.purge_bytes(rel, data, target),
-        name=lambda rel: rules.purge_name(rel, target),
-        message=lambda message: rules.purge_message(message, target),
-        holds=target.holds,
-    )
-    rewriter = rewrite.Rewriter(git.repo, git.prefix, repo_rules)
-    old_head = git.head()
-    plan = rewriter.run()
-    report.commits = plan.commits
-    report.commits_holding = plan.holding
-    report.commits_rewritten = plan.rewritten
-    report.remotes = prune.remotes(git.repo)
-    if plan.outside:
-        shown = ", ".join(sorted(plan.outside)[:5])
-        report.warnings.append(
-            f"{len(plan.outside)} file(s) in git history that are not memory files hold it ({shown}); "
-            "dream forget changes only the files dream-memory writes: remove it from those with git filter-repo"
-        )
-    alternates = prune.alternates(git.repo)
-    if alternates:
-        report.warnings.append(
-            "this repository borrows objects from another (objects/info/alternates): old commits there are not pruned"
-        )
-    linked = prune.linked_worktrees(git.repo)
-    if linked:
-        report.warnings.append(
-            f"linked worktrees ({', '.join(linked[:3])}): their HEADs follow the rewrite, but their indexes and "
-            "files are theirs (what they hold is kept): run `git checkout --force` in each after the purge"
-        )
-    if dry_run:
-        report.refs = rewrite.planned_refs(git.repo, rewriter)
-        report.push = _push_commands(git, report.refs, report.remotes)
-        _add_remote_warning(report)
-        return
-    rewrite.store_objects(git.repo, plan)
-    report.refs = rewrite.move_refs(git.repo, rewriter)
-    report.reflog_lines = rewrite.rewrite_reflogs(git.repo, rewriter)
-    rewrite.rewrite_message_files(git.repo, rewriter)
-    new_head = git.head()
-    if new_head is not None:
-        paths = {p for p in git.files_at(old_head) if _git_scope(p)} if old_head else set()
-        paths |= {p for p in git.files_at(new_head) if _git_scope(p)}
-        git.sync_index(sorted(paths), new_head)
-    report.pruned = prune.prune(git.repo.path).objects
-    report.push = _push_commands(git, report.refs, report.remotes)
-    _add_remote_warning(report)
-
-
-_UNTRACKED = ("refs/tags/", "refs/notes/")
-
-
-def _push_commands(git: GitStore, refs: dict[str, tuple[str, str]], remotes: list[str]) -> list[str]:
-    """Per remote, one ``git push --force-with-lease`` for the rewritten branches, each leased on
-    the id the remote was last seen with (its remote-tracking ref), so a push someone made since
-    is never overwritten; then one for the rewritten tags and notes refs (Dream's provenance
-    notes among them), leased on their old ids, needed only where the remote holds them."""
-    from dream_memory.adapters.git import rewrite
-
-    commands: list[str] = []
-    for remote in remotes:
-        tracking = f"refs/remotes/{remote}/"
-        leases: list[str] = []
-        specs: list[str] = []
-        branches = {name[len(tracking) :]: old for name, (old, _) in refs.items() if name.startswith(tracking)}
-        branches.pop("HEAD", None)
-        for branch, old in sorted(branches.items()):
-            local = f"refs/heads/{branch}"
-            leases.append(f"--force-with-lease={local}:{old}")
-            specs.append(
-                f"{local if local in refs or rewrite.ref_exists(git.repo, local) else tracking + branch}:{local}"
-            )
-        if not branches:
-            for name, (old, _) in sorted(refs.items()):
-                if name.startswith("refs/heads/"):
-                    leases.append(f"--force-with-lease={name}:{old}")
-                    specs.append(f"{name}:{name}")
-        if specs:
-            commands.append(" ".join(["git", "push", *leases, remote, *specs]))
-        # Tags and notes have no remote-tracking refs, so whether the remote holds them is not
-        # known here: a command of their own, leased on the old id, which git refuses ("stale
-        # info") where the remote never had them, and the branches' push above is not blocked by it.
-        extra = [(name, old) for name, (old, _) in sorted(refs.items()) if name.startswith(_UNTRACKED)]
-        if extra:
-            leases = [f"--force-with-lease={name}:{old}" for name, old in extra]
-            commands.append(" ".join(["git", "push", *leases, remote, *(f"{name}:{name}" for name, _ in extra)]))
-    return commands
-
-
-def _add_remote_warning(report: ForgetReport) -> None:
-    if not report.remotes or not report.commits_rewritten:
-        return
-    report.warnings.append(
-        "the old commits are still on the remote and in every clone, fork and pull request made from it: "
-        "force-push (the commands above), ask each clone to re-clone, and ask the host to drop forks' and "
-        "pull requests' copies (GitHub keeps refs/pull/* and cached views until its support purges them)"
-    )

@@ -44,8 +44,12 @@ class InitReport:
 def init_workspace(rt: Runtime, *, guide_notes: bool = True) -> InitReport:
     """``guide_notes``: also prompts/README.md, which says how to steer Dream (eval's scenario
     workspaces go without)."""
+    from dream_memory.app.history import refuse_while_a_purge_is_unfinished
     from dream_memory.app.versioning import ensure_versioned, record_dream_cursor
 
+    # Before the templates too: a refusal that says "commits nothing" writes nothing either
+    # (commit_lock checks again under the lock).
+    refuse_while_a_purge_is_unfinished(rt.root, "dream init")
     created = rt.create_workspace(guide_notes=guide_notes)
     git = rt.git(create=True)
     assert git is not None  # create=True always gives a store

@@ -78,17 +78,13 @@ def forget(
     [forgotten]; an audit record (memory/.forgotten.json) names the purge by keyed hash, never
     the value, and later writes of the value are refused. See docs/forget.md."""
     from dream_memory.app.dream.stopping import end_on_signals
-    from dream_memory.app.forget import ForgetRequest
+    from dream_memory.app.forget import ForgetRequest, after_a_stop
     from dream_memory.app.forget import forget as run_forget
 
     request = ForgetRequest(value=value, entity=entity, dry_run=dry_run)
-    then = (
-        "nothing was written (a dry run)"
-        if dry_run
-        else "the purge is unfinished: run the same dream forget again to finish it"
-    )
-    with end_on_signals(then):
-        report = run_forget(runtime(workspace, config_path), request)
+    rt = runtime(workspace, config_path)
+    with end_on_signals(after_a_stop(rt.root, dry_run=dry_run)):
+        report = run_forget(rt, request)
     if as_json:
         emit_json(report.to_json())
     else:
