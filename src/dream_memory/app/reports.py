@@ -197,7 +197,8 @@ class HeldJSON(TypedDict):
 
 
 class SetAsideJSON(TypedDict):
-    """A batch set aside after failing on its content three runs in a row."""
+    """A range set aside after failing on its content three runs in a row: the batch, or its
+    front when entries joined the batch after its first failure (those stay pending)."""
 
     cursor_from: int
     """First cursor of the range set aside."""

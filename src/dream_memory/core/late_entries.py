@@ -62,6 +62,12 @@ def late_keys(entries: Sequence[HistoryEntry]) -> frozenset[str]:
     return frozenset(entry_key(e) for e in late_entries(entries))
 
 
+def late_among(entries: Iterable[HistoryEntry], present: Collection[str]) -> frozenset[str]:
+    """The keys of those of ``entries`` (as written, not redacted) that are late in history.jsonl
+    (``present``: ``late_keys`` of it)."""
+    return frozenset(entry_key(e) for e in entries) & frozenset(present)
+
+
 def still_late(recorded: Iterable[str], present: Collection[str], dreamt_now: Iterable[str]) -> tuple[str, ...]:
     """The record after a batch: the keys it held plus ``dreamt_now`` (the batch's late entries),
     only those still late in history.jsonl (``present``: an entry compacted away, or no longer

@@ -20,7 +20,7 @@ class StateUnreadable(WorkspaceUnusable):
     """memory/.dream_state.json is not Dream's state: exit 2 until someone restores or deletes it."""
 
 
-SET_ASIDE_AFTER = 3  # consecutive runs failing the same batch on its content
+SET_ASIDE_AFTER = 3  # consecutive runs failing a batch with the same start on its content
 
 
 @dataclass(frozen=True)
@@ -87,11 +87,20 @@ class DreamState:
     warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def record_failure(self, cursor_from: int, cursor_to: int, error: str) -> DreamState:
-        """Count one more content failure of this batch (a different batch starts over at 1)."""
+        """Count one more content failure of the batch ``cursor_from..cursor_to``.
+
+        A batch starting where the last failing one started is the same failure: the work that
+        fails is at its front, while its end moves with every entry appended between runs (a
+        batch takes all pending entries up to its size) and with --batch-size. So the count goes
+        on, and the range it keeps shrinks to the part every one of those runs failed: what is
+        set aside at SET_ASIDE_AFTER, never an entry that joined later. Another start is 1 again.
+        """
         previous = self.failure
-        same = previous is not None and previous.cursor_from == cursor_from and previous.cursor_to == cursor_to
-        count = previous.count + 1 if same and previous is not None else 1
-        return replace(self, failure=FailureRecord(cursor_from, cursor_to, count, error[:500]))
+        if previous is not None and previous.cursor_from == cursor_from:
+            failed = FailureRecord(cursor_from, min(previous.cursor_to, cursor_to), previous.count + 1, error[:500])
+        else:
+            failed = FailureRecord(cursor_from, cursor_to, 1, error[:500])
+        return replace(self, failure=failed)
 
     def clear_failure(self) -> DreamState:
         return replace(self, failure=None) if self.failure else self

@@ -32,8 +32,8 @@ from dream_memory.app.versioning import apply_commit
 from dream_memory.core import layout
 from dream_memory.core.bounded import split_lines
 from dream_memory.core.guards import hold_reasons, net_removed
-from dream_memory.core.history import Batch, format_timestamp
-from dream_memory.core.late_entries import still_late
+from dream_memory.core.history import Batch, HistoryEntry, format_timestamp
+from dream_memory.core.late_entries import late_among, still_late
 from dream_memory.core.provenance import attribute
 from dream_memory.core.state import SET_ASIDE_AFTER, DreamState, HeldChange, SetAside
 from dream_memory.core.surrogates import json_dumps_utf8
@@ -53,6 +53,7 @@ class BatchContext:
     origins: RunOrigins = field(default_factory=RunOrigins)  # the run's blames, carried batch to batch
     late: frozenset[str] = frozenset()  # keys of this batch's late entries (core/late_entries.py)
     late_now: frozenset[str] = frozenset()  # keys of every late entry in history.jsonl
+    written: tuple[HistoryEntry, ...] = ()  # the batch's entries as written (``batch`` may be redacted)
 
 
 def as_bytes(text: str | None) -> bytes | None:
@@ -132,11 +133,14 @@ def _past_batch(where: BatchContext, state: DreamState) -> tuple[DreamState, dic
 
 
 @contextlib.contextmanager
-def _open_unless_committed(git: GitStore, record: BatchRecord, report: DreamReport) -> Iterator[None]:
+def _open_unless_committed(
+    git: GitStore, record: BatchRecord, report: DreamReport, passed: Batch | None = None
+) -> Iterator[None]:
     """A batch whose commit raised before HEAD moved is left open, so the run's failure is
     reported as the batch's own (a refused commit read "committed" with no commit). One that
     raised after (writing the files failed) is committed, and the report lists its commit;
-    the next run finishes writing it."""
+    the next run finishes writing it. ``passed``: the entries the commit passes when they are
+    not the whole batch (only its front set aside)."""
     before = git.head()
     try:
         yield
@@ -147,8 +151,8 @@ def _open_unless_committed(git: GitStore, record: BatchRecord, report: DreamRepo
         if landed is not None and landed != before:  # its commit holds the cursor past it
             record.commit = landed
             report.commits.append(landed)
-            report.cursor_after = max(report.cursor_after, record.cursor_to)
-            report.entries_processed += record.entries
+            report.cursor_after = max(report.cursor_after, passed.cursor_to if passed else record.cursor_to)
+            report.entries_processed += len(passed.entries) if passed else record.entries
         else:
             record.outcome, record.files_changed = "", []
         raise
@@ -394,8 +398,9 @@ def _held_files(item: HeldChange, meta: dict[str, Any]) -> dict[str, bytes | Non
     }
 
 
-def content_failure(where: BatchContext, state: DreamState, exc: BadReply) -> DreamState:
-    """Count a content failure against the batch; the third in a row sets it aside."""
+def content_failure(where: BatchContext, state: DreamState, exc: BadReply) -> tuple[DreamState, bool]:
+    """Count a content failure against the batch; the third in a row sets aside the range that
+    failed all three times (DreamState.record_failure). Also says whether the run goes on."""
     ctx, git, batch, record, report = where.ctx, where.git, where.batch, where.record, where.report
     message = scrub(ctx.redactor, exc.message)  # it reaches the state and a commit message
     # What the model said goes to the report (redacted), never to the state file or a commit.
@@ -406,33 +411,59 @@ def content_failure(where: BatchContext, state: DreamState, exc: BadReply) -> Dr
     if ctx.options.dry_run or git is None:
         record.outcome = "failed"
         report.status = STATUS_FAILED
-        return state
+        return state, False
     state = state.record_failure(batch.cursor_from, batch.cursor_to, message)
     failure = state.failure
     assert failure is not None
     if failure.count < SET_ASIDE_AFTER:
         record.outcome = "failed"
-        record.notes.append(f"content failure {failure.count} of {SET_ASIDE_AFTER} before the batch is set aside")
+        record.notes.append(
+            f"content failure {failure.count} of {SET_ASIDE_AFTER} before {_to_set_aside(batch, failure.cursor_to)}"
+        )
         report.status = STATUS_FAILED
         fsutil.atomic_write(ctx.root / layout.DREAM_STATE, state.to_json(), site="dream_state.write")
-        return state
+        return state, False
+    aside = replace(batch, entries=tuple(e for e in batch.entries if e.cursor <= failure.cursor_to))
+    left = len(batch.entries) - len(aside.entries)
     reason = f"failed {failure.count} runs in a row: {message}"
     state = state.add_set_aside(
-        SetAside(batch.cursor_from, batch.cursor_to, reason, ctx.clock.now().isoformat(timespec="seconds"))
+        SetAside(aside.cursor_from, aside.cursor_to, reason, ctx.clock.now().isoformat(timespec="seconds"))
     )
     record.outcome = "set_aside"
-    report.set_aside.append({"cursor_from": batch.cursor_from, "cursor_to": batch.cursor_to, "reason": reason})
+    report.set_aside.append({"cursor_from": aside.cursor_from, "cursor_to": aside.cursor_to, "reason": reason})
+    if left:
+        # The batches planned after this one start past its end: landing them would carry the
+        # cursor over the entries left pending here, so the run ends and the next one starts there.
+        record.notes.append(
+            f"set aside {aside.cursor_from}..{aside.cursor_to}, which failed {failure.count} runs in a row; "
+            f"{batch.entries[len(aside.entries)].cursor}..{batch.cursor_to} joined the batch after its first "
+            "failure and stay pending: the run stops here and the next one dreams them"
+        )
+    if left:  # only the late entries set aside are dreamt: the others stay pending with the rest
+        written = tuple(e for e in where.written if e.cursor <= failure.cursor_to)
+        where = replace(where, batch=aside, late=late_among(written, where.late_now))
     state, bookkeeping = _past_batch(where, state)
     files = {**bookkeeping, **_carried(ctx, git)}
-    subject = f"dream: set aside {batch.cursor_from}..{batch.cursor_to} after {failure.count} failed runs"
-    message = _commit_message(subject, batch, [], record, ctx.model.name, scope=ctx.options.scope_named(batch.scope))
-    with _open_unless_committed(git, record, report):
+    subject = f"dream: set aside {aside.cursor_from}..{aside.cursor_to} after {failure.count} failed runs"
+    counted = replace(record, entries=len(aside.entries))
+    message = _commit_message(subject, aside, [], counted, ctx.model.name, scope=ctx.options.scope_named(batch.scope))
+    with _open_unless_committed(git, record, report, aside):
         record.commit = apply_commit(git, files, message)
     if record.commit:
         report.commits.append(record.commit)
-    report.cursor_after = max(report.cursor_after, batch.cursor_to)
-    report.entries_processed += record.entries
-    return state
+    report.cursor_after = max(report.cursor_after, aside.cursor_to)
+    report.entries_processed += len(aside.entries)
+    return state, not left
+
+
+def _to_set_aside(batch: Batch, failed_to: int) -> str:
+    """What the third failure would set aside, as a failed batch's note ends."""
+    if failed_to >= batch.cursor_to:
+        return "the batch is set aside"
+    return (
+        f"{batch.cursor_from}..{failed_to} is set aside (it failed in each of these runs; "
+        f"the entries after it joined the batch later and stay pending)"
+    )
 
 
 def compact(ctx: DreamContext, git: GitStore | None, report: DreamReport) -> None:

@@ -9,7 +9,8 @@ How a batch ends is decided here and nowhere else:
 - held: a guard or the write policy held some of the edits: each held change waits under
   memory/.dream_held/<id>/ (``dream review``), the rest lands, the cursor passes the batch;
 - failed: the cursor stays before the batch and the run stops (exit 1). Only content failures
-  count against the batch; after three consecutive runs failing it that way it is set aside.
+  count against the batch; after three consecutive runs failing a batch with the same start that
+  way, the range all three failed is set aside (core/state.py, DreamState.record_failure).
 
 The commit lands before any memory file is written (versioning.apply_commit), so a crash at any
 point is finished or rolled back by the next run, and the cursor on disk is never ahead of the
@@ -65,7 +66,7 @@ from dream_memory.app.progress import BatchEnded, RunStarted, emitter
 from dream_memory.app.versioning import commit_manual_edits, recover
 from dream_memory.core import layout
 from dream_memory.core.history import Batch, HistoryEntry, plan_batches
-from dream_memory.core.late_entries import entry_key, late_keys, missed
+from dream_memory.core.late_entries import late_among, late_keys, missed
 from dream_memory.core.ports import Redactor
 from dream_memory.core.state import DreamState
 from dream_memory.core.stop import signal_name
@@ -375,8 +376,10 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
     report.batches.append(record)
     meter = _Meter(run.model, record, ctx.redactor)
     # Keyed by the entries as written (the guarded batch may hold redacted text).
-    late = frozenset(entry_key(e) for e in planned.entries) & run.late_now
-    where = BatchContext(ctx, run.git, batch, record, report, run.origins, late=late, late_now=run.late_now)
+    late = late_among(planned.entries, run.late_now)
+    where = BatchContext(
+        ctx, run.git, batch, record, report, run.origins, late=late, late_now=run.late_now, written=planned.entries
+    )
     try:
         dream_batch(ctx, run.model, batch, staging, record, protocols=run.protocols)
     except Interrupted as exc:
@@ -399,8 +402,8 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
         return False
     except BadReply as exc:
         meter.stop()
-        run.state = content_failure(where, run.state, exc)
-        return record.outcome != "failed"
+        run.state, go_on = content_failure(where, run.state, exc)
+        return go_on
     except ModelError as exc:
         return _batch_failed(report, record, meter, f"{exc.kind}: {exc}", f"{exc.kind}: {exc.message}")
     meter.count()  # the commit message gives the batch's tokens
