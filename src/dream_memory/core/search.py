@@ -79,6 +79,15 @@ def parse_query(text: str) -> Query:
     return Query(raw, tuple(terms))
 
 
+def terms_query(terms: Iterable[str]) -> Query | None:
+    """A query of words a program picked (a Dream batch's distinctive words), None when there is
+    none. Not through ``parse_query``: its limits are for what a person types, and a batch of
+    digests or of two-letter words is no mistake anyone can fix (such a batch once failed every
+    run with exit 2)."""
+    found = tuple(dict.fromkeys(t for t in (" ".join(term.split()).casefold() for term in terms) if t))
+    return Query(" ".join(found), found) if found else None
+
+
 def as_query(query: Query | str) -> Query:
     return query if isinstance(query, Query) else parse_query(query)
 

@@ -22,7 +22,7 @@ from dream_memory.core.prompts import (
     FileContext,
     render_entry,
 )
-from dream_memory.core.search import relevant_sections
+from dream_memory.core.search import relevant_sections, terms_query
 from dream_memory.errors import EditRejected
 
 
@@ -131,16 +131,19 @@ def file_context(
         if left_out is not None:
             left_out.append(f"{path}: left out ({size} tokens; not even its outline fits)")
         return FileContext(path, text, f"(left out: {size} tokens, too large for this prompt)", partial=True)
-    parts = [f"Outline of {path}:", shape, "", "Relevant sections:"]
-    # The read side's ranking picks the sections; the budget decides how many fit.
-    room = budget // 2
+    parts = [f"Outline of {path}:", shape]
     shown = 0
-    for section in relevant_sections(text, " ".join(query)):
-        cost = ctx.counter.count(section.text)
-        if cost <= room:
-            parts.append(section.text.rstrip())
-            room -= cost
-            shown += 1
+    terms = terms_query(query)
+    if terms is not None:  # no word to look for: the outline alone, read_file reaches the rest
+        parts += ["", "Relevant sections:"]
+        # The read side's ranking picks the sections; the budget decides how many fit.
+        room = budget // 2
+        for section in relevant_sections(text, terms):
+            cost = ctx.counter.count(section.text)
+            if cost <= room:
+                parts.append(section.text.rstrip())
+                room -= cost
+                shown += 1
     if left_out is not None:
         left_out.append(f"{path}: outline and {shown} relevant section(s) of {size} tokens")
     return FileContext(path, text, "\n".join(parts), partial=True)
