@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from dream_helpers import Cli, make_workspace
+from dream_helpers import Cli, dream_in_process, make_workspace
 
+from dream_memory.core.chat import ChatReply, Message, ToolSpec, Usage
+from dream_memory.errors import InputError
+from dream_memory.testing import build_workspace
 from dream_memory.testing.llm_server import Reply, ScriptedLLMServer, tool_call
 
 DIGESTS = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(17)]
@@ -89,3 +94,33 @@ def test_a_batch_with_no_word_to_look_for_shows_the_outline_alone(isolated: Cli)
             prompt = prompt_of(request)
             assert "Outline of memory/MEMORY.md:" in prompt and "Relevant sections:" not in prompt
             assert "Filler line 0.0" not in prompt
+
+
+class _RefusingModel:
+    """A model whose second call raises an InputError (something in the batch the code could
+    not use), after a first call that was paid for."""
+
+    name = "refusing"
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def complete(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] | None = None, purpose: str = ""
+    ) -> ChatReply:
+        self.calls += 1
+        if self.calls == 1:
+            return ChatReply("[MEMORY] Uses dulwich for commits", usage=Usage(100, 20, 0.0, 1))
+        raise InputError("the search query is empty")
+
+
+def test_an_input_error_inside_a_batch_fails_the_batch_not_the_run_setup(tmp_path: Path) -> None:
+    """Whatever inside a batch raises an InputError, the batch failed (exit 1, never the exit 2
+    a user must fix their setup for), with the tokens it spent and the error named."""
+    root = build_workspace(tmp_path / "ws", history=["Switched the commits to dulwich"])
+    report = dream_in_process(root, _RefusingModel())
+    assert report.status == "failed" and report.exit_code == 1
+    batch = report.batches[0]
+    assert batch.outcome == "failed" and "the search query is empty" in (batch.error or "")
+    assert batch.usage.total_tokens == 120 and batch.usage.calls == 1
+    assert any("the search query is empty" in e for e in report.errors)

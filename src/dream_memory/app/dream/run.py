@@ -71,7 +71,7 @@ from dream_memory.core.ports import Redactor
 from dream_memory.core.state import DreamState
 from dream_memory.core.stop import signal_name
 from dream_memory.core.write_policy import pinned_problem
-from dream_memory.errors import BadReply, DreamError, ModelError
+from dream_memory.errors import BadReply, DreamError, InputError, ModelError
 
 
 def run_dream(ctx: DreamContext) -> DreamReport:
@@ -406,6 +406,10 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
         return go_on
     except ModelError as exc:
         return _batch_failed(report, record, meter, f"{exc.kind}: {exc}", f"{exc.kind}: {exc.message}")
+    except InputError as exc:
+        # Inside a batch the input is the history and the model's replies, nothing the user must
+        # fix before the next run: exit 1 with what the batch spent, never exit 2 and 0 tokens.
+        return _batch_failed(report, record, meter, exc.message, exc.message)
     meter.count()  # the commit message gives the batch's tokens
     _collect_staging_notes(staging, report)
     if ctx.options.dry_run:
