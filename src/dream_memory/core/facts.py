@@ -154,10 +154,29 @@ class Facts:
     skip: bool
     ignored: tuple[str, ...] = ()
     rejected: tuple[str, ...] = ()  # tagged lines that are not facts (examples, placeholders), with why
+    wordless: tuple[str, ...] = ()  # tagged lines whose text holds no letter or digit (``[SOUL] ,``)
 
     @property
     def nothing_to_add(self) -> bool:
         return not self.facts
+
+
+class NoFactsInReply(BadReply):
+    """A reply with no usable tagged line; ``wordless``: its tagged lines that held no word."""
+
+    def __init__(self, message: str, *, hint: str | None = None, wordless: tuple[str, ...] = ()) -> None:
+        super().__init__(message, hint=hint)
+        self.wordless = wordless
+
+
+# What is left of the prompt's tag list "([USER], [SOUL], ..., [OBSERVATION]) or [SKIP] alone"
+# once a line is split before each tag: ",", ") or". A connective alone says nothing.
+_CONNECTIVES = frozenset({"or", "and"})
+
+
+def _has_words(text: str) -> bool:
+    """Whether ``text`` holds a letter or a digit, a lone "or" / "and" aside."""
+    return any(w not in _CONNECTIVES and any(ch.isalnum() for ch in w) for w in re.findall(r"\w+", text.casefold()))
 
 
 def parse_facts(  # noqa: C901, PLR0912, PLR0915 -- one pass over the reply's lines, one `continue` per way a line is not a fact (untagged, skip, unknown tag, no name, placeholder, copied, repeated)
@@ -171,6 +190,7 @@ def parse_facts(  # noqa: C901, PLR0912, PLR0915 -- one pass over the reply's li
     facts: list[Fact] = []
     ignored: list[str] = []
     rejected: list[str] = []
+    wordless: list[str] = []
     skip = False
     seen: set[tuple[str, str | None, str]] = set()
     copied = {normalize(e) for e in examples}
@@ -198,6 +218,11 @@ def parse_facts(  # noqa: C901, PLR0912, PLR0915 -- one pass over the reply's li
         if tag not in TAGS or not rest:
             ignored.append(line)
             continue
+        if not _has_words(rest):
+            # SmolLM2 echoed the prompt's tag list ("[SOUL] ,", "[OBSERVATION] ) or"): filed as
+            # facts, ") or" became a dated line of observations.md and the batch said ok.
+            wordless.append(line)
+            continue
         name: str | None = None
         if tag in NAMED_TAGS:
             named = _NAME.match(rest)
@@ -207,6 +232,9 @@ def parse_facts(  # noqa: C901, PLR0912, PLR0915 -- one pass over the reply's li
             name, rest = named["name"].strip(), named["text"].strip()
             if name.casefold() in PLACEHOLDER_NAMES:
                 rejected.append(f"{line} (the placeholder {name!r} is not a name)")
+                continue
+            if not _has_words(rest):
+                rejected.append(f"{line} (nothing said about {name!r})")
                 continue
         if _PLACEHOLDER_TEXT.match(rest):
             rejected.append(f"{line} (a placeholder, not a fact)")
@@ -221,13 +249,15 @@ def parse_facts(  # noqa: C901, PLR0912, PLR0915 -- one pass over the reply's li
         facts.append(Fact(tag, rest, name, cited))
     if not facts and not skip:
         if rejected:
-            raise BadReply(
+            raise NoFactsInReply(
                 "the analysis reply holds no fact of its own: " + "; ".join(rejected[:3]),
                 hint="answer with facts from the conversation, or [SKIP] alone",
+                wordless=tuple(wordless),
             )
-        raise BadReply(
-            "the analysis reply holds no tagged line",
+        raise NoFactsInReply(
+            "the analysis reply holds no tagged line" + (" with a word in it" if wordless else ""),
             hint="each line must start with [USER], [SOUL], [MEMORY], [SKILL] name:, [ENTITY] name:, "
-            "[OBSERVATION], or be [SKIP]",
+            "[OBSERVATION], then the fact in words, or be [SKIP]",
+            wordless=tuple(wordless),
         )
-    return Facts(tuple(facts), skip and not facts, tuple(ignored), tuple(rejected))
+    return Facts(tuple(facts), skip and not facts, tuple(ignored), tuple(rejected), tuple(wordless))

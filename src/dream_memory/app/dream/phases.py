@@ -4,6 +4,7 @@ reply). ``ModelSaid`` is the content failure whose report quotes the model.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 from dream_memory.adapters.staging import StagingWorkspace
@@ -20,7 +21,7 @@ from dream_memory.app.dream.report import BatchRecord, scrub
 from dream_memory.core import layout, scopes
 from dream_memory.core.chat import ChatReply, Message, check_reply
 from dream_memory.core.dates import Said, absolute_dates, add_trail_date, day_said, has_relative_dates
-from dream_memory.core.facts import Fact, Facts, in_scope, parse_facts
+from dream_memory.core.facts import Fact, Facts, NoFactsInReply, in_scope, parse_facts
 from dream_memory.core.history import Batch
 from dream_memory.core.markdown import query_terms
 from dream_memory.core.placement import is_forget, superseded_value
@@ -162,18 +163,33 @@ def _ask_for_facts(model: ChatModel, messages: list[Message], notes: list[str]) 
     reply = _whole_lines(model.complete(messages, purpose="dream.phase1"), notes)
     try:
         check_reply(reply, tools_offered=False)
-        return parse_facts(reply.content or "", examples=PHASE1_EXAMPLES)
+        return _noting_wordless(parse_facts(reply.content or "", examples=PHASE1_EXAMPLES), notes)
     except BadReply as first:
+        _note_wordless(getattr(first, "wordless", ()), notes)
         retry = [*messages, {"role": "assistant", "content": reply.content or ""}, phase1_correction(first.message)]
         second = _whole_lines(model.complete(retry, purpose="dream.phase1.retry"), notes)
         check_reply(second, tools_offered=False)
         try:
-            return parse_facts(second.content or "", examples=PHASE1_EXAMPLES)
-        except BadReply as exc:
+            return _noting_wordless(parse_facts(second.content or "", examples=PHASE1_EXAMPLES), notes)
+        except NoFactsInReply as exc:
+            _note_wordless(exc.wordless, notes)
             raise ModelSaid(
                 f"the analysis reply could not be read, even after a corrective retry: {exc.message}",
                 [excerpt(second.content)],
             ) from exc
+
+
+def _noting_wordless(facts: Facts, notes: list[str]) -> Facts:
+    _note_wordless(facts.wordless, notes)
+    return facts
+
+
+def _note_wordless(lines: Sequence[str], notes: list[str]) -> None:
+    """Tagged lines with no word in them are dropped, never filed: the notes count and quote
+    them, so a reply that was all punctuation is seen for what it was."""
+    if lines:
+        shown = "; ".join(excerpt(line, 60) for line in lines[:5])
+        notes.append(f"{len(lines)} tagged line(s) with no word in them left out: {shown}")
 
 
 def excerpt(text: str | None, limit: int = _EXCERPT_CHARS) -> str:
