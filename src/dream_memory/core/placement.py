@@ -112,16 +112,28 @@ def _bullet_text(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
+_FORGET = re.compile(r"^\s*forget\s*:\s*", re.IGNORECASE)
+
+
 def is_forget(text: str) -> bool:
-    """A request to forget: it names what to remove with "(was ...)" (the protocol's form)."""
+    """A request to forget: it starts "Forget:" (docs/reference/llm-protocol.md), or names what
+    to remove with "(was ...)" beside the word forget."""
+    if _FORGET.match(text):
+        return True
     return bool(re.search(r"\bforget\b", text, re.IGNORECASE)) and superseded_value(text) is not None
+
+
+def forgotten_value(text: str) -> str:
+    """What a request to forget names: its "(was ...)" quote, else the words after "Forget:"
+    (a model wrote "Forget: User's preferred editor is vim", and it was filed as a memory line)."""
+    return superseded_value(text) or _FORGET.sub("", text).strip().rstrip(".").strip()
 
 
 def add_fact(text: str, path: str, fact_text: str, avoid: Collection[str] = ()) -> str:
     """The file text with one fact filed under its section; a superseded line is replaced, and a
     request to forget removes the line it names and adds nothing."""
     if is_forget(fact_text):
-        wanted = _normalize(superseded_value(fact_text) or "")
+        wanted = _normalize(forgotten_value(fact_text))
         lines = lines_with_ends(text)
         kept = [
             ln for ln in lines if not (ln.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize_line(ln))

@@ -1,0 +1,32 @@
+"""A request to forget starts "Forget:" and names the line (docs/reference/llm-protocol.md).
+Phase 1 wrote `[MEMORY] Forget: User's preferred editor is vim` with no "(was ...)", and the
+placement rules filed it as the memory line "- Forget: User's preferred editor is vim", the vim
+line kept and no note saying so."""
+
+from __future__ import annotations
+
+from dream_helpers import Cli, make_workspace
+from test_wordless_facts import use_preset
+
+from dream_memory.testing.llm_server import Reply, ScriptedLLMServer
+
+MEMORY = "# Memory\n\n## Preferences\n\n- User's preferred editor is vim\n- Uses tmux\n"
+
+
+def test_a_forget_naming_a_line_removes_it_and_is_never_written_down(isolated: Cli) -> None:
+    """The named line's removal is held for review like any removal of a line a person wrote;
+    no "Forget:" line lands, and accepting removes the vim line alone."""
+    fact = "[MEMORY] Forget: User's preferred editor is vim [from 1]"
+    with ScriptedLLMServer(responder=lambda r: Reply(fact)) as server:
+        use_preset(isolated, server)
+        make_workspace(isolated, ["Forget that I use vim"], files={"memory/MEMORY.md": MEMORY})
+        code, report = isolated.run_json("run")
+        assert code == 0 and report["status"] == "held", report
+        assert (isolated.workspace / "memory/MEMORY.md").read_text() == MEMORY
+        code, listed = isolated.run_json("review", "--json")
+        assert code == 0
+        assert "User's preferred editor is vim" in str(listed)
+        result = isolated.run("review", "accept", "--all")
+        assert result.exit_code == 0, result.output
+        text = (isolated.workspace / "memory/MEMORY.md").read_text()
+        assert "vim" not in text and "Forget" not in text and "- Uses tmux" in text
