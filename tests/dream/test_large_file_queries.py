@@ -124,3 +124,12 @@ def test_an_input_error_inside_a_batch_fails_the_batch_not_the_run_setup(tmp_pat
     assert batch.outcome == "failed" and "the search query is empty" in (batch.error or "")
     assert batch.usage.total_tokens == 120 and batch.usage.calls == 1
     assert any("the search query is empty" in e for e in report.errors)
+
+
+def test_an_input_error_inside_a_batch_counts_toward_setting_it_aside(tmp_path: Path) -> None:
+    """The same entries raise the same error on every run: the third failing run sets the batch
+    aside, as for a reply that cannot be used, instead of failing every run for good."""
+    root = build_workspace(tmp_path / "ws", history=["Switched the commits to dulwich"])
+    outcomes = [dream_in_process(root, _RefusingModel()) for _ in range(3)]
+    assert [r.batches[0].outcome for r in outcomes] == ["failed", "failed", "set_aside"]
+    assert outcomes[2].exit_code == 0 and outcomes[2].set_aside

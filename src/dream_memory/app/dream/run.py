@@ -409,7 +409,11 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
     except InputError as exc:
         # Inside a batch the input is the history and the model's replies, nothing the user must
         # fix before the next run: exit 1 with what the batch spent, never exit 2 and 0 tokens.
-        return _batch_failed(report, record, meter, exc.message, exc.message)
+        # The same entries raise it again next run, so it counts toward setting the batch aside
+        # like a reply that cannot be used; uncounted, they blocked every later entry for good.
+        meter.stop()
+        run.state, go_on = content_failure(where, run.state, BadReply(exc.message))
+        return go_on
     meter.count()  # the commit message gives the batch's tokens
     _collect_staging_notes(staging, report)
     if ctx.options.dry_run:
