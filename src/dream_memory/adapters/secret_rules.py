@@ -101,7 +101,7 @@ class Hit:
 
     @property
     def op(self) -> str:
-        return self.groups.get("op") or self.groups.get("op2") or ""
+        return self.groups.get("op") or self.groups.get("colon") or self.groups.get("op2") or ""
 
     @property
     def quoted(self) -> bool:
@@ -121,6 +121,13 @@ def _password_value(hit: Hit) -> bool:
         return len(value) >= 3
     if len(value) < 4:
         return False
+    if hit.groups.get("colon"):
+        # "Password for the staging db: hunter2x": a label. Only the spelled-out word, and only a
+        # value with a digit or a symbol: "Ski pass for the weekend: Verbier", "Boarding pass for
+        # the flight: LH1173" and "Password for prod: LastPass" are prose.
+        spelled = (hit.groups.get("kw") or "").lower().startswith(("password", "passwd", "passphrase", "passcode"))
+        symbols = not value.replace("-", "").replace("_", "").isalnum()
+        return spelled and (symbols or _has_digit(value))
     symbols = not value.replace("-", "").replace("_", "").isalnum()
     strong = _has_digit(value) or symbols or value[1:] != value[1:].lower()
     if strong:
@@ -391,9 +398,9 @@ SHAPES: tuple[Rule, ...] = (
         # password / passwd / passphrase / passcode (also inside a name: DB_PASSWORD, PGPASSWORD),
         # or a bare pwd / pass / pw; then "=", ":", "is" (optionally after "for the NAS": "is",
         # ":" or "="), or a space.
-        r"(?i:pass(?:word|wd|phrase|code)s?|(?<![A-Za-z])(?:pwd|pass|pw))(?![A-Za-z])"
+        r"(?P<kw>(?i:pass(?:word|wd|phrase|code)s?|(?<![A-Za-z])(?:pwd|pass|pw)))(?![A-Za-z])"
         r"(?:(?P<clause>[ \t]+(?i:for|of|on|to|at)(?:[ \t]+[^\s=:\"'`]{1,40}){1,4}?)"
-        r"(?P<op>" + _SAYS + r"|[ \t]*[:=][ \t]*)"
+        r"(?:(?P<op>" + _SAYS + r")|(?P<colon>[ \t]*[:=][ \t]*))"
         r"|(?P<op2>[ \t]*[\"']?[ \t]*(?:=>|:=|==?|:|->)\s*|" + _SAYS + r"|[ \t]+))"
         r"(?:(?P<q>[\"'`])(?P<quoted>[^\"'`\n]{1,200})(?P=q)|(?P<secret>[^\s\"'`<>()\[\]{}]{1,200}))",
         _password_value,

@@ -180,6 +180,7 @@ def make_canaries() -> list[Canary]:
         ("password", (v := _r(string.ascii_lowercase, 11) + "x"), f"the wifi password is {v}"),
         ("password", (v := "c0rrect-" + _r(string.ascii_lowercase, 8)), f"The password for the office NAS is {v}."),
         ("password", (v := _mixed(12)), f"Password for the staging db: {v}"),
+        ("password", (v := _r(string.digits, 6)), f"Passcode for the office door: {v}"),
         ("password", (v := _mixed(16)), f"passphrase: {v}"),
         ("password", (v := _mixed(12)), f"Run mysql --password={v} -u root to get in."),
         ("netrc_password", (v := _mixed(14)), f"machine api.example.com login bob password {v}"),
