@@ -30,3 +30,19 @@ def test_a_forget_naming_a_line_removes_it_and_is_never_written_down(isolated: C
         assert result.exit_code == 0, result.output
         text = (isolated.workspace / "memory/MEMORY.md").read_text()
         assert "vim" not in text and "Forget" not in text and "- Uses tmux" in text
+
+
+def test_a_forget_or_a_was_names_lines_by_whole_words_only() -> None:
+    """ "Forget: tea" names no line holding "team", and a bare forget matching several lines names
+    none of them; "(was tea)" never replaces the line about the team either (a substring match
+    removed or replaced unrelated lines Dream had written)."""
+    from dream_memory.core.placement import add_fact
+
+    text = "# Memory\n\n## Facts\n\n- User's team uses Slack for chat\n- Decided: the team uses GitHub for review\n"
+    assert add_fact(text, "memory/MEMORY.md", "Forget: tea") == text
+    assert add_fact(text, "memory/MEMORY.md", "Forget: it") == text
+    assert add_fact(text, "memory/MEMORY.md", "Forget: team uses") == text  # two lines: neither
+    one = add_fact(text, "memory/MEMORY.md", "Forget: team uses Slack")
+    assert "Slack" not in one and "GitHub" in one
+    replaced = add_fact(text, "memory/MEMORY.md", "User drinks coffee (was tea)")
+    assert "- User's team uses Slack for chat" in replaced and "- User drinks coffee" in replaced

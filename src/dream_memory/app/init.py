@@ -7,10 +7,11 @@ the report says the commit was left to that run (``deferred``), on every face.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dream_memory.errors import LockBusy
+from dream_memory.errors import LockBusy, WorkspaceError
 
 if TYPE_CHECKING:
     from dream_memory.app.runtime import Runtime
@@ -49,7 +50,9 @@ def init_workspace(rt: Runtime, *, guide_notes: bool = True) -> InitReport:
 
     # Before the templates too: a refusal that says "commits nothing" writes nothing either
     # (commit_lock checks again under the lock).
-    refuse_while_a_purge_is_unfinished(rt.root, "dream init")
+    with contextlib.suppress(WorkspaceError):
+        # A workspace too broken to read the journal in is named by create_workspace below.
+        refuse_while_a_purge_is_unfinished(rt.root, "dream init")
     created = rt.create_workspace(guide_notes=guide_notes)
     git = rt.git(create=True)
     assert git is not None  # create=True always gives a store

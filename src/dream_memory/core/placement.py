@@ -99,7 +99,14 @@ def names_as_old(fact_text: str, other: str) -> bool:
     """Whether ``fact_text`` says it replaces a value ("instead of X", "(was X)") that ``other``
     holds: the test the placement rules make before replacing a line."""
     old = superseded_value(fact_text)
-    return bool(old) and _normalize(old or "") in _normalize(other)
+    return bool(old) and names(_normalize(old or ""), _normalize(other))
+
+
+def names(wanted: str, line: str) -> bool:
+    """Whether the normalised ``line`` holds the normalised ``wanted`` as whole words: "(was
+    tea)" or "Forget: tea" names "- Prefers tea", never "- The team uses Slack" (a substring match
+    replaced or removed it)."""
+    return bool(wanted) and f" {wanted} " in f" {line} "
 
 
 def _bullet_text(text: str) -> str:
@@ -135,10 +142,13 @@ def add_fact(text: str, path: str, fact_text: str, avoid: Collection[str] = ()) 
     if is_forget(fact_text):
         wanted = _normalize(forgotten_value(fact_text))
         lines = lines_with_ends(text)
-        kept = [
-            ln for ln in lines if not (ln.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize_line(ln))
-        ]
-        return "".join(kept)
+        bullets = [(i, ln) for i, ln in enumerate(lines) if ln.lstrip().startswith(("-", "*"))]
+        named = [i for i, ln in bullets if names(wanted, _normalize_line(ln))]
+        if superseded_value(fact_text) is None and len(named) != 1:
+            # A bare "Forget: X" names its line by X's words alone: "Forget: it" or "Forget: tea"
+            # matching several lines names none of them, and removes nothing.
+            return text
+        return "".join(ln for i, ln in enumerate(lines) if i not in set(named))
     bullet = f"- {_bullet_text(fact_text)}"
     if _normalize(bullet) in {_normalize_line(line) for line in split_lines(text)}:
         return text
@@ -153,7 +163,7 @@ def add_fact(text: str, path: str, fact_text: str, avoid: Collection[str] = ()) 
         named = [
             i
             for i, line in enumerate(lines)
-            if line.lstrip().startswith(("-", "*")) and wanted and wanted in _normalize(split_trail(line)[0])
+            if line.lstrip().startswith(("-", "*")) and names(wanted, _normalize(split_trail(line)[0]))
         ]
         if named:
             words = set(_normalize(fact_text).split())
