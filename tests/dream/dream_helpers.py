@@ -78,6 +78,27 @@ def use_server(cli_env: Cli, server: ScriptedLLMServer, *, retries: int = 2) -> 
     return path
 
 
+def use_preset(cli_env: Cli, server: ScriptedLLMServer, *, dream: dict[str, Any] | None = None, **preset: Any) -> None:
+    """A config whose default model is a preset on ``server`` with extra preset settings (and
+    ``agents.defaults.dream`` settings when given)."""
+    defaults: dict[str, Any] = {"model": "local", **({"dream": dream} if dream else {})}
+    config = {
+        "agents": {"defaults": defaults},
+        "modelPresets": {
+            "local": {
+                "model": "openai/local-model",
+                "apiBase": server.base_url,
+                "maxRetries": 0,
+                "timeout": 10,
+                **preset,
+            }
+        },
+    }
+    path = cli_env.home / "dream.json"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    cli_env.env["DREAM_CONFIG"] = str(path)
+
+
 def make_workspace(cli_env: Cli, entries: list[str], **kwargs: Any) -> Path:
     return build_workspace(cli_env.workspace, history=entries, **kwargs)
 

@@ -5,8 +5,7 @@ line kept and no note saying so."""
 
 from __future__ import annotations
 
-from dream_helpers import Cli, make_workspace
-from test_wordless_facts import use_preset
+from dream_helpers import Cli, make_workspace, use_preset
 
 from dream_memory.testing.llm_server import Reply, ScriptedLLMServer
 
@@ -18,7 +17,7 @@ def test_a_forget_naming_a_line_removes_it_and_is_never_written_down(isolated: C
     no "Forget:" line lands, and accepting removes the vim line alone."""
     fact = "[MEMORY] Forget: User's preferred editor is vim [from 1]"
     with ScriptedLLMServer(responder=lambda r: Reply(fact)) as server:
-        use_preset(isolated, server)
+        use_preset(isolated, server, editProtocol="facts")
         make_workspace(isolated, ["Forget that I use vim"], files={"memory/MEMORY.md": MEMORY})
         code, report = isolated.run_json("run")
         assert code == 0 and report["status"] == "held", report

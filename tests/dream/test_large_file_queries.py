@@ -8,12 +8,11 @@ recorded with no tokens though the model was paid, and every later run failed th
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from dream_helpers import Cli, dream_in_process, make_workspace
+from dream_helpers import Cli, dream_in_process, make_workspace, use_preset
 
 from dream_memory.core.chat import ChatReply, Message, ToolSpec, Usage
 from dream_memory.errors import InputError
@@ -32,24 +31,6 @@ BIG_MEMORY = (
 )
 
 
-def use_preset(cli_env: Cli, server: ScriptedLLMServer, protocol: str) -> None:
-    config = {
-        "agents": {"defaults": {"model": "local", "dream": {"fileContextTokens": 200}}},
-        "modelPresets": {
-            "local": {
-                "model": "openai/local-model",
-                "apiBase": server.base_url,
-                "maxRetries": 0,
-                "timeout": 10,
-                "editProtocol": protocol,
-            }
-        },
-    }
-    path = cli_env.home / "dream.json"
-    path.write_text(json.dumps(config), encoding="utf-8")
-    cli_env.env["DREAM_CONFIG"] = str(path)
-
-
 def prompt_of(request: Any) -> str:
     return "\n".join(str(m.get("content") or "") for m in request.messages)
 
@@ -58,7 +39,7 @@ def test_a_batch_of_digests_shows_the_sections_that_hold_them(isolated: Cli) -> 
     """One entry holding 17 sha256 digests: the batch is dreamt (exit 0, committed), and the
     analysis prompt shows the outline and the section naming one of the digests."""
     with ScriptedLLMServer(responder=lambda r: Reply("[MEMORY] Release artifacts are checked by sha256")) as server:
-        use_preset(isolated, server, "facts")
+        use_preset(isolated, server, dream={"fileContextTokens": 200}, editProtocol="facts")
         entry = "Release artifacts verified, sha256 digests: " + " ".join(f"{d} ({d})" for d in DIGESTS)
         make_workspace(isolated, [entry], files={"memory/MEMORY.md": BIG_MEMORY})
         code, report = isolated.run_json("run")
@@ -83,7 +64,7 @@ def test_a_batch_with_no_word_to_look_for_shows_the_outline_alone(isolated: Cli)
         return Reply("Done.") if done else Reply(tool_calls=[edit])
 
     with ScriptedLLMServer(responder=respond) as server:
-        use_preset(isolated, server, "tools")
+        use_preset(isolated, server, dream={"fileContextTokens": 200}, editProtocol="tools")
         make_workspace(isolated, ["ok"], files={"memory/MEMORY.md": BIG_MEMORY})
         code, report = isolated.run_json("run")
         assert code == 0 and report["status"] == "ok", report

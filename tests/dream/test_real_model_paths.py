@@ -15,32 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from dream_helpers import Cli, make_workspace, sample_entries
+from dream_helpers import Cli, make_workspace, sample_entries, use_preset
 
 from dream_memory.adapters.offline import OfflineModel
 from dream_memory.testing.llm_server import Reply, ScriptedLLMServer, Step, from_chat_model, tool_call
 
 SAMPLE = Path(__file__).resolve().parents[2] / "src" / "dream_memory" / "data" / "sample"
 TORONTO = "[USER] Timezone is now America/Toronto (EST) (was Europe/Lisbon)"
-
-
-def use_preset(cli_env: Cli, server: ScriptedLLMServer, **preset: Any) -> None:
-    """A config whose default model is a preset on ``server`` with extra preset settings."""
-    config = {
-        "agents": {"defaults": {"model": "local"}},
-        "modelPresets": {
-            "local": {
-                "model": "openai/local-model",
-                "apiBase": server.base_url,
-                "maxRetries": 0,
-                "timeout": 10,
-                **preset,
-            }
-        },
-    }
-    path = cli_env.home / "dream.json"
-    path.write_text(json.dumps(config), encoding="utf-8")
-    cli_env.env["DREAM_CONFIG"] = str(path)
 
 
 def by_phase(phase1: Callable[[dict[str, Any]], Step], phase2: Callable[[dict[str, Any]], Step]) -> Any:

@@ -5,33 +5,14 @@ with status ok and exit 0, the cursor passed it, and the only change was the lin
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from dream_helpers import Cli, make_workspace
+from dream_helpers import Cli, make_workspace, use_preset
 
 from dream_memory.core.facts import parse_facts
 from dream_memory.testing.llm_server import Reply, ScriptedLLMServer
 
 ECHOED = "[SOUL] ,\n[MEMORY] ,\n[OBSERVATION] ) or"
-
-
-def use_preset(cli_env: Cli, server: ScriptedLLMServer) -> None:
-    config = {
-        "agents": {"defaults": {"model": "local"}},
-        "modelPresets": {
-            "local": {
-                "model": "openai/local-model",
-                "apiBase": server.base_url,
-                "maxRetries": 0,
-                "timeout": 10,
-                "editProtocol": "facts",
-            }
-        },
-    }
-    path = cli_env.home / "dream.json"
-    path.write_text(json.dumps(config), encoding="utf-8")
-    cli_env.env["DREAM_CONFIG"] = str(path)
 
 
 def notes_of(report: dict[str, Any]) -> str:
@@ -42,7 +23,7 @@ def test_a_reply_of_wordless_tagged_lines_is_a_content_failure(isolated: Cli) ->
     """Wordless lines twice (the reply, then the corrective retry): the batch failed on its
     content (exit 1), the cursor stays, no memory file changed, and the notes count the lines."""
     with ScriptedLLMServer(responder=lambda r: Reply(ECHOED)) as server:
-        use_preset(isolated, server)
+        use_preset(isolated, server, editProtocol="facts")
         make_workspace(isolated, ["Switched the release checks to sha256"])
         before = {p: p.read_bytes() for p in isolated.workspace.rglob("*.md") if ".git" not in p.parts}
         code, report = isolated.run_json("run")
@@ -61,7 +42,7 @@ def test_wordless_lines_beside_facts_are_dropped_and_counted(isolated: Cli) -> N
     """A fact said in words lands; the wordless lines beside it are left out, counted and
     quoted in the notes."""
     with ScriptedLLMServer(responder=lambda r: Reply(ECHOED + "\n[MEMORY] Release checks use sha256")) as server:
-        use_preset(isolated, server)
+        use_preset(isolated, server, editProtocol="facts")
         make_workspace(isolated, ["Switched the release checks to sha256"])
         code, report = isolated.run_json("run")
         assert code == 0 and report["batches"][0]["outcome"] == "committed", report

@@ -28,12 +28,9 @@ with fault_hook(inject):
 """
 
 
-@pytest.mark.parametrize("site", ["history.rewrite", "forget.ref"])
-def test_sigterm_says_the_purge_is_unfinished_and_the_same_forget_finishes_it(tmp_path: Path, site: str) -> None:
-    env = Env(tmp_path)
-    dreamt_workspace(env, batches=2)
-
-    stopped = subprocess.run(
+def _forget_stopped_at(env: Env, site: str) -> subprocess.CompletedProcess[str]:
+    """`dream forget --purge CANARY` as a process that sends itself SIGTERM at ``site``."""
+    return subprocess.run(
         [sys.executable, "-c", RUNNER, site, "forget", "--purge", CANARY],
         env={**os.environ, **env.env},
         capture_output=True,
@@ -41,6 +38,14 @@ def test_sigterm_says_the_purge_is_unfinished_and_the_same_forget_finishes_it(tm
         timeout=120,
         check=False,
     )
+
+
+@pytest.mark.parametrize("site", ["history.rewrite", "forget.ref"])
+def test_sigterm_says_the_purge_is_unfinished_and_the_same_forget_finishes_it(tmp_path: Path, site: str) -> None:
+    env = Env(tmp_path)
+    dreamt_workspace(env, batches=2)
+
+    stopped = _forget_stopped_at(env, site)
 
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
     assert "SIGTERM received" in stopped.stderr
@@ -55,14 +60,7 @@ def test_sigterm_before_the_journal_says_nothing_was_changed(tmp_path: Path) -> 
     send the user to finish a purge that never started, and `dream run` is not refused."""
     env = Env(tmp_path)
     dreamt_workspace(env, batches=1)
-    stopped = subprocess.run(
-        [sys.executable, "-c", RUNNER, "forget.journal", "forget", "--purge", CANARY],
-        env={**os.environ, **env.env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    stopped = _forget_stopped_at(env, "forget.journal")
     assert stopped.returncode == 128 + signal.SIGTERM, stopped.stderr
     assert "the purge had not started: nothing was changed" in stopped.stderr
     assert "run the same dream forget again" not in stopped.stderr
