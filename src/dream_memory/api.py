@@ -57,10 +57,8 @@ def _own_umask(method: _Method) -> _Method:
 
     @functools.wraps(method)
     def call(self: Workspace, *args: Any, **kwargs: Any) -> Any:
-        try:
+        with self._rt.host_umask_kept():
             return method(self, *args, **kwargs)
-        finally:
-            self._rt.restore_umask()
 
     return cast("_Method", call)
 

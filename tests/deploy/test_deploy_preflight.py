@@ -302,3 +302,47 @@ def test_the_python_api_gives_its_host_its_own_umask_back(tmp_path: Path) -> Non
     assert report.exit_code == 0
     assert after == 0o022
     assert stat.S_IMODE((tmp_path / "ws" / "memory" / ".dream_cursor").stat().st_mode) & 0o077 == 0
+
+
+def test_api_calls_running_at_once_keep_dream_umask_and_give_the_host_its_own_back(tmp_path: Path) -> None:
+    """A Dream run in one thread and an append in another, on one Workspace: the append ending
+    does not take DREAM_UMASK from the run (whose later files were made private), and once both
+    have ended the host has its own umask back, not the run's (a second call had saved the
+    first's DREAM_UMASK as the host's, for good)."""
+    import threading
+    import time
+
+    from dream_memory import Workspace
+    from dream_memory.adapters.offline import OfflineModel
+
+    class Slow(OfflineModel):
+        def complete(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
+            time.sleep(0.4)
+            return super().complete(*args, **kwargs)  # type: ignore[arg-type]
+
+    def umask_now() -> int:
+        value = os.umask(0o077)
+        os.umask(value)
+        return value
+
+    previous = os.umask(0o077)
+    try:
+        ws = Workspace(tmp_path / "ws", env={"HOME": str(tmp_path), "DREAM_UMASK": "0002"})
+        ws.init()
+        for n in range(3):
+            ws.append(f"- [durable] User fact number {n} about tea.")
+        reports: list[object] = []
+        run = threading.Thread(target=lambda: reports.append(ws.dream(model=Slow())))
+        run.start()
+        time.sleep(0.2)
+        ws.append("- [durable] appended while the run is going")
+        during = umask_now()
+        run.join(timeout=60)
+        after = umask_now()
+    finally:
+        os.umask(previous)
+    assert reports and getattr(reports[0], "exit_code", None) == 0
+    assert during == 0o002
+    assert after == 0o077
+    state = tmp_path / "ws" / "memory" / ".dream_state.json"
+    assert not state.exists() or stat.S_IMODE(state.stat().st_mode) & 0o060 == 0o060

@@ -81,3 +81,26 @@ def test_a_consolidation_budget_the_command_line_takes_the_config_file_takes(dre
     config.write_text('{"agents": {"defaults": {"consolidate": {"budgetTokens": 50}}}}', encoding="utf-8")
     done = dream("status", "-w", str(ws), "--config", str(config))
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda w: w.append_many("abc"),
+        lambda w: w.append_many({"content": "one entry"}),
+        lambda w: w.consolidate(model="offline", sessions="sessions/cli_direct.jsonl"),
+    ],
+    ids=["append_many(str)", "append_many(dict)", "consolidate(sessions=str)"],
+)
+def test_one_value_where_the_api_takes_a_list_is_refused_not_iterated(
+    ws: Path, call: Callable[[Workspace], Any]
+) -> None:
+    """A string (or a mapping) where a list belongs is an InputError naming it: iterated, "abc"
+    appended three entries "a", "b", "c", and a session path was read as the file "s"."""
+    from dream_memory.errors import InputError
+
+    workspace = Workspace(ws)
+    before = workspace.status().to_json()["cursor"]
+    with pytest.raises(InputError, match="must be a list"):
+        call(workspace)
+    assert workspace.status().to_json()["cursor"] == before

@@ -48,3 +48,28 @@ def test_demo_whose_copy_fails_names_the_cause_and_leaves_nothing(
     assert f"/workspace: {said}" in done.stderr
     assert "[Errno" not in done.stderr and "Traceback" not in done.stderr
     assert list(scratch.iterdir()) == []  # the half-copied sample went with the failure
+
+
+RUN_DEMO = """
+import sys
+from dream_memory.entrypoints.cli import main
+sys.argv = ["dream", "demo", *sys.argv[1:]]
+main()
+"""
+
+
+def test_demo_no_keep_leaves_nothing_when_the_run_is_refused(tmp_path: Path) -> None:
+    """`dream demo --no-keep --model nosuch`: exit 2 naming the model, and the sample copied
+    before the refusal is gone too (it stayed in the temporary folder)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = clean_env(tmp_path / "home", TMPDIR=str(scratch))
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_DEMO, "--no-keep", "--model", "nosuch", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "nosuch" in done.stderr, done.stderr
+    assert list(scratch.iterdir()) == []

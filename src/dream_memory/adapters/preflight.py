@@ -19,8 +19,10 @@ running under different uids with a shared group can both write what the other c
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
+import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -41,6 +43,39 @@ class WorkspaceNotWritable(ConfigError):
     def __init__(self, message: str, *, hint: str, path: Path) -> None:
         super().__init__(message, hint=hint)
         self.path = path
+
+
+# The umask is the process's, not a call's: library calls running at once (threads, one Workspace
+# or several) share one record of the host's own umask, taken when the first begins and given
+# back when the last ends. Saved per call, a second call saved the first's DREAM_UMASK as the
+# host's (left for good), and the first to end took DREAM_UMASK from the other mid-run.
+class _HostUmask:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.holders = 0
+        self.value = 0
+
+
+_HOST_UMASK = _HostUmask()
+
+
+@contextlib.contextmanager
+def host_umask_kept() -> Iterator[None]:
+    """Within the block ``apply_umask`` may change the umask; when no such block is left open in
+    the process, the umask it had before the first one began is set back."""
+    host = _HOST_UMASK
+    with host.lock:
+        if host.holders == 0:
+            host.value = os.umask(0o077)
+            os.umask(host.value)
+        host.holders += 1
+    try:
+        yield
+    finally:
+        with host.lock:
+            host.holders -= 1
+            if host.holders == 0:
+                os.umask(host.value)
 
 
 def apply_umask(env: Mapping[str, str]) -> int | None:

@@ -28,6 +28,11 @@ def sample_root() -> Path:
     return Path(str(resources.files("dream_memory") / "data" / "sample"))
 
 
+def remove_sample_workspace(target: Path) -> None:
+    """The temporary folder ``sample_workspace`` made for ``target``, removed with everything in it."""
+    shutil.rmtree(target.parent, ignore_errors=True)
+
+
 def sample_workspace(prefix: str) -> Path:
     """A copy of the sample, with any missing template filled in, as ``workspace`` inside a new
     folder of the system's temporary folder (named after ``prefix``), left for the caller to

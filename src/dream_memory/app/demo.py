@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dream_memory.adapters.workspace import sample_workspace
+from dream_memory.adapters.workspace import remove_sample_workspace, sample_workspace
 
 if TYPE_CHECKING:
     from dream_memory.app.dream import DreamReport
@@ -20,6 +20,7 @@ class DemoRequest:
     model: str | None = None  # None: the configured model, else the offline engine
     config: str | os.PathLike[str] | None = None
     env: Mapping[str, str] | None = None
+    keep: bool = True  # False: the temporary workspace is removed afterwards, even when the run fails
 
 
 @dataclass(frozen=True)
@@ -43,9 +44,13 @@ def demo(request: DemoRequest, *, log: Callable[[str], None] | None = None) -> D
     from dream_memory.settings import OFFLINE_MODEL
 
     target = sample_workspace("dream-demo-")
-    rt = Runtime.load(target, request.config, request.env, log=log)
-    resolved = rt.settings.model(request.model)
-    name = resolved.name if resolved is not None else OFFLINE_MODEL
-    rt.log(f"demo: sample workspace copied to {target}; model {name}")
-    report = dream(rt, RunRequest(model=request.model if resolved is not None else OFFLINE_MODEL))
-    return DemoReport(target, report, latest_change(rt, LogRequest()))
+    try:
+        rt = Runtime.load(target, request.config, request.env, log=log)
+        resolved = rt.settings.model(request.model)
+        name = resolved.name if resolved is not None else OFFLINE_MODEL
+        rt.log(f"demo: sample workspace copied to {target}; model {name}")
+        report = dream(rt, RunRequest(model=request.model if resolved is not None else OFFLINE_MODEL))
+        return DemoReport(target, report, latest_change(rt, LogRequest()))
+    finally:
+        if not request.keep:  # an unknown model (exit 2) left the copy behind
+            remove_sample_workspace(target)

@@ -298,6 +298,12 @@ def append(rt: Runtime, request: AppendRequest) -> Appended:
 def append_many(rt: Runtime, entries: Iterable[NewEntry | Mapping[str, Any] | str]) -> AppendedMany:
     """``append --jsonl`` and ``Workspace.append_many``: every entry checked before anything is
     touched (the first bad one is exit 2, naming it), then all appended in one locked write."""
+    if isinstance(entries, str | bytes | Mapping):
+        # Iterated, a string is its characters and a mapping its keys: each became an entry.
+        raise InputError(
+            f"entries must be a list of entries, not one {type(entries).__name__}",
+            hint="pass a list (append_many([...])), or use append() for one entry",
+        )
     items = [e if isinstance(e, NewEntry) else entry_from(e, f"entry {i}") for i, e in enumerate(entries, start=1)]
     if not items:
         raise InputError("nothing to append: no entries given", hint="give one JSON object per line")

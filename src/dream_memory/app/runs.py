@@ -18,7 +18,7 @@ from dream_memory.adapters.workspace import require_usable_history
 from dream_memory.app.models import ModelChoice, choose_model
 from dream_memory.app.outcome import Status, as_error
 from dream_memory.app.progress import Progress, ProgressEvent, RunEnded, RunStarted
-from dream_memory.errors import DreamError, LockBusy
+from dream_memory.errors import DreamError, InputError, LockBusy
 from dream_memory.settings.schema import Range
 
 if TYPE_CHECKING:
@@ -170,6 +170,12 @@ def consolidate(
     ``progress`` gets the run's events (app/progress.py) as it goes."""
     from dream_memory.app.consolidate import consolidate_sessions, select_sessions
 
+    if isinstance(request.sessions, str | bytes | os.PathLike):
+        # Iterated, one path is its characters: "session file s does not exist".
+        raise InputError(
+            f"sessions must be a list of session files, not one {type(request.sessions).__name__}",
+            hint="pass a list, e.g. sessions=['sessions/cli_direct.jsonl']",
+        )
     if request.budget is not None:
         from dream_memory.app.inputs import check_number, setting_range
         from dream_memory.settings.schema import ConsolidateSettings

@@ -50,7 +50,6 @@ class Runtime:
     clock: Clock = field(default=None)  # type: ignore[assignment]
     log: Callable[[str], None] = stderr_logger
     store: Path | None = None  # the read side's store when --store names one (else the settings')
-    umask_before: int | None = field(default=None, repr=False)  # the process's own, while DREAM_UMASK is set
 
     def __post_init__(self) -> None:
         if self.clock is None:
@@ -115,16 +114,15 @@ class Runtime:
         octal umask, or that denies the files' own owner)."""
         from dream_memory.adapters.preflight import apply_umask
 
-        previous = apply_umask(self.settings.env)
-        if previous is not None and self.umask_before is None:
-            self.umask_before = previous
+        apply_umask(self.settings.env)
 
-    def restore_umask(self) -> None:
-        """The process's own umask back: a library call must not change its host's for good (the
+    @staticmethod
+    def host_umask_kept() -> contextlib.AbstractContextManager[None]:
+        """For a library call: the process's own umask back once no call is left running (the
         CLI's process ends with its command, the API's host goes on creating files)."""
-        if self.umask_before is not None:
-            os.umask(self.umask_before)
-            self.umask_before = None
+        from dream_memory.adapters.preflight import host_umask_kept
+
+        return host_umask_kept()
 
     def preflight(self, *, dry_run: bool = False) -> None:
         """The umask, then whether this process can write what a run writes (exit 2 if not)."""

@@ -215,15 +215,13 @@ def demo(model: str | None, keep: bool, as_json: bool, workspace: str | None, co
     No API key is needed: the built-in offline engine runs unless a model is configured.
     --workspace is ignored for the run itself (the sample is always a fresh copy).
     """
-    import shutil
-
     from dream_memory.app import outcome
     from dream_memory.app.demo import DemoRequest
     from dream_memory.app.demo import demo as run_demo
     from dream_memory.app.runtime import stderr_logger
     from dream_memory.entrypoints.cli.version_cmds import render_log
 
-    done = run_demo(DemoRequest(model=model, config=config_path), log=stderr_logger)
+    done = run_demo(DemoRequest(model=model, config=config_path, keep=keep), log=stderr_logger)
     report = done.dream.to_json()
     if as_json:  # one document: the run's report and the change it made
         kept = str(done.workspace) if keep else None
@@ -238,8 +236,6 @@ def demo(model: str | None, keep: bool, as_json: bool, workspace: str | None, co
     target = done.workspace
     if keep:
         note(f"the demo workspace stays at {target}: try `dream status --workspace {target}` or `git -C {target} log`")
-    else:
-        shutil.rmtree(target.parent, ignore_errors=True)
     return outcome.exit_code(done)
 
 
