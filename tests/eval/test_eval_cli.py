@@ -178,3 +178,11 @@ def test_the_history_checks_read_git_through_the_given_opener(tmp_path: Path) ->
     (secret,) = [i for i in items if i.check == "no_secret"]
     assert set(asked) == {root}
     assert secret.passed  # the only copy left is in the commit the opener did not show
+
+
+def test_a_scenario_named_twice_runs_once(dream) -> None:
+    """`--scenario personal --scenario personal` runs it once: it ran twice, two rows of one
+    scenario in the table and twice the model's cost."""
+    proc = dream("eval", "--scenario", "personal", "--scenario", "personal", "--json", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert [s["name"] for s in _report(proc)["scenarios"]] == ["personal"]

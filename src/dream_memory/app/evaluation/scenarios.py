@@ -254,7 +254,7 @@ def load_scenarios(root: Path | None = None, names: Sequence[str] = ()) -> list[
         missing = [n for n in names if n not in known]
         if missing:
             raise InputError(f"no scenario named {', '.join(missing)} (known: {', '.join(sorted(known)) or 'none'})")
-        scenarios = [known[n] for n in names]
+        scenarios = [known[n] for n in dict.fromkeys(names)]  # a name given twice runs once
     if not scenarios:
         raise InputError(f"no scenario ({SCENARIO_FILE}) found under {base}")
     return scenarios
