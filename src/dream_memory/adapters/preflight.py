@@ -78,11 +78,12 @@ def host_umask_kept() -> Iterator[None]:
                 os.umask(host.value)
 
 
-def apply_umask(env: Mapping[str, str]) -> int | None:
-    """Set the umask from ``DREAM_UMASK`` when it is set; returns the previous one (None: unset)."""
+def apply_umask(env: Mapping[str, str]) -> None:
+    """Set the umask from ``DREAM_UMASK`` when it is set (``host_umask_kept`` gives the host's
+    back to a library's host)."""
     raw = env.get(UMASK_ENV, "").strip()
     if not raw:
-        return None
+        return
     try:
         value = int(raw, 8)
     except ValueError:
@@ -100,7 +101,7 @@ def apply_umask(env: Mapping[str, str]) -> int | None:
             "(the files and folders Dream creates would be unreadable or unwritable by this user)",
             hint="use e.g. 0002 (new files group-writable) or 0022 (the usual default)",
         )
-    return os.umask(value)
+    os.umask(value)
 
 
 def check_workspace_writable(root: Path, *, lock_only: bool = False) -> None:

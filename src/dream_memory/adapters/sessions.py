@@ -387,7 +387,7 @@ def _try_update(path: Path, value: int, prefix: str | None) -> MetadataUpdate | 
 
 def runtime_checkpoint(path: Path) -> Path | None:
     """nanobot 0.3.5's sidecar ``<name>.checkpoint.json`` of the session file ``path``, where a
-    gateway stopped mid-turn keeps that turn until it starts again; None when there is none."""
+    gateway keeps the turn it is in until that turn is finished; None when there is none."""
     if not path.name.endswith(".jsonl"):
         return None
     sidecar = path.with_name(path.name.removesuffix(".jsonl") + NANOBOT_CHECKPOINT_SUFFIX)

@@ -16,7 +16,6 @@ hash, never by its value):
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -338,7 +337,7 @@ def _purge_top_files(fs: RootedDir, target: rules.Target, report: ForgetReport, 
             continue
         if not target.holds(top.data):
             continue
-        if not (_REPORT_NAME.fullmatch(top.name) and rules.is_dream_report(top.name, top.data)):
+        if not rules.is_dream_report(top.name, top.data):
             others.append(top.name)
             continue
         new = rules.purge_bytes(top.name, top.data, target)
@@ -359,10 +358,6 @@ def _purge_top_files(fs: RootedDir, target: rules.Target, report: ForgetReport, 
             f"{len(unsearched)} file(s) in the workspace's top folder were not searched for it "
             f"({_first_five(unsearched)}): check them yourself"
         )
-
-
-# A name dream-memory could have written a report under (`--report` takes a plain .json name).
-_REPORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.json")
 
 
 def _first_five(items: list[str]) -> str:

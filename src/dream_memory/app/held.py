@@ -45,12 +45,17 @@ def _state(git: GitStore, held_id: str) -> tuple[DreamState, HeldBatch, str]:
     recover(git)
     _check_id(held_id)
     git.check_can_commit()
-    data = git.read_file(layout.DREAM_STATE)
-    state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
+    state = state_of(git)
     held = state.find_held(held_id)
     if held is None:
         raise unknown_held(state, held_id)
     return state, held, f"{layout.DREAM_HELD_DIR}/{held_id}"
+
+
+def state_of(git: GitStore) -> DreamState:
+    """Dream's state as the workspace holds it (held changes and batches, set-asides)."""
+    data = git.read_file(layout.DREAM_STATE)
+    return DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
 
 
 def unknown_held(state: DreamState, held_id: str) -> InputError:
@@ -125,9 +130,7 @@ def folder_removal(git: GitStore, folder: str) -> dict[str, bytes | None]:
 
 def _held_change(git: GitStore, held_id: str) -> bool:
     """True when ``held_id`` names one held change (``dream review``'s), not a whole batch."""
-    data = git.read_file(layout.DREAM_STATE)
-    state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
-    return state.find_change(_check_id(held_id)) is not None
+    return state_of(git).find_change(_check_id(held_id)) is not None
 
 
 def apply_held_batch(git: GitStore, held_id: str, *, force: bool = False) -> dict[str, Any]:
@@ -193,8 +196,7 @@ def discard_held_batch(git: GitStore, held_id: str) -> dict[str, Any]:
 def held_on(git: GitStore, going: Callable[[str], bool]) -> dict[str, str]:
     """Held changes and batches (id -> path) on a file ``going`` says is about to go or be
     renamed (``dream forget``): their records would name a file that is no longer there."""
-    data = git.read_file(layout.DREAM_STATE)
-    state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
+    state = state_of(git)
     found = {item.id: item.path for item in state.changes if going(item.path)}
     for batch in state.held:
         hit = next((path for path in batch.files if going(path)), None)

@@ -13,7 +13,7 @@ from typing import Any
 
 from dream_memory.adapters.git import GITIGNORE_BEGIN, CommitInfo, FileChange, GitStore, unified_diff
 from dream_memory.adapters.history_log import HistoryLog
-from dream_memory.app.held import folder_removal, record_json, same_change, waiting_changes
+from dream_memory.app.held import folder_removal, record_json, same_change, state_of, waiting_changes
 from dream_memory.app.restore_plan import (
     Plan,
     Replay,
@@ -245,8 +245,7 @@ def _discard_held(
     if not claimed:
         return [], {}
     elsewhere = held_claimed_elsewhere(git, commits, claimed)
-    data = git.read_file(layout.DREAM_STATE)
-    state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
+    state = state_of(git)
     discarded: list[str] = []
     kept: dict[str, str] = {}
     for held_id in claimed:
@@ -285,8 +284,7 @@ def _bring_back_held(
     Not a change no batch that stays held or asked for (its batch was undone since), nor one the
     same as a change waiting now (review lists a change once): a note says why, for each."""
     prefix = layout.DREAM_HELD_DIR + "/"
-    data = git.read_file(layout.DREAM_STATE)
-    state = DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
+    state = state_of(git)
     waiting = waiting_changes(git, state)
     back: list[str] = []
     not_back: list[str] = []

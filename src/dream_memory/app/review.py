@@ -29,6 +29,7 @@ from dream_memory.app.held import (
     folder_removal,
     placed_again,
     read_record,
+    state_of,
     unknown_held,
 )
 from dream_memory.app.versioning import apply_commit, commit_manual_edits, recover
@@ -39,11 +40,6 @@ from dream_memory.errors import DreamError, InputError, RestoreConflict, ToolDen
 
 if TYPE_CHECKING:
     from dream_memory.app.runtime import Runtime
-
-
-def _state(git: GitStore) -> DreamState:
-    data = git.read_file(layout.DREAM_STATE)
-    return DreamState.from_json(None if data is None else data.decode("utf-8", errors="replace"))
 
 
 def _as_bytes(text: str | None) -> bytes | None:
@@ -121,7 +117,7 @@ def _find(state: DreamState, held_id: str) -> HeldChange | None:
 def list_held(git: GitStore) -> dict[str, Any]:
     """Every change and batch waiting for a person; a damaged record is listed with its problem."""
     recover(git)
-    state = _state(git)
+    state = state_of(git)
     changes: list[dict[str, Any]] = []
     for item in state.changes:
         try:
@@ -134,7 +130,7 @@ def list_held(git: GitStore) -> dict[str, Any]:
 
 def show_held(git: GitStore, held_id: str) -> dict[str, Any]:
     recover(git)
-    state = _state(git)
+    state = state_of(git)
     item = _find(state, held_id)
     if item is not None:
         return _record(git, item).to_json(full=True)
@@ -232,7 +228,7 @@ def accept(git: GitStore, ids: Sequence[str], *, every: bool = False, force: boo
     conflict in one of them changes nothing. ``force``: the change's side of conflicting lines."""
     recover(git)
     git.check_can_commit()
-    state = _state(git)
+    state = state_of(git)
     chosen = _chosen(state, ids, every)
     batches = [h for h in chosen if state.find_held(h) is not None]
     if batches and len(batches) < len(chosen):
@@ -270,7 +266,7 @@ def accept(git: GitStore, ids: Sequence[str], *, every: bool = False, force: boo
             done.append({"id": held_id, "type": "batch", "commit": result["commit"], "files": result["files"]})
     for record, before, text in plan:
         item = record.item
-        state = _state(git).without_change(item.id)
+        state = state_of(git).without_change(item.id)
         changes: dict[str, bytes | None] = folder_removal(git, f"{layout.DREAM_HELD_DIR}/{item.id}")
         changes[item.path] = _as_bytes(text)
         changes[layout.DREAM_STATE] = state.to_json().encode()
@@ -305,7 +301,7 @@ def reject(git: GitStore, ids: Sequence[str], *, every: bool = False) -> dict[st
     """Drop held changes, one commit each; a damaged record can be rejected too."""
     recover(git)
     git.check_can_commit()
-    state = _state(git)
+    state = state_of(git)
     chosen = _chosen(state, ids, every)
     done: list[dict[str, Any]] = []
     for held_id in chosen:
@@ -313,12 +309,12 @@ def reject(git: GitStore, ids: Sequence[str], *, every: bool = False) -> dict[st
             result = discard_held_batch(git, held_id)
             done.append({"id": held_id, "type": "batch", "commit": result["commit"]})
             continue
-        item = _state(git).find_change(held_id)
+        item = state_of(git).find_change(held_id)
         if item is None:
             continue
         _check_id(item.id)
         changes: dict[str, bytes | None] = folder_removal(git, f"{layout.DREAM_HELD_DIR}/{item.id}")
-        changes[layout.DREAM_STATE] = _state(git).without_change(item.id).to_json().encode()
+        changes[layout.DREAM_STATE] = state_of(git).without_change(item.id).to_json().encode()
         subject = f"dream: reject held {item.id}: {_where(item)} (rejected in review)"
         body = f"{_one_line(item.reason)}\n\nHeld-Range: {item.cursor_from}..{item.cursor_to}\nHeld-Change: {item.id}"
         commit = apply_commit(git, changes, f"{subject}\n\n{body}")

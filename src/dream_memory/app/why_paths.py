@@ -62,7 +62,7 @@ def check_committed(store: GitStore, root: Path, rel: str, rev: str) -> None:
         return
     if is_symlink(root, rel):
         raise Refused(f"{rel} is a symlink, not a regular file; {_NOT_FOLLOWED}")
-    if rel not in store.files_at(store.head()) and read_files(root, [rel])[rel] is not None:
+    if rel not in store.files_at(sha) and read_files(root, [rel])[rel] is not None:
         raise NotFound(
             f"{rel} is not committed yet: the next dream run commits it",
             hint="run `dream run` (or commit it yourself); then its lines have an origin",

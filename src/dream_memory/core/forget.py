@@ -354,10 +354,14 @@ def purge_bytes(rel: str, data: bytes, target: Target) -> bytes | None:
 _REPORT_KEYS = frozenset({"status", "workspace", "version", "model", "usage", "duration_s"})
 
 
+# A name dream-memory could have written a report under in the top folder (a plain .json name).
+_REPORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.json")
+
+
 def is_dream_report(rel: str, data: bytes) -> bool:
     """A top-level ``.json`` file that is a report dream-memory wrote (``--report``, or its stdout
     sent there): purged like Dream's own files, since it quotes what the run read and wrote."""
-    if "/" in rel or not rel.endswith(".json"):
+    if not _REPORT_NAME.fullmatch(rel):
         return False
     try:
         obj = json.loads(data)

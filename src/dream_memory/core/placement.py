@@ -142,13 +142,14 @@ def add_fact(text: str, path: str, fact_text: str, avoid: Collection[str] = ()) 
     if is_forget(fact_text):
         wanted = _normalize(forgotten_value(fact_text))
         lines = lines_with_ends(text)
-        bullets = [(i, ln) for i, ln in enumerate(lines) if ln.lstrip().startswith(("-", "*"))]
-        named = [i for i, ln in bullets if names(wanted, _normalize_line(ln))]
-        if superseded_value(fact_text) is None and len(named) != 1:
+        forgotten = {
+            i for i, ln in enumerate(lines) if ln.lstrip().startswith(("-", "*")) and names(wanted, _normalize_line(ln))
+        }
+        if superseded_value(fact_text) is None and len(forgotten) != 1:
             # A bare "Forget: X" names its line by X's words alone: "Forget: it" or "Forget: tea"
             # matching several lines names none of them, and removes nothing.
             return text
-        return "".join(ln for i, ln in enumerate(lines) if i not in set(named))
+        return "".join(ln for i, ln in enumerate(lines) if i not in forgotten)
     bullet = f"- {_bullet_text(fact_text)}"
     if _normalize(bullet) in {_normalize_line(line) for line in split_lines(text)}:
         return text

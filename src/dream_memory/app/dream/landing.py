@@ -51,9 +51,13 @@ class BatchContext:
     record: BatchRecord
     report: DreamReport
     origins: RunOrigins = field(default_factory=RunOrigins)  # the run's blames, carried batch to batch
-    late: frozenset[str] = frozenset()  # keys of this batch's late entries (core/late_entries.py)
     late_now: frozenset[str] = frozenset()  # keys of every late entry in history.jsonl
     written: tuple[HistoryEntry, ...] = ()  # the batch's entries as written (``batch`` may be redacted)
+
+    @property
+    def late(self) -> frozenset[str]:
+        """Keys of this batch's late entries (core/late_entries.py), keyed as written."""
+        return late_among(self.written, self.late_now)
 
 
 def as_bytes(text: str | None) -> bytes | None:
@@ -439,9 +443,9 @@ def content_failure(where: BatchContext, state: DreamState, exc: BadReply) -> tu
             f"{batch.entries[len(aside.entries)].cursor}..{batch.cursor_to} joined the batch after its first "
             "failure and stay pending: the run stops here and the next one dreams them"
         )
-    if left:  # only the late entries set aside are dreamt: the others stay pending with the rest
+        # Only the late entries set aside are dreamt: the others stay pending with the rest.
         written = tuple(e for e in where.written if e.cursor <= failure.cursor_to)
-        where = replace(where, batch=aside, late=late_among(written, where.late_now))
+        where = replace(where, batch=aside, written=written)
     state, bookkeeping = _past_batch(where, state)
     files = {**bookkeeping, **_carried(ctx, git)}
     subject = f"dream: set aside {aside.cursor_from}..{aside.cursor_to} after {failure.count} failed runs"

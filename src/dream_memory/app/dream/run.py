@@ -66,7 +66,7 @@ from dream_memory.app.progress import BatchEnded, RunStarted, emitter
 from dream_memory.app.versioning import commit_manual_edits, recover
 from dream_memory.core import layout
 from dream_memory.core.history import Batch, HistoryEntry, plan_batches
-from dream_memory.core.late_entries import late_among, late_keys, missed
+from dream_memory.core.late_entries import late_keys, missed
 from dream_memory.core.ports import Redactor
 from dream_memory.core.state import DreamState
 from dream_memory.core.stop import signal_name
@@ -375,10 +375,9 @@ def _dream_and_land(run: _Run, planned: Batch) -> bool:
     record = BatchRecord(batch.cursor_from, batch.cursor_to, len(batch.entries), scope=batch.scope)
     report.batches.append(record)
     meter = _Meter(run.model, record, ctx.redactor)
-    # Keyed by the entries as written (the guarded batch may hold redacted text).
-    late = late_among(planned.entries, run.late_now)
+    # Late entries are keyed as written (the guarded batch may hold redacted text).
     where = BatchContext(
-        ctx, run.git, batch, record, report, run.origins, late=late, late_now=run.late_now, written=planned.entries
+        ctx, run.git, batch, record, report, run.origins, late_now=run.late_now, written=planned.entries
     )
     try:
         dream_batch(ctx, run.model, batch, staging, record, protocols=run.protocols)
