@@ -45,3 +45,17 @@ def test_a_forget_or_a_was_names_lines_by_whole_words_only() -> None:
     assert "Slack" not in one and "GitHub" in one
     replaced = add_fact(text, "memory/MEMORY.md", "User drinks coffee (was tea)")
     assert "- User's team uses Slack for chat" in replaced and "- User drinks coffee" in replaced
+
+
+def test_a_forget_that_names_several_lines_says_so_in_the_report(isolated: Cli) -> None:
+    """A bare forget matching two lines removes neither, and the batch's notes say so: it used to
+    read as "every fact is already in memory"."""
+    memory = "# Memory\n\n## Facts\n\n- The team uses Slack\n- The team uses GitHub\n"
+    with ScriptedLLMServer(responder=lambda r: Reply("[MEMORY] Forget: team uses [from 1]")) as server:
+        use_preset(isolated, server, editProtocol="facts")
+        make_workspace(isolated, ["Forget what the team uses"], files={"memory/MEMORY.md": memory})
+        code, report = isolated.run_json("run")
+    assert code == 0, report
+    notes = " ".join(report["batches"][0]["notes"])
+    assert "fact 1, a Forget: without (was ...), names 2 lines of memory/MEMORY.md" in notes
+    assert (isolated.workspace / "memory/MEMORY.md").read_text() == memory

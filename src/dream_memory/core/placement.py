@@ -136,15 +136,29 @@ def forgotten_value(text: str) -> str:
     return superseded_value(text) or _FORGET.sub("", text).strip().rstrip(".").strip()
 
 
+def _named_bullets(lines: Sequence[str], wanted: str) -> set[int]:
+    """The indexes of the bullets of ``lines`` that hold the normalised ``wanted`` as words."""
+    bullets = ((i, ln) for i, ln in enumerate(lines) if ln.lstrip().startswith(("-", "*")))
+    return {i for i, ln in bullets if names(wanted, _normalize_line(ln))}
+
+
+def forget_not_one(fact_text: str, text: str | None) -> int | None:
+    """How many bullets of ``text`` a bare "Forget: X" names when that is not exactly one (then
+    ``add_fact`` removes nothing, and the batch must say so); None when it names one line, or
+    the fact is no bare forget."""
+    if not is_forget(fact_text) or superseded_value(fact_text) is not None:
+        return None
+    count = len(_named_bullets(lines_with_ends(text or ""), _normalize(forgotten_value(fact_text))))
+    return None if count == 1 else count
+
+
 def add_fact(text: str, path: str, fact_text: str, avoid: Collection[str] = ()) -> str:
     """The file text with one fact filed under its section; a superseded line is replaced, and a
     request to forget removes the line it names and adds nothing."""
     if is_forget(fact_text):
         wanted = _normalize(forgotten_value(fact_text))
         lines = lines_with_ends(text)
-        forgotten = {
-            i for i, ln in enumerate(lines) if ln.lstrip().startswith(("-", "*")) and names(wanted, _normalize_line(ln))
-        }
+        forgotten = _named_bullets(lines, wanted)
         if superseded_value(fact_text) is None and len(forgotten) != 1:
             # A bare "Forget: X" names its line by X's words alone: "Forget: it" or "Forget: tea"
             # matching several lines names none of them, and removes nothing.

@@ -26,7 +26,7 @@ from dream_memory.core.agent_loop import (
 from dream_memory.core.facts import Fact, Facts
 from dream_memory.core.history import Batch, format_timestamp
 from dream_memory.core.markdown import query_terms
-from dream_memory.core.placement import place_facts, unapplied_facts
+from dream_memory.core.placement import forget_not_one, place_facts, unapplied_facts
 from dream_memory.core.ports import ChatModel, Redactor
 from dream_memory.core.prompts import (
     PHASE2_SYSTEM,
@@ -169,6 +169,16 @@ def _check_applied(edits: _Edits) -> None:
     """Nothing changed is fine only when every fact is in memory already (the placement rules
     would add none); otherwise the batch failed on its content."""
     facts, record = edits.facts, edits.record
+    for number, fact in enumerate(facts.facts, start=1):
+        # Removing nothing, it reads as "already in memory": said, never passed over. By number,
+        # not quoted: these facts are not redacted (record.found holds them redacted).
+        count = forget_not_one(fact.text, edits.staging.disk_text(fact.target))
+        if count is not None:
+            named = "no line" if count == 0 else f"{count} lines"
+            record.notes.append(
+                f"fact {number}, a Forget: without (was ...), names {named} of {fact.target}, not one: "
+                "nothing was removed for it"
+            )
     pending = place_facts(facts.facts, edits.staging.read, edits.today)
     if not edits.staging.changes():
         if not pending:
