@@ -4,9 +4,11 @@ neither accept nor restore (the purge rewrote the git history it would be restor
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from forget_helpers import Env
 
 from dream_memory.testing.llm_server import Reply, ScriptedLLMServer, tool_call
@@ -87,3 +89,55 @@ def test_a_held_record_it_cannot_read_fails_the_purge_before_it_starts(tmp_path:
     assert failed.exit_code == 2, failed.output
     assert not (env.ws / "memory/.forget_journal.json").exists()
     assert "unfinished" not in env.dream("status").output
+
+
+def _file_lines(output: str) -> list[str]:
+    """The report's lines on files, history and held changes (before git's), as the real run
+    words them."""
+    lines = output.split("\ngit:", maxsplit=1)[0].splitlines()[1:]
+    return [line.replace("would be ", "") for line in lines]
+
+
+@pytest.mark.parametrize("purge", [("--entity", "acmecorp"), ("--purge", "acmecorp")], ids=["deleted", "renamed"])
+def test_a_dry_run_names_the_files_the_real_run_changes_in_the_same_words(
+    tmp_path: Path, purge: tuple[str, str]
+) -> None:
+    """The held change's record goes with it: a dry run listed its files as lines it would
+    rewrite, and the real run deletes them."""
+    env = Env(tmp_path)
+    _held_on_the_entity(env, tmp_path)
+    fields = ("files", "removed", "renamed", "history", "cursors", "held_dropped")
+
+    dry = env.dream("forget", *purge, "--dry-run")
+    code, dry_json = env.dream_json("forget", *purge, "--dry-run")
+    assert dry.exit_code == 0 and code == 0, dry.output
+    assert ".dream_held" not in dry.output and dry_json["held_dropped"] == {"1-1.1": "entities/acmecorp.md"}
+    real = env.dream("forget", *purge, "--json")
+
+    assert real.exit_code == 0, real.output
+    done = json.loads(real.stdout)
+    assert {k: dry_json[k] for k in fields} == {k: done[k] for k in fields}
+    assert not (env.ws / "memory/.dream_held/1-1.1").exists()
+
+
+def test_a_dry_run_prints_the_real_runs_file_lines(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    _held_on_the_entity(env, tmp_path)
+
+    dry = env.dream("forget", "--entity", "acmecorp", "--dry-run")
+    real = env.dream("forget", "--entity", "acmecorp")
+
+    assert dry.exit_code == 0 and real.exit_code == 0, dry.output + real.output
+    assert _file_lines(dry.output) == _file_lines(real.output)
+
+
+def test_the_drop_is_committed_as_forgets_not_as_a_review_reject(tmp_path: Path) -> None:
+    env = Env(tmp_path)
+    _held_on_the_entity(env, tmp_path)
+
+    assert env.dream("forget", "--entity", "acmecorp").exit_code == 0
+
+    subjects = env.git("log", "--format=%s").splitlines()
+    assert subjects[0] == "dream: forget dropped held change 1-1.1 (its file is deleted by the purge)"
+    assert not any("review" in s for s in subjects), subjects
+    assert "acmecorp" not in env.git("log", "--format=%B", "--all").lower()

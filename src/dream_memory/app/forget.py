@@ -185,9 +185,13 @@ def _run(rt: Runtime, git: GitStore | None, target: rules.Target, report: Forget
         # The guard first: an append made while the purge rewrites files and commits (it takes
         # no Dream lock) is redacted already. Saved last, it let the value back into history.
         _guard(root, target, report.purge_id)
-    if git is not None and not dry_run:
-        _drop_held(git, report.held_dropped)
-    _purge_files(rt, git, target, report, dry_run=dry_run)
+    dropped: dict[str, bytes | None] = {}
+    if git is not None and report.held_dropped:
+        if dry_run:
+            dropped = _held_gone(git, report.held_dropped)
+        else:
+            _drop_held(git, target, report.held_dropped)
+    _purge_files(rt, git, target, report, dry_run=dry_run, dropped=dropped)
     _purge_history(rt, target, report, dry_run=dry_run)
     _purge_search_index(rt, report, dry_run=dry_run)
     _note_sessions(rt, target, report)
@@ -263,19 +267,46 @@ def _check_repository(git: GitStore, *, resumed: bool, dry_run: bool) -> None:
 
 
 def _held_on(git: GitStore, target: rules.Target) -> dict[str, str]:
-    """The held changes on a file the purge deletes or renames: dropped first, as `dream review
-    reject` drops them (their history stays consumed). Left, a record named
+    """The held changes on a file the purge deletes or renames: dropped first, their records with
+    them (their history stays consumed). Left, a record named
     `entities/[forgotten].md` was damaged: neither accepted nor restored from git after the purge."""
     from dream_memory.app.held import held_on
 
     return held_on(git, lambda rel: target.drops(rel) or rules.purge_name(rel, target) != rel)
 
 
-def _drop_held(git: GitStore, held_ids: dict[str, str]) -> None:
-    from dream_memory.app.held import discard_held_batch
+def _drop_held(git: GitStore, target: rules.Target, held: dict[str, str]) -> None:
+    """One commit per held change or batch, under a subject of its own: committed as `dream
+    review reject` commits, `git log` said a person had rejected it in review. The subject names
+    neither the file (the forgotten entity's own name) nor the value."""
+    from dream_memory.app.held import state_of, without_held
+    from dream_memory.app.versioning import apply_commit
 
-    for held_id in held_ids:
-        discard_held_batch(git, held_id)
+    for held_id, rel in held.items():
+        state = state_of(git)
+        what = "change" if state.find_change(held_id) is not None else "batch"
+        changes, _ = without_held(git, state, held_id)
+        how = "deleted" if target.drops(rel) else "renamed"
+        apply_commit(
+            git,
+            changes,
+            f"dream: forget dropped held {what} {held_id} (its file is {how} by the purge)\n\n"
+            "Dropped by dream forget; its history stays consumed.",
+        )
+
+
+def _held_gone(git: GitStore, held: dict[str, str]) -> dict[str, bytes | None]:
+    """For a dry run, the files as the drops would leave them (held folders gone, the state
+    without them): read from disk instead, the held records were listed as lines to rewrite,
+    which the real run deletes."""
+    from dream_memory.app.held import state_of, without_held
+
+    gone: dict[str, bytes | None] = {}
+    state = state_of(git)
+    for held_id in held:
+        changes, state = without_held(git, state, held_id)
+        gone.update(changes)
+    return gone
 
 
 def _fs(rt: Runtime, git: GitStore | None) -> RootedDir:
@@ -287,7 +318,13 @@ def _fs(rt: Runtime, git: GitStore | None) -> RootedDir:
 
 
 def _purge_files(
-    rt: Runtime, git: GitStore | None, target: rules.Target, report: ForgetReport, *, dry_run: bool
+    rt: Runtime,
+    git: GitStore | None,
+    target: rules.Target,
+    report: ForgetReport,
+    *,
+    dry_run: bool,
+    dropped: dict[str, bytes | None],
 ) -> None:
     fs = _fs(rt, git)
     from dream_memory.adapters.forgotten import files_below
@@ -295,7 +332,7 @@ def _purge_files(
     for rel in files_below(fs, (*layout.tracked_roots(), layout.CONSOLIDATION), _disk_scope):
         if layout.matches_any(rel, (layout.HISTORY, f"{layout.ARCHIVE_DIR}/**")):
             continue
-        data = fs.read(rel)
+        data = dropped[rel] if rel in dropped else fs.read(rel)
         if data is None:
             continue
         new = rules.purge_bytes(rel, data, target)

@@ -193,6 +193,16 @@ def discard_held_batch(git: GitStore, held_id: str) -> dict[str, Any]:
     }
 
 
+def without_held(git: GitStore, state: DreamState, held_id: str) -> tuple[dict[str, bytes | None], DreamState]:
+    """What dropping one held change or batch writes (its folder deleted, ``state`` without it),
+    and the state it leaves: `dream forget` commits it, and its dry run reads the files through
+    it, so that both name the same files."""
+    changes: dict[str, bytes | None] = folder_removal(git, f"{layout.DREAM_HELD_DIR}/{_check_id(held_id)}")
+    state = state.without_change(held_id).without_held(held_id)
+    changes[layout.DREAM_STATE] = state.to_json().encode()
+    return changes, state
+
+
 def held_on(git: GitStore, going: Callable[[str], bool]) -> dict[str, str]:
     """Held changes and batches (id -> path) on a file ``going`` says is about to go or be
     renamed (``dream forget``): their records would name a file that is no longer there."""
