@@ -14,7 +14,10 @@ kinds); a run another process holds the lock for is a report with status ``locke
 Every method but ``init()`` needs the workspace to exist: on a path with none it raises
 ``dream_memory.errors.NoWorkspace`` (an InputError, exit code 2) and creates nothing.
 Log lines (a migration, a stale lock taken over) become ``warnings``. Nothing here imports litellm
-until a method calls a model.
+until a method calls a model. An argument of a kind its method's annotation does not take (``"3"``
+for ``limit: int``, ``True`` for a number, one string for a list, None where None is not named)
+raises InputError naming the method, the argument, what was given and what is expected, before
+anything is read or written (``app.arguments``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
+from dream_memory.app.arguments import checked_arguments
 from dream_memory.app.runtime import Runtime, require_read_root
 from dream_memory.settings import defaults
 
@@ -63,6 +67,16 @@ def _own_umask(method: _Method) -> _Method:
     return cast("_Method", call)
 
 
+def _annotation_names() -> dict[str, Any]:
+    """The names the methods' argument annotations use that this module imports only for type
+    checking (loaded at the first call, so ``from dream_memory import Workspace`` stays light)."""
+    from dream_memory.app.history import NewEntry
+    from dream_memory.core.ports import ChatModel, Clock
+
+    return {"NewEntry": NewEntry, "ChatModel": ChatModel, "Clock": Clock}
+
+
+@checked_arguments(_annotation_names)
 class Workspace:
     """A dream-memory workspace. ``path`` None means ``$DREAM_WORKSPACE`` or the default.
 
