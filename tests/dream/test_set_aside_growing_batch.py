@@ -71,13 +71,23 @@ def test_a_batch_growing_between_runs_is_set_aside_at_its_third_failure(isolated
             assert "I cannot help with that." in report["batches"][0]["error"]
             assert isolated.run("append", appended).exit_code == 0
 
-        code, report, notes = run(isolated)
+        result = isolated.run("run", "--json")
+        code, report = result.exit_code, json.loads(result.stdout)
+        notes = [note for batch in report["batches"] for note in batch["notes"]]
         assert code == 0 and report["status"] == "set_aside", report
-        assert ranges(report) == [(1, 5, "set_aside")]
+        # The batch's record says what was set aside and what stays pending, as set_aside,
+        # cursor_after and entries_processed do: a scheduler reading batches[] alone took 1..5.
+        assert ranges(report) == [(1, 3, "set_aside")]
+        assert report["batches"][0]["entries"] == 3
+        assert report["batches"][0]["left_pending"] == {"cursor_from": 4, "cursor_to": 5, "entries": 2}
         assert [(s["cursor_from"], s["cursor_to"]) for s in report["set_aside"]] == [(1, 3)]
         assert "failed 3 runs in a row" in report["set_aside"][0]["reason"]
         assert report["cursor_after"] == 3 and report["entries_processed"] == 3
         assert any("4..5" in n and "pending" in n for n in notes), notes
+        # The text the run prints says the same: never batch 1..5 set aside.
+        assert "dream: batch 1..3 (3 entries): set_aside" in result.stderr, result.stderr
+        assert "batch 1..5 (5 entries)" not in result.stderr and "set aside 1..5" not in result.stderr
+        assert "set aside 1..3: failed 3 runs" in result.stderr and "left pending 4..5" in result.stderr, result.stderr
         assert (
             git(isolated.workspace, "log", "-1", "--format=%s").strip() == "dream: set aside 1..3 after 3 failed runs"
         )
@@ -109,7 +119,8 @@ def test_a_batch_size_changed_between_runs_still_counts_and_sets_aside_only_what
 
         code, report, notes = run(isolated)
         assert code == 0 and report["status"] == "set_aside", report
-        assert ranges(report) == [(1, 5, "set_aside")]
+        assert ranges(report) == [(1, 2, "set_aside")]
+        assert report["batches"][0]["left_pending"] == {"cursor_from": 3, "cursor_to": 5, "entries": 3}
         assert [(s["cursor_from"], s["cursor_to"]) for s in report["set_aside"]] == [(1, 2)]
         assert any("3..5" in n and "pending" in n for n in notes), notes
         assert pending(isolated) == 3

@@ -131,15 +131,27 @@ class ProvenanceJSON(TypedDict):
     removed: list[RemovedLineJSON]
 
 
+class PendingJSON(TypedDict):
+    """Entries that ran in a batch set aside but were not set aside with it: they joined the batch
+    after its first failure, stay pending, and the next run dreams them."""
+
+    cursor_from: int
+    """Cursor of the first entry left pending."""
+    cursor_to: int
+    """Cursor of the last entry left pending."""
+    entries: int
+    """Entries left pending."""
+
+
 class BatchJSON(TypedDict):
     """One batch of history entries and how it ended."""
 
     cursor_from: int
     """Cursor of the batch's first entry."""
     cursor_to: int
-    """Cursor of the batch's last entry."""
+    """Cursor of the batch's last entry; for a batch set aside, of the last entry set aside."""
     entries: int
-    """Entries in the batch."""
+    """Entries in the batch; for a batch set aside, the entries set aside."""
     outcome: BatchOutcome
     """How the batch ended (docs/reference/report.md#how-a-batch-ends)."""
     facts: int
@@ -176,6 +188,9 @@ class BatchJSON(TypedDict):
     provenance: ProvenanceJSON | None
     """The batch's facts with their sources, the lines they produced, and what was removed and why;
     null when phase 1 found no fact."""
+    left_pending: PendingJSON | None
+    """For a batch set aside of which only the front failed three runs in a row: the entries after
+    it, which stay pending (not in cursor_from..cursor_to); null otherwise."""
 
 
 class HeldJSON(TypedDict):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from dream_memory.adapters import fsutil
@@ -138,13 +139,13 @@ def _past_batch(where: BatchContext, state: DreamState) -> tuple[DreamState, dic
 
 @contextlib.contextmanager
 def _open_unless_committed(
-    git: GitStore, record: BatchRecord, report: DreamReport, passed: Batch | None = None
+    git: GitStore, record: BatchRecord, report: DreamReport, passed: Callable[[], None] = lambda: None
 ) -> Iterator[None]:
     """A batch whose commit raised before HEAD moved is left open, so the run's failure is
     reported as the batch's own (a refused commit read "committed" with no commit). One that
     raised after (writing the files failed) is committed, and the report lists its commit;
-    the next run finishes writing it. ``passed``: the entries the commit passes when they are
-    not the whole batch (only its front set aside)."""
+    the next run finishes writing it. ``passed`` narrows the record to what the commit passed
+    (only the batch's front set aside): only once it landed, as a batch left open ran whole."""
     before = git.head()
     try:
         yield
@@ -155,8 +156,9 @@ def _open_unless_committed(
         if landed is not None and landed != before:  # its commit holds the cursor past it
             record.commit = landed
             report.commits.append(landed)
-            report.cursor_after = max(report.cursor_after, passed.cursor_to if passed else record.cursor_to)
-            report.entries_processed += len(passed.entries) if passed else record.entries
+            passed()
+            report.cursor_after = max(report.cursor_after, record.cursor_to)
+            report.entries_processed += record.entries
         else:
             record.outcome, record.files_changed = "", []
         raise
@@ -451,12 +453,13 @@ def content_failure(where: BatchContext, state: DreamState, exc: BadReply) -> tu
     subject = f"dream: set aside {aside.cursor_from}..{aside.cursor_to} after {failure.count} failed runs"
     counted = replace(record, entries=len(aside.entries))
     message = _commit_message(subject, aside, [], counted, ctx.model.name, scope=ctx.options.scope_named(batch.scope))
-    with _open_unless_committed(git, record, report, aside):
+    with _open_unless_committed(git, record, report, partial(record.set_aside_front, aside, batch)):
         record.commit = apply_commit(git, files, message)
+    record.set_aside_front(aside, batch)
     if record.commit:
         report.commits.append(record.commit)
-    report.cursor_after = max(report.cursor_after, aside.cursor_to)
-    report.entries_processed += len(aside.entries)
+    report.cursor_after = max(report.cursor_after, record.cursor_to)
+    report.entries_processed += record.entries
     return state, not left
 
 

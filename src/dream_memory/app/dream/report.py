@@ -12,7 +12,7 @@ from dream_memory.adapters.git import FileChange
 from dream_memory.core import layout
 from dream_memory.core.chat import Usage
 from dream_memory.core.facts import Fact
-from dream_memory.core.history import HistoryEntry
+from dream_memory.core.history import Batch, HistoryEntry
 from dream_memory.core.ports import Redactor
 from dream_memory.core.provenance import Attribution, Declared
 
@@ -59,6 +59,16 @@ class BatchRecord:
     cited: dict[int, HistoryEntry] = field(default_factory=dict, repr=False)  # cursor -> the entry its facts cite
     attribution: Attribution | None = field(default=None, repr=False)
     unapplied: tuple[int, ...] = field(default=(), repr=False)  # numbers of the facts phase 2 left out
+    left_pending: dict[str, int] | None = None  # set aside: the batch's entries that were not
+
+    def set_aside_front(self, front: Batch, ran: Batch) -> None:
+        """When only ``front`` of the batch that ran was set aside, the record's range becomes it,
+        as the commit, ``set_aside`` and the cursor say, and ``left_pending`` names the rest: a
+        reader of ``batches`` alone took every entry that ran for set aside."""
+        rest = ran.entries[len(front.entries) :]
+        if rest:
+            self.left_pending = {"cursor_from": rest[0].cursor, "cursor_to": rest[-1].cursor, "entries": len(rest)}
+            self.cursor_to, self.entries = front.cursor_to, len(front.entries)
 
     @property
     def facts_unsourced(self) -> int:
@@ -125,6 +135,7 @@ class BatchRecord:
             "scope": self.scope,
             "scope_refusals": self.scope_refusals,
             "provenance": self.provenance_json(),
+            "left_pending": self.left_pending,
         }
 
 

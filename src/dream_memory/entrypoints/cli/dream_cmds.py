@@ -43,6 +43,12 @@ def _summary(report: dict[str, Any]) -> str:
     lines += [f"  {f['path']}: +{f['added']} -{f['removed']}" for f in report["files_changed"]]
     lines += [f"  held {h['id']}: {h['reason']}" for h in report["held"]]
     lines += [f"  set aside {s['cursor_from']}..{s['cursor_to']}: {s['reason']}" for s in report["set_aside"]]
+    lines += [
+        f"  left pending {p['cursor_from']}..{p['cursor_to']}: ran in the batch set aside, not set aside; "
+        "the next run dreams them"
+        for b in report["batches"]
+        if (p := b["left_pending"])
+    ]
     lines += [f"  note: {n}" for n in report.get("notes", [])]
     lines += [f"  error: {e}" for e in report["errors"]]
     return "\n".join(lines)
