@@ -10,6 +10,19 @@ path or variable at fault and say what to do, and they never echo a value that m
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Self
+
+Spelling = Callable[[str], str]
+"""How a face spells an option the caller gave, from its CLI flag: "--as-of" -> "asOf" for the
+MCP tools; "" when the face takes no such option (an MCP server's scope is fixed at start)."""
+Wording = Callable[[Spelling], tuple[str, "str | None"]]
+
+
+def cli_spelling(option: str) -> str:
+    return option
+
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -20,6 +33,7 @@ class DreamError(Exception):
     """Root of every error this package raises on purpose."""
 
     exit_code: int = EXIT_FAILED
+    wording: Wording | None = None  # set by naming(): the text for a face that spells options its own way
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -28,6 +42,24 @@ class DreamError(Exception):
 
     def __str__(self) -> str:
         return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
+
+    @classmethod
+    def naming(cls, wording: Wording) -> Self:
+        """An error whose message or hint names an option the caller gives. The service words it
+        once, as a function of the option's spelling; ``message`` and ``hint`` are the CLI's, and
+        ``spelled`` renders it for a face whose options are not the CLI's flags (an MCP client
+        told to pass --as-of cannot: its tools take asOf)."""
+        message, hint = wording(cli_spelling)
+        error = cls(message, hint=hint)
+        error.wording = wording
+        return error
+
+    def spelled(self, spelling: Spelling) -> str:
+        """``str(self)`` with the options named as ``spelling`` names them."""
+        if self.wording is None:
+            return str(self)
+        message, hint = self.wording(spelling)
+        return f"{message}\n  hint: {hint}" if hint else message
 
 
 class UsageError(DreamError):

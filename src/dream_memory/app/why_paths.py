@@ -26,10 +26,12 @@ def check_path(path: str, root: Path | None = None) -> str:
         if inside is not None:
             rel = inside
         elif outside:
-            raise UsageError(
-                f"{path} is outside the workspace {root}",
-                hint="give a memory file of this workspace (relative to it, e.g. USER.md), or pick the "
-                "workspace with --workspace",
+            raise UsageError.naming(
+                lambda o: (
+                    f"{path} is outside the workspace {root}",
+                    "give a memory file of this workspace (relative to it, e.g. USER.md)"
+                    + (f", or pick the workspace with {o('--workspace')}" if o("--workspace") else ""),
+                )
             )
     if not layout.is_content(rel):
         raise UsageError(

@@ -31,8 +31,13 @@ def check_visible(who: ReaderScope, path: str, root: Path | None) -> str:
     rel = check_path(path, root)
     problem = who.problem(rel)
     if problem is not None:
-        raise UsageError(
-            problem, hint=f"this reader reads as {who.label()}; give --scope or --session-key to change it"
+        raise UsageError.naming(
+            lambda o: (
+                problem,
+                f"this reader reads as {who.label()}; give {o('--scope')} or {o('--session-key')} to change it"
+                if o("--scope")
+                else f"this reader reads as {who.label()}, set when it started; no argument of a call changes it",
+            )
         )
     return rel
 

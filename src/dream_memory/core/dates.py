@@ -242,7 +242,7 @@ def parse_as_of(text: str) -> AsOf:
     match = _AS_OF.match(text)
     hint = "give a date as YYYY-MM-DD, or a time as 'YYYY-MM-DD HH:MM' (optionally :SS and an offset like +02:00)"
     if match is None:
-        raise InputError(f"--as-of {text!r} is not a date", hint=hint)
+        raise InputError.naming(lambda o: (f"{o('--as-of')} {text!r} is not a date", hint))
     try:
         day = date.fromisoformat(match["date"])
         if match["hour"] is None:
@@ -252,7 +252,8 @@ def parse_as_of(text: str) -> AsOf:
                 day.year, day.month, day.day, int(match["hour"]), int(match["minute"]), int(match["second"] or 59)
             )
     except ValueError as exc:
-        raise InputError(f"--as-of {text!r} is not a date: {exc}", hint=hint) from exc
+        reason = str(exc)  # the name ``exc`` is gone once the block ends, before a face words the error
+        raise InputError.naming(lambda o: (f"{o('--as-of')} {text!r} is not a date: {reason}", hint)) from exc
     zone = match["zone"]
     if zone is None:
         return AsOf(text.strip(), wall, None)
@@ -263,7 +264,9 @@ def parse_as_of(text: str) -> AsOf:
         offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:]))
         offset = -offset if zone[0] == "-" else offset
         if int(digits[2:]) > 59 or abs(offset) >= timedelta(hours=24):
-            raise InputError(f"--as-of {text!r} is not a date: the offset {zone} is no time zone", hint=hint)
+            raise InputError.naming(
+                lambda o: (f"{o('--as-of')} {text!r} is not a date: the offset {zone} is no time zone", hint)
+            )
     return AsOf(text.strip(), None, wall.replace(tzinfo=timezone(offset)))
 
 

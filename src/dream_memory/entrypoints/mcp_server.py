@@ -3,8 +3,8 @@
 Tools ``dream_resolve``, ``dream_entity``, ``dream_section``, ``dream_search`` and ``dream_why``
 (where a memory line comes from) return the same
 text as the CLI (content) and the same object as ``--json`` (structured content). A refusal or a
-miss is a tool error (``isError``) carrying the CLI's message, never an empty success, so an agent
-cannot mistake "excluded" for "nothing known".
+miss is a tool error (``isError``) carrying the CLI's message (its options named as the tools take
+them), never an empty success, so an agent cannot mistake "excluded" for "nothing known".
 
 stdout is the protocol: nothing here prints, and the SDK's logging goes to stderr.
 
@@ -82,6 +82,15 @@ ReaderFactory = Callable[..., ReadStore]
 _text = for_terminal
 _exact = escape_lone_surrogates
 
+# The shared services name the options in their errors as the CLI's flags, which a client cannot
+# pass here: the tools' own arguments stand in for them, and an option no tool takes (the scope
+# and the workspace are fixed when the server starts) is "", which the error words without.
+_ARGUMENTS = {"--as-of": "asOf", "--offset-line": "offsetLine", "--max-results": "maxResults"}
+
+
+def _said(exc: DreamError) -> str:
+    return _text(exc.spelled(lambda flag: _ARGUMENTS.get(flag, "")))
+
 
 def _result(text: str, data: dict[str, Any]) -> CallToolResult:
     return CallToolResult(
@@ -91,11 +100,11 @@ def _result(text: str, data: dict[str, Any]) -> CallToolResult:
 
 @contextlib.contextmanager
 def _tool_errors() -> Iterator[None]:
-    """The read side's errors become tool errors with the same message as the CLI."""
+    """The read side's errors become tool errors with the CLI's message, the options as the tools name them."""
     try:
         yield
     except DreamError as exc:
-        raise ToolError(_text(str(exc))) from exc
+        raise ToolError(_said(exc)) from exc
 
 
 @contextlib.contextmanager
@@ -103,9 +112,9 @@ def _resource_errors() -> Iterator[None]:
     try:
         yield
     except NotFound as exc:  # the SDK's not-found (invalid params), not an internal error
-        raise ResourceNotFoundError(_text(str(exc))) from exc
+        raise ResourceNotFoundError(_said(exc)) from exc
     except DreamError as exc:
-        raise ResourceError(_text(str(exc))) from exc
+        raise ResourceError(_said(exc)) from exc
 
 
 @contextlib.contextmanager
@@ -116,7 +125,7 @@ def _prompt_errors() -> Iterator[None]:
         yield
     except DreamError as exc:
         code = INVALID_PARAMS if exc.exit_code == EXIT_USAGE else INTERNAL_ERROR
-        raise MCPError(code, _text(str(exc))) from exc
+        raise MCPError(code, _said(exc)) from exc
 
 
 # --- tools -----------------------------------------------------------------------------------------

@@ -37,9 +37,11 @@ def commit_as_of(root: Path, text: str) -> AsOfCommit:
     moment = parse_as_of(text)
     git = open_readonly(root)
     if git is None:
-        raise UsageError(
-            f"--as-of needs a store versioned in git, and {root} is not inside a git repository",
-            hint="drop --as-of to read the files as they are now",
+        raise UsageError.naming(
+            lambda o: (
+                f"{o('--as-of')} needs a store versioned in git, and {root} is not inside a git repository",
+                f"drop {o('--as-of')} to read the files as they are now",
+            )
         )
     try:
         shallow = git.is_shallow
@@ -54,10 +56,17 @@ def commit_as_of(root: Path, text: str) -> AsOfCommit:
     finally:
         git.close()
     if oldest is None:
-        raise InputError(f"--as-of {text}: the store has no commits yet", hint="drop --as-of, or run `dream run` first")
+        raise InputError.naming(
+            lambda o: (
+                f"{o('--as-of')} {text}: the store has no commits yet",
+                f"drop {o('--as-of')}, or run `dream run` first",
+            )
+        )
     first = _local(oldest.commit_time, oldest.commit_timezone)
     where = " (the oldest this shallow clone holds: `git fetch --unshallow` brings the rest)" if shallow else ""
-    raise InputError(
-        f"--as-of {text} is before the store's first commit, made {first}{where}",
-        hint="give a date on or after that one",
+    raise InputError.naming(
+        lambda o: (
+            f"{o('--as-of')} {text} is before the store's first commit, made {first}{where}",
+            "give a date on or after that one",
+        )
     )

@@ -91,9 +91,15 @@ class ReaderScope:
         if not self.private:
             from dream_memory.errors import NotFound
 
-            raise NotFound(
-                f"section {name!r} is a private scope's own file, and this reader's scope is shared",
-                hint="give --scope NAME or --session-key KEY (or DREAM_MEMORY_SCOPE) to read as a private scope",
+            raise NotFound.naming(
+                lambda o: (
+                    f"section {name!r} is a private scope's own file, and this reader's scope is shared",
+                    f"give {o('--scope')} NAME or {o('--session-key')} KEY (or DREAM_MEMORY_SCOPE) to read as a "
+                    "private scope"
+                    if o("--scope")
+                    else "a reader's scope is set when it starts, never by a call: one started for a private "
+                    "scope reads its own sections",
+                )
             )
         return self.own_sections()[name.casefold()]
 
