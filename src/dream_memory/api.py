@@ -10,7 +10,9 @@
 
 Every method is one service call and returns its typed report; ``report.to_json()`` is what the
 CLI's ``--json`` prints. Errors are the package's own (``dream_memory.errors.DreamError`` and its
-kinds); a run another process holds the lock for is a report with status ``locked``, as in the CLI.
+kinds), with the CLI's messages but the options named as the methods take them (``as_of 'nope' is
+not a date``, never the CLI's ``--as-of``); a run another process holds the lock for is a report
+with status ``locked``, as in the CLI.
 Every method but ``init()`` needs the workspace to exist: on a path with none it raises
 ``dream_memory.errors.NoWorkspace`` (an InputError, exit code 2) and creates nothing.
 Log lines (a migration, a stale lock taken over) become ``warnings``. Nothing here imports litellm
@@ -23,6 +25,7 @@ anything is read or written (``app.arguments``).
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
@@ -31,6 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from dream_memory.app.arguments import checked_arguments
 from dream_memory.app.runtime import Runtime, require_read_root
+from dream_memory.errors import DreamError
 from dream_memory.settings import defaults
 
 if TYPE_CHECKING:
@@ -54,6 +58,7 @@ def _warn(message: str) -> None:
 
 
 _Method = TypeVar("_Method", bound=Callable[..., Any])
+_T = TypeVar("_T")
 
 
 def _own_umask(method: _Method) -> _Method:
@@ -67,6 +72,54 @@ def _own_umask(method: _Method) -> _Method:
     return cast("_Method", call)
 
 
+# The services name an option in an error as the CLI's flag (errors.DreamError.naming), which a
+# Python caller cannot pass: the methods' keyword arguments stand in for the flags. A flag no method
+# takes is "" and left out of the advice, as the MCP server does; a flag that is a switch reads as
+# the keyword set to True. "--all" is review's every=True; consolidate has no such argument (every
+# session is sessions=None), so it keeps the default "".
+_KEYWORDS = {
+    "--as-of": "as_of",
+    "--offset-line": "offset_line",
+    "--scope": "scope",
+    "--session-key": "session_key",
+    "--budget": "budget",
+    "--batch-size": "batch_size",
+    "--max-batches": "max_batches",
+    "--max-tokens": "max_tokens",
+    "--max-cost": "max_cost",
+    "--max-seconds": "max_seconds",
+    "--session": "sessions",
+    "--purge": "value",
+    "--entity": "entity",
+    "--force": "force=True",
+    "--replay": "replay=True",
+    "--config": "Workspace(config=...)",
+}
+_METHOD_KEYWORDS = {"review": {"--all": "every=True"}}
+
+
+def _in_api_words(cls: type[_T]) -> type[_T]:
+    """A class decorator: each public method (and ``__init__``) re-words a service error that
+    names an option the caller gave (``DreamError.naming``) as its keywords name it, and raises
+    the same exception on, so the caller's ``except InputError`` and its exit code still hold."""
+    for name, member in list(vars(cls).items()):
+        if inspect.isfunction(member) and (name == "__init__" or not name.startswith("_")):
+            setattr(cls, name, _worded(member, {**_KEYWORDS, **_METHOD_KEYWORDS.get(name, {})}))
+    return cls
+
+
+def _worded(method: Callable[..., Any], keywords: Mapping[str, str]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except DreamError as exc:
+            exc.respell(lambda flag: keywords.get(flag, ""))
+            raise
+
+    return call
+
+
 def _annotation_names() -> dict[str, Any]:
     """The names the methods' argument annotations use that this module imports only for type
     checking (loaded at the first call, so ``from dream_memory import Workspace`` stays light)."""
@@ -76,6 +129,7 @@ def _annotation_names() -> dict[str, Any]:
     return {"NewEntry": NewEntry, "ChatModel": ChatModel, "Clock": Clock}
 
 
+@_in_api_words
 @checked_arguments(_annotation_names)
 class Workspace:
     """A dream-memory workspace. ``path`` None means ``$DREAM_WORKSPACE`` or the default.

@@ -61,6 +61,14 @@ class DreamError(Exception):
         message, hint = self.wording(spelling)
         return f"{message}\n  hint: {hint}" if hint else message
 
+    def respell(self, spelling: Spelling) -> None:
+        """Word this error in place as ``spelling`` names the options, for a face that raises it
+        on to its caller (the Python API): the same object, so its class, exit code, cause and
+        traceback are the ones the service gave it."""
+        if self.wording is not None:
+            self.message, self.hint = self.wording(spelling)
+            self.args = (self.message,)
+
 
 class UsageError(DreamError):
     """The command line asked for something that cannot be done as asked."""
@@ -134,9 +142,14 @@ class RepositoryChanged(VersionStoreError):
 class RestoreConflict(VersionStoreError):
     """A restore would overwrite later work; nothing was changed."""
 
-    def __init__(self, message: str, paths: list[str], *, hint: str | None = None) -> None:
-        super().__init__(message, hint=hint or "re-run with --force to put the files back anyway")
+    def __init__(
+        self, message: str, paths: list[str], *, hint: str | None = None, forcing: str = "put the files back anyway"
+    ) -> None:
+        """The hint is ``hint``, else to re-run with the force option, which does ``forcing``."""
+        super().__init__(message, hint=hint or f"re-run with --force to {forcing}")
         self.paths = paths
+        if hint is None:
+            self.wording = lambda o: (message, f"re-run with {o('--force')} to {forcing}")
 
 
 class NotFound(DreamError):

@@ -70,7 +70,7 @@ def test_the_python_api_refuses_a_nan_budget_as_the_command_line_does(tmp_path: 
 
     ws, env = workspace(tmp_path)
     api = Workspace(ws, env={"HOME": env["HOME"]})
-    with pytest.raises(InputError, match=r"budget in \w+ \(max_\w+, --max-\w+\) must be a number") as raised:
+    with pytest.raises(InputError, match=r"budget in \w+ \(max_\w+\) must be a number") as raised:
         api.dream(model="offline", **{budget: float("nan")})
     assert raised.value.exit_code == 2
     assert (ws / "memory" / ".dream_cursor").read_text(encoding="utf-8").strip() == "0"

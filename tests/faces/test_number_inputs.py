@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from dream_memory import Workspace
-from dream_memory.errors import DreamError
+from dream_memory.errors import DreamError, cli_spelling
 
 Dream = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -56,8 +56,10 @@ def test_the_cli_and_the_api_refuse_a_number_alike(
     with pytest.raises(DreamError) as raised:
         call(Workspace(ws, env={"HOME": clean_env["HOME"]}))
     assert raised.value.exit_code == 2 and says in raised.value.message
-    # the same words on both faces (a float option prints as the float it parsed: -1.0 for -1)
-    assert raised.value.message.split(" (got ")[0] in done.stderr
+    # the same words on both faces but the option's name, the API's keyword where the CLI adds its
+    # flag (a float option prints as the float it parsed: -1.0 for -1)
+    assert raised.value.spelled(cli_spelling).split(" (got ")[0] in done.stderr
+    assert "--" not in raised.value.message
     assert (ws / "memory" / ".dream_cursor").read_text(encoding="utf-8").strip() == "0"
 
 

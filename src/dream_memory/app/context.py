@@ -272,7 +272,8 @@ def check_budget(budget: int) -> int:
 
     bounds = setting_range(ContextSettings, "budget_tokens")
     hint = f"the block's header and pointers alone need about {bounds.ge:g} tokens"
-    return int(check_number(budget, "the context budget (budget, --budget)", bounds, whole=True, hint=hint))
+    checked = check_number(budget, "the context budget", bounds, whole=True, names=("budget", "--budget"), hint=hint)
+    return int(checked)
 
 
 def _reader(rt: Runtime, request: ContextRequest) -> ReaderScope:

@@ -95,7 +95,7 @@ class ForgetReport:
 
 def _target(request: ForgetRequest) -> rules.Target:
     if (request.value is None) == (request.entity is None):
-        raise UsageError("give exactly one of --purge TEXT and --entity NAME")
+        raise UsageError.naming(lambda o: (f"give exactly one of {o('--purge')} TEXT and {o('--entity')} NAME", None))
     if request.entity is not None:
         name = request.entity.strip()
         if "/" in name or name in (".", ".."):

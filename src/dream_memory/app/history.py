@@ -32,7 +32,7 @@ def check_entry(text: str, session_key: str | None = None) -> str:
     if not content.strip():
         raise InputError("nothing to append: the text is empty", hint="pass TEXT, or - to read it from stdin")
     if session_key is not None and not session_key.strip():
-        raise InputError("--session-key must not be empty")
+        raise InputError.naming(lambda o: (f"{o('--session-key')} must not be empty", None))
     return content
 
 

@@ -23,11 +23,22 @@ def setting_range(section: type, name: str) -> Range:
     return next(m for m in hint.__metadata__ if isinstance(m, Range))
 
 
-def check_number(value: Any, what: str, bounds: Range, *, whole: bool, hint: str | None = None) -> Any:
+def check_number(
+    value: Any, what: str, bounds: Range, *, whole: bool, names: tuple[str, str], hint: str | None = None
+) -> Any:
     """``value`` when it is a number (an int when ``whole``; never a bool or a string: "500" is
-    not 500) inside ``bounds`` and finite; else InputError (exit 2) saying what ``what`` allows."""
+    not 500) inside ``bounds`` and finite; else InputError (exit 2) saying what ``what`` allows.
+    ``names`` are the argument's (the API's keyword) and the CLI's flag: a face names the number
+    as it takes it, the CLI by both."""
     kind = (int,) if whole else (int, float)
     allowed = f"{'a whole number' if whole else 'a number'}, {bounds.describe()}"
     if type(value) not in kind or not within(bounds, value):
-        raise InputError(f"{what} must be {allowed} (got {value!r})", hint=hint)
+        argument, flag = names
+        raise InputError.naming(
+            lambda o: (
+                f"{what} ({', '.join(dict.fromkeys(n for n in (argument, o(flag)) if n))}) must be {allowed} "
+                f"(got {value!r})",
+                hint,
+            )
+        )
     return value

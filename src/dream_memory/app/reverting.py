@@ -115,11 +115,13 @@ def restore_commit(
         # lines a person wrote since.
         replayed = f"\n{_REPLAY_FROM}: " in git.info(undone, with_files=False).message
         if replay and not replayed:  # it said "the Dream cursor moved from N to N" and moved nothing
-            raise UsageError(
-                f"{commits[0].sha[:10]} ({commits[0].subject}) is already undone by {undone[:10]}, without "
-                "--replay; nothing was changed",
-                hint=f"restore {undone[:10]} first (its batch comes back), then `dream restore "
-                f"{commits[0].sha[:10]} --replay`",
+            raise UsageError.naming(
+                lambda o: (
+                    f"{commits[0].sha[:10]} ({commits[0].subject}) is already undone by {undone[:10]}, without "
+                    f"{o('--replay')}; nothing was changed",
+                    f"restore {undone[:10]} first (its batch comes back), then `dream restore {commits[0].sha[:10]} "
+                    "--replay`",
+                )
             )
         how = ", with --replay" if replayed else ""
         commits, skipped = [], [f"{commits[0].sha[:10]} ({commits[0].subject}) is already undone by {undone[:10]}{how}"]
@@ -138,11 +140,16 @@ def restore_commit(
         raise RestoreConflict(
             f"cannot restore {what}: {_conflict_listing(plan, commits)}; nothing was changed",
             sorted({rel for _, rel, _ in plan.conflicts}),
-            hint="re-run with --force to take the restore's side in those lines only (every other line merges)",
+            forcing="take the restore's side in those lines only (every other line merges)",
         )
     span = joint_range(in_range) if replay else None
     if replay and span is None:
-        raise UsageError(f"{what} records no history range (Dream-Range), so --replay has nothing to move back")
+        raise UsageError.naming(
+            lambda o: (
+                f"{what} records no history range (Dream-Range), so {o('--replay')} has nothing to move back",
+                None,
+            )
+        )
     changes = dict(plan.changes)
     replay_plan = Replay.plan(span, dream_cursor, history)
     cursor_after, replay_entries, replay_from_archive = replay_plan.cursor, replay_plan.entries, replay_plan.archived

@@ -145,7 +145,9 @@ def _chosen(state: DreamState, ids: Sequence[str], every: bool) -> list[str]:
     if every:
         return [c.id for c in state.changes] + [h.id for h in state.held]
     if not ids:
-        raise InputError("name the held changes (dream review lists their ids), or give --all")
+        raise InputError.naming(
+            lambda o: (f"name the held changes (dream review lists their ids), or give {o('--all')}", None)
+        )
     for held_id in ids:
         if _find(state, held_id) is None and state.find_held(held_id) is None:
             raise unknown_held(state, held_id)
@@ -160,9 +162,9 @@ def _merge(base: str, ours: str, theirs: str, *, force: bool) -> tuple[str, tupl
 
 
 def _conflict(message: str, path: str) -> RestoreConflict:
-    error = RestoreConflict(message, [path])
-    error.hint = "edit the file by hand (dream review show ID has the change), then reject the change"
-    return error
+    return RestoreConflict(
+        message, [path], hint="edit the file by hand (dream review show ID has the change), then reject the change"
+    )
 
 
 def _accepted_text(record: Record, ours: str | None, forced: list[str] | None = None) -> str | None:
@@ -358,7 +360,7 @@ def review(rt: Runtime, request: ReviewRequest) -> dict[str, Any]:
     if request.action == "show" and (len(request.ids) != 1 or request.every):
         raise UsageError("`dream review show` takes exactly one id")
     if request.every and request.ids:
-        raise UsageError("give ids or --all, not both")
+        raise UsageError.naming(lambda o: (f"give ids or {o('--all')}, not both", None))
     # Accept and reject open the repository once they hold the lock: one opened before kept the
     # pack files of that moment, which a `dream forget` holding the lock meanwhile replaced.
     committing = request.action in ("accept", "reject")

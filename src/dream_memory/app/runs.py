@@ -57,9 +57,11 @@ def _check_run(request: RunRequest) -> None:
     for name, flag, what, setting, whole in numbers:
         value = getattr(request, name)
         if value is not None:
-            check_number(value, f"{what} ({name}, {flag})", setting_range(DreamSettings, setting), whole=whole)
+            check_number(value, what, setting_range(DreamSettings, setting), whole=whole, names=(name, flag))
     if request.max_batches is not None:
-        check_number(request.max_batches, "max batches (max_batches, --max-batches)", Range(ge=1), whole=True)
+        check_number(
+            request.max_batches, "max batches", Range(ge=1), whole=True, names=("max_batches", "--max-batches")
+        )
 
 
 def stopped_report(rt: Runtime, model: str, status: str, error: DreamError) -> DreamReport:
@@ -181,7 +183,7 @@ def consolidate(
         from dream_memory.settings.schema import ConsolidateSettings
 
         bounds = setting_range(ConsolidateSettings, "budget_tokens")
-        check_number(request.budget, "the consolidation budget (budget, --budget)", bounds, whole=True)
+        check_number(request.budget, "the consolidation budget", bounds, whole=True, names=("budget", "--budget"))
     rt.require_workspace()
     # Summaries are appended to history.jsonl: one that cannot take them is exit 2 before any
     # model call is paid for (a dry run only reads it).

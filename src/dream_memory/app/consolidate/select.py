@@ -27,9 +27,13 @@ def select_sessions(
     candidate ``<nanobot data dir>/sessions`` folders). ``sources`` receives where --all looked,
     ``passed_over`` the ``*.jsonl`` names there that could not be read (a dangling link, a folder)."""
     if not given and not all_sessions:
-        raise UsageError(
-            "say which sessions to consolidate",
-            hint="pass --all for every session of the workspace, or --session FILE (repeatable)",
+        raise UsageError.naming(
+            lambda o: (
+                "say which sessions to consolidate",
+                f"pass {o('--all')} for every session of the workspace, or {o('--session')} FILE (repeatable)"
+                if o("--all")
+                else f"leave {o('--session')} out (None) for every session of the workspace, or list the files",
+            )
         )
     chosen = [locate_session(raw, [cwd, root, root / layout.SESSIONS_DIR]) for raw in given]
     if all_sessions:

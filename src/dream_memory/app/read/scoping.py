@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from dream_memory.core import scopes
 from dream_memory.core.scopes import SHARED, ScopeRules
-from dream_memory.errors import UsageError
+from dream_memory.errors import Spelling, UsageError
 
 if TYPE_CHECKING:
     import os
@@ -110,14 +110,28 @@ class ReaderScope:
 SHARED_READER = ReaderScope()
 
 
-def check_scope_name(name: str, *, where: str = "--scope") -> str:
-    """A scope name as given by a caller, or exit 2 naming the problem."""
+def _flag(option: str) -> Callable[[Spelling], str]:
+    return lambda o: o(option)
+
+
+def _fixed(name: str) -> Callable[[Spelling], str]:
+    return lambda o: name
+
+
+_SCOPE_FLAG = _flag("--scope")
+
+
+def check_scope_name(name: str, *, where: Callable[[Spelling], str] = _SCOPE_FLAG) -> str:
+    """A scope name as given by a caller, or exit 2 naming the problem; ``where`` names where it
+    came from (an option, as the face spells it, or a variable)."""
     clean = name.strip()
     problem = scopes.scope_name_problem(clean)
     if problem is not None:
-        raise UsageError(
-            f"{where}: {problem}",
-            hint="a scope is 'shared' or a name such as user:alice (lower-case parts joined by ':')",
+        raise UsageError.naming(
+            lambda o: (
+                f"{where(o)}: {problem}",
+                "a scope is 'shared' or a name such as user:alice (lower-case parts joined by ':')",
+            )
         )
     return clean
 
@@ -135,19 +149,21 @@ def caller_scope(
 
     ``rules`` is called (the config loaded) only when a session key is given or ``need_rules``
     (the caller reads history, whose entries are judged by their keys)."""
-    where_scope, where_key = "--scope", "--session-key"
+    where_scope, where_key = _flag("--scope"), _flag("--session-key")
     if scope is None and session_key is None:
         scope, session_key = env.get(SCOPE_VARIABLE) or None, env.get(SESSION_KEY_VARIABLE) or None
-        where_scope, where_key = SCOPE_VARIABLE, SESSION_KEY_VARIABLE
+        where_scope, where_key = _fixed(SCOPE_VARIABLE), _fixed(SESSION_KEY_VARIABLE)
     if scope is not None and session_key is not None:
-        raise UsageError(
-            f"give either {where_scope} or {where_key}, not both",
-            hint=f"{where_key} derives the scope from the configured rules (agents.defaults.scopes)",
+        raise UsageError.naming(
+            lambda o: (
+                f"give either {where_scope(o)} or {where_key(o)}, not both",
+                f"{where_key(o)} derives the scope from the configured rules (agents.defaults.scopes)",
+            )
         )
     loaded = rules() if session_key is not None or need_rules else None
     if session_key is not None:
         if not session_key.strip():
-            raise UsageError(f"{where_key} is empty", hint="give the session key, e.g. telegram:42")
+            raise UsageError.naming(lambda o: (f"{where_key(o)} is empty", "give the session key, e.g. telegram:42"))
         assert loaded is not None
         return ReaderScope(loaded.scope_of(session_key), loaded, session_key)
     if scope is not None:
@@ -155,11 +171,13 @@ def caller_scope(
         if need_rules and name != SHARED and (loaded is None or not loaded.configured):
             # Without rules every entry counts as shared: a private reader would be served every
             # person's history (the config not found, say), so it is refused instead.
-            raise UsageError(
-                f"{where_scope} names the private scope {name!r}, but no scope rules are configured, so history "
-                "entries cannot be told apart by person",
-                hint="give the config that holds agents.defaults.scopes (--config, DREAM_CONFIG, "
-                "<workspace>/dream.json)",
+            raise UsageError.naming(
+                lambda o: (
+                    f"{where_scope(o)} names the private scope {name!r}, but no scope rules are configured, so "
+                    "history entries cannot be told apart by person",
+                    "give the config that holds agents.defaults.scopes "
+                    f"({', '.join(filter(None, (o('--config'), 'DREAM_CONFIG', '<workspace>/dream.json')))})",
+                )
             )
         return ReaderScope(name, loaded)
     return ReaderScope(SHARED, loaded)
@@ -171,7 +189,7 @@ def as_reader_scope(scope: str | ReaderScope | None) -> ReaderScope:
         return SHARED_READER
     if isinstance(scope, ReaderScope):
         return scope
-    return ReaderScope(check_scope_name(scope, where="scope"))
+    return ReaderScope(check_scope_name(scope, where=_fixed("scope")))
 
 
 def private_identities(tree: StoreTree, scope: ReaderScope) -> tuple[set[object], set[object]]:

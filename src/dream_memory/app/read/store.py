@@ -280,7 +280,7 @@ class ReadStore(Withholding):
 
     def _page(self, kind: str, name: str, rel: str, *, offset_line: int, hint: Callable[[int], str]) -> ReadResult:
         if offset_line < 1:
-            raise InputError("--offset-line starts at 1")
+            raise InputError.naming(lambda o: (f"{o('--offset-line')} starts at 1", None))
         if self.is_excluded_path(rel):
             raise Withheld(f"{rel} belongs to an entity excluded by {EXCLUDE_VARIABLE}; it is not served")
         stream = self._tree.open_stream(rel)
