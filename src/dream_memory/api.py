@@ -10,9 +10,11 @@
 
 Every method is one service call and returns its typed report; ``report.to_json()`` is what the
 CLI's ``--json`` prints. Errors are the package's own (``dream_memory.errors.DreamError`` and its
-kinds), with the CLI's messages but the options named as the methods take them (``as_of 'nope' is
-not a date``, never the CLI's ``--as-of``); a run another process holds the lock for is a report
-with status ``locked``, as in the CLI.
+kinds), with the CLI's messages but the options the caller passes named as the methods take them
+(``as_of 'nope' is not a date``, never the CLI's ``--as-of``); a command to run in a hint stays a
+command (``dream init --workspace PATH``), and the errors a report carries (``report.errors``) keep
+the CLI's words. A run another process holds the lock for is a report with status ``locked``, as in
+the CLI.
 Every method but ``init()`` needs the workspace to exist: on a path with none it raises
 ``dream_memory.errors.NoWorkspace`` (an InputError, exit code 2) and creates nothing.
 Log lines (a migration, a stale lock taken over) become ``warnings``. Nothing here imports litellm
@@ -79,6 +81,7 @@ def _own_umask(method: _Method) -> _Method:
 # session is sessions=None), so it keeps the default "".
 _KEYWORDS = {
     "--as-of": "as_of",
+    "--model": "model=...",
     "--offset-line": "offset_line",
     "--scope": "scope",
     "--session-key": "session_key",

@@ -11,7 +11,7 @@ path or variable at fault and say what to do, and they never echo a value that m
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Self
+from typing import Any, Self
 
 Spelling = Callable[[str], str]
 """How a face spells an option the caller gave, from its CLI flag: "--as-of" -> "asOf" for the
@@ -61,6 +61,13 @@ class DreamError(Exception):
         message, hint = self.wording(spelling)
         return f"{message}\n  hint: {hint}" if hint else message
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled without ``wording`` (a closure, which pickle refuses: an error raised in a
+        process pool's worker reached its caller as an AttributeError, not as itself) and rebuilt
+        without calling ``__init__``, whose arguments differ by kind (RestoreConflict's paths)."""
+        state = {name: value for name, value in vars(self).items() if name != "wording"}
+        return (_rebuilt, (type(self), self.args, state))
+
     def respell(self, spelling: Spelling) -> None:
         """Word this error in place as ``spelling`` names the options, for a face that raises it
         on to its caller (the Python API): the same object, so its class, exit code, cause and
@@ -68,6 +75,13 @@ class DreamError(Exception):
         if self.wording is not None:
             self.message, self.hint = self.wording(spelling)
             self.args = (self.message,)
+
+
+def _rebuilt(kind: type[DreamError], args: tuple[Any, ...], state: dict[str, Any]) -> DreamError:
+    error = kind.__new__(kind, *args)
+    error.args = args
+    vars(error).update(state)
+    return error
 
 
 class UsageError(DreamError):

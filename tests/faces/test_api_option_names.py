@@ -17,7 +17,7 @@ import pytest
 from dream_memory import Workspace
 from dream_memory.adapters.git import GitStore
 from dream_memory.app.versioning import apply_commit
-from dream_memory.errors import DreamError, InputError, NotFound, RestoreConflict, UsageError
+from dream_memory.errors import ConfigError, DreamError, InputError, NotFound, RestoreConflict, UsageError
 from dream_memory.settings import DEFAULT_GIT_AUTHOR
 from dream_memory.testing import FrozenClock, build_workspace
 
@@ -94,6 +94,9 @@ CASES: list[tuple[str, Prepare, Callable[[Workspace, str], Any], type[DreamError
     ("offset_line", _nothing, lambda w, _: w.section("memory", offset_line=0), InputError,
      "offset_line starts at 1", ["section", "memory", "--offset-line", "0"],
      "Invalid value for '--offset-line': 0 is not in the range x>=1"),
+    ("no-model-configured", _nothing, lambda w, _: w.dream(), ConfigError,
+     "hint: choose one with model=... (a preset name", ["run"],
+     "hint: choose one with --model (a preset name"),
     ("private-section-on-shared", _nothing, lambda w, _: w.section("private-user"), NotFound,
      "hint: give scope NAME or session_key KEY (or DREAM_MEMORY_SCOPE) to read as a private scope",
      ["section", "private-user"], "hint: give --scope NAME or --session-key KEY (or DREAM_MEMORY_SCOPE)"),
@@ -213,3 +216,29 @@ def test_a_replay_of_a_batch_undone_without_one(tmp_path: Path, dream: Dream, cl
     assert ", without replay=True; nothing was changed" in raised.value.message, raised.value.message
     done = dream("restore", cli_sha, "--replay", "--workspace", str(cli_ws))
     assert done.returncode == 2 and ", without --replay; nothing was changed" in done.stderr, done.stderr
+
+
+def _section_as_of(workspace: str, as_of: str) -> str:
+    return Workspace(workspace).section("memory", as_of=as_of).text
+
+
+def test_an_error_worded_for_the_api_crosses_a_process_pool_as_itself(tmp_path: Path) -> None:
+    """A Workspace call made in a process pool's worker: its InputError reaches the caller as an
+    InputError with the API's words (pickled without the service's wording, a closure pickle
+    refuses: the caller got an AttributeError "Can't pickle local object" instead)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    ws = build_workspace(tmp_path / "ws")
+    Workspace(ws).init()
+    with ProcessPoolExecutor(1) as pool, pytest.raises(InputError) as raised:
+        pool.submit(_section_as_of, str(ws), "nope").result()
+    assert raised.value.exit_code == 2
+    assert str(raised.value).startswith("as_of 'nope' is not a date"), str(raised.value)
+    conflict = RestoreConflict("USER.md changed since", ["USER.md"])
+    with ProcessPoolExecutor(1) as pool:
+        back = pool.submit(_pickled_back, conflict).result()
+    assert type(back) is RestoreConflict and back.paths == ["USER.md"] and str(back) == str(conflict)
+
+
+def _pickled_back(error: DreamError) -> DreamError:
+    return error

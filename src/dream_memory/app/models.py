@@ -17,11 +17,14 @@ if TYPE_CHECKING:
     from dream_memory.app.runtime import Runtime
     from dream_memory.core.ports import ChatModel
 
-NO_MODEL_HINT = (
-    "choose one with --model (a preset name, a litellm id such as openai/gpt-4o-mini, or 'offline' "
-    "for the built-in deterministic engine), DREAM_MODEL, or agents.defaults.model in the config; "
-    "see docs/configuration.md"
-)
+
+def no_model_hint(option: str = "--model") -> str:
+    """What to do when no model is configured, ``option`` being how the face takes the model."""
+    return (
+        f"choose one with {option} (a preset name, a litellm id such as openai/gpt-4o-mini, or 'offline' "
+        "for the built-in deterministic engine), DREAM_MODEL, or agents.defaults.model in the config; "
+        "see docs/configuration.md"
+    )
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,8 @@ def resolve(
     if resolved is None:
         if fallback_offline:
             return ResolvedModel(name=OFFLINE_MODEL, source=f"{what or 'the'} default")
-        raise ConfigError(f"no model is configured{' for ' + what if what else ''}", hint=NO_MODEL_HINT)
+        message = f"no model is configured{' for ' + what if what else ''}"
+        raise ConfigError.naming(lambda o: (message, no_model_hint(o("--model") or "the model option")))
     return resolved
 
 
