@@ -129,3 +129,23 @@ def test_a_batch_size_changed_between_runs_still_counts_and_sets_aside_only_what
         assert code == 0 and ranges(report) == [(3, 5, "committed")], report
         kept = memory_text(isolated.workspace)
         assert all(f"setting {i}" in kept for i in (2, 3, 4)) and "launch codes" not in kept
+
+
+def test_a_set_aside_whose_commit_is_refused_is_not_reported_as_set_aside(isolated: Cli) -> None:
+    """The third failure's set-aside commit fails before HEAD moves (a full disk at the ref): the
+    run fails, the cursor stays, the batch is reported failed and nothing is listed as set aside
+    (it listed 1..2 under set_aside while nothing was); the next run sets the range aside."""
+    from dream_memory.testing.faults import at_write, disk_full, fault_hook
+
+    with refusing_the_poison() as server:
+        use_server(isolated, server)
+        make_workspace(isolated, [POISON, FACTS[0]])
+        for _ in range(2):
+            assert run(isolated)[0] == 1
+        with fault_hook(at_write(disk_full, "git.lock.ref")):
+            code, report, _ = run(isolated)
+        assert code != 0 and report["status"] == "failed", report
+        assert report["set_aside"] == [] and report["cursor_after"] == 0, report
+        assert [b["outcome"] for b in report["batches"]] == ["failed"], report["batches"]
+        code, report, _ = run(isolated)
+        assert [(s["cursor_from"], s["cursor_to"]) for s in report["set_aside"]] == [(1, 2)], report

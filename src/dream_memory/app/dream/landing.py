@@ -436,7 +436,6 @@ def content_failure(where: BatchContext, state: DreamState, exc: BadReply) -> tu
         SetAside(aside.cursor_from, aside.cursor_to, reason, ctx.clock.now().isoformat(timespec="seconds"))
     )
     record.outcome = "set_aside"
-    report.set_aside.append({"cursor_from": aside.cursor_from, "cursor_to": aside.cursor_to, "reason": reason})
     if left:
         # The batches planned after this one start past its end: landing them would carry the
         # cursor over the entries left pending here, so the run ends and the next one starts there.
@@ -453,9 +452,9 @@ def content_failure(where: BatchContext, state: DreamState, exc: BadReply) -> tu
     subject = f"dream: set aside {aside.cursor_from}..{aside.cursor_to} after {failure.count} failed runs"
     counted = replace(record, entries=len(aside.entries))
     message = _commit_message(subject, aside, [], counted, ctx.model.name, scope=ctx.options.scope_named(batch.scope))
-    with _open_unless_committed(git, record, report, partial(record.set_aside_front, aside, batch)):
+    with _open_unless_committed(git, record, report, partial(report.set_aside_landed, record, aside, batch, reason)):
         record.commit = apply_commit(git, files, message)
-    record.set_aside_front(aside, batch)
+    report.set_aside_landed(record, aside, batch, reason)
     if record.commit:
         report.commits.append(record.commit)
     report.cursor_after = max(report.cursor_after, record.cursor_to)

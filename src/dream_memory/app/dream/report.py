@@ -170,6 +170,12 @@ class DreamReport:
 
         return exit_code(self)
 
+    def set_aside_landed(self, record: BatchRecord, front: Batch, ran: Batch, reason: str) -> None:
+        """Once the set-aside commit holds ``front``: the record narrowed to it, and ``front``
+        listed as set aside. A commit refused before it landed set nothing aside, and was listed."""
+        record.set_aside_front(front, ran)
+        self.set_aside.append({"cursor_from": front.cursor_from, "cursor_to": front.cursor_to, "reason": reason})
+
     def _content_changes(self) -> list[FileChange]:
         if self.dry_run_changes:
             return self.dry_run_changes
