@@ -27,14 +27,13 @@ anything is read or written (``app.arguments``).
 from __future__ import annotations
 
 import functools
-import inspect
 import os
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from dream_memory.app.arguments import checked_arguments
+from dream_memory.app.arguments import checked_arguments, wrap_public_methods
 from dream_memory.app.runtime import Runtime, require_read_root
 from dream_memory.errors import DreamError
 from dream_memory.settings import defaults
@@ -105,10 +104,9 @@ def _in_api_words(cls: type[_T]) -> type[_T]:
     """A class decorator: each public method (and ``__init__``) re-words a service error that
     names an option the caller gave (``DreamError.naming``) as its keywords name it, and raises
     the same exception on, so the caller's ``except InputError`` and its exit code still hold."""
-    for name, member in list(vars(cls).items()):
-        if inspect.isfunction(member) and (name == "__init__" or not name.startswith("_")):
-            setattr(cls, name, _worded(member, {**_KEYWORDS, **_METHOD_KEYWORDS.get(name, {})}))
-    return cls
+    return wrap_public_methods(
+        cls, lambda name, method: _worded(method, {**_KEYWORDS, **_METHOD_KEYWORDS.get(name, {})})
+    )
 
 
 def _worded(method: Callable[..., Any], keywords: Mapping[str, str]) -> Callable[..., Any]:

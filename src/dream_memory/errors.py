@@ -41,7 +41,7 @@ class DreamError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
-        return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
+        return _with_hint(self.message, self.hint)
 
     @classmethod
     def naming(cls, wording: Wording) -> Self:
@@ -58,8 +58,7 @@ class DreamError(Exception):
         """``str(self)`` with the options named as ``spelling`` names them."""
         if self.wording is None:
             return str(self)
-        message, hint = self.wording(spelling)
-        return f"{message}\n  hint: {hint}" if hint else message
+        return _with_hint(*self.wording(spelling))
 
     def __reduce__(self) -> tuple[Any, ...]:
         """Pickled without ``wording`` (a closure, which pickle refuses: an error raised in a
@@ -75,6 +74,10 @@ class DreamError(Exception):
         if self.wording is not None:
             self.message, self.hint = self.wording(spelling)
             self.args = (self.message,)
+
+
+def _with_hint(message: str, hint: str | None) -> str:
+    return f"{message}\n  hint: {hint}" if hint else message
 
 
 def _rebuilt(kind: type[DreamError], args: tuple[Any, ...], state: dict[str, Any]) -> DreamError:

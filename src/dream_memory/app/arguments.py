@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 
 from dream_memory.errors import InputError
 
-__all__ = ["checked_arguments"]
+__all__ = ["checked_arguments", "wrap_public_methods"]
 
 _Class = TypeVar("_Class", bound=type)
 
@@ -52,13 +52,20 @@ def checked_arguments(names: Callable[[], Mapping[str, Any]]) -> Callable[[_Clas
     imports only for type checking; it is called once, at the first call of any method."""
 
     def decorate(cls: _Class) -> _Class:
-        for name, member in list(vars(cls).items()):
-            if inspect.isfunction(member) and (name == "__init__" or not name.startswith("_")):
-                label = cls.__name__ if name == "__init__" else name
-                setattr(cls, name, _checking(member, label, names))
-        return cls
+        return wrap_public_methods(
+            cls, lambda name, member: _checking(member, cls.__name__ if name == "__init__" else name, names)
+        )
 
     return decorate
+
+
+def wrap_public_methods(cls: _Class, wrap: Callable[[str, Callable[..., Any]], Callable[..., Any]]) -> _Class:
+    """Each public method of ``cls`` and its ``__init__`` replaced by ``wrap(name, method)``: the
+    calls a caller makes, which the API's boundary judges and words (api.py)."""
+    for name, member in list(vars(cls).items()):
+        if inspect.isfunction(member) and (name == "__init__" or not name.startswith("_")):
+            setattr(cls, name, wrap(name, member))
+    return cls
 
 
 def _checking(method: Callable[..., Any], label: str, names: Callable[[], Mapping[str, Any]]) -> Callable[..., Any]:

@@ -185,12 +185,8 @@ def _run(rt: Runtime, git: GitStore | None, target: rules.Target, report: Forget
         # The guard first: an append made while the purge rewrites files and commits (it takes
         # no Dream lock) is redacted already. Saved last, it let the value back into history.
         _guard(root, target, report.purge_id)
-    dropped: dict[str, bytes | None] = {}
-    if git is not None and report.held_dropped:
-        if dry_run:
-            dropped = _held_gone(git, report.held_dropped)
-        else:
-            _drop_held(git, target, report.held_dropped)
+    held = report.held_dropped
+    dropped = _drop_held(git, target, held, dry_run=dry_run) if git is not None and held else {}
     _purge_files(rt, git, target, report, dry_run=dry_run, dropped=dropped)
     _purge_history(rt, target, report, dry_run=dry_run)
     _purge_search_index(rt, report, dry_run=dry_run)
@@ -275,37 +271,29 @@ def _held_on(git: GitStore, target: rules.Target) -> dict[str, str]:
     return held_on(git, lambda rel: target.drops(rel) or rules.purge_name(rel, target) != rel)
 
 
-def _drop_held(git: GitStore, target: rules.Target, held: dict[str, str]) -> None:
-    """One commit per held change or batch, under a subject of its own: committed as `dream
-    review reject` commits, `git log` said a person had rejected it in review. The subject names
-    neither the file (the forgotten entity's own name) nor the value."""
+def _drop_held(git: GitStore, target: rules.Target, held: dict[str, str], *, dry_run: bool) -> dict[str, bytes | None]:
+    """Drops each held change or batch in a commit of its own, under a subject of its own: committed
+    as `dream review reject` commits, `git log` said a person had rejected it in review. The subject
+    names neither the file (the forgotten entity's own name) nor the value. Returns the files as
+    the drops leave them, which the purge reads: a dry run, which commits nothing, listed the held
+    records as lines to rewrite while the real run deletes them."""
     from dream_memory.app.held import state_of, without_held
     from dream_memory.app.versioning import apply_commit
 
-    for held_id, rel in held.items():
-        state = state_of(git)
-        what = "change" if state.find_change(held_id) is not None else "batch"
-        changes, _ = without_held(git, state, held_id)
-        how = "deleted" if target.drops(rel) else "renamed"
-        apply_commit(
-            git,
-            changes,
-            f"dream: forget dropped held {what} {held_id} (its file is {how} by the purge)\n\n"
-            "Dropped by dream forget; its history stays consumed.",
-        )
-
-
-def _held_gone(git: GitStore, held: dict[str, str]) -> dict[str, bytes | None]:
-    """For a dry run, the files as the drops would leave them (held folders gone, the state
-    without them): read from disk instead, the held records were listed as lines to rewrite,
-    which the real run deletes."""
-    from dream_memory.app.held import state_of, without_held
-
     gone: dict[str, bytes | None] = {}
     state = state_of(git)
-    for held_id in held:
+    for held_id, rel in held.items():
+        what = "change" if state.find_change(held_id) is not None else "batch"
         changes, state = without_held(git, state, held_id)
         gone.update(changes)
+        if not dry_run:
+            how = "deleted" if target.drops(rel) else "renamed"
+            apply_commit(
+                git,
+                changes,
+                f"dream: forget dropped held {what} {held_id} (its file is {how} by the purge)\n\n"
+                "Dropped by dream forget; its history stays consumed.",
+            )
     return gone
 
 

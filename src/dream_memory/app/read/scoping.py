@@ -149,7 +149,7 @@ def caller_scope(
 
     ``rules`` is called (the config loaded) only when a session key is given or ``need_rules``
     (the caller reads history, whose entries are judged by their keys)."""
-    where_scope, where_key = _flag("--scope"), _flag("--session-key")
+    where_scope, where_key = _SCOPE_FLAG, _flag("--session-key")
     if scope is None and session_key is None:
         scope, session_key = env.get(SCOPE_VARIABLE) or None, env.get(SESSION_KEY_VARIABLE) or None
         where_scope, where_key = _fixed(SCOPE_VARIABLE), _fixed(SESSION_KEY_VARIABLE)
