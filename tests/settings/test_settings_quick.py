@@ -43,6 +43,12 @@ def tree(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
+def config_messages(caught: list[warnings.WarningMessage]) -> list[str]:
+    """The config's own warnings. A ResourceWarning for a socket another test on this worker left
+    open can land here when the collector happens to run (it failed a CI run): not the config's."""
+    return [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
+
+
 def outcome(data: dict[str, Any]) -> tuple[Any, ...]:
     """What a command sees from a config file: the settings or the error, and the warnings."""
     with warnings.catch_warnings(record=True) as caught:
@@ -51,7 +57,7 @@ def outcome(data: dict[str, Any]) -> tuple[Any, ...]:
             result: tuple[Any, ...] = ("ok", tree(parse_config(data, "dream.json")))
         except ConfigError as exc:
             result = ("error", str(exc), exc.hint)
-    return (*result, [str(w.message) for w in caught])
+    return (*result, config_messages(caught))
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
@@ -96,7 +102,7 @@ def test_a_file_quick_cannot_read_gets_pydantics_verdict(data: dict[str, Any]) -
         except ConfigError as exc:
             full, extras, config = ("error", str(exc), exc.hint), {}, None
     expected = config_warnings(config, extras, "dream.json") if config else []
-    assert not caught
+    assert not config_messages(caught)
     assert outcome(data) == (*full, expected)
 
 
