@@ -45,9 +45,10 @@ class EditsWhileThinking:
 def _workspace(tmp_path: Path) -> Path:
     root = build_workspace(tmp_path / "ws", history=[FACT])
     assert dream_in_process(root).status == "ok"  # the repository, with the templates committed
-    (root / "memory" / "history.jsonl").open("a", encoding="utf-8").write(
-        '{"cursor": 2, "timestamp": "2026-04-03 00:03", "content": "- [durable] User\'s name is Maya."}\n'
-    )
+    with (root / "memory" / "history.jsonl").open("a", encoding="utf-8") as history:
+        history.write(
+            '{"cursor": 2, "timestamp": "2026-04-03 00:03", "content": "- [durable] User\'s name is Maya."}\n'
+        )
     return root
 
 
@@ -93,9 +94,10 @@ def test_an_edit_of_the_same_lines_keeps_the_persons_text_and_the_batch_runs_aga
     assert dream_in_process(root).status == "ok"
     user = root / "USER.md"
     assert "- User's name is Anna." in user.read_text(encoding="utf-8")
-    (root / "memory" / "history.jsonl").open("a", encoding="utf-8").write(
-        '{"cursor": 2, "timestamp": "2026-04-03 00:03", "content": "- [durable] User\'s name is Maya (was Anna)."}\n'
-    )
+    with (root / "memory" / "history.jsonl").open("a", encoding="utf-8") as history:
+        history.write(
+            '{"cursor": 2, "timestamp": "2026-04-03 00:03", "content": "- [durable] User\'s name is Maya (was Anna)."}\n'
+        )
 
     def rewrite() -> None:
         text = user.read_text(encoding="utf-8")

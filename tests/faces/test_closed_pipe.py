@@ -47,6 +47,7 @@ def test_a_reader_that_closes_the_pipe_early_gets_a_quiet_exit_141(
     first = proc.stdout.readline()
     proc.stdout.close()
     err = proc.stderr.read().decode()
+    proc.stderr.close()
     code = proc.wait(timeout=120)
     assert first
     assert err == ""

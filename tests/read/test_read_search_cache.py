@@ -573,6 +573,7 @@ sys.stdin.read()  # until the test has written the index; then exit holding it
     assert search(root, cache, "needle")[1]["indexed"] >= 1
     child.stdin.close()
     assert child.wait(timeout=60) == 0
+    child.stdout.close()
     assert mark.trusted(index.path)
     found, stats = search(root, cache, "needle")
     assert found == plain(root, "needle") and not stats.get("rebuilt")

@@ -147,7 +147,7 @@ def test_a_held_history_lock_gives_up_after_the_bound(tmp_path: Path) -> None:
         assert not (workspace / "memory/history.jsonl").exists()
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()
     assert log.append("- then goes through").cursor == 1  # the kernel released the dead holder's lock
 
 
