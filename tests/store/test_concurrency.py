@@ -101,7 +101,9 @@ def test_eight_writers_and_a_compactor_lose_nothing_and_share_no_cursor(tmp_path
         assert [by_cursor[c].content for c in mine] == [f"{name} entry {i}" for i in range(PER_WRITER)]
     # compaction really ran against the writers, and the file is back under its limit
     assert compaction["archived"] > 1000, compaction
-    assert compaction["runs"] > 10, compaction
+    # Each run waits its turn among nine processes polling the lock; the writers' appends are
+    # quicker since the lock is a plain flock, so fewer runs fit in their time (7-18 seen).
+    assert compaction["runs"] >= 4, compaction
     assert all(e.cursor <= (log.read_dream_cursor() or 0) for e in archived)
     assert log.read_counter() == max(cursors)
     assert not (workspace / "memory/archive/.pending.json").exists()

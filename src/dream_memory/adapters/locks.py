@@ -1,9 +1,13 @@
-"""``memory/.dream.lock``: one Dream run per workspace, with the holder written down.
+"""The workspace's own file locks, all plain ``flock`` on files that stay in place.
 
-filelock (used for the short history lock) truncates its lock file on every attempt, so it cannot
-record who holds the lock. This is a plain ``flock`` on a file whose content names the holder
-(pid, host, start time). The kernel drops an ``flock`` when its process dies, so a lock left by a
-killed run is simply taken over; the stale holder is reported.
+- ``memory/.dream.lock``: one Dream run per workspace, with the holder written down (pid, host,
+  start time). The kernel drops an ``flock`` when its process dies, so a lock left by a killed run
+  is simply taken over; the stale holder is reported.
+- ``memory/.history.lock`` and the consolidation lock (``exclusive``): short holds with a bounded
+  wait. A ``filelock.FileLock`` on the same path takes the same ``flock``, so an agent that locks
+  the history with that library and dream-memory's writers exclude each other. filelock itself is
+  kept only for nanobot's own session lock (adapters/sessions.py), the lock it defines: filelock 4
+  added 8-17 ms of CPU to every ``dream append``, the commonest command.
 """
 
 from __future__ import annotations
@@ -96,6 +100,39 @@ def _flock(fd: int, mode: int) -> None:
             time.sleep(0.01)
 
 
+class LockHeld(Exception):
+    """``exclusive`` waited its time and another holder still has the lock (not an OSError: a
+    caller tells it from a lock file it cannot open)."""
+
+
+@contextlib.contextmanager
+def exclusive(path: Path, *, timeout: float, poll: float) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``path`` for the block, waiting at most ``timeout`` seconds
+    (polling every ``poll``); raises LockHeld after that, OSError when the file cannot be opened.
+
+    The file is created if missing (0o666 through the umask, as filelock makes it), never
+    truncated and never deleted, so every waiter locks the same inode.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | fsutil.NOFOLLOW | os.O_CLOEXEC, 0o666)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise LockHeld(str(path)) from None
+                time.sleep(min(poll, left))
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
 def lock_path(workspace: Path) -> Path:
     return workspace / layout.DREAM_LOCK
 
@@ -136,7 +173,7 @@ def dream_lock(workspace: Path, *, now: datetime) -> Iterator[LockHolder | None]
     path = lock_path(workspace)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # 0o666 through the umask (like filelock): with DREAM_UMASK=0002 a process of the same
+        # 0o666 through the umask (as `exclusive`): with DREAM_UMASK=0002 a process of the same
         # group under another uid (the agent beside Dream on a shared volume) can take it too.
         fd = os.open(path, os.O_RDWR | os.O_CREAT | fsutil.NOFOLLOW, 0o666)
     except OSError as exc:

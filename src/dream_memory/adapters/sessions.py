@@ -26,9 +26,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import filelock
-
-from dream_memory.adapters import fsutil
+from dream_memory.adapters import fsutil, locks
 from dream_memory.core import jsontext, layout
 from dream_memory.core.consolidation import EntryOrigin, Pending, Progress
 from dream_memory.core.history import max_cursor_bound
@@ -168,21 +166,18 @@ class ConsolidationStore:
 def consolidation_lock(root: Path, *, timeout: float = 0.0) -> Iterator[None]:
     """One consolidation per workspace at a time; another one finds it busy (exit 75)."""
     path = root / CONSOLIDATION_LOCK
-    lock = filelock.FileLock(str(path), timeout=timeout)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock.acquire()
-    except filelock.Timeout:  # before OSError: filelock's Timeout is a TimeoutError
-        raise LockBusy(
-            f"another dream consolidate is running on this workspace ({CONSOLIDATION_LOCK} is held)",
-            hint="nothing was done; the next run picks the sessions up",
-        ) from None
-    except OSError as exc:
-        raise fsutil.os_error(exc, "take the consolidation lock", path) from exc
-    try:
+    with contextlib.ExitStack() as held:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            held.enter_context(locks.exclusive(path, timeout=timeout, poll=0.05))
+        except locks.LockHeld:
+            raise LockBusy(
+                f"another dream consolidate is running on this workspace ({CONSOLIDATION_LOCK} is held)",
+                hint="nothing was done; the next run picks the sessions up",
+            ) from None
+        except OSError as exc:
+            raise fsutil.os_error(exc, "take the consolidation lock", path) from exc
         yield
-    finally:
-        lock.release()
 
 
 def history_cursor_bound(history_path: Path) -> int:
@@ -318,6 +313,9 @@ def update_last_consolidated(
     are still those; a session reset meanwhile (a new file, other messages) is left alone, status
     ``replaced``, or its first messages would count as consolidated and never reach history.
     """
+    # The agent's own lock, taken with the library nanobot takes it with (it defines the lock).
+    import filelock
+
     lock_path = session_lock_path(path)
     lock = filelock.FileLock(str(lock_path), timeout=timeout)
     try:

@@ -25,9 +25,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import filelock
-
-from dream_memory.adapters import fsutil
+from dream_memory.adapters import fsutil, locks
 from dream_memory.adapters.history_log.lockless import LocklessWriter
 from dream_memory.adapters.history_log.writers import open_for_writing_elsewhere
 from dream_memory.core import layout
@@ -225,29 +223,28 @@ class LogBase(abc.ABC):
                 self._lock_depth -= 1
             return
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        # Waiters poll every 50 ms (filelock's default). A 5 ms poll looked quicker for holds of a
+        # Waiters poll every 50 ms. A 5 ms poll looked quicker for holds of a
         # few milliseconds, but on 2 cores the polling waiters took the CPU from the holder: 8
         # writers made 65 appends/s at 5 ms against 139 at 50 ms (`bench/bench_store.py`), and
         # the eight-writers test used 2.6x the CPU.
-        lock = filelock.FileLock(str(self.lock_path), timeout=self.lock_timeout, poll_interval=_LOCK_POLL_SECONDS)
-        try:
-            lock.acquire()
-        except filelock.Timeout:
-            raise HistoryError(
-                f"{layout.HISTORY_LOCK} is held by another writer for more than {self.lock_timeout:g} s",
-                hint="another append, consolidation or compaction is running; try again",
-            ) from None
-        except OSError as exc:  # a read-only workspace, a folder where the lock file belongs
-            raise fsutil.os_error(exc, "take the history lock", self.lock_path) from exc
-        self._lock_depth, self._lock_owner = 1, threading.get_ident()
-        self.rewrite_notes.clear()  # each hold's own: the caller reads them once it is released
-        try:
-            self._check_left_as_recorded()
-            yield
-        finally:
-            self._lock_depth, self._lock_owner = 0, None
-            self._record_left()
-            lock.release()
+        with contextlib.ExitStack() as held:
+            try:
+                held.enter_context(locks.exclusive(self.lock_path, timeout=self.lock_timeout, poll=_LOCK_POLL_SECONDS))
+            except locks.LockHeld:
+                raise HistoryError(
+                    f"{layout.HISTORY_LOCK} is held by another writer for more than {self.lock_timeout:g} s",
+                    hint="another append, consolidation or compaction is running; try again",
+                ) from None
+            except OSError as exc:  # a read-only workspace, a folder where the lock file belongs
+                raise fsutil.os_error(exc, "take the history lock", self.lock_path) from exc
+            self._lock_depth, self._lock_owner = 1, threading.get_ident()
+            self.rewrite_notes.clear()  # each hold's own: the caller reads them once it is released
+            try:
+                self._check_left_as_recorded()
+                yield
+            finally:
+                self._lock_depth, self._lock_owner = 0, None
+                self._record_left()
 
     # A record of how the last holder of the lock left history.jsonl (its inode and size) lets
     # the next holder see a writer without the lock (nanobot) before that writer's line shares a
