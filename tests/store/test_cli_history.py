@@ -99,6 +99,20 @@ def test_append_waits_a_bounded_time_for_the_history_lock(tmp_path: Path, dream)
     assert [e["content"] for e in read_history(ws)] == ["- waited"]
 
 
+def test_a_history_lock_that_is_a_symlink_is_refused_and_its_target_never_made(tmp_path: Path, dream) -> None:
+    """A planted link at memory/.history.lock would make the lock create or lock a file outside
+    the workspace: `dream append` refuses it (exit 2, naming the link) and writes nothing."""
+    ws = build_workspace(tmp_path / "ws")
+    outside = tmp_path / "outside"
+    (ws / "memory/.history.lock").unlink(missing_ok=True)
+    (ws / "memory/.history.lock").symlink_to(outside)
+    proc = dream("append", "- refused", "--workspace", str(ws))
+    assert proc.returncode == 2, proc.stderr
+    assert "cannot take the history lock" in proc.stderr and "is a symbolic link" in proc.stderr
+    assert not outside.exists()
+    assert read_history(ws) == []
+
+
 def test_append_is_never_blocked_by_a_dream_run(tmp_path: Path, dream) -> None:
     """While a Dream run holds memory/.dream.lock, appends go straight through."""
     ws = build_workspace(tmp_path / "ws")

@@ -113,7 +113,7 @@ def exclusive(path: Path, *, timeout: float, poll: float) -> Iterator[None]:
     The file is created if missing (0o666 through the umask, as filelock makes it), never
     truncated and never deleted, so every waiter locks the same inode.
     """
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | fsutil.NOFOLLOW | os.O_CLOEXEC, 0o666)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | fsutil.NOFOLLOW, 0o666)
     try:
         deadline = time.monotonic() + timeout
         while True:
