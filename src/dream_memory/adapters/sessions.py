@@ -166,17 +166,18 @@ class ConsolidationStore:
 def consolidation_lock(root: Path, *, timeout: float = 0.0) -> Iterator[None]:
     """One consolidation per workspace at a time; another one finds it busy (exit 75)."""
     path = root / CONSOLIDATION_LOCK
-    with contextlib.ExitStack() as held:
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            held.enter_context(locks.exclusive(path, timeout=timeout, poll=0.05))
-        except locks.LockHeld:
-            raise LockBusy(
-                f"another dream consolidate is running on this workspace ({CONSOLIDATION_LOCK} is held)",
-                hint="nothing was done; the next run picks the sessions up",
-            ) from None
-        except OSError as exc:
-            raise fsutil.os_error(exc, "take the consolidation lock", path) from exc
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise fsutil.os_error(exc, "take the consolidation lock", path) from exc
+
+    def busy() -> LockBusy:
+        return LockBusy(
+            f"another dream consolidate is running on this workspace ({CONSOLIDATION_LOCK} is held)",
+            hint="nothing was done; the next run picks the sessions up",
+        )
+
+    with locks.exclusive(path, timeout=timeout, busy=busy, doing="take the consolidation lock"):
         yield
 
 

@@ -44,7 +44,6 @@ from dream_memory.core.ports import Clock
 from dream_memory.errors import DreamError, HistoryError
 
 DEFAULT_LOCK_TIMEOUT = 10.0
-_LOCK_POLL_SECONDS = 0.05
 _PENDING_ARCHIVE = ".pending.json"
 # Prefixes of the temp files of atomic rewrites of the files only this lock's holder writes
 # (fsutil names a temp ".<name>.<random>.tmp"); a writer killed mid-rewrite leaves one behind.
@@ -223,20 +222,14 @@ class LogBase(abc.ABC):
                 self._lock_depth -= 1
             return
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
-        # Waiters poll every 50 ms. A 5 ms poll looked quicker for holds of a
-        # few milliseconds, but on 2 cores the polling waiters took the CPU from the holder: 8
-        # writers made 65 appends/s at 5 ms against 139 at 50 ms (`bench/bench_store.py`), and
-        # the eight-writers test used 2.6x the CPU.
-        with contextlib.ExitStack() as held:
-            try:
-                held.enter_context(locks.exclusive(self.lock_path, timeout=self.lock_timeout, poll=_LOCK_POLL_SECONDS))
-            except locks.LockHeld:
-                raise HistoryError(
-                    f"{layout.HISTORY_LOCK} is held by another writer for more than {self.lock_timeout:g} s",
-                    hint="another append, consolidation or compaction is running; try again",
-                ) from None
-            except OSError as exc:  # a read-only workspace, a folder where the lock file belongs
-                raise fsutil.os_error(exc, "take the history lock", self.lock_path) from exc
+
+        def busy() -> HistoryError:
+            return HistoryError(
+                f"{layout.HISTORY_LOCK} is held by another writer for more than {self.lock_timeout:g} s",
+                hint="another append, consolidation or compaction is running; try again",
+            )
+
+        with locks.exclusive(self.lock_path, timeout=self.lock_timeout, busy=busy, doing="take the history lock"):
             self._lock_depth, self._lock_owner = 1, threading.get_ident()
             self.rewrite_notes.clear()  # each hold's own: the caller reads them once it is released
             try:
