@@ -302,6 +302,20 @@ def test_a_slow_answer_within_the_timeout_is_fine(server, make_model):
     assert make_model(timeout=5).complete(MESSAGES).content == "late but fine"
 
 
+def test_closing_does_not_wait_for_an_abandoned_call_and_a_closed_model_still_answers(server, make_model):
+    """``close`` (what a run does with the model it built, when it ends) returns at once even while
+    a call abandoned at its deadline is still reading; a call after it opens a new connection."""
+    server.add(Trickle(Reply("x" * 300), interval=0.2), Reply("again"))
+    model = make_model(timeout=1, max_retries=0)
+    assert _fail(model).kind == "timeout"
+    started = time.monotonic()
+    model.close()
+    assert time.monotonic() - started < 0.5
+    assert model.complete(MESSAGES).content == "again"
+    model.close()
+    model.close()
+
+
 def test_dropped_connection_is_retried(server, make_model):
     """A connection closed without an answer is a transient connection error: retried, and the
     next answer is used."""

@@ -316,6 +316,11 @@ class ChatCompletionsModel(abc.ABC):
 class LiteLLMChatModel(ChatCompletionsModel):
     """A provider's model through ``litellm.completion`` (its routing, auth and price list)."""
 
+    def close(self) -> None:
+        """Nothing to release (``app.models.close_model``): litellm keeps its HTTP clients in its
+        own process-wide cache, shared by every model with the same endpoint and key, so runs
+        reuse one connection instead of leaving one each; closing them would only defeat that."""
+
     def _prepare(self) -> None:
         _litellm()
 

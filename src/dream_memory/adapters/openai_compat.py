@@ -62,6 +62,15 @@ class OpenAICompatibleChatModel(ChatCompletionsModel):
                 )
             return self._client
 
+    def close(self) -> None:
+        """Close the keep-alive connections. Left to the garbage collector, each run's socket
+        stayed open until then and was reported as an unclosed socket (ResourceWarning) in the
+        host's process. A later call opens a new client, so a closed model still works."""
+        with self._client_lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
     def _prepare(self) -> None:
         self._http()
 

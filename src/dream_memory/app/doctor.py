@@ -22,6 +22,7 @@ from dream_memory.adapters.history_log import HistoryLog
 from dream_memory.adapters.preflight import check_workspace_writable
 from dream_memory.adapters.workspace import require_usable_history
 from dream_memory.app.doctor_model import key_source, safe_endpoint
+from dream_memory.app.models import close_model
 from dream_memory.core import layout
 from dream_memory.core.ports import ChatModel
 from dream_memory.core.schedule import effective_schedule
@@ -412,6 +413,8 @@ def _model_call_check(inputs: DoctorInputs, resolved: ResolvedModel) -> Check:
     except DreamError as exc:
         fix = exc.hint or "check the endpoint, the model name and the key"
         return Check("model-call", "problem", exc.message, fix=fix)
+    finally:
+        close_model(model)  # built for this one probe
     seconds = inputs.clock() - started
     return Check("model-call", "ok", f"{resolved.name} answered one request in {seconds:.1f} s")
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dream_memory.app.models import ModelChoice, choose_model
+from dream_memory.app.models import ModelChoice, chosen_model
 from dream_memory.core.stop import StopFlag
 
 if TYPE_CHECKING:
@@ -97,14 +97,15 @@ def evaluate(
     from dream_memory.app.evaluation.run import Watch
 
     scenarios = load_scenarios(request.scenarios_dir, tuple(request.names))
-    choice = choose_model(rt, request.model, fallback_offline=True, what="dream eval")
-    if progress is None:
-        rt.log(f"eval: {len(scenarios)} scenario(s) with model {choice.name}, in {request.base}")
-    return run_evaluation(
-        scenarios,
-        lambda root, rules=None: ServiceWorkspace(_with_scopes(rt.for_workspace(root), rules), choice, stop),
-        model=choice.name,
-        base=request.base,
-        log=lambda message: rt.log(f"eval: {message}"),
-        watch=Watch(stop or StopFlag(), progress, request.mcp),
-    )
+    # One model for every scenario's runs (they get the choice, so none of them closes it).
+    with chosen_model(rt, request.model, fallback_offline=True, what="dream eval") as choice:
+        if progress is None:
+            rt.log(f"eval: {len(scenarios)} scenario(s) with model {choice.name}, in {request.base}")
+        return run_evaluation(
+            scenarios,
+            lambda root, rules=None: ServiceWorkspace(_with_scopes(rt.for_workspace(root), rules), choice, stop),
+            model=choice.name,
+            base=request.base,
+            log=lambda message: rt.log(f"eval: {message}"),
+            watch=Watch(stop or StopFlag(), progress, request.mcp),
+        )

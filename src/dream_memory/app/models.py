@@ -3,10 +3,15 @@
 A ``ChatModel`` object passes through (the API, tests, the fault suite's faulty models); a name
 goes through the settings' precedence (``settings.model``); nothing configured is a ConfigError
 with the hint below, or the offline engine where the use case falls back to it (demo, eval).
+
+A model built from a name belongs to the use case that chose it, which closes it when it ends
+(``chosen_model``); a ChatModel object or ModelChoice passed in belongs to whoever passed it.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -72,3 +77,28 @@ def choose_model(
     if isinstance(found, ResolvedModel):
         return ModelChoice(rt.chat_model(found), found)
     return ModelChoice(found, None)
+
+
+@contextlib.contextmanager
+def chosen_model(
+    rt: Runtime, choice: str | ChatModel | ModelChoice | None, *, fallback_offline: bool = False, what: str = ""
+) -> Iterator[ModelChoice]:
+    """``choose_model`` for the block: a model built here is closed when the block ends, however it
+    ends (a run that fails half way included); one passed in is left open for its owner to reuse."""
+    chosen = choose_model(rt, choice, fallback_offline=fallback_offline, what=what)
+    # A ModelChoice passed in (eval's, for all its runs) is its chooser's; an object, the caller's.
+    built = not isinstance(choice, ModelChoice) and chosen.resolved is not None
+    try:
+        yield chosen
+    finally:
+        if built:
+            close_model(chosen.chat)
+
+
+def close_model(model: ChatModel) -> None:
+    """Close a model this process built (its HTTP client's sockets). ``close`` is not part of the
+    ChatModel protocol, which is what a caller's own model must implement: those (and the offline
+    engine) need not have one."""
+    close = getattr(model, "close", None)
+    if callable(close):
+        close()

@@ -4,6 +4,8 @@ Each does, in this order: validate the request, choose the model (a missing key 
 here, before any lock), check the workspace (``rt.preflight``), then the run itself, and returns
 its typed report. A run another process holds the lock for is a report with status ``locked``
 (exit 75) on every face, never an exception; so is a run that stopped before its first batch.
+A model built from a name is closed when the run ends (``models.chosen_model``), so a host calling
+these again and again keeps no socket per run.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dream_memory.adapters.workspace import require_usable_history
-from dream_memory.app.models import ModelChoice, choose_model
+from dream_memory.app.models import ModelChoice, chosen_model
 from dream_memory.app.outcome import Status, as_error
 from dream_memory.app.progress import Progress, ProgressEvent, RunEnded, RunStarted
 from dream_memory.errors import DreamError, InputError, LockBusy
@@ -111,19 +113,6 @@ def dream(
     rt.require_workspace()  # a mistyped path is exit 2, never a new workspace (only init makes one)
     rt.preflight(dry_run=request.dry_run)  # a workspace this process cannot write: exit 2 now
     require_usable_history(rt.root, write=False)  # history a folder, or unreadable: exit 2 now
-    choice = choose_model(rt, request.model, what="dream run")
-    if before_start is not None:
-        before_start()
-    options = rt.dream_options(
-        batch_size=request.batch_size,
-        max_batches=request.max_batches,
-        dry_run=request.dry_run,
-        branch=request.branch,
-        max_tokens=request.max_tokens,
-        max_cost=request.max_cost,
-        max_seconds=request.max_seconds,
-        resolved=choice.resolved,
-    )
     started: list[ProgressEvent] = []
 
     def watch(event: ProgressEvent) -> None:
@@ -133,14 +122,27 @@ def dream(
             progress(event)
 
     watched: Progress | None = None if progress is None else watch
-    try:
-        ctx = replace(rt.dream_context(choice.chat, options), progress=watched)
-        report = run_dream(ctx if stop is None else replace(ctx, stop=stop))
-    except LockBusy as exc:
-        report = stopped_report(rt, choice.name, Status.LOCKED, exc)
-    except DreamError as exc:  # before the first batch: the lock could not be taken (a full disk, ...)
-        rt.log(f"error: {exc}")
-        report = stopped_report(rt, choice.name, Status.FAILED, exc)
+    with chosen_model(rt, request.model, what="dream run") as choice:
+        if before_start is not None:
+            before_start()
+        options = rt.dream_options(
+            batch_size=request.batch_size,
+            max_batches=request.max_batches,
+            dry_run=request.dry_run,
+            branch=request.branch,
+            max_tokens=request.max_tokens,
+            max_cost=request.max_cost,
+            max_seconds=request.max_seconds,
+            resolved=choice.resolved,
+        )
+        try:
+            ctx = replace(rt.dream_context(choice.chat, options), progress=watched)
+            report = run_dream(ctx if stop is None else replace(ctx, stop=stop))
+        except LockBusy as exc:
+            report = stopped_report(rt, choice.name, Status.LOCKED, exc)
+        except DreamError as exc:  # before the first batch: the lock could not be taken (a full disk, ...)
+            rt.log(f"error: {exc}")
+            report = stopped_report(rt, choice.name, Status.FAILED, exc)
     if progress is not None:
         if not started:  # ended before it knew its batches (the lock was busy, ...): run_started still frames it
             progress(RunStarted(command="run", unit="batch", model=choice.name, where=str(rt.root)))
@@ -188,35 +190,35 @@ def consolidate(
     # Summaries are appended to history.jsonl: one that cannot take them is exit 2 before any
     # model call is paid for (a dry run only reads it).
     require_usable_history(rt.root, write=not request.dry_run)
-    choice = choose_model(rt, request.model, what="dream consolidate")
-    sources: list[str] = []
-    passed_over: list[str] = []
-    paths = select_sessions(
-        rt.root,
-        [str(s) for s in request.sessions],
-        request.all_sessions,
-        request.cwd or rt.root,
-        nanobot_roots=rt.nanobot_session_roots(),
-        sources=sources,
-        passed_over=passed_over,
-    )
-    if not request.dry_run:
-        rt.ensure_workspace()
-    ctx = rt.consolidate_context(
-        choice.chat,
-        budget=request.budget,
-        force=request.force,
-        dry_run=request.dry_run,
-        update_sessions=request.update_sessions,
-        context_window=choice.context_window,
-        max_tokens=choice.max_tokens,
-    )
-    if stop is not None:
-        ctx.stop = stop
-    ctx.progress = progress
-    if progress is not None:
-        progress(RunStarted(command="consolidate", unit="session", total=len(paths), model=choice.name))
-    report = consolidate_sessions(ctx, paths)
+    with chosen_model(rt, request.model, what="dream consolidate") as choice:
+        sources: list[str] = []
+        passed_over: list[str] = []
+        paths = select_sessions(
+            rt.root,
+            [str(s) for s in request.sessions],
+            request.all_sessions,
+            request.cwd or rt.root,
+            nanobot_roots=rt.nanobot_session_roots(),
+            sources=sources,
+            passed_over=passed_over,
+        )
+        if not request.dry_run:
+            rt.ensure_workspace()
+        ctx = rt.consolidate_context(
+            choice.chat,
+            budget=request.budget,
+            force=request.force,
+            dry_run=request.dry_run,
+            update_sessions=request.update_sessions,
+            context_window=choice.context_window,
+            max_tokens=choice.max_tokens,
+        )
+        if stop is not None:
+            ctx.stop = stop
+        ctx.progress = progress
+        if progress is not None:
+            progress(RunStarted(command="consolidate", unit="session", total=len(paths), model=choice.name))
+        report = consolidate_sessions(ctx, paths)
     report.sources = sources
     report.warnings[:0] = passed_over
     if progress is not None:

@@ -192,6 +192,7 @@ class Runtime:
         return DeferredCounter()
 
     def chat_model(self, resolved: ResolvedModel) -> ChatModel:
+        """A new model for ``resolved``, the caller's to close (``models.chosen_model``)."""
         from dream_memory.adapters.llm import build_chat_model
 
         return build_chat_model(resolved)

@@ -22,7 +22,9 @@ class ChatModel(Protocol):
     """One chat-completions endpoint (or the offline engine).
 
     ``complete`` raises ``ModelError`` (retryable or not) for transport failures; it returns the
-    reply as received, and callers judge its content with ``core.chat.check_reply``.
+    reply as received, and callers judge its content with ``core.chat.check_reply``. The models
+    we build also have ``close``, called by the use case that built them (``app.models``); a
+    caller's own model need not, so it is no part of this protocol.
     """
 
     @property
