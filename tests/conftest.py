@@ -5,6 +5,7 @@ this process (``dream``) or as a process of its own (``dream_process``)."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import shutil
 import subprocess
@@ -169,3 +170,19 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     line = f"{item.nodeid}\t{cpu(resource.RUSAGE_SELF) - own:.3f}\t{cpu(resource.RUSAGE_CHILDREN) - children:.3f}\n"
     with open(path, "a", encoding="utf-8") as log:  # one short append per test: xdist workers share it
         log.write(line)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Close the HTTP clients litellm cached. litellm keeps one per endpoint for the life of the
+    process (a host reuses it; ``LiteLLMChatModel.close`` leaves it alone), and the suite starts a
+    scripted server per test, so each worker ended holding dozens; at exit they were printed as
+    ``sys:1: ResourceWarning: unclosed <socket ...>``, noise in which a real leak would hide."""
+    litellm = sys.modules.get("litellm")
+    if litellm is None:
+        return
+    for client in list(litellm.in_memory_llm_clients_cache.cache_dict.values()):
+        close = getattr(client, "close", None)
+        # dream's calls are synchronous; an async client's close would only make a coroutine
+        if callable(close) and not inspect.iscoroutinefunction(close):
+            with contextlib.suppress(Exception):  # closed already, or a client of another kind
+                close()
