@@ -330,3 +330,36 @@ def test_detect_secrets_finds_its_kinds_without_loading_requests(order: str) -> 
     assert lines[1] == f"requests loaded by the scan: {order == 'requests-first'}"
     assert lines[2] == "real requests after: True"
     assert lines[3] == "detect-secrets' requests after: True"
+
+
+_HOST = """
+import logging, sys, warnings
+from dream_memory import Workspace
+logging.basicConfig(level=logging.ERROR, stream=sys.stdout, format="logged: %(message)s")
+if sys.argv[2] == "captured":
+    logging.captureWarnings(True)
+ws = Workspace(sys.argv[1])
+ws.init()
+ws.append("the deploy key is AKIAIOSFODNN7EXAMPLE and the password = 'hunter2hunter2xyzQ9'")
+warnings.warn("the host's own warning", UserWarning)
+"""
+
+
+@pytest.mark.parametrize("capture", ["host-default", "captured"])
+def test_a_scan_leaves_the_hosts_warnings_where_they_went(tmp_path: Path, capture: str) -> None:
+    """A host process whose logging handles errors only (``basicConfig(level=ERROR)``) stores a
+    secret through the API, then warns. detect-secrets' logger turns on
+    ``logging.captureWarnings`` as it loads; the warning then went to logging and this host's
+    handler dropped it. It reaches stderr as Python shows warnings, and a host that had turned
+    capture on itself keeps it on (its logging gets the warning: here, below ERROR, dropped)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _HOST, str(tmp_path / "ws"), capture],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "AKIAIOSFODNN7EXAMPLE" not in (tmp_path / "ws" / "memory" / "history.jsonl").read_text(encoding="utf-8")
+    shown = "UserWarning: the host's own warning" in done.stderr
+    assert shown == (capture == "host-default"), done.stderr

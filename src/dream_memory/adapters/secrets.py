@@ -26,9 +26,11 @@ applies them (the marking, the widening, the allowlist) and runs layer 3.
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 import types
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
@@ -55,6 +57,20 @@ def _plugins() -> tuple[Any, ...]:
 
 
 def _detector_classes() -> dict[Any, Any]:
+    """detect-secrets' detectors, loaded with the host's warnings left as they were: its logger
+    module calls ``logging.captureWarnings(True)`` as it loads, which sent every later warning of
+    the process (a config's UserWarning included, and a host's own) to the logging module, where
+    a host's handlers could swallow them. That is undone here, unless capture was on already (then
+    the call changed nothing)."""
+    shown = warnings.showwarning
+    try:
+        return _load_detector_classes()
+    finally:
+        if warnings.showwarning is not shown:
+            logging.captureWarnings(False)  # puts `shown` back
+
+
+def _load_detector_classes() -> dict[Any, Any]:
     """detect-secrets' detectors, loaded without ``requests`` when that works: its modules import
     requests only to verify a secret online, which we never ask of them, and requests with urllib3
     were 0.25 of the 0.4 CPU s that loading detect-secrets cost every command that writes. Its
