@@ -179,7 +179,7 @@ CASES: list[tuple[str, Call, str, Call]] = [
     (
         "append_many(list with int)",
         lambda w: w.append_many(["- fine", 5]),
-        "append_many(entries=...): expected a list of NewEntry objects, dicts or strings, got list whose item 1 "
+        "append_many(entries=...): expected a list of NewEntry objects, dicts or strings, got list whose item [1] "
         "is int 5",
         lambda w: w.append_many(({"content": "- [durable] User likes cocoa"},)),
     ),
@@ -216,7 +216,7 @@ CASES: list[tuple[str, Call, str, Call]] = [
     (
         "consolidate(sessions=[int])",
         lambda w: w.consolidate(model="offline", sessions=[3]),
-        "consolidate(sessions=...): expected a list of strings or paths, or None, got list whose item 0 is int 3",
+        "consolidate(sessions=...): expected a list of strings or paths, or None, got list whose item [0] is int 3",
         lambda w: w.consolidate(model="offline", sessions=None, dry_run=True),
     ),
     (

@@ -174,7 +174,7 @@ def _items(value: Any, hint: Any) -> list[tuple[str, Any, Any]]:
     if isinstance(value, Mapping):
         keys = [("key", k, args[0]) for k in value]
         return keys + [(f"value for {_key(k)}", v, args[-1]) for k, v in value.items()]
-    return [(f"item {i}", v, args[0]) for i, v in enumerate(value)] if isinstance(value, list | tuple) else []
+    return [(f"item [{i}]", v, args[0]) for i, v in enumerate(value)] if isinstance(value, list | tuple) else []
 
 
 def _wants_many(hint: Any) -> bool:
