@@ -55,8 +55,10 @@ def route(request: pytest.FixtureRequest) -> type[ChatCompletionsModel]:
 @pytest.fixture
 def make_model(
     server: ScriptedLLMServer, sleeps: SleepRecorder, route: type[ChatCompletionsModel]
-) -> Callable[..., ChatCompletionsModel]:
-    """``make_model(**overrides)``: a model on the scripted server with tiny retry waits, by each route."""
+) -> Iterator[Callable[..., ChatCompletionsModel]]:
+    """``make_model(**overrides)``: a model on the scripted server with tiny retry waits, by each
+    route; closed after the test, as the use case that builds one closes it (``app.models``)."""
+    made: list[ChatCompletionsModel] = []
 
     def make(**overrides: Any) -> ChatCompletionsModel:
         fields: dict[str, Any] = {
@@ -69,9 +71,12 @@ def make_model(
             "retry_base_seconds": 0.01,
         }
         fields.update(overrides)
-        return route(ResolvedModel(**fields), sleep=sleeps)
+        made.append(route(ResolvedModel(**fields), sleep=sleeps))
+        return made[-1]
 
-    return make
+    yield make
+    for model in made:
+        model.close()
 
 
 @pytest.fixture

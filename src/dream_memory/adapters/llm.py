@@ -312,6 +312,11 @@ class ChatCompletionsModel(abc.ABC):
     def _cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
         """The price of these tokens in USD, or None when the model's price is unknown (never 0)."""
 
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release the connections this model holds (``app.models.close_model``); a later call
+        may open them again."""
+
 
 class LiteLLMChatModel(ChatCompletionsModel):
     """A provider's model through ``litellm.completion`` (its routing, auth and price list)."""
