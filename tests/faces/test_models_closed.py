@@ -46,7 +46,7 @@ def unclosed_sockets(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[int]
     """``unclosed_sockets(port)``: the sockets to ``port`` the garbage collector found unclosed
     since the fixture began, as a host running with ``-W error::ResourceWarning`` meets them (the
     warning raised inside a finalizer reaches ``sys.unraisablehook``; a recorded warning could
-    be lost to detect_secrets' ``logging.captureWarnings``). Earlier tests' garbage is collected
+    be lost to a ``logging.captureWarnings`` in the process). Earlier tests' garbage is collected
     before, and only sockets to this test's server count."""
     gc.collect()
     found: list[str] = []
@@ -123,6 +123,48 @@ def test_a_callers_own_model_is_not_closed(workspace: Path, tmp_path: Path) -> N
     path = write_session(workspace, "cli:talk", session_messages(3))
     assert ws.consolidate(model=own, sessions=[str(path)], force=True).status == "ok"
     assert own.calls >= 2 and own.closed == 0
+
+
+class HookedModel(OwnModel):
+    """A caller's model with a retry hook named as our adapters name theirs (``on_retry``): each
+    call tells the hook of one failed attempt before it answers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_retry: Callable[[int, int, float, str], None] | None = None
+
+    def complete(
+        self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] | None = None, purpose: str = ""
+    ) -> ChatReply:
+        if self.on_retry is not None:
+            self.on_retry(1, 2, 0.0, "overloaded")
+        return super().complete(messages, tools=tools, purpose=purpose)
+
+
+def test_a_callers_own_retry_hook_is_left_as_it_was(workspace: Path, tmp_path: Path) -> None:
+    """A run with a listener hears the retries of its model's calls; after it the caller's model
+    has its own hook back, and a later run without a listener sends nothing to the first one's
+    (before, the run's hook stayed on the model: the first listener heard the second run)."""
+    own = HookedModel()
+    caller_heard: list[str] = []
+
+    def callers_hook(attempt: int, attempts: int, wait: float, reason: str) -> None:
+        caller_heard.append(reason)
+
+    own.on_retry = callers_hook
+    rt = Runtime.load(workspace, env={"HOME": str(tmp_path)}, log=lambda message: None)
+    heard: list[object] = []
+    ws = Workspace(workspace, env={"HOME": str(tmp_path)})
+    ws.append("- [durable] The user prefers short answers.")
+    assert dream(rt, RunRequest(model=own), progress=heard.append).status == "ok"
+    retries = [e for e in heard if type(e).__name__ == "Retry"]
+    assert len(retries) == own.calls and caller_heard == []
+    assert own.on_retry is callers_hook
+    ws.append("- [durable] The user moved to Lisbon.")
+    calls = own.calls
+    assert dream(rt, RunRequest(model=own)).status == "ok"
+    assert [type(e).__name__ for e in heard].count("Retry") == len(retries)
+    assert len(caller_heard) == own.calls - calls > 0
 
 
 @dataclasses.dataclass

@@ -27,8 +27,6 @@ class PhaseWatch:
         self.phase: int | None = None
         self.calls = self.tool_calls = 0
         self.started = 0.0
-        if hasattr(inner, "on_retry"):  # the litellm adapter: one event before each retry's wait
-            inner.on_retry = self._retry
 
     @property
     def name(self) -> str:
@@ -47,7 +45,18 @@ class PhaseWatch:
             self.progress(PhaseStarted(phase=phase))
         if phase is not None:
             self.calls += 1
-        reply = self.inner.complete(messages, tools=tools, purpose=purpose)
+        # The adapter's retry hook, one event before each retry's wait, is ours only for the call:
+        # a model outlives the run (eval's, shared by its scenarios), and a later run without
+        # progress must not send its retries to this run's listener.
+        inner = self.inner
+        if not hasattr(inner, "on_retry"):
+            reply = inner.complete(messages, tools=tools, purpose=purpose)
+        else:
+            before, inner.on_retry = inner.on_retry, self._retry
+            try:
+                reply = inner.complete(messages, tools=tools, purpose=purpose)
+            finally:
+                inner.on_retry = before
         if phase is not None:
             self.tool_calls += len(reply.tool_calls)
         return reply
