@@ -180,7 +180,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     litellm = sys.modules.get("litellm")
     if litellm is None:
         return
-    for client in list(litellm.in_memory_llm_clients_cache.cache_dict.values()):
+    # Looked up, not assumed: another litellm version may keep its clients elsewhere (then only
+    # the lines at exit come back).
+    cached = getattr(getattr(litellm, "in_memory_llm_clients_cache", None), "cache_dict", {})
+    for client in list(cached.values()):
         close = getattr(client, "close", None)
         # dream's calls are synchronous; an async client's close would only make a coroutine
         if callable(close) and not inspect.iscoroutinefunction(close):
