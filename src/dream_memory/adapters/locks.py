@@ -84,52 +84,53 @@ def writer_alive(pid: object, host: object, written: Path) -> bool:
 _PROBE_GRACE_SECONDS = 0.25
 
 
-def _flock_exclusive(fd: int) -> None:
-    _flock(fd, fcntl.LOCK_EX)
+# Waiters on a short hold poll every 50 ms. A 5 ms poll looked quicker for holds of a few
+# milliseconds, but on 2 cores the polling waiters took the CPU from the holder: 8 writers made 65
+# appends/s at 5 ms against 139 at 50 ms (`bench/bench_store.py`), and the eight-writers test used
+# 2.6x the CPU.
+_POLL_SECONDS = 0.05
 
 
-def _flock(fd: int, mode: int) -> None:
-    deadline = time.monotonic() + _PROBE_GRACE_SECONDS
+def _flock(fd: int, mode: int, *, wait: float = _PROBE_GRACE_SECONDS, poll: float = 0.01) -> None:
+    """``flock`` in ``mode``, tried every ``poll`` seconds for ``wait``; BlockingIOError after."""
+    deadline = time.monotonic() + wait
     while True:
         try:
             fcntl.flock(fd, mode | fcntl.LOCK_NB)
             return
         except BlockingIOError:
-            if time.monotonic() >= deadline:
+            left = deadline - time.monotonic()
+            if left <= 0:
                 raise
-            time.sleep(0.01)
+            time.sleep(min(poll, left))
 
 
-# Waiters poll every 50 ms. A 5 ms poll looked quicker for holds of a few milliseconds, but on 2
-# cores the polling waiters took the CPU from the holder: 8 writers made 65 appends/s at 5 ms
-# against 139 at 50 ms (`bench/bench_store.py`), and the eight-writers test used 2.6x the CPU.
-_POLL_SECONDS = 0.05
+def _open_lock_file(path: Path, doing: str) -> int:
+    """The lock file's descriptor, its folder and the file made if missing, never through a link;
+    the workspace error for ``doing`` when it cannot be opened (a read-only workspace, a folder or
+    a link where it belongs). 0o666 through the umask, as filelock makes it: with DREAM_UMASK=0002
+    a process of the same group under another uid (the agent beside Dream on a shared volume) can
+    take it too."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, os.O_RDWR | os.O_CREAT | fsutil.NOFOLLOW, 0o666)
+    except OSError as exc:
+        raise fsutil.os_error(exc, doing, path) from exc
 
 
 @contextlib.contextmanager
 def exclusive(path: Path, *, timeout: float, busy: Callable[[], DreamError], doing: str) -> Iterator[None]:
     """Hold an exclusive ``flock`` on ``path`` for the block, waiting at most ``timeout`` seconds;
     raises ``busy()`` after that, and the workspace error for ``doing`` (``fsutil.os_error``) when
-    the file cannot be opened (a read-only workspace, a folder or a link where it belongs).
-
-    The file is created if missing (0o666 through the umask, as filelock makes it), never
-    truncated and never deleted, so every waiter locks the same inode.
+    the file cannot be opened (``_open_lock_file``). The file is never truncated and never
+    deleted, so every waiter locks the same inode.
     """
+    fd = _open_lock_file(path, doing)
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | fsutil.NOFOLLOW, 0o666)
-    except OSError as exc:
-        raise fsutil.os_error(exc, doing, path) from exc
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise busy() from None
-                time.sleep(min(_POLL_SECONDS, left))
+        try:
+            _flock(fd, fcntl.LOCK_EX, wait=timeout, poll=_POLL_SECONDS)
+        except BlockingIOError:
+            raise busy() from None
         try:
             yield
         finally:
@@ -176,16 +177,10 @@ def dream_lock(workspace: Path, *, now: datetime) -> Iterator[LockHolder | None]
     Yields the stale holder whose lock was taken over, if the file named one.
     """
     path = lock_path(workspace)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # 0o666 through the umask (as `exclusive`): with DREAM_UMASK=0002 a process of the same
-        # group under another uid (the agent beside Dream on a shared volume) can take it too.
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | fsutil.NOFOLLOW, 0o666)
-    except OSError as exc:
-        raise fsutil.os_error(exc, "take the Dream lock", path) from exc
+    fd = _open_lock_file(path, "take the Dream lock")
     try:
         try:
-            _flock_exclusive(fd)
+            _flock(fd, fcntl.LOCK_EX)
         except BlockingIOError:
             holder = _parse_holder(_read_holder(fd))
             raise LockBusy(

@@ -166,10 +166,6 @@ class ConsolidationStore:
 def consolidation_lock(root: Path, *, timeout: float = 0.0) -> Iterator[None]:
     """One consolidation per workspace at a time; another one finds it busy (exit 75)."""
     path = root / CONSOLIDATION_LOCK
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise fsutil.os_error(exc, "take the consolidation lock", path) from exc
 
     def busy() -> LockBusy:
         return LockBusy(

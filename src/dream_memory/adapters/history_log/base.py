@@ -221,7 +221,6 @@ class LogBase(abc.ABC):
             finally:
                 self._lock_depth -= 1
             return
-        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
 
         def busy() -> HistoryError:
             return HistoryError(
